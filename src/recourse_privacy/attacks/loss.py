@@ -1,0 +1,35 @@
+"""Loss-based baselines: Loss thresholding (Yeom et al. 2018) and offline Loss-LRT (Carlini et al. 2022)."""
+from __future__ import annotations
+
+import numpy as np
+
+from recourse_privacy.attacks.base import AttackScores
+from recourse_privacy.attacks.lrt import calibrate_direction, fit_reference, lrt_scores
+from recourse_privacy.attacks.shadow import ShadowData
+
+
+def loss_attack(loss: np.ndarray) -> AttackScores:
+    """Member if the loss of the true label is <= tau (paper 000, eq. 2); the score is -loss."""
+    return AttackScores("loss", -np.asarray(loss, dtype=np.float64), "less", {
+        "statistic": "binary cross-entropy of the true label",
+        "direction_source": "fixed by Yeom et al. (members have lower loss)",
+    })
+
+
+def loss_lrt_attack(conf: np.ndarray, shadow: ShadowData, *, direction: str = "auto", center: str = "mean",
+                    variance: str = "per-example", cdf: str = "normal") -> AttackScores:
+    """Offline one-sided LRT on the logit-scaled confidence log(p_y / (1 - p_y)) (Carlini et al., offline)."""
+    all_shadows = np.ones_like(shadow.conf_targets, dtype=bool)
+    ref = fit_reference(shadow.conf_targets, all_shadows, center=center, variance=variance)
+    conventions = {"statistic": "logit-scaled confidence of the true label", "center": center,
+                   "variance": variance, "cdf": cdf, "n_shadow": shadow.n_shadow}
+    if direction == "auto":
+        decision = calibrate_direction(shadow.conf_calib, shadow.rejected_calib,
+                                       np.ones_like(shadow.conf_calib, dtype=bool), shadow.keep_calib,
+                                       center=center, variance=variance, cdf=cdf)
+        direction = decision.direction
+        conventions["direction_source"] = decision.describe()
+        conventions["shadow_auc"] = decision.shadow_auc
+    else:
+        conventions["direction_source"] = "fixed by the caller"
+    return AttackScores("loss-lrt", lrt_scores(conf, ref, direction=direction, cdf=cdf), direction, conventions)

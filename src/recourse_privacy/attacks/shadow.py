@@ -1,0 +1,139 @@
+"""Shadow models of the adversary: trained on its own pool, queried for recourse like the owner's.
+
+Each shadow model trains on a subset of the adversary's pool chosen by a balanced keep
+matrix (as in LiRA: every pool point is in the same number of shadow training sets). The
+targets are never in the pool, so every shadow model is an "out" model for every target
+(the offline setting of paper 000, Algorithm 1). Pool points that some shadows trained on
+and others did not form the adversary's own labelled game, used to decide test directions.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from recourse_privacy._validation import as_generator, check_positive_int
+from recourse_privacy.models.base import logit_confidence
+
+_FIELDS = ("cfd_targets", "usable_targets", "conf_targets", "cfd_calib", "usable_calib", "rejected_calib",
+           "conf_calib", "train_accuracy")
+
+
+def balanced_keep(n_points: int, n_shadow: int, fraction: float, random_state=None) -> np.ndarray:
+    """(n_points, n_shadow) membership matrix: each point in round(fraction * n_shadow) shadows."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"shadow_fraction must be in (0, 1); got {fraction!r}")
+    rng = as_generator(random_state)
+    k = max(1, min(n_shadow - 1, int(round(fraction * n_shadow)))) if n_shadow > 1 else 1
+    order = rng.random((n_points, n_shadow)).argsort(axis=1)
+    return order < k
+
+
+@dataclass
+class ShadowData:
+    """Per-shadow statistics of the targets and of the adversary's calibration points (rows x shadows)."""
+
+    keep_calib: np.ndarray      # calibration point was in shadow k's training set
+    cfd_targets: np.ndarray     # counterfactual distance of each target under shadow k
+    usable_targets: np.ndarray  # shadow k rejects the target and its recourse is valid
+    conf_targets: np.ndarray    # logit-scaled confidence of the target's true label under shadow k
+    cfd_calib: np.ndarray
+    usable_calib: np.ndarray
+    rejected_calib: np.ndarray
+    conf_calib: np.ndarray
+    train_accuracy: np.ndarray  # (n_shadow,)
+
+    @property
+    def n_shadow(self) -> int:
+        return int(self.cfd_targets.shape[1])
+
+
+def _one_shadow(k, make_model, recourse, distance, X_pool, y_pool, keep, X_t, y_t, X_c, y_c, need_cfd):
+    idx = np.flatnonzero(keep[:, k])
+    model = make_model(k).fit(X_pool[idx], y_pool[idx])
+    out = {"train_accuracy": np.array(np.mean(model.predict(X_pool[idx]) == y_pool[idx]))}
+    for tag, X, y in (("targets", X_t, y_t), ("calib", X_c, y_c)):
+        rejected = model.predict(X) == 0
+        cfd = np.zeros(len(X))
+        usable = np.zeros(len(X), dtype=bool)
+        if need_cfd and rejected.any():
+            res = recourse.generate(model, X[rejected])
+            cfd[rejected] = res.distance(distance)
+            usable[rejected] = res.valid & (cfd[rejected] > 0)
+        out[f"cfd_{tag}"] = cfd
+        out[f"usable_{tag}"] = usable
+        out[f"conf_{tag}"] = logit_confidence(model, X, y)
+        if tag == "calib":
+            out["rejected_calib"] = rejected
+    return out
+
+
+def run_shadow_models(
+    make_model: Callable[[int], object],
+    recourse,
+    X_pool: np.ndarray,
+    y_pool: np.ndarray,
+    X_targets: np.ndarray,
+    y_targets: np.ndarray,
+    *,
+    n_shadow: int,
+    fraction: float = 0.5,
+    n_calibration: int = 1000,
+    distance: str = "l1",
+    need_cfd: bool = True,
+    random_state=None,
+    cache_dir: str | Path | None = None,
+    n_jobs: int = 1,
+    on_done: Callable[[int], None] | None = None,
+) -> ShadowData:
+    """Train ``n_shadow`` shadow models (seeded ``make_model(k)``) and collect their statistics.
+
+    With ``cache_dir``, each finished shadow's statistics are written atomically to
+    ``shadow_<k>.npz`` and reused on a rerun, so a killed run resumes where it stopped.
+    """
+    n_shadow = check_positive_int(n_shadow, "shadow_models")
+    rng = as_generator(random_state)
+    keep = balanced_keep(len(X_pool), n_shadow, fraction, rng)
+    calib = np.sort(rng.choice(len(X_pool), size=min(n_calibration, len(X_pool)), replace=False))
+    X_c, y_c = X_pool[calib], y_pool[calib]
+    cache = Path(cache_dir) if cache_dir is not None else None
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
+    args = (make_model, recourse, distance, X_pool, y_pool, keep, X_targets, y_targets, X_c, y_c, need_cfd)
+
+    results: dict[int, dict] = {}
+    todo = []
+    for k in range(n_shadow):
+        path = cache / f"shadow_{k}.npz" if cache is not None else None
+        if path is not None and path.exists():
+            with np.load(path) as f:
+                results[k] = {name: f[name] for name in _FIELDS}
+            if on_done:
+                on_done(k)
+        else:
+            todo.append(k)
+
+    def finish(k, res):
+        results[k] = res
+        if cache is not None:
+            tmp = cache / f".shadow_{k}.{os.getpid()}.tmp.npz"
+            np.savez(tmp, **res)
+            os.replace(tmp, cache / f"shadow_{k}.npz")
+        if on_done:
+            on_done(k)
+
+    if n_jobs == 1 or len(todo) <= 1:
+        for k in todo:
+            finish(k, _one_shadow(k, *args))
+    else:
+        from joblib import Parallel, delayed
+
+        par = Parallel(n_jobs=n_jobs, return_as="generator")
+        for k, res in zip(todo, par(delayed(_one_shadow)(k, *args) for k in todo)):
+            finish(k, res)
+
+    stack = {name: np.stack([results[k][name] for k in range(n_shadow)], axis=-1) for name in _FIELDS}
+    return ShadowData(keep_calib=keep[calib], **stack)

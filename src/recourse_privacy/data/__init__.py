@@ -1,0 +1,50 @@
+"""Datasets, preprocessing and the member / non-member / adversary pools of an audit.
+
+- :func:`load_dataset` loads one of :data:`DATASETS` (real data from a data directory or a
+  checked download; synthetic and scikit-learn data generated in memory);
+- :func:`load_tabular` loads and validates a user's own CSV / Parquet table;
+- :class:`Preprocessor` one-hot encodes, scales and de-correlates, fitted on the owner's
+  training data only;
+- :func:`split_pools` draws the disjoint pools of a membership-inference audit.
+"""
+from __future__ import annotations
+
+from recourse_privacy.data.datasets import (
+    DATASET_DESCRIPTIONS,
+    DATASETS,
+    ENV_VAR,
+    REAL_DATASETS,
+    ChecksumError,
+    Dataset,
+    default_cache_dir,
+    fetch_file,
+    load_dataset,
+    resolve_data_dir,
+    source_url,
+)
+from recourse_privacy.data.pools import Pools, as_generator, split_pools
+from recourse_privacy.data.preprocessing import Preprocessor
+from recourse_privacy.data.synthetic import make_synthetic, synthetic_centers
+from recourse_privacy.data.tabular import load_tabular, validate_frame
+
+__all__ = [
+    "DATASETS",
+    "DATASET_DESCRIPTIONS",
+    "REAL_DATASETS",
+    "ENV_VAR",
+    "ChecksumError",
+    "Dataset",
+    "Pools",
+    "Preprocessor",
+    "as_generator",
+    "default_cache_dir",
+    "fetch_file",
+    "load_dataset",
+    "load_tabular",
+    "make_synthetic",
+    "resolve_data_dir",
+    "source_url",
+    "split_pools",
+    "synthetic_centers",
+    "validate_frame",
+]

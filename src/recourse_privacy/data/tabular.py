@@ -1,0 +1,216 @@
+"""A user's own table (CSV or Parquet) as a :class:`Dataset`, validated up front.
+
+Every check runs before any model is trained, and each error says which column or
+parameter is wrong and what to do about it.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from recourse_privacy.data.datasets import Dataset
+
+__all__ = ["load_tabular", "validate_frame"]
+
+# Strings read as missing. Unlike pandas' default list, "None" is not among them: it is a
+# legitimate level in several public datasets (e.g. max_glu_serum in Diabetes).
+_NA_VALUES = ["", "NA", "N/A", "n/a", "NaN", "nan", "-NaN", "NULL", "null", "#N/A", "<NA>"]
+_CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.zip", ".csv.xz", ".tsv", ".txt")
+_PARQUET_SUFFIXES = (".parquet", ".pq")
+_MAX_UNIQUE_FRACTION = 0.5  # a non-numeric column with more unique values is free text
+_MIN_ROWS_FOR_UNIQUE_CHECK = 20
+
+
+def _read(path: Path) -> pd.DataFrame:
+    name = path.name.lower()
+    if name.endswith(_PARQUET_SUFFIXES):
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise ImportError(
+                f"reading {path.name} needs pyarrow; install it with "
+                "`pip install recourse-privacy[parquet]`"
+            ) from None
+        return pd.read_parquet(path)
+    if name.endswith(_CSV_SUFFIXES):
+        sep = "\t" if name.endswith(".tsv") else ","
+        return pd.read_csv(path, sep=sep, keep_default_na=False, na_values=_NA_VALUES)
+    raise ValueError(
+        f"cannot tell the format of {path.name}: use a file ending in "
+        f"{', '.join(_CSV_SUFFIXES + _PARQUET_SUFFIXES)}"
+    )
+
+
+def _preview(values: Sequence[Any], k: int = 5) -> str:
+    shown = ", ".join(repr(v) for v in list(values)[:k])
+    return shown + (", ..." if len(values) > k else "")
+
+
+def _plain(v: Any) -> Any:
+    """numpy scalars to Python scalars, for comparisons and messages."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _is_numeric(series: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series)
+
+
+def _encode_target(values: pd.Series, target: str, positive_label: Any) -> np.ndarray:
+    levels = [_plain(v) for v in pd.unique(values)]
+    if len(levels) != 2:
+        raise ValueError(
+            f"target column {target!r} must be binary but has {len(levels)} distinct "
+            f"value{'s' if len(levels) != 1 else ''}: {_preview(sorted(levels, key=str))}"
+        )
+    if positive_label is None:
+        if set(levels) == {0, 1}:  # also matches {False, True} and {0.0, 1.0}
+            return values.astype(np.int64).to_numpy()
+        a, b = sorted(levels, key=str)
+        raise ValueError(
+            f"target column {target!r} has the values {a!r} and {b!r}, not 0/1: pass "
+            f"positive_label=... (the favourable one, e.g. positive_label={b!r})"
+        )
+    matches = [v for v in levels if v == positive_label or str(v) == str(positive_label)]
+    if len(matches) != 1:
+        raise ValueError(
+            f"positive_label={positive_label!r} is not one of the values of target column "
+            f"{target!r}: {levels[0]!r}, {levels[1]!r}"
+        )
+    return (values.map(_plain) == matches[0]).to_numpy(dtype=np.int64)
+
+
+def validate_frame(
+    df: pd.DataFrame,
+    target: str,
+    *,
+    categorical: Sequence[str] | None = None,
+    immutable: Sequence[str] = (),
+    increasing: Sequence[str] = (),
+    positive_label: Any = None,
+    name: str = "tabular",
+    description: str = "",
+) -> Dataset:
+    """Check a raw frame and turn it into a :class:`Dataset` (see :func:`load_tabular`)."""
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"expected a pandas DataFrame, got {type(df).__name__}")
+    df = df.set_axis([str(c) for c in df.columns], axis=1)
+    columns = list(df.columns)
+    dupes = sorted({c for c in columns if columns.count(c) > 1})
+    if dupes:
+        raise ValueError(f"the table has duplicate column names {dupes}")
+    if target not in columns:
+        raise ValueError(f"target column {target!r} not found; the columns are {columns}")
+    features = [c for c in columns if c != target]
+    if not features:
+        raise ValueError(f"the table has no feature columns besides the target {target!r}")
+    if len(df) < 2:
+        raise ValueError(f"the table has {len(df)} rows; need at least 2")
+
+    for param, names in (
+        ("categorical", categorical or ()),
+        ("immutable", immutable),
+        ("increasing", increasing),
+    ):
+        if isinstance(names, str):
+            raise TypeError(f"{param} must be a list of column names, not the string {names!r}")
+        unknown = [c for c in names if c not in features]
+        if unknown:
+            why = (
+                f"{target!r} is the target"
+                if target in unknown
+                else f"feature columns are {features}"
+            )
+            raise ValueError(f"{param} names unknown columns {unknown}; {why}")
+
+    # missing values: NaN / None, and empty or blank strings in text columns
+    missing = df.isna()
+    for col in columns:
+        if not _is_numeric(df[col]):
+            text = df[col].astype(str).str.strip()
+            missing[col] |= text.eq("")
+    counts = missing.sum()
+    bad = counts[counts > 0]
+    if len(bad):
+        detail = ", ".join(f"{c!r} ({n})" for c, n in bad.items())
+        raise ValueError(
+            f"missing or empty values in columns {detail}, in {int(missing.any(axis=1).sum())} "
+            "rows in all; drop or impute them first"
+        )
+
+    listed = set(categorical or ())
+    cat_cols: list[str] = []
+    for col in features:
+        s = df[col]
+        if col in listed:
+            cat_cols.append(col)
+        elif _is_numeric(s):
+            continue
+        else:
+            n_unique = s.nunique()
+            if len(s) > _MIN_ROWS_FOR_UNIQUE_CHECK and n_unique > _MAX_UNIQUE_FRACTION * len(s):
+                raise ValueError(
+                    f"column {col!r} is neither numeric nor a plausible categorical: "
+                    f"{n_unique} distinct values in {len(s)} rows (e.g. {_preview(s.unique(), 3)}); "
+                    "drop it (free text or an identifier), or list it in categorical=... "
+                    "to force one-hot encoding"
+                )
+            cat_cols.append(col)
+
+    y = _encode_target(df[target], target, positive_label)
+    X = {}
+    for col in features:
+        if col in cat_cols:
+            X[col] = df[col].astype(str).astype(object)
+        else:
+            X[col] = df[col].astype(np.float64)
+    return Dataset(
+        name=name,
+        X=pd.DataFrame(X, columns=features).reset_index(drop=True),
+        y=y,
+        target=target,
+        categorical=tuple(cat_cols),
+        immutable=tuple(immutable),
+        increasing=tuple(increasing),
+        description=description,
+    )
+
+
+def load_tabular(
+    path: str | Path,
+    target: str,
+    *,
+    categorical: Sequence[str] | None = None,
+    immutable: Sequence[str] = (),
+    increasing: Sequence[str] = (),
+    positive_label: Any = None,
+) -> Dataset:
+    """Load a CSV (``.csv``, ``.tsv``, compressed CSV) or Parquet file as a :class:`Dataset`.
+
+    ``target`` is the binary label column: 0/1 or False/True are used as is, any other two
+    values need ``positive_label`` (mapped to 1, the favourable outcome). Non-numeric columns
+    are categorical whether listed in ``categorical`` or not; listing a numeric column makes
+    it categorical too. Raises ValueError, before any computation, for a missing or
+    non-binary target, missing/empty values, free-text columns (> 50% distinct values among
+    more than 20 rows, unless listed in ``categorical``) and unknown names in
+    ``categorical`` / ``immutable`` / ``increasing``. The literal string ``None`` is read as
+    a category, not as missing.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    df = _read(path)
+    stem = path.name.split(".")[0] or "tabular"
+    return validate_frame(
+        df,
+        target,
+        categorical=categorical,
+        immutable=immutable,
+        increasing=increasing,
+        positive_label=positive_label,
+        name=stem,
+        description=f"user table {path.name}",
+    )

@@ -1,0 +1,1 @@
+"""Experiments: the recourse-based membership-inference audit (one game, end to end)."""

@@ -1,0 +1,47 @@
+"""Membership-inference metrics (AUC, balanced accuracy, TPR at low FPR) and plots.
+
+``recourse_privacy.metrics.plots`` imports matplotlib only when a plot is drawn.
+"""
+from __future__ import annotations
+
+from recourse_privacy.metrics.membership import (
+    DEFAULT_FPRS,
+    AttackMetrics,
+    LowFprWarning,
+    RocCurve,
+    TprAtFpr,
+    attack_metrics,
+    auc,
+    auc_null_halfwidth,
+    balanced_accuracy,
+    fpr_key,
+    roc,
+    theorem2_bound,
+    tpr_at_fpr,
+)
+from recourse_privacy.metrics.plots import (
+    plot_roc_loglog,
+    plot_score_histogram,
+    roc_loglog_figure,
+    score_histogram_figure,
+)
+
+__all__ = [
+    "DEFAULT_FPRS",
+    "AttackMetrics",
+    "LowFprWarning",
+    "RocCurve",
+    "TprAtFpr",
+    "attack_metrics",
+    "auc",
+    "auc_null_halfwidth",
+    "balanced_accuracy",
+    "fpr_key",
+    "roc",
+    "theorem2_bound",
+    "tpr_at_fpr",
+    "plot_roc_loglog",
+    "plot_score_histogram",
+    "roc_loglog_figure",
+    "score_histogram_figure",
+]

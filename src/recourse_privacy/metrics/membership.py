@@ -1,0 +1,295 @@
+"""ROC-based measures of membership-inference attack success.
+
+Conventions (stated here once and repeated in every report, because "why does my
+number not match the paper?" is the most common question about these metrics):
+
+* ``labels``: 1 = member (in the training set), 0 = non-member.
+* ``scores``: higher = more likely a member. An attack whose statistic points the
+  other way (e.g. the LOSS attack, member if loss <= tau) must negate it first.
+* ROC curve: :func:`sklearn.metrics.roc_curve` with ``drop_intermediate=False``,
+  i.e. one point per distinct score, rule "member if score >= threshold".
+* TPR at a fixed FPR: the largest TPR among ROC points whose FPR is <= the target,
+  with no interpolation between points; the FPR actually achieved is reported too.
+  With fewer than ``1/target`` non-members the number is flagged unreliable.
+* Balanced accuracy: the best (TPR + 1 - FPR) / 2 over all thresholds, i.e. the
+  attacker is assumed to know the optimal threshold, as in Pawelczyk et al. (2023).
+* AUC: :func:`sklearn.metrics.roc_auc_score` (ties count one half).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+__all__ = [
+    "RocCurve",
+    "TprAtFpr",
+    "AttackMetrics",
+    "LowFprWarning",
+    "roc",
+    "auc",
+    "balanced_accuracy",
+    "tpr_at_fpr",
+    "theorem2_bound",
+    "attack_metrics",
+    "auc_null_halfwidth",
+    "fpr_key",
+    "DEFAULT_FPRS",
+]
+
+DEFAULT_FPRS: tuple[float, ...] = (0.1, 0.01, 0.001)
+
+
+class LowFprWarning(UserWarning):
+    """TPR at a target FPR was requested with too few non-members to resolve that FPR."""
+
+
+@dataclass(frozen=True)
+class RocCurve:
+    """A ROC curve: one point per distinct score threshold ("member if score >= threshold")."""
+
+    fpr: np.ndarray
+    tpr: np.ndarray
+    thresholds: np.ndarray
+
+
+@dataclass(frozen=True)
+class TprAtFpr:
+    """TPR read at a target FPR without interpolation, with the FPR actually achieved.
+
+    ``reliable`` is False when there were fewer than ``1/target_fpr`` non-members, so
+    that the target FPR is finer than the smallest non-zero FPR the data can show.
+    """
+
+    target_fpr: float
+    tpr: float
+    achieved_fpr: float
+    reliable: bool
+
+
+@dataclass(frozen=True)
+class AttackMetrics:
+    """All the summary numbers of one attack on one member/non-member split."""
+
+    auc: float
+    balanced_accuracy: float
+    tpr_at_fpr: dict[str, TprAtFpr] = field(default_factory=dict)
+    n_members: int = 0
+    n_nonmembers: int = 0
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict: numbers keyed by ``format(fpr, "g")`` strings."""
+        return {
+            "auc": float(self.auc),
+            "balanced_accuracy": float(self.balanced_accuracy),
+            "tpr_at_fpr": {k: float(v.tpr) for k, v in self.tpr_at_fpr.items()},
+            "achieved_fpr": {k: float(v.achieved_fpr) for k, v in self.tpr_at_fpr.items()},
+            "tpr_at_fpr_reliable": {k: bool(v.reliable) for k, v in self.tpr_at_fpr.items()},
+            "n_members": int(self.n_members),
+            "n_nonmembers": int(self.n_nonmembers),
+        }
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _sk():
+    """sklearn.metrics, imported on first use (it costs ~1 s, keep package import fast)."""
+    from sklearn import metrics as skm
+
+    return skm
+
+
+def _validate(labels: ArrayLike, scores: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Check labels/scores and return them as (int8 labels, float64 scores)."""
+    y = np.asarray(labels)
+    s = np.asarray(scores)
+    if y.ndim != 1:
+        raise ValueError(f"labels must be 1-D, got an array of shape {y.shape}")
+    if s.ndim != 1:
+        raise ValueError(f"scores must be 1-D, got an array of shape {s.shape}")
+    if y.shape[0] != s.shape[0]:
+        raise ValueError(
+            f"scores has length {s.shape[0]} but labels has length {y.shape[0]}; "
+            "they must be aligned one score per labelled example"
+        )
+    if y.dtype == bool:
+        y = y.astype(np.int8)
+    if not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
+        raise ValueError(
+            f"labels must be numeric 0 (non-member) / 1 (member), got dtype {y.dtype}"
+        )
+    bad = ~np.isin(y, (0, 1))
+    if bad.any():
+        found = np.unique(y[bad])[:5].tolist()
+        raise ValueError(
+            "labels must contain only 0 (non-member) and 1 (member); "
+            f"found {int(bad.sum())} other value(s), e.g. {found}"
+        )
+    y = y.astype(np.int8)
+    n1 = int(y.sum())
+    n0 = int(y.shape[0] - n1)
+    if n1 == 0 or n0 == 0:
+        raise ValueError(
+            "labels must contain both members (1) and non-members (0); "
+            f"got {n1} member(s) and {n0} non-member(s)"
+        )
+    if s.dtype == bool or not (
+        np.issubdtype(s.dtype, np.integer) or np.issubdtype(s.dtype, np.floating)
+    ):
+        raise ValueError(f"scores must be numeric, got dtype {s.dtype}")
+    s = s.astype(np.float64)
+    nonfinite = ~np.isfinite(s)
+    if nonfinite.any():
+        raise ValueError(
+            f"scores must be finite: found {int(nonfinite.sum())} non-finite value(s) "
+            f"(NaN: {int(np.isnan(s).sum())}, +/-inf: {int(np.isinf(s).sum())}) "
+            f"out of {s.shape[0]}; attacks must produce finite scores"
+        )
+    return y, s
+
+
+def _validate_fpr(fpr: float) -> float:
+    try:
+        f = float(fpr)
+    except (TypeError, ValueError):
+        raise ValueError(f"fpr must be a number in (0, 1], got {fpr!r}") from None
+    if not math.isfinite(f) or not 0.0 < f <= 1.0:
+        raise ValueError(f"fpr must be a number in (0, 1], got {fpr!r}")
+    return f
+
+
+def fpr_key(fpr: float) -> str:
+    """The dict key used for a target FPR: ``format(fpr, "g")`` (0.1 -> "0.1", 0.001 -> "0.001")."""
+    return format(float(fpr), "g")
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def roc(labels: ArrayLike, scores: ArrayLike) -> RocCurve:
+    """ROC curve of "member if score >= threshold" over every distinct score.
+
+    Uses ``sklearn.metrics.roc_curve(drop_intermediate=False)``; the first point is
+    (0, 0) at threshold +inf. Raises ValueError on invalid labels or scores.
+    """
+    y, s = _validate(labels, scores)
+    fpr, tpr, thr = _sk().roc_curve(y, s, pos_label=1, drop_intermediate=False)
+    return RocCurve(fpr=fpr, tpr=tpr, thresholds=thr)
+
+
+def auc(labels: ArrayLike, scores: ArrayLike) -> float:
+    """Area under the ROC curve (``sklearn.metrics.roc_auc_score``; ties count 1/2).
+
+    0.5 is random guessing, 1.0 perfect separation, 0.0 perfectly reversed scores.
+    """
+    y, s = _validate(labels, scores)
+    return float(_sk().roc_auc_score(y, s))
+
+
+def _balanced_accuracy_from_curve(curve: RocCurve) -> float:
+    return float(np.max((curve.tpr + 1.0 - curve.fpr) / 2.0))
+
+
+def balanced_accuracy(labels: ArrayLike, scores: ArrayLike) -> float:
+    """Best balanced accuracy (TPR + 1 - FPR) / 2 over all thresholds.
+
+    This is the paper's BA: the attacker is assumed to know the optimal threshold,
+    so it is optimistic for the attacker and never below 0.5 (the trivial thresholds).
+    """
+    return _balanced_accuracy_from_curve(roc(labels, scores))
+
+
+def _tpr_at_fpr_from_curve(curve: RocCurve, target: float, n_nonmembers: int) -> TprAtFpr:
+    # Points with FPR <= target (a tiny relative tolerance absorbs float rounding of k/n0).
+    mask = curve.fpr <= target * (1.0 + 1e-12)
+    # The (0, 0) point at threshold +inf always satisfies the mask.
+    tprs = curve.tpr[mask]
+    fprs = curve.fpr[mask]
+    best = float(tprs.max())
+    # Among the points reaching the best TPR, report the smallest FPR that attains it.
+    achieved = float(fprs[tprs == best].min())
+    needed = math.ceil(1.0 / target - 1e-9)
+    reliable = n_nonmembers >= needed
+    if not reliable:
+        warnings.warn(
+            LowFprWarning(
+                f"TPR at FPR {fpr_key(target)} is unreliable: there are only {n_nonmembers} "
+                f"non-members, but at least {needed} are needed to resolve an FPR of "
+                f"{fpr_key(target)} (the smallest non-zero FPR here is "
+                f"1/{n_nonmembers} = {1.0 / n_nonmembers:.3g})"
+            ),
+            stacklevel=3,
+        )
+    return TprAtFpr(target_fpr=target, tpr=best, achieved_fpr=achieved, reliable=reliable)
+
+
+def tpr_at_fpr(labels: ArrayLike, scores: ArrayLike, fpr: float) -> TprAtFpr:
+    """TPR at a target FPR: the largest TPR among ROC points with FPR <= ``fpr``.
+
+    No interpolation between ROC points; ``achieved_fpr`` is the smallest FPR at which
+    that TPR is reached. Warns :class:`LowFprWarning` and sets ``reliable=False`` when
+    there are fewer than ``1/fpr`` non-members.
+    """
+    target = _validate_fpr(fpr)
+    y, s = _validate(labels, scores)
+    fp, tp, thr = _sk().roc_curve(y, s, pos_label=1, drop_intermediate=False)
+    n0 = int((y == 0).sum())
+    return _tpr_at_fpr_from_curve(RocCurve(fp, tp, thr), target, n0)
+
+
+def theorem2_bound(epsilon: float) -> float:
+    """Theorem 2 of Pawelczyk et al. (2023): BA of any attacker <= 1/2 + (1 - e^-eps)/2.
+
+    Holds when the recourse mechanism is (epsilon, 0)-differentially private in the
+    training data. ``epsilon`` must be finite and > 0 (ValueError otherwise).
+    """
+    try:
+        eps = float(epsilon)
+    except (TypeError, ValueError):
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}") from None
+    if not math.isfinite(eps) or eps <= 0.0:
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    return 0.5 + (1.0 - math.exp(-eps)) / 2.0
+
+
+def auc_null_halfwidth(n_members: int, n_nonmembers: int, z: float = 1.96) -> float:
+    """Half-width of the two-sided band for AUC under "no leakage" (AUC = 0.5).
+
+    Uses the Mann-Whitney null variance (n1 + n0 + 1) / (12 n1 n0), so with
+    ``z=1.96`` an AUC outside 0.5 +/- the returned value is significant at ~5%.
+    """
+    n1, n0 = int(n_members), int(n_nonmembers)
+    if n1 <= 0 or n0 <= 0:
+        raise ValueError(
+            f"n_members and n_nonmembers must be positive, got {n1} and {n0}"
+        )
+    return float(z) * math.sqrt((n1 + n0 + 1) / (12.0 * n1 * n0))
+
+
+def attack_metrics(
+    labels: ArrayLike, scores: ArrayLike, fprs: Sequence[float] = DEFAULT_FPRS
+) -> AttackMetrics:
+    """AUC, best-threshold balanced accuracy and TPR at each FPR in ``fprs``.
+
+    The TPR dict is keyed by ``format(fpr, "g")``; see :func:`tpr_at_fpr` for how each
+    value is read (and the :class:`LowFprWarning` on too few non-members).
+    """
+    targets = [_validate_fpr(f) for f in fprs]
+    y, s = _validate(labels, scores)
+    fp, tp, thr = _sk().roc_curve(y, s, pos_label=1, drop_intermediate=False)
+    curve = RocCurve(fp, tp, thr)
+    n1 = int(y.sum())
+    n0 = int(y.shape[0] - n1)
+    tprs = {fpr_key(t): _tpr_at_fpr_from_curve(curve, t, n0) for t in targets}
+    return AttackMetrics(
+        auc=float(_sk().roc_auc_score(y, s)),
+        balanced_accuracy=_balanced_accuracy_from_curve(curve),
+        tpr_at_fpr=tprs,
+        n_members=n1,
+        n_nonmembers=n0,
+    )

@@ -1,0 +1,201 @@
+"""Figures for membership-inference audits: log-log ROC curves and score histograms.
+
+matplotlib is imported only inside the functions. Figures are built with
+``matplotlib.figure.Figure`` and rendered by the Agg canvas, so no display is needed
+and the caller's pyplot backend / figure registry is left untouched.
+"""
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from recourse_privacy.metrics.membership import (
+    LowFprWarning,
+    _tpr_at_fpr_from_curve,
+    _validate,
+    auc,
+    roc,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "plot_roc_loglog",
+    "plot_score_histogram",
+    "roc_loglog_figure",
+    "score_histogram_figure",
+]
+
+_DPI = 150
+
+
+def _new_figure(figsize: tuple[float, float]) -> Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="png", dpi=_DPI)
+    return out
+
+
+def roc_loglog_figure(
+    curves: Mapping[str, tuple[ArrayLike, ArrayLike]], *, title: str = ""
+) -> Figure:
+    """Build (without saving) the log-log ROC figure used by :func:`plot_roc_loglog`.
+
+    Both axes run from min(1e-3, 1/largest n_nonmembers) to 1. ROC points with FPR or
+    TPR below that floor (e.g. FPR = 0) are drawn on the floor so the curve reaches
+    the axis; the dashed diagonal is random guessing.
+    """
+    if not curves:
+        raise ValueError("curves must name at least one attack: {name: (labels, scores)}")
+    prepared = []
+    max_n0 = 1
+    for name, pair in curves.items():
+        try:
+            labels, scores = pair
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"curves[{name!r}] must be a (labels, scores) pair"
+            ) from None
+        y, s = _validate(labels, scores)
+        n0 = int((y == 0).sum())
+        max_n0 = max(max_n0, n0)
+        curve = roc(y, s)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LowFprWarning)
+            t01 = _tpr_at_fpr_from_curve(curve, 0.01, n0)
+        prepared.append((str(name), curve, auc(y, s), t01))
+
+    lo = min(1e-3, 1.0 / max_n0)
+    fig = _new_figure((5.5, 5.0))
+    ax = fig.add_subplot(1, 1, 1)
+    for name, curve, a, t01 in prepared:
+        flag = "" if t01.reliable else " (few non-members)"
+        label = f"{name}  AUC {a:.2f}, TPR@1%FPR {t01.tpr:.3g}{flag}"
+        ax.plot(
+            np.clip(curve.fpr, lo, 1.0),
+            np.clip(curve.tpr, lo, 1.0),
+            linewidth=1.5,
+            label=label,
+        )
+    ax.plot([lo, 1.0], [lo, 1.0], linestyle="--", color="grey", linewidth=1.0,
+            label="random guessing")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, 1.0)
+    ax.set_ylim(lo, 1.0)
+    ax.set_xlabel("false positive rate (non-members flagged)")
+    ax.set_ylabel("true positive rate (members identified)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def plot_roc_loglog(
+    curves: Mapping[str, tuple[ArrayLike, ArrayLike]],
+    path: str | Path,
+    *,
+    title: str = "",
+) -> Path:
+    """Save log-log ROC curves of several attacks as a PNG (dpi 150); return the path.
+
+    ``curves`` maps attack name -> (labels, scores) with labels 1 = member and scores
+    higher = more likely member. The legend gives each attack's AUC and TPR at 1% FPR.
+    """
+    fig = roc_loglog_figure(curves, title=title)
+    return _save(fig, path)
+
+
+def score_histogram_figure(
+    member_values: ArrayLike,
+    nonmember_values: ArrayLike,
+    *,
+    xlabel: str = "counterfactual distance",
+    log: bool = True,
+    title: str = "",
+) -> Figure:
+    """Build (without saving) the member vs non-member histogram of :func:`plot_score_histogram`.
+
+    Non-finite values are dropped and counted in the title. With ``log=True`` and all
+    values > 0 the bins are log-spaced on a log x axis; otherwise linear bins are used
+    and, if log was requested, the title says why.
+    """
+    m = np.asarray(member_values, dtype=np.float64).ravel()
+    n = np.asarray(nonmember_values, dtype=np.float64).ravel()
+    notes = []
+    dropped = int((~np.isfinite(m)).sum() + (~np.isfinite(n)).sum())
+    m, n = m[np.isfinite(m)], n[np.isfinite(n)]
+    if m.size == 0:
+        raise ValueError("member_values must contain at least one finite value")
+    if n.size == 0:
+        raise ValueError("nonmember_values must contain at least one finite value")
+    if dropped:
+        notes.append(f"{dropped} non-finite value(s) omitted")
+    both = np.concatenate([m, n])
+    lo, hi = float(both.min()), float(both.max())
+    n_bins = int(np.clip(np.sqrt(both.size), 10, 60))
+    use_log = bool(log and lo > 0)
+    if log and not use_log:
+        notes.append("linear bins: non-positive values present")
+    if use_log:
+        if hi <= lo:
+            lo, hi = lo / 1.5, hi * 1.5
+        bins = np.geomspace(lo, hi, n_bins + 1)
+    else:
+        if hi <= lo:
+            lo, hi = lo - 0.5, hi + 0.5
+        bins = np.linspace(lo, hi, n_bins + 1)
+
+    fig = _new_figure((6.0, 4.0))
+    ax = fig.add_subplot(1, 1, 1)
+    ax.hist(n, bins=bins, density=True, alpha=0.55, color="tab:blue",
+            label=f"non-members (n={n.size})")
+    ax.hist(m, bins=bins, density=True, alpha=0.55, color="tab:orange",
+            label=f"members (n={m.size})")
+    if use_log:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("density")
+    ax.legend(fontsize=8)
+    full_title = title
+    if notes:
+        full_title = (title + " " if title else "") + "(" + "; ".join(notes) + ")"
+    if full_title:
+        ax.set_title(full_title, fontsize=10)
+    return fig
+
+
+def plot_score_histogram(
+    member_values: ArrayLike,
+    nonmember_values: ArrayLike,
+    path: str | Path,
+    *,
+    xlabel: str = "counterfactual distance",
+    log: bool = True,
+    title: str = "",
+) -> Path:
+    """Save overlaid member / non-member density histograms (shared bins) as a PNG.
+
+    As in paper 000 Figure 2a: log-spaced bins on a log x axis when ``log`` and all
+    values are > 0, else linear bins (noted in the title). Returns the path.
+    """
+    fig = score_histogram_figure(
+        member_values, nonmember_values, xlabel=xlabel, log=log, title=title
+    )
+    return _save(fig, path)

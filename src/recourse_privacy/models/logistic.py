@@ -1,0 +1,50 @@
+"""Logistic regression (scikit-learn) behind the model protocol, with exact-recourse access."""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+
+from recourse_privacy._validation import check_binary_labels, check_matrix
+from recourse_privacy.models.base import BaseClassifier
+
+
+class LogisticModel(BaseClassifier):
+    """L2-regularised logistic regression (scikit-learn's lbfgs); linear and differentiable.
+
+    ``C`` is scikit-learn's inverse regularisation strength (its default 1.0: paper 000 names
+    no value). ``random_state`` is accepted for a uniform interface; lbfgs is deterministic.
+    """
+
+    is_linear = True
+    is_differentiable = True
+
+    def __init__(self, *, C: float = 1.0, max_iter: int = 1000, fit_intercept: bool = True, random_state=None):
+        self.C = C
+        self.max_iter = max_iter
+        self.fit_intercept = fit_intercept
+        self.random_state = random_state
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> "LogisticModel":
+        """Fit on rows ``X`` with 0/1 labels ``y``."""
+        X = check_matrix(X)
+        y = check_binary_labels(y, n=X.shape[0])
+        if np.unique(y).size < 2:
+            raise ValueError("y holds only one class; logistic regression needs both 0 and 1")
+        est = LogisticRegression(C=self.C, max_iter=self.max_iter, fit_intercept=self.fit_intercept)
+        est.fit(X, y)
+        self.coef_ = est.coef_.ravel().astype(np.float64)
+        self.intercept_ = float(est.intercept_[0]) if self.fit_intercept else 0.0
+        self.n_features_in_ = X.shape[1]
+        self.fitted_ = True
+        return self
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """The logit w.x + b."""
+        return self._check_X(X) @ self.coef_ + self.intercept_
+
+    def torch_module(self):
+        """A float64 ``torch.nn.Linear`` computing the same logit, for gradient-based recourse."""
+        from recourse_privacy.models.torch_utils import linear_module
+
+        self._check_fitted()
+        return linear_module(self.coef_, self.intercept_)

@@ -1,0 +1,119 @@
+"""Wrap a user's own scikit-learn or PyTorch classifier into the model protocol."""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from recourse_privacy._validation import check_matrix
+from recourse_privacy.models.base import BaseClassifier
+
+_EPS = 1e-12
+
+
+class SklearnModel(BaseClassifier):
+    """Any scikit-learn binary classifier with ``predict_proba`` (class 1 = favourable).
+
+    The logit is ``decision_function`` where the estimator has one, else the log-odds of
+    ``predict_proba``. ``fit`` trains a fresh clone, so the wrapper also serves as the
+    training algorithm of shadow models. A linear estimator (``coef_`` with one row) gets
+    exact recourse and gradients.
+    """
+
+    def __init__(self, estimator, *, fitted: bool | None = None):
+        self.estimator = estimator
+        if fitted is None:
+            fitted = hasattr(estimator, "classes_")
+        if fitted:
+            self._adopt(estimator)
+
+    def _adopt(self, est) -> None:
+        classes = list(getattr(est, "classes_", []))
+        if classes != [0, 1]:
+            raise ValueError(f"the estimator's classes_ must be [0, 1] (1 = favourable); got {classes}")
+        self.estimator_ = est
+        self.n_features_in_ = int(est.n_features_in_)
+        coef = getattr(est, "coef_", None)
+        self.is_linear = coef is not None and np.ndim(coef) == 2 and np.shape(coef)[0] == 1 and hasattr(est, "intercept_")
+        self.is_differentiable = self.is_linear
+        if self.is_linear:
+            self.coef_ = np.asarray(coef, dtype=np.float64).ravel()
+            self.intercept_ = float(np.ravel(est.intercept_)[0])
+        self.fitted_ = True
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> "SklearnModel":
+        """Fit a clone of the wrapped estimator."""
+        from sklearn.base import clone
+
+        est = clone(self.estimator).fit(check_matrix(X), np.asarray(y))
+        self._adopt(est)
+        return self
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """The favourable-class logit."""
+        X = self._check_X(X)
+        if self.is_linear:
+            return X @ self.coef_ + self.intercept_
+        p = np.clip(self.estimator_.predict_proba(X)[:, 1], _EPS, 1 - _EPS)
+        return np.log(p) - np.log1p(-p)
+
+    def torch_module(self):
+        """A linear torch module (linear estimators only)."""
+        if not self.is_linear:
+            raise TypeError(f"{type(self.estimator).__name__} is not differentiable; wrap a linear model or use a torch model")
+        from recourse_privacy.models.torch_utils import linear_module
+
+        return linear_module(self.coef_, self.intercept_)
+
+
+class TorchModel(BaseClassifier):
+    """A user's trained ``torch.nn.Module`` that maps (n, d) inputs to (n,), (n, 1) or (n, 2) logits.
+
+    ``train_fn(module_factory_output, X, y)`` is optional: pass ``module_factory`` and
+    ``train_fn`` so that shadow models can be trained with the same algorithm.
+    """
+
+    is_differentiable = True
+
+    def __init__(self, module=None, *, n_features: int | None = None,
+                 module_factory: Callable[[], object] | None = None,
+                 train_fn: Callable[[object, np.ndarray, np.ndarray], object] | None = None):
+        self.module = module
+        self.n_features = n_features
+        self.module_factory = module_factory
+        self.train_fn = train_fn
+        if module is not None:
+            self._adopt(module, n_features)
+
+    def _adopt(self, module, n_features) -> None:
+        from recourse_privacy.models.torch_utils import logit_module
+
+        if n_features is None:
+            first = next((p for p in module.parameters() if p.ndim == 2), None)
+            if first is None:
+                raise ValueError("n_features is required when the module has no 2-D weight to read it from")
+            n_features = int(first.shape[1])
+        self.module_ = logit_module(module)
+        self.module_.requires_grad_(False)
+        self.n_features_in_ = int(n_features)
+        self.fitted_ = True
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> "TorchModel":
+        """Train a fresh module from ``module_factory`` with ``train_fn``."""
+        if self.module_factory is None or self.train_fn is None:
+            raise TypeError("TorchModel.fit needs module_factory and train_fn (to train shadow models)")
+        module = self.module_factory()
+        self.train_fn(module, check_matrix(X), np.asarray(y))
+        self._adopt(module, X.shape[1])
+        return self
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """The favourable-class logit."""
+        from recourse_privacy.models.torch_utils import batched_logits
+
+        return batched_logits(self.module_, self._check_X(X))
+
+    def torch_module(self):
+        """The wrapped module as a (n,) logit."""
+        self._check_fitted()
+        return self.module_

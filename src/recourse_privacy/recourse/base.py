@@ -1,0 +1,81 @@
+"""The recourse interface: a batch of rejected points in, counterfactuals and costs out."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+NORMS = ("l0", "l1", "l2", "linf")
+
+
+def distances(X: np.ndarray, X_cf: np.ndarray, norm: str = "l1") -> np.ndarray:
+    """Row-wise cost between factuals and counterfactuals: l0 (changed features), l1, l2 (not squared), linf."""
+    delta = np.asarray(X_cf, dtype=np.float64) - np.asarray(X, dtype=np.float64)
+    if norm == "l1":
+        return np.abs(delta).sum(axis=1)
+    if norm == "l2":
+        return np.sqrt((delta**2).sum(axis=1))
+    if norm == "linf":
+        return np.abs(delta).max(axis=1, initial=0.0)
+    if norm == "l0":
+        return (np.abs(delta) > 1e-8).sum(axis=1).astype(np.float64)
+    raise ValueError(f"unknown norm {norm!r}; choose one of {', '.join(NORMS)}")
+
+
+@dataclass(frozen=True)
+class RecourseResult:
+    """Counterfactuals aligned row by row with their factuals; failures are kept, flagged by ``valid``."""
+
+    factuals: np.ndarray
+    counterfactuals: np.ndarray
+    valid: np.ndarray
+    method: str
+    n_iter: np.ndarray | None = None
+    seconds: float = 0.0
+    info: dict = field(default_factory=dict)
+
+    def distance(self, norm: str = "l1") -> np.ndarray:
+        """Cost of each counterfactual (see :func:`distances`)."""
+        return distances(self.factuals, self.counterfactuals, norm)
+
+    @property
+    def validity(self) -> float:
+        """Share of rows whose counterfactual the model accepts."""
+        return float(np.mean(self.valid)) if len(self.valid) else float("nan")
+
+    def summary(self) -> dict:
+        """Validity and mean costs over all rows (invalid rows included, and counted)."""
+        return {
+            "method": self.method,
+            "n": int(len(self.valid)),
+            "validity": self.validity,
+            "n_invalid": int((~self.valid).sum()),
+            "mean_l1": float(self.distance("l1").mean()) if len(self.valid) else float("nan"),
+            "mean_l2": float(self.distance("l2").mean()) if len(self.valid) else float("nan"),
+            "seconds": float(self.seconds),
+        }
+
+
+@runtime_checkable
+class RecourseMethod(Protocol):
+    """A recourse generator: ``generate(model, X)`` for a batch of points the model rejects."""
+
+    name: str
+
+    def generate(self, model, X: np.ndarray) -> RecourseResult: ...
+
+
+def check_supports(method, model) -> None:
+    """Raise a clear error where ``method`` cannot run on ``model`` (e.g. exact linear recourse on an MLP)."""
+    need = getattr(method, "requires", None)
+    if need == "linear" and not getattr(model, "is_linear", False):
+        raise ValueError(
+            f"recourse {method.name!r} needs a linear model (coef_, intercept_); "
+            f"{type(model).__name__} is not linear: use --recourse scfe"
+        )
+    if need == "differentiable" and not getattr(model, "is_differentiable", False):
+        raise ValueError(
+            f"recourse {method.name!r} needs gradients; {type(model).__name__} gives none: "
+            "wrap a PyTorch model or a linear scikit-learn model"
+        )

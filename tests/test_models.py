@@ -1,0 +1,103 @@
+"""Models: the protocol's derived quantities, reproducibility, wrappers and input errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss
+
+from recourse_privacy.models import (
+    SklearnModel, TorchModel, accuracy, logit_confidence, make_model, per_example_loss,
+)
+
+
+@pytest.fixture
+def xy():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 5))
+    y = (X[:, 0] - X[:, 1] + 0.3 * rng.normal(size=400) > 0).astype(int)
+    return X, y
+
+
+def test_logistic_logit_proba_loss_confidence(xy):
+    X, y = xy
+    m = make_model("logistic").fit(X, y)
+    z = m.decision_function(X)
+    np.testing.assert_allclose(z, X @ m.coef_ + m.intercept_)
+    p = m.predict_proba(X)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    np.testing.assert_allclose(p[:, 1], 1 / (1 + np.exp(-z)))
+    loss = per_example_loss(m, X, y)
+    assert loss.mean() == pytest.approx(log_loss(y, p[:, 1]), rel=1e-10)
+    conf = logit_confidence(m, X, y)
+    p_y = np.where(y == 1, p[:, 1], p[:, 0])
+    np.testing.assert_allclose(conf, np.log(p_y) - np.log1p(-p_y), rtol=1e-6, atol=1e-9)
+    assert accuracy(m, X, y) > 0.9
+    np.testing.assert_array_equal(m.predict(X), (p[:, 1] >= 0.5).astype(int))
+
+
+def test_model_errors(xy):
+    X, y = xy
+    m = make_model("logistic")
+    with pytest.raises(RuntimeError, match="not fitted"):
+        m.decision_function(X)
+    m.fit(X, y)
+    with pytest.raises(ValueError, match="5"):
+        m.decision_function(X[:, :3])
+    bad = X.copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        make_model("logistic").fit(bad, y)
+    with pytest.raises(ValueError, match="binary"):
+        make_model("logistic").fit(X, y + 1)
+    with pytest.raises(ValueError, match="unknown model 'svm'"):
+        make_model("svm")
+
+
+def test_mlp_seeded_and_learns(xy):
+    X, y = xy
+    a = make_model("mlp", random_state=3, epochs=30, hidden_layers=(32,), lr=1e-2).fit(X, y)
+    b = make_model("mlp", random_state=3, epochs=30, hidden_layers=(32,), lr=1e-2).fit(X, y)
+    c = make_model("mlp", random_state=4, epochs=30, hidden_layers=(32,), lr=1e-2).fit(X, y)
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+    assert not np.allclose(a.decision_function(X), c.decision_function(X))
+    assert accuracy(a, X, y) > 0.9
+
+
+def test_paper_architectures():
+    import torch
+
+    widths = {}
+    for name in ("mlp", "mlp3-100", "mlp3-333", "mlp3-1000"):
+        m = make_model(name, epochs=1).fit(np.eye(4), np.array([0, 1, 0, 1]))
+        widths[name] = [l.out_features for l in m.torch_module().modules() if isinstance(l, torch.nn.Linear)]
+    assert widths == {"mlp": [1000, 1], "mlp3-100": [100, 100, 100, 1], "mlp3-333": [333, 333, 333, 1],
+                      "mlp3-1000": [1000, 1000, 1000, 1]}
+
+
+def test_sklearn_wrapper_linear_and_not(xy):
+    X, y = xy
+    lin = SklearnModel(LogisticRegression().fit(X, y))
+    assert lin.is_linear and lin.is_differentiable
+    np.testing.assert_allclose(lin.decision_function(X), lin.estimator_.decision_function(X))
+    rf = SklearnModel(RandomForestClassifier(n_estimators=10, random_state=0)).fit(X, y)
+    assert not rf.is_linear and not rf.is_differentiable
+    p = np.clip(rf.estimator_.predict_proba(X)[:, 1], 1e-12, 1 - 1e-12)
+    np.testing.assert_allclose(rf.predict_proba(X)[:, 1], p, rtol=1e-9)
+    with pytest.raises(TypeError, match="not differentiable"):
+        rf.torch_module()
+    with pytest.raises(ValueError, match=r"classes_ must be \[0, 1\]"):
+        SklearnModel(LogisticRegression().fit(X, y + 1))
+
+
+def test_torch_wrapper_two_logit_output(xy):
+    import torch
+
+    X, _ = xy
+    net = torch.nn.Sequential(torch.nn.Linear(5, 2)).double()
+    m = TorchModel(net)
+    out = net(torch.as_tensor(X)).detach().numpy()
+    np.testing.assert_allclose(m.decision_function(X), out[:, 1] - out[:, 0])
+    with pytest.raises(TypeError, match="module_factory"):
+        m.fit(X, np.zeros(len(X), int))
