@@ -28,7 +28,7 @@ def _parse_params(items: list[str] | None, option: str) -> dict:
 def _fail(err: Exception) -> None:
     from rich.console import Console
 
-    Console(stderr=True).print(f"[bold red]Error:[/] {err}", highlight=False)
+    Console(stderr=True).print(f"[bold red]Error:[/] {err}", highlight=False, soft_wrap=True)
     raise typer.Exit(code=2)
 
 

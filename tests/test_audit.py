@@ -1,0 +1,108 @@
+"""The audit end to end: outputs, reproducibility, disjoint pools, resume, and bad input caught early."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from recourse_privacy import AuditConfig, run_audit
+from recourse_privacy.experiments import audit as audit_module
+
+SMALL = dict(dataset="synthetic", n_features=40, n_members=300, shadow_models=4, n_calibration=200)
+
+
+def test_audit_writes_every_output_with_the_documented_keys(tmp_path):
+    r = run_audit(AuditConfig(**SMALL), tmp_path)
+    for name in ("metrics.json", "roc.png", "cfd_histogram.png", "report.html"):
+        assert (tmp_path / name).stat().st_size > 0
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert set(m) >= {"config", "model", "recourse", "n_members", "n_nonmembers", "attacks"}
+    assert set(m["model"]) >= {"train_accuracy", "test_accuracy"}
+    assert set(m["recourse"]) >= {"validity", "mean_l1", "mean_l2"}
+    assert set(m["attacks"]) == {"cfd", "cfd-lrt", "loss", "loss-lrt", "random"}
+    for a in m["attacks"].values():
+        assert set(a["tpr_at_fpr"]) == {"0.1", "0.01", "0.001"}
+        assert 0 <= a["auc"] <= 1 and 0.5 <= a["balanced_accuracy"] <= 1
+    assert m["n_members"] + m["n_nonmembers"] == len(r.is_member)
+    assert m == json.loads(json.dumps(r.metrics, default=audit_module._json_default))
+    assert "cfd-lrt" in (tmp_path / "report.html").read_text()
+
+
+def test_same_seed_same_numbers_and_pools_disjoint():
+    a = run_audit(AuditConfig(**SMALL, seed=7))
+    b = run_audit(AuditConfig(**SMALL, seed=7))
+    c = run_audit(AuditConfig(**SMALL, seed=8))
+    assert a.metrics["attacks"] == b.metrics["attacks"]
+    assert a.metrics["attacks"] != c.metrics["attacks"]
+    p = a.pools
+    assert not (set(p.members) & set(p.nonmembers) or set(p.members) & set(p.adversary)
+                or set(p.nonmembers) & set(p.adversary))
+    assert (len(p.members), len(p.nonmembers), len(p.adversary)) == (300, 300, 300)
+
+
+def test_targets_are_exactly_the_rejected_points():
+    r = run_audit(AuditConfig(**SMALL, attacks=("cfd", "random")))
+    assert (r.recourse.valid.mean() == r.metrics["recourse"]["validity"])
+    assert r.metrics["n_members"] == int(r.is_member.sum())
+    assert np.all(r.cfd > 0)  # every target needed a move
+
+
+def test_killed_run_resumes_from_finished_shadow_models(tmp_path, monkeypatch):
+    first = run_audit(AuditConfig(**SMALL), tmp_path)
+    cached = list((tmp_path / ".cache").rglob("shadow_*.npz"))
+    assert len(cached) == 4
+    from recourse_privacy.attacks import shadow
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a finished shadow model was recomputed")
+
+    monkeypatch.setattr(shadow, "_one_shadow", boom)
+    again = run_audit(AuditConfig(**SMALL), tmp_path)
+    assert again.metrics["attacks"] == first.metrics["attacks"]
+
+
+@pytest.mark.parametrize("overrides,match", [
+    (dict(model="mlp", recourse="linear"), "not linear"),
+    (dict(shadow_models=0), "at least 2 shadow models"),
+    (dict(dataset="mnist"), "unknown dataset 'mnist'"),
+    (dict(attacks=("cfd", "nope")), "'nope'"),
+    (dict(distance="l3"), "distance"),
+    (dict(n_members=0), "n_members"),
+])
+def test_bad_config_fails_before_any_work(overrides, match, monkeypatch):
+    def no_load(config):
+        raise AssertionError("data was loaded before the configuration was checked")
+
+    monkeypatch.setattr(audit_module, "_load", no_load)
+    with pytest.raises(ValueError, match=match):
+        run_audit(AuditConfig(**{**SMALL, **overrides}))
+
+
+def test_pools_larger_than_the_data(shared_data):
+    with pytest.raises(ValueError, match="9871"):
+        run_audit(AuditConfig(dataset="heloc", model="logistic", n_members=5000))
+
+
+def test_user_csv_errors_name_the_problem(tmp_path):
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame(rng.normal(size=(200, 3)), columns=["a", "b", "c"])
+    df["label"] = (df["a"] > 0).astype(int)
+    good = tmp_path / "good.csv"
+    df.to_csv(good, index=False)
+    r = run_audit(AuditConfig(data=str(good), target="label", n_members=60, shadow_models=3, n_calibration=50))
+    assert r.metrics["data"]["n_rows"] == 200
+    df.loc[5, "b"] = np.nan
+    df.to_csv(tmp_path / "nan.csv", index=False)
+    with pytest.raises(ValueError, match="b"):
+        run_audit(AuditConfig(data=str(tmp_path / "nan.csv"), target="label", n_members=60))
+    with pytest.raises(ValueError, match="'income'"):
+        run_audit(AuditConfig(data=str(good), target="income", n_members=60))
+    df = df.dropna()
+    df["label"] = np.arange(len(df)) % 3
+    df.to_csv(tmp_path / "three.csv", index=False)
+    with pytest.raises(ValueError, match="binary"):
+        run_audit(AuditConfig(data=str(tmp_path / "three.csv"), target="label", n_members=60))
+    with pytest.raises(ValueError, match="--target"):
+        run_audit(AuditConfig(data=str(good), n_members=60))
