@@ -54,11 +54,27 @@ def check_positive_float(value, name: str) -> float:
     return v
 
 
-def as_generator(random_state) -> np.random.Generator:
-    """A numpy Generator from an int seed, None, or an existing Generator."""
+RandomState = int | np.integer | np.random.Generator | None
+
+
+def as_generator(random_state: RandomState = None) -> np.random.Generator:
+    """Turn ``random_state`` (None, an int or a ``numpy.random.Generator``) into a Generator.
+
+    An int seeds a fresh PCG64 generator, so the same int always gives the same numbers; a
+    Generator is used as is (and advanced); None gives fresh OS entropy.
+    """
+    if random_state is None:
+        return np.random.default_rng()
     if isinstance(random_state, np.random.Generator):
         return random_state
-    return np.random.default_rng(random_state)
+    if isinstance(random_state, bool) or not isinstance(random_state, numbers.Integral):
+        raise TypeError(
+            "random_state must be None, an int or a numpy.random.Generator, "
+            f"got {type(random_state).__name__}"
+        )
+    if random_state < 0:
+        raise ValueError(f"random_state must be a non-negative int, got {random_state}")
+    return np.random.default_rng(int(random_state))
 
 
 def derive_seed(random_state, *keys: int) -> int:

@@ -63,7 +63,7 @@ def audit(
     """Play the recourse membership-inference game and report every attack."""
     from rich.console import Console
 
-    from recourse_privacy.experiments.audit import STAGES, run_audit
+    from recourse_privacy.experiments.audit import run_audit
     from recourse_privacy.experiments.config import AuditConfig
 
     console = Console()

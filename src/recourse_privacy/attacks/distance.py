@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from recourse_privacy.attacks.base import AttackScores
-from recourse_privacy.attacks.lrt import calibrate_direction, fit_reference, lrt_scores
+from recourse_privacy.attacks.lrt import fit_reference, lrt_scores, resolve_direction
 from recourse_privacy.attacks.shadow import ShadowData
 
 _TINY = 1e-12
@@ -35,13 +35,7 @@ def cfd_lrt_attack(cfd: np.ndarray, shadow: ShadowData, *, name: str = "cfd-lrt"
     conventions = {"statistic": "log c(x, x') under shadow models that reject x", "center": center,
                    "variance": variance, "cdf": cdf, "n_shadow": shadow.n_shadow,
                    "targets_on_fallback_reference": ref.n_fallback}
-    if direction == "auto":
-        log_c = np.log(np.maximum(shadow.cfd_calib, _TINY))
-        decision = calibrate_direction(log_c, shadow.usable_calib, shadow.usable_calib, shadow.keep_calib,
-                                       center=center, variance=variance, cdf=cdf)
-        direction = decision.direction
-        conventions["direction_source"] = decision.describe()
-        conventions["shadow_auc"] = decision.shadow_auc
-    else:
-        conventions["direction_source"] = "fixed by the caller"
+    direction = resolve_direction(direction, conventions, np.log(np.maximum(shadow.cfd_calib, _TINY)),
+                                  shadow.usable_calib, shadow.usable_calib, shadow.keep_calib,
+                                  center=center, variance=variance, cdf=cdf)
     return AttackScores(name, lrt_scores(log_t, ref, direction=direction, cdf=cdf), direction, conventions)

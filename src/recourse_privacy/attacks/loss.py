@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from recourse_privacy.attacks.base import AttackScores
-from recourse_privacy.attacks.lrt import calibrate_direction, fit_reference, lrt_scores
+from recourse_privacy.attacks.lrt import fit_reference, lrt_scores, resolve_direction
 from recourse_privacy.attacks.shadow import ShadowData
 
 
@@ -23,13 +23,7 @@ def loss_lrt_attack(conf: np.ndarray, shadow: ShadowData, *, direction: str = "a
     ref = fit_reference(shadow.conf_targets, all_shadows, center=center, variance=variance)
     conventions = {"statistic": "logit-scaled confidence of the true label", "center": center,
                    "variance": variance, "cdf": cdf, "n_shadow": shadow.n_shadow}
-    if direction == "auto":
-        decision = calibrate_direction(shadow.conf_calib, shadow.rejected_calib,
-                                       np.ones_like(shadow.conf_calib, dtype=bool), shadow.keep_calib,
-                                       center=center, variance=variance, cdf=cdf)
-        direction = decision.direction
-        conventions["direction_source"] = decision.describe()
-        conventions["shadow_auc"] = decision.shadow_auc
-    else:
-        conventions["direction_source"] = "fixed by the caller"
+    direction = resolve_direction(direction, conventions, shadow.conf_calib, shadow.rejected_calib,
+                                  np.ones_like(shadow.conf_calib, dtype=bool), shadow.keep_calib,
+                                  center=center, variance=variance, cdf=cdf)
     return AttackScores("loss-lrt", lrt_scores(conf, ref, direction=direction, cdf=cdf), direction, conventions)

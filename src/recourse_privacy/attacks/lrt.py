@@ -129,3 +129,15 @@ def calibrate_direction(stat: np.ndarray, target_mask: np.ndarray, ref_mask: np.
         return DirectionDecision("greater", float("nan"), int(y.size))
     auc = float(roc_auc_score(y, np.concatenate(scores)))
     return DirectionDecision("greater" if auc >= 0.5 else "less", auc, int(y.size))
+
+
+def resolve_direction(direction: str, conventions: dict, stat: np.ndarray, target_mask: np.ndarray,
+                      ref_mask: np.ndarray, keep: np.ndarray, **fit) -> str:
+    """``direction`` as given, or decided on the shadow game when "auto"; records where it came from."""
+    if direction != "auto":
+        conventions["direction_source"] = "fixed by the caller"
+        return direction
+    decision = calibrate_direction(stat, target_mask, ref_mask, keep, **fit)
+    conventions["direction_source"] = decision.describe()
+    conventions["shadow_auc"] = decision.shadow_auc
+    return decision.direction

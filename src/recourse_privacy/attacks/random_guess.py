@@ -1,7 +1,6 @@
 """Random guessing: the baseline every attack must beat."""
 from __future__ import annotations
 
-import numpy as np
 
 from recourse_privacy._validation import as_generator
 from recourse_privacy.attacks.base import AttackScores

@@ -22,7 +22,6 @@ from recourse_privacy.experiments.config import AuditConfig
 #: progress callback: (stage, completed, total)
 Progress = Callable[[str, int, int], None]
 
-STAGES = ("data", "owner model", "recourse", "shadow models", "attacks")
 
 
 @dataclass

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 
+from recourse_privacy._validation import check_positive_float
+
 __all__ = [
     "RocCurve",
     "TprAtFpr",
@@ -248,12 +250,7 @@ def theorem2_bound(epsilon: float) -> float:
     Holds when the recourse mechanism is (epsilon, 0)-differentially private in the
     training data. ``epsilon`` must be finite and > 0 (ValueError otherwise).
     """
-    try:
-        eps = float(epsilon)
-    except (TypeError, ValueError):
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}") from None
-    if not math.isfinite(eps) or eps <= 0.0:
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    eps = check_positive_float(epsilon, "epsilon")
     return 0.5 + (1.0 - math.exp(-eps)) / 2.0
 
 

@@ -57,6 +57,23 @@ class BaseClassifier:
         return check_matrix(X, "X", n_features=self.n_features_in_)
 
 
+class TorchBackedClassifier(BaseClassifier):
+    """A classifier whose fitted state is ``module_``, a torch module returning (n,) logits."""
+
+    is_differentiable = True
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """The network's favourable-class logit, float64."""
+        from recourse_privacy.models.torch_utils import batched_logits
+
+        return batched_logits(self.module_, self._check_X(X))
+
+    def torch_module(self):
+        """The fitted network as a module mapping (n, d) tensors to (n,) logits."""
+        self._check_fitted()
+        return self.module_
+
+
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     return np.exp(-np.logaddexp(0.0, -z))
 

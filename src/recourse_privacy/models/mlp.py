@@ -6,17 +6,15 @@ from typing import Sequence
 import numpy as np
 
 from recourse_privacy._validation import check_binary_labels, check_matrix, derive_seed
-from recourse_privacy.models.base import BaseClassifier
+from recourse_privacy.models.base import TorchBackedClassifier
 
 
-class MLPModel(BaseClassifier):
+class MLPModel(TorchBackedClassifier):
     """ReLU network trained with Adam on binary cross-entropy (paper 000 and its slides, 002).
 
     Defaults are the paper's: one hidden layer of 1,000 ReLU units, Adam with learning rate
     1e-4, 250 epochs. The batch size is not given in the paper; 64 is our default.
     """
-
-    is_differentiable = True
 
     def __init__(
         self,
@@ -78,14 +76,3 @@ class MLPModel(BaseClassifier):
         self.n_features_in_ = X.shape[1]
         self.fitted_ = True
         return self
-
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """The network's favourable-class logit, float64."""
-        from recourse_privacy.models.torch_utils import batched_logits
-
-        return batched_logits(self.module_, self._check_X(X))
-
-    def torch_module(self):
-        """The trained network as a module mapping (n, d) float32 tensors to (n,) logits."""
-        self._check_fitted()
-        return self.module_

@@ -6,7 +6,7 @@ from typing import Callable
 import numpy as np
 
 from recourse_privacy._validation import check_matrix
-from recourse_privacy.models.base import BaseClassifier
+from recourse_privacy.models.base import BaseClassifier, TorchBackedClassifier
 
 _EPS = 1e-12
 
@@ -66,14 +66,12 @@ class SklearnModel(BaseClassifier):
         return linear_module(self.coef_, self.intercept_)
 
 
-class TorchModel(BaseClassifier):
+class TorchModel(TorchBackedClassifier):
     """A user's trained ``torch.nn.Module`` that maps (n, d) inputs to (n,), (n, 1) or (n, 2) logits.
 
     ``train_fn(module_factory_output, X, y)`` is optional: pass ``module_factory`` and
     ``train_fn`` so that shadow models can be trained with the same algorithm.
     """
-
-    is_differentiable = True
 
     def __init__(self, module=None, *, n_features: int | None = None,
                  module_factory: Callable[[], object] | None = None,
@@ -106,14 +104,3 @@ class TorchModel(BaseClassifier):
         self.train_fn(module, check_matrix(X), np.asarray(y))
         self._adopt(module, X.shape[1])
         return self
-
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """The favourable-class logit."""
-        from recourse_privacy.models.torch_utils import batched_logits
-
-        return batched_logits(self.module_, self._check_X(X))
-
-    def torch_module(self):
-        """The wrapped module as a (n,) logit."""
-        self._check_fitted()
-        return self.module_
