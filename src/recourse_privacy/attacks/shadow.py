@@ -17,6 +17,7 @@ import numpy as np
 
 from recourse_privacy._validation import as_generator, check_positive_int
 from recourse_privacy.models.base import logit_confidence
+from recourse_privacy.recourse.base import fit_for
 
 _FIELDS = ("cfd_targets", "usable_targets", "conf_targets", "cfd_calib", "usable_calib", "rejected_calib",
            "conf_calib", "train_accuracy")
@@ -54,6 +55,7 @@ class ShadowData:
 def _one_shadow(k, make_model, recourse, distance, X_pool, y_pool, keep, X_t, y_t, X_c, y_c, need_cfd):
     idx = np.flatnonzero(keep[:, k])
     model = make_model(k).fit(X_pool[idx], y_pool[idx])
+    recourse = fit_for(recourse, X_pool[idx], y_pool[idx], model)
     out = {"train_accuracy": np.array(np.mean(model.predict(X_pool[idx]) == y_pool[idx]))}
     for tag, X, y in (("targets", X_t, y_t), ("calib", X_c, y_c)):
         rejected = model.predict(X) == 0

@@ -79,6 +79,7 @@ def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = No
     from recourse_privacy.data import Preprocessor, split_pools
     from recourse_privacy.metrics import attack_metrics
     from recourse_privacy.models import accuracy, logit_confidence, model_factory, per_example_loss
+    from recourse_privacy.recourse import fit_for
 
     config = AuditConfig.from_dict({**(config or AuditConfig()).to_dict(), **overrides}).validate()
     report = progress or (lambda stage, done, total: None)
@@ -118,7 +119,7 @@ def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = No
 
     # 3. the owner's recourse for every target
     report("recourse", 0, 1)
-    res = recourse.generate(model, X_t)
+    res = fit_for(recourse, Xm, ym, model).generate(model, X_t)
     cfd = res.distance(config.distance)
     t = lap("recourse", t)
 

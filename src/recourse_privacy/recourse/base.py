@@ -1,6 +1,7 @@
 """The recourse interface: a batch of rejected points in, counterfactuals and costs out."""
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -34,6 +35,8 @@ class RecourseResult:
     n_iter: np.ndarray | None = None
     seconds: float = 0.0
     info: dict = field(default_factory=dict)
+    #: for path-based methods (FACE): one (k_i, d) array per row, from the factual to the counterfactual
+    paths: tuple | None = None
 
     def distance(self, norm: str = "l1") -> np.ndarray:
         """Cost of each counterfactual (see :func:`distances`)."""
@@ -59,11 +62,23 @@ class RecourseResult:
 
 @runtime_checkable
 class RecourseMethod(Protocol):
-    """A recourse generator: ``generate(model, X)`` for a batch of points the model rejects."""
+    """A recourse generator: ``generate(model, X)`` for a batch of points the model rejects.
+
+    A method that learns from data (a VAE, a graph of data points) also has
+    ``fit(X, y, model) -> self``; :func:`fit_for` calls it on the right data in each world
+    (the owner's training set for the owner, a shadow training set for each shadow model).
+    """
 
     name: str
 
     def generate(self, model, X: np.ndarray) -> RecourseResult: ...
+
+
+def fit_for(method, X: np.ndarray, y: np.ndarray, model):
+    """A copy of ``method`` fitted on ``(X, y)`` for ``model`` if it learns from data; else ``method`` itself."""
+    if not callable(getattr(method, "fit", None)):
+        return method
+    return copy.deepcopy(method).fit(X, y, model)
 
 
 def check_supports(method, model) -> None:
