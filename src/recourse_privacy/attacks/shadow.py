@@ -17,6 +17,7 @@ import numpy as np
 
 from recourse_privacy._validation import as_generator, check_positive_int
 from recourse_privacy.models.base import logit_confidence
+from recourse_privacy.models.batched import can_batch, fit_mlps_batched
 from recourse_privacy.recourse.base import fit_for
 
 _FIELDS = ("cfd_targets", "usable_targets", "conf_targets", "cfd_calib", "usable_calib", "rejected_calib",
@@ -24,10 +25,25 @@ _FIELDS = ("cfd_targets", "usable_targets", "conf_targets", "cfd_calib", "usable
 
 
 def balanced_keep(n_points: int, n_shadow: int, fraction: float, random_state=None) -> np.ndarray:
-    """(n_points, n_shadow) membership matrix: each point in round(fraction * n_shadow) shadows."""
+    """(n_points, n_shadow) membership matrix: each point in round(fraction * n_shadow) shadows.
+
+    For ``fraction == 0.5`` and an even number of shadows, shadows come in complementary
+    pairs (a random half of the pool and the other half), so that every point is in exactly
+    half of the shadows AND every shadow trains on the same number of rows (one point per
+    pair sits out when the pool is odd); equal sizes let :func:`fit_mlps_batched` train them
+    together. Otherwise LiRA's design: each point in exactly k shadows, sizes near fraction * n.
+    """
     if not 0 < fraction < 1:
         raise ValueError(f"shadow_fraction must be in (0, 1); got {fraction!r}")
     rng = as_generator(random_state)
+    if fraction == 0.5 and n_shadow % 2 == 0:
+        half = n_points // 2
+        perm = rng.permuted(np.tile(np.arange(n_points), (n_shadow // 2, 1)), axis=1)
+        keep = np.zeros((n_points, n_shadow), dtype=bool)
+        for j in range(n_shadow // 2):  # a loop over shadow pairs, not over points
+            keep[perm[j, :half], 2 * j] = True
+            keep[perm[j, half : 2 * half], 2 * j + 1] = True
+        return keep
     k = max(1, min(n_shadow - 1, int(round(fraction * n_shadow)))) if n_shadow > 1 else 1
     order = rng.random((n_points, n_shadow)).argsort(axis=1)
     return order < k
@@ -52,9 +68,8 @@ class ShadowData:
         return int(self.cfd_targets.shape[1])
 
 
-def _one_shadow(k, make_model, recourse, distance, X_pool, y_pool, keep, X_t, y_t, X_c, y_c, need_cfd):
+def _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, X_t, y_t, X_c, y_c, need_cfd):
     idx = np.flatnonzero(keep[:, k])
-    model = make_model(k).fit(X_pool[idx], y_pool[idx])
     recourse = fit_for(recourse, X_pool[idx], y_pool[idx], model)
     out = {"train_accuracy": np.array(np.mean(model.predict(X_pool[idx]) == y_pool[idx]))}
     for tag, X, y in (("targets", X_t, y_t), ("calib", X_c, y_c)):
@@ -73,6 +88,12 @@ def _one_shadow(k, make_model, recourse, distance, X_pool, y_pool, keep, X_t, y_
     return out
 
 
+def _one_shadow(k, make_model, recourse, distance, X_pool, y_pool, keep, *rest):
+    idx = np.flatnonzero(keep[:, k])
+    model = make_model(k).fit(X_pool[idx], y_pool[idx])
+    return _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, *rest)
+
+
 def run_shadow_models(
     make_model: Callable[[int], object],
     recourse,
@@ -89,12 +110,16 @@ def run_shadow_models(
     random_state=None,
     cache_dir: str | Path | None = None,
     n_jobs: int = 1,
+    batched: bool = True,
     on_done: Callable[[int], None] | None = None,
 ) -> ShadowData:
     """Train ``n_shadow`` shadow models (seeded ``make_model(k)``) and collect their statistics.
 
     With ``cache_dir``, each finished shadow's statistics are written atomically to
     ``shadow_<k>.npz`` and reused on a rerun, so a killed run resumes where it stopped.
+    With ``batched`` (the default), MLP shadow models of one architecture train together
+    (:func:`~recourse_privacy.models.batched.fit_mlps_batched`); other models train one by
+    one, in ``n_jobs`` processes.
     """
     n_shadow = check_positive_int(n_shadow, "shadow_models")
     rng = as_generator(random_state)
@@ -127,7 +152,13 @@ def run_shadow_models(
         if on_done:
             on_done(k)
 
-    if n_jobs == 1 or len(todo) <= 1:
+    models = [make_model(k) for k in todo]
+    if batched and can_batch(models):
+        # all shadow networks trained at once (stacked weights), then queried one by one
+        fit_mlps_batched(models, X_pool, y_pool, [np.flatnonzero(keep[:, k]) for k in todo])
+        for k, model in zip(todo, models):
+            finish(k, _shadow_stats(k, model, *args[1:]))
+    elif n_jobs == 1 or len(todo) <= 1:
         for k in todo:
             finish(k, _one_shadow(k, *args))
     else:
