@@ -54,6 +54,8 @@ def _fit_group(models: list[MLPModel], X: np.ndarray, y: np.ndarray, rows: list[
     import torch
     from torch.func import functional_call, stack_module_state, vmap
 
+    from recourse_privacy.models.torch_utils import torch_threads
+
     proto = models[0]
     seeds = [derive_seed(m.random_state, 0) for m in models]
     modules = [m._build(X.shape[1], s) for m, s in zip(models, seeds)]
@@ -71,16 +73,17 @@ def _fit_group(models: list[MLPModel], X: np.ndarray, y: np.ndarray, rows: list[
     idx = torch.as_tensor(np.stack(rows), dtype=torch.long)  # (N, m)
     gens = [torch.Generator().manual_seed(s) for s in seeds]
     m, bs = idx.shape[1], proto.batch_size
-    for _ in range(proto.epochs):
-        order = torch.stack([idx[k, torch.randperm(m, generator=g)] for k, g in enumerate(gens)])
-        for start in range(0, m, bs):
-            batch = order[:, start : start + bs]
-            logits = batched_forward(params, buffers, Xt[batch])
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                logits, yt[batch], reduction="none").mean(dim=1).sum()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+    with torch_threads(1):
+        for _ in range(proto.epochs):
+            order = torch.stack([idx[k, torch.randperm(m, generator=g)] for k, g in enumerate(gens)])
+            for start in range(0, m, bs):
+                batch = order[:, start : start + bs]
+                logits = batched_forward(params, buffers, Xt[batch])
+                loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                    logits, yt[batch], reduction="none").mean(dim=1).sum()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
     for k, (model, module) in enumerate(zip(models, modules)):
         with torch.no_grad():
             for name, p in module.named_parameters():

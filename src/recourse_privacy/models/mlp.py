@@ -53,6 +53,8 @@ class MLPModel(TorchBackedClassifier):
         """Train from scratch on ``X`` with 0/1 labels ``y`` (seeded by ``random_state``)."""
         import torch
 
+        from recourse_privacy.models.torch_utils import torch_threads
+
         X = check_matrix(X)
         y = check_binary_labels(y, n=X.shape[0])
         seed = derive_seed(self.random_state, 0)
@@ -64,13 +66,14 @@ class MLPModel(TorchBackedClassifier):
         gen = torch.Generator().manual_seed(seed)
         self.module_.train()
         n = X.shape[0]
-        for _ in range(self.epochs):
-            order = torch.randperm(n, generator=gen)
-            for start in range(0, n, self.batch_size):
-                idx = order[start : start + self.batch_size]
-                opt.zero_grad(set_to_none=True)
-                loss_fn(self.module_(Xt[idx]), yt[idx]).backward()
-                opt.step()
+        with torch_threads(1):
+            for _ in range(self.epochs):
+                order = torch.randperm(n, generator=gen)
+                for start in range(0, n, self.batch_size):
+                    idx = order[start : start + self.batch_size]
+                    opt.zero_grad(set_to_none=True)
+                    loss_fn(self.module_(Xt[idx]), yt[idx]).backward()
+                    opt.step()
         self.module_.eval()
         self.module_.requires_grad_(False)
         self.n_features_in_ = X.shape[1]

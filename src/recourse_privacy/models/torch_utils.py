@@ -1,6 +1,8 @@
 """Small PyTorch helpers shared by the torch-backed models (imported lazily)."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import torch
 from torch import nn
@@ -18,6 +20,22 @@ class _SqueezeLogit(nn.Module):
         if out.ndim == 2 and out.shape[1] == 2:
             return out[:, 1] - out[:, 0]
         return out.reshape(out.shape[0])
+
+
+@contextmanager
+def torch_threads(n: int = 1):
+    """Run a block with ``n`` intra-op threads, then restore the previous setting.
+
+    Training the paper's small networks on mini-batches is dominated by per-step overhead;
+    one thread per process is faster than two fighting over the same cores, and leaves the
+    other core to a parallel shadow-model worker.
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def linear_module(coef: np.ndarray, intercept: float) -> nn.Module:
