@@ -56,6 +56,9 @@ def audit(
     data_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the data (synthetic: class_sep, flip_y)"),
     model_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the model (epochs, batch_size, lr, C, ...)"),
     recourse_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the recourse method (lam, lr, max_iter, ...)"),
+    defense: str = typer.Option("none", help="none; dpm (the model trained with DP: logistic -> diffprivlib, needs "
+                                "--normalize-rows; mlp* -> Opacus DP-SGD); laplace (Laplace Recourse, linear models)"),
+    epsilon: Optional[float] = typer.Option(None, help="DP epsilon: the model's (dpm) or per recourse query (laplace)"),
     seed: int = typer.Option(0, help="seed of every random step"),
     n_jobs: int = typer.Option(1, help="parallel shadow-model trainings (joblib processes)"),
     out: Path = typer.Option(Path("audit-results"), help="output directory"),
@@ -80,6 +83,7 @@ def audit(
             data_params=_parse_params(data_param, "--data-param"),
             model_params=_parse_params(model_param, "--model-param"),
             recourse_params=_parse_params(recourse_param, "--recourse-param"), seed=seed, n_jobs=n_jobs,
+            defense=defense, epsilon=epsilon,
         ).validate()
     except ValueError as err:
         _fail(err)
@@ -119,6 +123,17 @@ def _print_summary(console, result) -> None:
         cells = [f"{a['tpr_at_fpr'][k]:.4f}" + ("" if a["tpr_at_fpr_reliable"][k] else "*") for k in ("0.1", "0.01", "0.001")]
         table.add_row(name, f"{a['auc']:.4f}", f"{a['balanced_accuracy']:.4f}", *cells, a["direction"])
     console.print(table)
+    if m.get("dp"):
+        dp = m["dp"]
+        console.print(f"DP defense {dp['defense']} (model {m['model']['name']}): epsilon per query "
+                      f"{dp['epsilon_per_query']:.4g}, total {dp['epsilon_total']:.4g}; Theorem 2 bound on "
+                      f"{'any' if dp['defense'] == 'dpm' else 'a noisy-distance'} attack's BA: {dp['ba_bound']:.4f}",
+                      highlight=False)
+        if dp.get("direction_attack"):
+            da = dp["direction_attack"]
+            console.print(f"warning: LR's counterfactuals reveal w's direction, which is not private: ranking the "
+                          f"targets along it gives AUC {da['auc']:.4f}, BA {da['balanced_accuracy']:.4f} (the "
+                          "baseline CFD attack, at any epsilon; docs/dp-defenses.md)", style="yellow", highlight=False)
     if any(not r for a in m["attacks"].values() for r in a["tpr_at_fpr_reliable"].values()):
         console.print("* fewer non-members than 1/FPR: that TPR cannot be resolved at this FPR", style="dim")
     for w in m.get("warnings", []):
@@ -149,6 +164,296 @@ def version() -> None:
     from recourse_privacy import __version__
 
     typer.echo(__version__)
+
+
+@app.command()
+def tradeoff(
+    dataset: str = typer.Option("synthetic", help="adult, heloc, compas, diabetes, synthetic, breast_cancer, digits"),
+    data_dir: Optional[Path] = typer.Option(None, help="directory of the real datasets"),
+    n_features: int = typer.Option(100, help="features of the synthetic data (paper 001: 100, 1000, ...)"),
+    model: str = typer.Option("logistic", help="logistic (DPM and LR) or mlp* (DPM only: LR needs a linear model)"),
+    recourse: str = typer.Option("linear", help="recourse of the baseline and DPM settings (LR replaces it)"),
+    epsilons: str = typer.Option("0.5,1,5,10,20", help="comma-separated epsilons of DPM and LR"),
+    attacks: str = typer.Option("cfd,cfd-lrt-global,cfd-lrt-per-example", help="attacks of every setting"),
+    shadow_models: int = typer.Option(5, help="shadow models (paper 001: 5)"),
+    n_members: int = typer.Option(5000, help="owner's training set (paper 001: 5,000)"),
+    n_adversary: Optional[int] = typer.Option(None, help="adversary's pool (default: twice --n-members)"),
+    distance: str = typer.Option("l2", help="cost the attacks read (paper 001: l2)"),
+    normalize_rows: bool = typer.Option(True, help="unit-L2 rows (paper 001; needed by DPM logistic regression)"),
+    data_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the data"),
+    model_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the model"),
+    seed: int = typer.Option(0, help="seed of every random step"),
+    n_jobs: int = typer.Option(1, help="parallel shadow-model trainings"),
+    out: Path = typer.Option(Path("tradeoff-results"), help="output directory (one sub-directory per setting)"),
+) -> None:
+    """Baseline, DPM and Laplace Recourse over epsilon (paper 001): a table and plots of attacks and accuracy."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from recourse_privacy.experiments.tradeoff import run_tradeoff, tradeoff_base_config, tradeoff_settings
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 170))
+    try:
+        eps = [float(e) for e in epsilons.split(",") if e.strip()]
+        base = tradeoff_base_config(
+            dataset=dataset, data_dir=str(data_dir) if data_dir else None, n_features=n_features, model=model,
+            recourse=recourse, attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
+            shadow_models=shadow_models, n_members=n_members, n_adversary=n_adversary, distance=distance,
+            normalize_rows=normalize_rows, data_params=_parse_params(data_param, "--data-param"),
+            model_params=_parse_params(model_param, "--model-param"), seed=seed, n_jobs=n_jobs).validate()
+        tradeoff_settings(base, eps)
+    except ValueError as err:
+        _fail(err)
+    started: set[str] = set()
+
+    def progress(label: str, done: int, total: int) -> None:
+        if label not in started:
+            started.add(label)
+            console.print(f"[{done + 1}/{total}] {label}", highlight=False)
+
+    try:
+        result = run_tradeoff(base, out, epsilons=eps, progress=progress)
+    except (ValueError, FileNotFoundError, TypeError) as err:
+        _fail(err)
+    atk = [a for a in base.attacks]
+    table = Table(title="Privacy-utility trade-off (AUC / TPR at FPR 0.01 per attack)")
+    for col in ("setting", "train acc", "test acc", "validity", "eps total", "BA bound", *atk):
+        table.add_column(col, justify="left" if col == "setting" else "right", no_wrap=True)
+    for r in result.rows:
+        cells = [f"{r[f'{a}:auc']:.3f} / {r[f'{a}:tpr@0.01']:.3f}" for a in atk]
+        table.add_row(r["setting"], f"{r['train_accuracy']:.3f}", f"{r['test_accuracy']:.3f}",
+                      f"{r['recourse_validity']:.3f}", "-" if r["epsilon_total"] is None else f"{r['epsilon_total']:.4g}",
+                      "-" if r["ba_bound"] is None else f"{r['ba_bound']:.3f}", *cells)
+    console.print(table)
+    for label, err in result.failed.items():
+        console.print(f"warning: setting {label} could not be played: {err}", style="yellow", highlight=False)
+    if result.skipped:
+        console.print(f"read back finished settings: {', '.join(result.skipped)}", style="dim", highlight=False)
+    console.print(f"wrote {', '.join(Path(p).name for p in result.files.values())} to {out}", highlight=False)
+
+
+def _wide_console():
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=max(console.width, 180))
+
+
+def _run_and_report(spec, out: Path, backend: str, address: Optional[str], n_jobs: Optional[int],
+                    threads_per_cell: int, console) -> None:
+    """Run a spec with progress bars, then print what was done and the tables."""
+    from recourse_privacy.experiments.engine import run_spec
+    from recourse_privacy.experiments.results import plot_results, print_paper_notes, print_tables, result_tables
+
+    try:
+        summary = run_spec(spec, out, backend=backend, address=address, n_jobs=n_jobs, progress=True,
+                           threads_per_cell=threads_per_cell)
+    except ValueError as err:
+        _fail(err)
+    console.print(f"{spec.name}: {summary.n_cells} cells, {summary.n_skipped} already finished, "
+                  f"{summary.n_computed} computed, {summary.n_failed} failed, in {summary.seconds:.1f} s "
+                  f"({backend} backend); store {summary.out_dir}", highlight=False)
+    tables = result_tables(out, spec)
+    print_tables(tables, console)
+    print_paper_notes(spec, console)
+    plots = plot_results(tables, out)
+    if plots:
+        console.print(f"wrote {len(plots)} plot(s) to {Path(out) / 'plots'}", highlight=False)
+    for label, err in summary.failed:
+        console.print(f"failed: {label}: {err}", style="red", highlight=False)
+    if summary.failed:
+        raise typer.Exit(code=1)
+
+
+@app.command("run")
+def run_command(
+    spec: str = typer.Argument(..., help="experiment spec (YAML file) or the name of a shipped reproduction"),
+    out: Path = typer.Option(..., "--out", help="results store: one record per cell, resumable"),
+    backend: str = typer.Option("local", help="local (joblib processes) or ray"),
+    address: Optional[str] = typer.Option(None, help="Ray cluster address (--backend ray); default: a local Ray"),
+    n_jobs: Optional[int] = typer.Option(None, help="cells in parallel (local default: the number of cores)"),
+    threads_per_cell: int = typer.Option(1, help="torch/BLAS threads of each cell (same value, same numbers)"),
+) -> None:
+    """Run every unfinished cell of an experiment spec; a rerun skips the finished cells."""
+    from recourse_privacy.experiments.spec import load_spec
+
+    console = _wide_console()
+    try:
+        loaded = load_spec(spec)
+    except ValueError as err:
+        _fail(err)
+    _run_and_report(loaded, out, backend, address, n_jobs, threads_per_cell, console)
+
+
+@app.command("results")
+def results_command(
+    out: Path = typer.Argument(..., help="results store written by `run` or `reproduce`"),
+) -> None:
+    """Print the tables (mean and sd over seeds, the paper beside ours) and write plots of a store."""
+    from recourse_privacy.experiments.results import (load_store_spec, plot_results, print_paper_notes,
+                                                      print_tables, result_tables)
+
+    console = _wide_console()
+    if not (out / "cells").is_dir():
+        _fail(ValueError(f"{out} is not a results store (no cells/ directory); run `recourse-privacy run` first"))
+    spec = load_store_spec(out)
+    tables = result_tables(out, spec)
+    print_tables(tables, console)
+    if spec is not None:
+        print_paper_notes(spec, console)
+    plots = plot_results(tables, out)
+    if plots:
+        console.print(f"wrote {len(plots)} plot(s) to {out / 'plots'}", highlight=False)
+
+
+@app.command("reproduce")
+def reproduce_command(
+    name: str = typer.Argument(..., help="pawelczyk2023-table2, pawelczyk2023-fig2, pawelczyk2023-fig3, huang2023"),
+    out: Optional[Path] = typer.Option(None, help="results store (default: ./<name>-results)"),
+    shadow_models: Optional[int] = typer.Option(None, help="override the spec's number of shadow models"),
+    seeds: Optional[str] = typer.Option(None, help="comma-separated seeds instead of the spec's"),
+    backend: str = typer.Option("local", help="local (joblib processes) or ray"),
+    address: Optional[str] = typer.Option(None, help="Ray cluster address (--backend ray)"),
+    n_jobs: Optional[int] = typer.Option(None, help="cells in parallel (local default: the number of cores)"),
+    threads_per_cell: int = typer.Option(1, help="torch/BLAS threads of each cell"),
+) -> None:
+    """Run a shipped reproduction and print the paper's figures beside ours, with the known differences."""
+    from recourse_privacy.experiments.spec import list_reproductions, load_spec
+
+    console = _wide_console()
+    try:
+        if name not in list_reproductions():
+            raise ValueError(f"unknown reproduction {name!r}; shipped: {', '.join(list_reproductions())}")
+        spec = load_spec(name)
+        fixed = {"shadow_models": shadow_models} if shadow_models is not None else None
+        seed_list = [int(s) for s in seeds.split(",") if s.strip()] if seeds else None
+        if fixed or seed_list:
+            spec = spec.with_overrides(fixed=fixed, seeds=seed_list)
+    except ValueError as err:
+        _fail(err)
+    _run_and_report(spec, out or Path(f"{name}-results"), backend, address, n_jobs, threads_per_cell, console)
+
+
+@app.command("audit-dp")
+def audit_dp_command(
+    mechanism: str = typer.Option("laplace", help="laplace, laplace-broken (noise scale / 10), dpm-logistic"),
+    epsilon: float = typer.Option(1.0, help="the epsilon the mechanism claims"),
+    trials: int = typer.Option(20000, help="runs per neighbouring input (half choose the test, half measure it); dpm-logistic trains a model per run, about 10 ms each"),
+    seed: int = typer.Option(0, help="seed of every run"),
+    alpha: float = typer.Option(0.05, help="1 - confidence of the Clopper-Pearson bounds"),
+    param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the experiment (laplace: release=probability; "
+                                              "dpm-logistic: n_rows, n_features, statistic=cfd, C, ...)"),
+    out: Optional[Path] = typer.Option(None, help="also write the audit as JSON to this file"),
+) -> None:
+    """Empirical epsilon audit: a lower bound on a DP mechanism's epsilon (Jagielski et al. 2020).
+
+    Exit code 0 whatever the verdict (it is a measurement); 2 on bad input.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from recourse_privacy.defenses.empirical import make_experiment
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 150))
+    try:
+        experiment = make_experiment(mechanism, epsilon, **_parse_params(param, "--param"))
+        with Console(stderr=True).status(f"auditing {mechanism}: {trials} runs on each of two neighbours"):
+            result = experiment.audit(n_trials=trials, alpha=alpha, random_state=seed)
+    except (ValueError, TypeError) as err:
+        _fail(err)
+    table = Table(title=f"Empirical epsilon audit ({1 - alpha:.0%} confidence lower bound)")
+    for col in ("mechanism", "claimed eps", "audited eps >=", "FPR", "FNR", "trials", "verdict"):
+        table.add_column(col, justify="left" if col in ("mechanism", "verdict") else "right", no_wrap=True)
+    table.add_row(mechanism, f"{result.claimed_epsilon:.4g}", f"{result.epsilon_lower_bound:.4f}",
+                  f"{result.fpr:.5f} [{result.fpr_ci[0]:.5f}, {result.fpr_ci[1]:.5f}]",
+                  f"{result.fnr:.5f} [{result.fnr_ci[0]:.5f}, {result.fnr_ci[1]:.5f}]", f"{result.n_trials}",
+                  f"[bold red]{result.verdict}[/]" if result.violates_claim else result.verdict)
+    console.print(table)
+    console.print(f"neighbours: {result.neighbours}\ntest: {result.test} (chosen on {result.n_selection} runs per "
+                  f"neighbour, measured on {result.n_measurement} others); {result.seconds:.1f} s", highlight=False)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"command": "audit-dp", "params": _parse_params(param, "--param"), "seed": seed,
+                                   **result.to_dict()}, indent=2))
+        console.print(f"wrote {out}", highlight=False)
+
+
+@app.command("recourse")
+def recourse_command(
+    dataset: str = typer.Option("adult", help="adult, heloc, compas, diabetes, synthetic, breast_cancer, digits"),
+    model: str = typer.Option("mlp", help="logistic, mlp, mlp3-100, mlp3-333, mlp3-1000"),
+    methods: str = typer.Option("scfe,cadex,dice,face", help="comma-separated: linear, scfe, gs, cchvae, revise, "
+                                "cadex, dice, face, ... (`all` for every registered method)"),
+    n_points: int = typer.Option(1000, help="query points: held-out rows the model rejects"),
+    n_train: int = typer.Option(5000, help="rows that train the model (and that data-driven methods fit on)"),
+    actionable: bool = typer.Option(True, help="apply the dataset's immutable / increase-only features and ranges"),
+    data_dir: Optional[Path] = typer.Option(None, help="directory of the real datasets"),
+    model_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the model (epochs, lr, ...)"),
+    method_param: Optional[list[str]] = typer.Option(None, help="METHOD.KEY=VALUE, e.g. face.n_neighbors=20"),
+    seed: int = typer.Option(0, help="seed of every random step"),
+    out: Path = typer.Option(Path("recourse-quality"), help="output directory"),
+) -> None:
+    """Recourse quality per method (CARLA's metrics, paper 003's path metrics): a table, JSON, CSV and a plot."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from recourse_privacy.experiments.quality import METRICS, run_quality
+    from recourse_privacy.recourse import RECOURSE_METHODS
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 170))
+    names = list(RECOURSE_METHODS) if methods.strip() == "all" else [m.strip() for m in methods.split(",") if m.strip()]
+    per_method: dict[str, dict] = {}
+    for key, value in _parse_params(method_param, "--method-param").items():
+        name, dot, param = key.partition(".")
+        if not dot or not param:
+            _fail(ValueError(f"--method-param expects METHOD.KEY=VALUE; got {key!r}"))
+        per_method.setdefault(name, {})[param] = value
+    try:
+        with console.status("measuring recourse quality") as status:
+            def progress(stage: str, done: int, total: int) -> None:
+                if done < total:
+                    status.update(f"{stage} ...")
+
+            result = run_quality(dataset, model, names, n_points=n_points, seed=seed, out_dir=out,
+                                 data_dir=data_dir, actionable=actionable, n_train=n_train,
+                                 model_params=_parse_params(model_param, "--model-param"),
+                                 method_params=per_method, progress=progress)
+    except (ValueError, FileNotFoundError, TypeError, RuntimeError) as err:
+        _fail(err)
+    run = result.run
+    table = Table(title=f"Recourse quality: {dataset} / {model} (held-out acc {run['heldout_accuracy']:.3f}), "
+                        f"{run['n_points']} query points{', actionable' if actionable else ''}")
+    shown = [m for m in METRICS if any(m in v for v in result.table.values())]
+    table.add_column("method", no_wrap=True)
+    for m in shown:
+        table.add_column(m.replace("seconds_per_cf", "s/cf").replace("pdistance_manifold", "pdist_man"),
+                         justify="right", no_wrap=True)
+    for name, v in result.table.items():
+        if "skipped" in v:
+            table.add_row(name, *(["-"] * len(shown)))
+            continue
+        table.add_row(name, *(_fmt(v.get(m)) for m in shown))
+    console.print(table)
+    for name, reason in result.skipped.items():
+        console.print(f"skipped: {reason}", style="yellow", highlight=False)
+    if run.get("warning"):
+        console.print(f"warning: {run['warning']}", style="yellow", highlight=False)
+    console.print("costs, redundancy, yNN, violations and path metrics: means over valid counterfactuals (CARLA); "
+                  "L2 not squared", style="dim")
+    console.print(f"wrote {', '.join(Path(p).name for p in result.files.values())} to {out} "
+                  f"in {run['total_seconds']:.1f} s", highlight=False)
+
+
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "-"
+    return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.3e}"
 
 
 def main() -> None:

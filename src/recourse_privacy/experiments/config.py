@@ -9,6 +9,8 @@ from recourse_privacy._validation import check_positive_int
 
 DISTANCES = ("l1", "l2")
 DEFAULT_ATTACKS = ("cfd", "cfd-lrt", "loss", "loss-lrt", "random")
+#: none; dpm: the model trained with DP (paper 001); laplace: Laplace Recourse (paper 001, linear models)
+DEFENSES = ("none", "dpm", "laplace")
 
 
 @dataclass
@@ -45,6 +47,8 @@ class AuditConfig:
     data_params: dict = field(default_factory=dict)      # e.g. synthetic {"class_sep": 0.5, "flip_y": 0.05}
     model_params: dict = field(default_factory=dict)     # e.g. {"epochs": 50} or {"C": 0.1}
     recourse_params: dict = field(default_factory=dict)  # e.g. {"lam": 0.1}
+    defense: str = "none"                # none | dpm | laplace (paper 001)
+    epsilon: float | None = None         # DPM: the model's epsilon; laplace: epsilon per recourse query
     seed: int = 0
     n_jobs: int = 1
 
@@ -66,8 +70,9 @@ class AuditConfig:
             raise ValueError("--data needs --target COLUMN (the binary label column)")
         check_model_name(self.model)
         check_recourse_name(self.recourse)
-        need = recourse_requires(self.recourse)
-        _, linear, differentiable = MODELS[self.model]
+        self._validate_defense()
+        need = recourse_requires(self.effective_recourse)
+        _, linear, differentiable = MODELS[self.effective_model[0]]
         if need == "linear" and not linear:
             raise ValueError(f"recourse {self.recourse!r} is exact recourse for linear models; model "
                              f"{self.model!r} is not linear: use --recourse scfe")
@@ -94,6 +99,57 @@ class AuditConfig:
             raise ValueError(f"shadow_fraction must be in (0, 1); got {self.shadow_fraction}")
         return self
 
+    def _validate_defense(self) -> None:
+        from recourse_privacy.models.registry import DP_MODELS, MODELS
+
+        if self.defense not in DEFENSES:
+            raise ValueError(f"defense must be one of {', '.join(DEFENSES)}; got {self.defense!r}")
+        if self.defense == "none":
+            if self.epsilon is not None:
+                raise ValueError("epsilon is given but defense is 'none'; choose --defense dpm or laplace")
+            if self.model in DP_MODELS:
+                raise ValueError(f"model {self.model!r} is the DPM defense: use --defense dpm --epsilon E")
+            if self.recourse == "laplace":
+                raise ValueError("recourse 'laplace' is the LR defense: use --defense laplace --epsilon E")
+            return
+        eps = self.epsilon
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0 or eps == float("inf"):
+            raise ValueError(f"defense {self.defense!r} needs epsilon, a finite number > 0 (--epsilon); got {eps!r}")
+        if "epsilon" in self.model_params or "epsilon" in self.recourse_params:
+            raise ValueError("give epsilon once, with --epsilon, not in --model-param / --recourse-param")
+        if self.defense == "laplace":
+            if not MODELS[self.model][1] or self.model in DP_MODELS:
+                raise ValueError(f"Laplace Recourse moves along the weight vector of a linear model; model "
+                                 f"{self.model!r} is not one: use --model logistic")
+            if self.recourse not in ("linear", "laplace"):
+                raise ValueError(f"Laplace Recourse replaces exact linear recourse; got recourse {self.recourse!r}: "
+                                 "use --recourse linear")
+            if self.actionable:
+                raise ValueError("Laplace Recourse moves along the full weight vector; --actionable is not supported")
+        else:  # dpm
+            if self.recourse == "laplace":
+                raise ValueError("recourse 'laplace' belongs to --defense laplace, not dpm")
+            if (self.effective_model[0] == "dp-logistic" and not self.normalize_rows
+                    and "data_norm" not in self.model_params):
+                raise ValueError("DPM logistic regression (diffprivlib) is DP only for rows of L2 norm <= data_norm "
+                                 "= 1: add --normalize-rows (unit rows, paper 001's preprocessing), or give a bound "
+                                 "chosen without looking at the data (--model-param data_norm=...)")
+
+    @property
+    def effective_model(self) -> tuple[str, dict]:
+        """(model name, params) the owner and the shadow models train: the DP counterpart under dpm."""
+        if self.defense != "dpm":
+            return self.model, dict(self.model_params)
+        from recourse_privacy.models.registry import dp_counterpart
+
+        name, extra = dp_counterpart(self.model)
+        return name, {**extra, **self.model_params, "epsilon": self.epsilon}
+
+    @property
+    def effective_recourse(self) -> str:
+        """The recourse method the owner runs: 'laplace' under the laplace defense."""
+        return "laplace" if self.defense == "laplace" else self.recourse
+
     @property
     def pool_sizes(self) -> tuple[int, int, int]:
         """(members, non-members, adversary) pool sizes."""
@@ -115,7 +171,11 @@ class AuditConfig:
         return cls(**d)
 
     def digest(self) -> str:
-        """A short hash of everything that changes the numbers (for caches)."""
-        d = self.to_dict()
-        d.pop("n_jobs")
+        """A short hash of everything that changes the numbers (for caches).
+
+        Fields left at their defaults are not hashed, so that adding a new setting with a
+        default keeps the keys of every existing cell and shadow cache.
+        """
+        defaults = AuditConfig().to_dict()
+        d = {k: v for k, v in self.to_dict().items() if k != "n_jobs" and v != defaults[k]}
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -19,6 +19,13 @@ from recourse_privacy.metrics.membership import (
     theorem2_bound,
     tpr_at_fpr,
 )
+from recourse_privacy.metrics.quality import (
+    constraint_violations,
+    path_metrics,
+    quality_metrics,
+    redundancy,
+    ynn,
+)
 from recourse_privacy.metrics.plots import (
     plot_roc_loglog,
     plot_score_histogram,
@@ -40,6 +47,11 @@ __all__ = [
     "roc",
     "theorem2_bound",
     "tpr_at_fpr",
+    "constraint_violations",
+    "path_metrics",
+    "quality_metrics",
+    "redundancy",
+    "ynn",
     "plot_roc_loglog",
     "plot_score_histogram",
     "roc_loglog_figure",

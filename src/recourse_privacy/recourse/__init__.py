@@ -6,8 +6,17 @@ from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.linear import LinearRecourse
 from recourse_privacy.recourse.registry import RECOURSE_METHODS, check_recourse_name, make_recourse, recourse_requires
 from recourse_privacy.recourse.scfe import SCFE
+from recourse_privacy.recourse.cadex import CADEX
+from recourse_privacy.recourse.dice import DiverseCounterfactuals
+from recourse_privacy.recourse.face import FACE
+from recourse_privacy.recourse.growing_spheres import GrowingSpheres
+from recourse_privacy.recourse.cchvae import CCHVAE
+from recourse_privacy.recourse.revise import REVISE
+from recourse_privacy.recourse.vae import VAE
 
 __all__ = [
+    "CADEX", "DiverseCounterfactuals", "FACE",
+    "CCHVAE", "GrowingSpheres", "REVISE", "VAE",
     "ActionSet", "LinearRecourse", "NORMS", "RECOURSE_METHODS", "RecourseMethod", "RecourseResult", "SCFE",
     "check_recourse_name", "check_supports", "distances", "fit_for", "make_recourse", "recourse_requires",
 ]

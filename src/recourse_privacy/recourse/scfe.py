@@ -124,13 +124,26 @@ class SCFE:
     @staticmethod
     def _compact(x, opt, rows, x0a, keep, torch):
         """Drop finished rows, carrying Adam's per-element state of the others."""
-        new_x = x.detach()[keep].clone().requires_grad_(True)
-        new_opt = torch.optim.Adam([new_x], lr=opt.param_groups[0]["lr"])
-        state = opt.state.get(x)
-        if state:
-            new_opt.state[new_x] = {
-                "step": state["step"].clone(),
-                "exp_avg": state["exp_avg"][keep].clone(),
-                "exp_avg_sq": state["exp_avg_sq"][keep].clone(),
-            }
+        new_x, new_opt = compact_adam(x, opt, keep)
         return new_x, new_opt, rows[keep], x0a[keep]
+
+
+def compact_adam(param, opt, keep):
+    """Rows ``keep`` of the leaf tensor ``param`` as a new leaf, with an Adam optimizer carrying their state.
+
+    For batched per-row searches (SCFE, REVISE): finished rows leave the batch, and the
+    others go on exactly as if they had run alone (Adam's moments are per element; its
+    step count is shared by all rows, which started together).
+    """
+    import torch
+
+    new = param.detach()[keep].clone().requires_grad_(True)
+    new_opt = torch.optim.Adam([new], lr=opt.param_groups[0]["lr"])
+    state = opt.state.get(param)
+    if state:
+        new_opt.state[new] = {
+            "step": state["step"].clone(),
+            "exp_avg": state["exp_avg"][keep].clone(),
+            "exp_avg_sq": state["exp_avg_sq"][keep].clone(),
+        }
+    return new, new_opt

@@ -1,0 +1,391 @@
+"""Running an experiment spec: every cell through one seam, resumable after any crash.
+
+:func:`run_spec` expands a spec into cells, skips the cells whose record is already in the
+store, and runs the others with :func:`run_cell` on a backend:
+
+* ``local``: joblib (loky) worker processes on this machine, ``n_jobs`` of them (default:
+  the number of cores); with ``n_jobs=1`` the cells run in this process.
+* ``ray``: one Ray task per cell (``num_cpus=threads_per_cell``); connects to ``address``
+  when given (a cluster, e.g. ``ray://head:10001`` or ``auto``), else uses the Ray already
+  initialised in this process, else starts a local Ray.
+
+A cell is seeded by its configuration only (:class:`AuditConfig` ``seed``) and runs with
+``threads_per_cell`` torch / BLAS threads on both backends, so a spec gives the same numbers
+on either. Each cell's audit runs in ``DIR/runs/<hash>/``, where the audit caches every
+finished shadow model: a cell killed halfway resumes from its last shadow model.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from recourse_privacy.experiments.spec import Cell, ExperimentSpec, load_spec
+from recourse_privacy.experiments.store import ResultStore
+
+__all__ = ["BACKENDS", "RunSummary", "run_cell", "run_spec", "RichProgress"]
+
+BACKENDS = ("local", "ray")
+
+#: progress callback: (event, cell label or None, details). Events: "start" (total, done),
+#: "stage" (stage, done, total), "finished" (seconds), "failed" (error), "end" (summary).
+ProgressCallback = Callable[[str, "str | None", dict], None]
+
+
+@dataclass
+class RunSummary:
+    """What one :func:`run_spec` call did."""
+
+    spec: str
+    out_dir: Path
+    backend: str
+    n_cells: int
+    n_skipped: int                                   # cells already finished before this run
+    computed: list[str] = field(default_factory=list)  # hashes of the cells this run computed
+    failed: list[tuple[str, str]] = field(default_factory=list)   # (cell label, error)
+    invalid: list[tuple[str, str]] = field(default_factory=list)  # cells the spec dropped (on_invalid: skip)
+    seconds: float = 0.0
+    summary_path: Path | None = None
+
+    @property
+    def n_computed(self) -> int:
+        return len(self.computed)
+
+    @property
+    def n_failed(self) -> int:
+        return len(self.failed)
+
+
+# ---------------------------------------------------------------------- one cell
+PROGRESS_FILE = ".progress.json"
+
+
+class _FileReporter:
+    """Picklable stage reporter of a worker: overwrites ``runs/<hash>/.progress.json``; never raises.
+
+    The driver polls these files, so stage progress needs no extra process or actor (and
+    nothing lingers after a ``kill -9``); a Ray worker without the driver's filesystem just
+    shows no stages.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        import json
+
+        try:
+            tmp = f"{self.path}.{os.getpid()}.part"
+            with open(tmp, "w") as f:
+                json.dump({"stage": stage, "done": int(done), "total": int(total)}, f)
+            os.replace(tmp, self.path)
+        except Exception:  # progress must never fail a cell
+            pass
+
+
+_WATCHDOG: threading.Thread | None = None
+
+
+def _exit_with_parent(parent_pid: int | None) -> None:
+    """In a local worker process: exit when the driver dies (even by ``kill -9``), not linger as an orphan.
+
+    The cell in progress is lost but its finished shadow models are cached; finished cells are on disk.
+    """
+    global _WATCHDOG
+    if parent_pid is None or _WATCHDOG is not None or os.getpid() == parent_pid or os.getppid() != parent_pid:
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(70)
+
+    _WATCHDOG = threading.Thread(target=watch, name="exit-with-parent", daemon=True)
+    _WATCHDOG.start()
+
+
+def run_cell(config: dict, labels: dict, spec_name: str, root: str, reporter: Callable | None = None,
+             threads: int = 1, parent_pid: int | None = None) -> dict:
+    """Run one cell's audit in ``root/runs/<hash>/`` and write its record to ``root/cells/<hash>.json``.
+
+    Returns the record (``status`` "complete"), or ``status`` "failed" with the error; an
+    existing trusted record is returned as is. ``threads`` caps torch and BLAS threads, so
+    that the numbers do not depend on the machine's core count. ``reporter`` None writes the
+    audit's stages to ``runs/<hash>/.progress.json`` for the driver to poll; a local worker
+    given ``parent_pid`` exits when that process dies.
+    """
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    from threadpoolctl import threadpool_limits
+
+    from recourse_privacy.experiments.audit import _json_default, run_audit
+    from recourse_privacy.experiments.config import AuditConfig
+
+    store = ResultStore(root)
+    cfg = AuditConfig.from_dict(config)
+    cell_hash = cfg.digest()
+    existing = store.read(cell_hash)
+    if existing is not None:
+        return existing
+    label = " ".join([*(f"{a}={v}" for a, v in labels.items()), f"seed={cfg.seed}"])
+    _exit_with_parent(parent_pid)
+    if reporter is None:
+        run_dir = store.run_dir(cell_hash)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        reporter = _FileReporter(str(run_dir / PROGRESS_FILE))
+    t0 = time.perf_counter()
+    try:
+        import json
+
+        import torch
+
+        old_threads = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            with threadpool_limits(limits=threads):
+                result = run_audit(cfg, store.run_dir(cell_hash), progress=reporter)
+        finally:
+            torch.set_num_threads(old_threads)
+        record = {
+            "hash": cell_hash, "spec": spec_name, "labels": dict(labels), "label": label,
+            "group_label": " ".join(f"{a}={v}" for a, v in labels.items()) or "(single cell)",
+            "config": cfg.to_dict(),
+            "metrics": json.loads(json.dumps(result.metrics, default=_json_default)),
+            "seconds": round(time.perf_counter() - t0, 3), "threads": threads,
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "host": socket.gethostname(), "status": "complete",
+        }
+        store.write(record)
+        return store.read(cell_hash) or {**record, "complete": True}
+    except Exception as err:  # a failed cell is reported, the others go on
+        return {"hash": cell_hash, "label": label, "status": "failed", "error": f"{type(err).__name__}: {err}",
+                "traceback": traceback.format_exc(), "seconds": round(time.perf_counter() - t0, 3)}
+
+
+# ---------------------------------------------------------------------- progress display
+class RichProgress:
+    """A progress callback drawing rich bars: one for the cells, one per running cell's stage."""
+
+    def __init__(self, console=None):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console = console or Console(stderr=True)
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=self.console, transient=False)
+        self.cells_task = None
+        self.running: dict[str, Any] = {}
+        self.lock = threading.Lock()
+
+    def __enter__(self):
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.bar.stop()
+
+    def __call__(self, event: str, label: str | None, info: dict) -> None:
+        with self.lock:
+            if event == "start":
+                self.cells_task = self.bar.add_task("cells", total=info["total"], completed=info["done"])
+            elif event == "stage":
+                text = f"  {label}: {info['stage']}"
+                if label not in self.running:
+                    self.running[label] = self.bar.add_task(text, total=info["total"])
+                self.bar.update(self.running[label], description=text, completed=info["done"], total=info["total"])
+            elif event in ("finished", "failed"):
+                task = self.running.pop(label, None)
+                if task is not None:
+                    self.bar.remove_task(task)
+                if self.cells_task is not None:
+                    self.bar.advance(self.cells_task)
+                if event == "failed":
+                    self.console.print(f"[red]cell {label} failed:[/] {info['error']}", highlight=False)
+
+
+# ---------------------------------------------------------------------- backends
+class _ProgressPoller:
+    """Driver side of :class:`_FileReporter`: polls the running cells' progress files in a thread."""
+
+    def __init__(self, store: ResultStore, cells: list[Cell], on_stage, interval: float = 0.5):
+        self.paths = {c.hash: store.run_dir(c.hash) / PROGRESS_FILE for c in cells}
+        self.on_stage, self.interval = on_stage, interval
+        self.seen: dict[str, tuple] = {}
+        self.t0 = time.time()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="progress-poller", daemon=True)
+
+    def forget(self, cell_hash: str) -> None:
+        self.paths.pop(cell_hash, None)
+
+    def _poll(self) -> None:
+        import json
+
+        for cell_hash, path in list(self.paths.items()):
+            try:
+                st = path.stat()
+                if st.st_mtime < self.t0 - 1:   # left by an earlier, killed run
+                    continue
+                key = (st.st_mtime_ns, st.st_size)
+                if self.seen.get(cell_hash) == key:
+                    continue
+                info = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            self.seen[cell_hash] = key
+            if cell_hash in self.paths:
+                self.on_stage((cell_hash, info["stage"], info["done"], info["total"]))
+
+    def _loop(self) -> None:
+        while not self.stop.wait(self.interval):
+            self._poll()
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(timeout=2)
+
+
+def _local(cells: list[Cell], args: Callable, n_jobs: int, threads: int, store: ResultStore, on_stage,
+           on_result) -> None:
+    if n_jobs == 1 or len(cells) == 1:
+        for cell in cells:
+            report = (lambda c: (lambda stage, done, total: on_stage((c.hash, stage, done, total))))(cell)
+            on_result(cell, run_cell(*args(cell), reporter=report, threads=threads))
+        return
+    from joblib import Parallel, delayed
+
+    by_hash = {c.hash: c for c in cells}
+    with _ProgressPoller(store, cells, on_stage) as poller:
+        par = Parallel(n_jobs=min(n_jobs, len(cells)), return_as="generator_unordered")
+        jobs = (delayed(run_cell)(*args(c), threads=threads, parent_pid=os.getpid()) for c in cells)
+        for rec in par(jobs):
+            poller.forget(rec["hash"])
+            on_result(by_hash[rec["hash"]], rec)
+
+
+def _ray(cells: list[Cell], args: Callable, n_jobs: int | None, address: str | None, threads: int,
+         store: ResultStore, on_stage, on_result) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("backend 'ray' needs Ray: pip install 'recourse-privacy[ray]'") from None
+
+    started = False
+    if address is not None or not ray.is_initialized():
+        init = {"address": address} if address is not None else ({"num_cpus": n_jobs} if n_jobs else {})
+        ray.init(**init, include_dashboard=False, ignore_reinit_error=True, logging_level="WARNING")
+        started = True
+    try:
+        task = ray.remote(num_cpus=threads)(run_cell)
+        pending: dict[Any, Cell] = {}
+        todo = iter(cells)
+        limit = n_jobs or len(cells)
+
+        def submit() -> bool:
+            cell = next(todo, None)
+            if cell is None:
+                return False
+            pending[task.remote(*args(cell), threads=threads)] = cell
+            return True
+
+        with _ProgressPoller(store, cells, on_stage) as poller:
+            while len(pending) < limit and submit():
+                pass
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    cell = pending.pop(ref)
+                    try:
+                        rec = ray.get(ref)
+                    except Exception as err:  # the task's worker died, or Ray failed it
+                        rec = {"hash": cell.hash, "status": "failed", "error": f"{type(err).__name__}: {err}"}
+                    poller.forget(cell.hash)
+                    on_result(cell, rec)
+                    submit()
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# ---------------------------------------------------------------------- the run
+def run_spec(spec: ExperimentSpec | str | Path, out_dir: str | Path, backend: str = "local",
+             address: str | None = None, n_jobs: int | None = None,
+             progress: bool | ProgressCallback = True, threads_per_cell: int = 1) -> RunSummary:
+    """Run every unfinished cell of ``spec`` and store one record per cell in ``out_dir``.
+
+    ``backend`` "local" (joblib processes, ``n_jobs`` default: cores) or "ray" (``address``
+    of a cluster, else a local Ray). ``progress``: True for rich bars, False for none, or a
+    callback ``(event, cell_label, details)``. Cells already in the store are skipped; a
+    rerun after a crash computes only the missing ones. Returns a :class:`RunSummary`.
+    """
+    from recourse_privacy._validation import check_positive_int
+
+    if not isinstance(spec, ExperimentSpec):
+        spec = load_spec(spec)
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    if n_jobs is not None:
+        check_positive_int(n_jobs, "n_jobs")
+    check_positive_int(threads_per_cell, "threads_per_cell")
+    if address is not None and backend != "ray":
+        raise ValueError("--address is for --backend ray")
+    t0 = time.perf_counter()
+    store = ResultStore(out_dir)
+    store.root.mkdir(parents=True, exist_ok=True)
+    store.clean_temp()
+    store.save_spec(spec.to_dict())
+
+    cells = spec.cells
+    done = store.done()
+    todo = [c for c in cells if c.hash not in done]
+    summary = RunSummary(spec.name, store.root, backend, len(cells), len(cells) - len(todo),
+                         invalid=spec.skipped)
+    labels = {c.hash: c.label for c in cells}
+
+    display = RichProgress() if progress is True else None
+    callback: ProgressCallback = display if display is not None else (progress or (lambda *a: None))
+
+    def on_stage(item) -> None:
+        cell_hash, stage, d, total = item
+        callback("stage", labels.get(cell_hash, cell_hash), {"stage": stage, "done": d, "total": total})
+
+    def on_result(cell: Cell, rec: dict) -> None:
+        if rec.get("status") == "complete" or rec.get("complete") is True:
+            if not store.is_done(cell.hash):  # a remote worker without our filesystem
+                store.write(rec)
+            summary.computed.append(cell.hash)
+            callback("finished", cell.label, {"seconds": rec.get("seconds")})
+        else:
+            store.write_failure(cell.hash, {"label": cell.label, **{k: v for k, v in rec.items() if k != "hash"}})
+            summary.failed.append((cell.label, rec.get("error", "unknown error")))
+            callback("failed", cell.label, {"error": rec.get("error", "unknown error")})
+
+    def args(cell: Cell) -> tuple:
+        return (cell.config.to_dict(), dict(cell.labels), spec.name, str(store.root))
+
+    if display is not None:
+        display.__enter__()
+    try:
+        callback("start", None, {"total": len(cells), "done": summary.n_skipped})
+        if todo:
+            if backend == "local":
+                _local(todo, args, n_jobs or os.cpu_count() or 1, threads_per_cell, store, on_stage, on_result)
+            else:
+                _ray(todo, args, n_jobs, address, threads_per_cell, store, on_stage, on_result)
+        if store.records():
+            summary.summary_path = store.write_summary()
+        summary.seconds = round(time.perf_counter() - t0, 3)
+        callback("end", None, {"summary": summary})
+    finally:
+        if display is not None:
+            display.__exit__(None, None, None)
+    return summary

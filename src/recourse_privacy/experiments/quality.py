@@ -1,0 +1,272 @@
+"""Recourse quality per method on one dataset and model: CARLA's metric table (Pawelczyk et al. 2021).
+
+:func:`run_quality` loads a dataset, splits it once (seeded) into a training split and a
+held-out split, fits the preprocessing and the model on the training split, takes as query
+points the first ``n_points`` held-out rows the model rejects, fits every method with
+:func:`~recourse_privacy.recourse.fit_for` on the training split, generates recourse for the
+queries and measures it with :func:`~recourse_privacy.metrics.quality_metrics`. It writes
+
+- ``quality.json``: method -> metric -> value (a method that cannot run on the model maps
+  to ``{"skipped": reason}``); ``quality_run.json``: the configuration, data sizes and
+  model accuracy behind the table;
+- ``quality.csv``: the same table, one row per method;
+- ``quality.png``: a few query points and their counterfactuals (FACE: whole paths) on the
+  two features the methods change most, one panel per method.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from recourse_privacy._validation import as_generator, check_positive_int, derive_seed
+
+#: progress callback: (stage, completed, total)
+Progress = Callable[[str, int, int], None]
+
+#: metric columns of the table, in print order
+METRICS = ("validity", "l0", "l1", "l2", "linf", "redundancy", "ynn", "violations", "seconds_per_cf",
+           "pdensity", "pdistance_manifold", "pl0", "pl1", "pl2")
+
+
+@dataclass
+class QualityResult:
+    """The table (method -> metric -> value), the recourse behind it, skipped methods and files written."""
+
+    table: dict
+    results: dict = field(default_factory=dict)      # method -> RecourseResult
+    skipped: dict = field(default_factory=dict)      # method -> reason
+    run: dict = field(default_factory=dict)          # configuration, sizes, model accuracy
+    files: dict = field(default_factory=dict)
+
+
+def _skip_reason(name: str, model) -> str | None:
+    from recourse_privacy.recourse import recourse_requires
+
+    need = recourse_requires(name)
+    if need == "linear" and not getattr(model, "is_linear", False):
+        return "needs a linear model"
+    if need == "differentiable" and not getattr(model, "is_differentiable", False):
+        return "needs a differentiable model"
+    return None
+
+
+def _make_method(name: str, params: dict, action_set, seed: int):
+    from recourse_privacy.recourse import RECOURSE_METHODS, make_recourse
+
+    accepted = inspect.signature(RECOURSE_METHODS[name][0]).parameters
+    params = dict(params)
+    if action_set is not None and "action_set" in accepted:
+        params.setdefault("action_set", action_set)
+    if "random_state" in accepted:
+        params.setdefault("random_state", seed)
+    return make_recourse(name, **params)
+
+
+def run_quality(
+    dataset: str = "adult",
+    model: str = "mlp",
+    methods: Sequence[str] = ("scfe",),
+    n_points: int = 1000,
+    seed: int = 0,
+    out_dir: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    actionable: bool = True,
+    *,
+    n_train: int = 5000,
+    model_params: dict | None = None,
+    method_params: dict[str, dict] | None = None,
+    data_params: dict | None = None,
+    k_neighbors: int = 5,
+    plot_points: int = 5,
+    progress: Progress | None = None,
+) -> QualityResult:
+    """Measure every method in ``methods`` on the same model and query points (see the module docstring).
+
+    ``n_train`` rows (seeded permutation) train the preprocessing and the model (defaults of
+    ``make_model``, overridden by ``model_params``) and are what data-driven methods fit on
+    and what yNN and the path metrics compare to; the queries are the first ``n_points``
+    rejected rows of the rest. With ``actionable`` every method gets the dataset's action set
+    (immutable and increase-only features, training ranges). ``method_params`` maps a
+    method name to keyword overrides. Methods that need a linear or differentiable model the
+    given model is not are reported in ``skipped`` with the reason.
+    """
+    from sklearn.neighbors import KernelDensity
+
+    from recourse_privacy.data import Preprocessor, load_dataset
+    from recourse_privacy.metrics import quality_metrics
+    from recourse_privacy.models import accuracy, make_model
+    from recourse_privacy.recourse import ActionSet, check_recourse_name, fit_for
+
+    methods = [check_recourse_name(m) for m in methods]
+    if not methods:
+        raise ValueError("methods is empty; name at least one recourse method")
+    n_points = check_positive_int(n_points, "n_points")
+    n_train = check_positive_int(n_train, "n_train", minimum=10)
+    method_params = dict(method_params or {})
+    unknown = sorted(set(method_params) - set(methods))
+    if unknown:
+        raise ValueError(f"method_params names methods not in methods: {unknown}")
+    report = progress or (lambda stage, done, total: None)
+    t_start = time.perf_counter()
+
+    report("data", 0, 1)
+    if dataset == "synthetic":
+        ds = load_dataset("synthetic", n_samples=n_train + 4 * n_points, random_state=derive_seed(seed, 1),
+                          **(data_params or {}))
+    else:
+        ds = load_dataset(dataset, data_dir, **(data_params or {}))
+    if ds.n_rows < n_train + 2:
+        raise ValueError(f"n_train={n_train} leaves no held-out rows: {dataset} has {ds.n_rows} rows")
+    perm = as_generator(derive_seed(seed, 2)).permutation(ds.n_rows)
+    train, held = perm[:n_train], perm[n_train:]
+    pre = Preprocessor().fit(ds.X.iloc[train], ds)
+    X_train, y_train = pre.transform(ds.X.iloc[train]), ds.y[train]
+    X_held, y_held = pre.transform(ds.X.iloc[held]), ds.y[held]
+    report("data", 1, 1)
+
+    report("model", 0, 1)
+    clf = make_model(model, random_state=derive_seed(seed, 3), **(model_params or {})).fit(X_train, y_train)
+    rejected = np.flatnonzero(clf.predict(X_held) == 0)
+    if not len(rejected):
+        raise ValueError(f"the {model} model rejects none of the {len(X_held)} held-out rows: no query points")
+    X_query = X_held[rejected[:n_points]]
+    report("model", 1, 1)
+    action_set = ActionSet.from_preprocessor(pre) if actionable else None
+    kde = KernelDensity(kernel="gaussian", bandwidth="scott").fit(X_train)  # PDensity's rho^D (paper 003, eq. 2)
+
+    table: dict[str, dict] = {}
+    results, skipped = {}, {}
+    for i, name in enumerate(methods):
+        report(name, 0, 1)
+        reason = _skip_reason(name, clf)
+        if reason is not None:
+            skipped[name] = f"{name} {reason}; the {model} model is not"
+            table[name] = {"skipped": skipped[name]}
+            report(name, 1, 1)
+            continue
+        method = _make_method(name, method_params.get(name, {}), action_set, derive_seed(seed, 10, i))
+        t = time.perf_counter()
+        fitted = fit_for(method, X_train, y_train, clf)
+        fit_s = time.perf_counter() - t
+        res = fitted.generate(clf, X_query)
+        metrics = quality_metrics(res, clf, X_train, action_set=action_set, k=k_neighbors, kde=kde)
+        metrics["fit_seconds"] = fit_s
+        table[name], results[name] = metrics, res
+        report(name, 1, 1)
+
+    run = {
+        "dataset": dataset, "model": model, "model_params": model_params or {}, "methods": list(methods),
+        "method_params": method_params, "n_points_requested": n_points, "n_points": int(len(X_query)),
+        "n_train": int(n_train), "n_heldout": int(len(held)), "n_features": int(X_train.shape[1]),
+        "feature_names": list(pre.feature_names_out_), "actionable": bool(actionable), "seed": seed,
+        "k_neighbors": k_neighbors, "train_accuracy": accuracy(clf, X_train, y_train),
+        "heldout_accuracy": accuracy(clf, X_held, y_held), "kde_bandwidth": float(kde.bandwidth_),
+        "conventions": "costs, redundancy, yNN, violations and path metrics are means over valid counterfactuals "
+                       "(CARLA); validity and seconds_per_cf over all query points; L2 is not squared",
+        "total_seconds": round(time.perf_counter() - t_start, 3),
+    }
+    if len(X_query) < n_points:
+        run["warning"] = f"only {len(X_query)} held-out rows are rejected; fewer query points than requested"
+    out = QualityResult(table, results, skipped, run)
+    if out_dir is not None:
+        out.files = write_quality(out, out_dir, X_train=X_train, y_pred_train=clf.predict(X_train),
+                                  feature_names=list(pre.feature_names_out_), plot_points=plot_points)
+    return out
+
+
+def _jsonable(v):
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return None if not math.isfinite(float(v)) else float(v)
+    return v
+
+
+def write_quality(result: QualityResult, out_dir: str | Path, *, X_train: np.ndarray, y_pred_train: np.ndarray,
+                  feature_names: list[str], plot_points: int = 5) -> dict:
+    """Write quality.json, quality_run.json, quality.csv and quality.png into ``out_dir``."""
+    import pandas as pd
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "quality.json").write_text(json.dumps(_jsonable(result.table), indent=2))
+    (out / "quality_run.json").write_text(json.dumps(_jsonable(result.run), indent=2))
+    rows = []
+    for name, m in result.table.items():
+        rows.append({"method": name, **{k: m.get(k) for k in METRICS},
+                     **{k: v for k, v in m.items() if k not in METRICS}})
+    pd.DataFrame(rows).to_csv(out / "quality.csv", index=False)
+    files = {"quality": str(out / "quality.json"), "run": str(out / "quality_run.json"),
+             "csv": str(out / "quality.csv")}
+    if result.results:
+        files["plot"] = str(plot_recourse(result.results, out / "quality.png", X_train=X_train,
+                                          y_pred_train=y_pred_train, feature_names=feature_names,
+                                          n_points=plot_points, title=f"{result.run['dataset']} / "
+                                          f"{result.run['model']}"))
+    return files
+
+
+def plot_recourse(results: dict, path: str | Path, *, X_train: np.ndarray, y_pred_train: np.ndarray,
+                  feature_names: list[str], n_points: int = 5, title: str = "") -> Path:
+    """One panel per method: training points (by the model's label), ``n_points`` queries and their recourse.
+
+    The two features shown are those the methods change most (mean |x' - x| over valid
+    counterfactuals of all methods); path methods draw the whole path.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    change = np.zeros(X_train.shape[1])
+    for res in results.values():
+        if res.valid.any():
+            change += np.abs(res.counterfactuals - res.factuals)[res.valid].mean(axis=0)
+    a, b = np.argsort(-change, kind="stable")[:2] if X_train.shape[1] > 1 else (0, 0)
+    names = list(results)
+    cols = min(3, len(names))
+    rows = int(math.ceil(len(names) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.8 * rows), squeeze=False)
+    bg = np.random.default_rng(0).permutation(len(X_train))[:600]
+    for ax, name in zip(axes.ravel(), names):
+        res = results[name]
+        fav = y_pred_train[bg] == 1
+        ax.scatter(X_train[bg][fav, a], X_train[bg][fav, b], s=5, c="tab:blue", alpha=0.25, label="train, accepted")
+        ax.scatter(X_train[bg][~fav, a], X_train[bg][~fav, b], s=5, c="tab:orange", alpha=0.25,
+                   label="train, rejected")
+        k = min(n_points, len(res.factuals))
+        for i in range(k):
+            x, c = res.factuals[i], res.counterfactuals[i]
+            if res.paths is not None:
+                p = res.paths[i]
+                ax.plot(p[:, a], p[:, b], "-o", ms=3, lw=1, c="green" if res.valid[i] else "red")
+            else:
+                ax.annotate("", xy=(c[a], c[b]), xytext=(x[a], x[b]),
+                            arrowprops={"arrowstyle": "->", "color": "green" if res.valid[i] else "red", "lw": 1})
+            ax.scatter([x[a]], [x[b]], s=25, c="black", zorder=3)
+            ax.scatter([c[a]], [c[b]], s=30, marker="*" if res.valid[i] else "x",
+                       c="green" if res.valid[i] else "red", zorder=3)
+        ax.set_title(f"{name} (validity {res.validity:.2f})", fontsize=10)
+        ax.set_xlabel(feature_names[a], fontsize=8)
+        ax.set_ylabel(feature_names[b], fontsize=8)
+    for ax in axes.ravel()[len(names):]:
+        ax.axis("off")
+    axes.ravel()[0].legend(fontsize=6, loc="best")
+    if title:
+        fig.suptitle(f"{title}: queries (black), counterfactuals (green: valid, red: invalid)", fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

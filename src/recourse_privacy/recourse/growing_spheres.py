@@ -1,0 +1,224 @@
+"""Growing Spheres (Laugel et al. 2017): random search in growing shells, for all points at once.
+
+The shell search here is shared with CCHVAE (:mod:`recourse_privacy.recourse.cchvae`), which runs
+the same loop in a VAE's latent space instead of the input space.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+
+from recourse_privacy._validation import (
+    check_matrix,
+    check_positive_float,
+    check_positive_int,
+    derive_seed,
+)
+from recourse_privacy.recourse.base import RecourseResult, check_supports
+from recourse_privacy.recourse.constraints import ActionSet
+
+#: candidates evaluated per model call at most (rows x samples), which bounds memory
+MAX_CANDIDATES = 1 << 17
+
+
+def check_p_norm(p_norm) -> int:
+    """Return ``p_norm`` if it is 1 or 2, else raise a ValueError naming it."""
+    if isinstance(p_norm, bool) or p_norm not in (1, 2):
+        raise ValueError(f"p_norm must be 1 or 2; got {p_norm!r}")
+    return int(p_norm)
+
+
+def search_seed(random_state) -> int:
+    """The base seed of one search: from an int, reproducibly; a Generator is advanced once; None is fresh."""
+    return derive_seed(random_state, 0)
+
+
+def world_seed(random_state, X: np.ndarray, y=None) -> int:
+    """A seed for one world (the owner's, or one shadow model's): ``random_state`` mixed with a fingerprint of its training rows.
+
+    ``fit_for`` fits a copy of the method in each world, so each world searches with its own
+    independent draws (as separate deployments would), reproducibly, and identically whether
+    shadows run in sequence, in parallel processes or from a cache (the pattern of
+    :class:`~recourse_privacy.defenses.laplace.SimulatedLaplaceRecourse`).
+    """
+    import zlib
+
+    tag = zlib.crc32(np.ascontiguousarray(X, dtype=np.float64).tobytes())
+    if y is not None:
+        tag = zlib.crc32(np.ascontiguousarray(y, dtype=np.int64).tobytes(), tag)
+    return derive_seed(random_state, tag)
+
+
+def shell_draws(seed: int, shell: int, n_samples: int, dim: int, p_norm: int, step: float) -> np.ndarray:
+    """``n_samples`` offsets of p-norm in [shell * step, (shell + 1) * step), shape (n_samples, dim).
+
+    Directions are uniform on the unit p-sphere (normalised Gaussian for p = 2, normalised
+    Laplace for p = 1); the radius is uniform on the shell's interval, as in CARLA's
+    ``hyper_sphere_coordindates``. The draws depend only on ``(seed, shell)``: every row of a
+    batch is searched with the same offsets, which makes the search of a row independent
+    of the other rows in its batch (common random numbers).
+    """
+    rng = np.random.default_rng(derive_seed(seed, shell))
+    g = rng.standard_normal((n_samples, dim)) if p_norm == 2 else rng.laplace(size=(n_samples, dim))
+    norm = np.linalg.norm(g, ord=p_norm, axis=1, keepdims=True)
+    norm[norm == 0] = 1.0
+    radius = (shell + rng.random((n_samples, 1))) * step
+    return g / norm * radius
+
+
+def shell_search(
+    X: np.ndarray,
+    centers: np.ndarray,
+    candidates: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    model,
+    *,
+    n_samples: int,
+    p_norm: int,
+    step: float,
+    max_iter: int,
+    seed: int,
+    max_candidates: int = MAX_CANDIDATES,
+):
+    """Search growing shells around ``centers`` until each row has a valid candidate.
+
+    ``candidates(rows, points)`` maps search-space points ``points`` (m, s, k) around the
+    centers of ``rows`` to feasible input-space candidates (m, s, d). For each shell, all
+    rows still searching are scored at once (chunked to ``max_candidates`` per model call);
+    a row stops at the first shell holding a candidate the model accepts and keeps the
+    accepted candidate closest to its factual in the input-space ``p_norm``. Returns
+    ``(X_cf, found, n_iter)``: rows never accepted keep their factual, ``found`` False and
+    ``n_iter`` -1; ``n_iter`` is the (1-based) shell where recourse was found.
+    """
+    n, d = X.shape
+    X_cf = X.copy()
+    found = np.zeros(n, dtype=bool)
+    n_iter = np.full(n, -1, dtype=np.int64)
+    active = np.arange(n)
+    chunk = max(1, max_candidates // n_samples)
+    for shell in range(max_iter):
+        if not len(active):
+            break
+        offsets = shell_draws(seed, shell, n_samples, centers.shape[1], p_norm, step)
+        hit = np.zeros(len(active), dtype=bool)
+        for lo in range(0, len(active), chunk):
+            rows = active[lo : lo + chunk]
+            cand = candidates(rows, centers[rows, None, :] + offsets[None])  # (m, s, d)
+            ok = (model.predict(cand.reshape(-1, d)) == 1).reshape(len(rows), n_samples)
+            dist = np.linalg.norm(cand - X[rows, None, :], ord=p_norm, axis=2)
+            dist[~ok] = np.inf
+            best = dist.argmin(axis=1)
+            got = ok.any(axis=1)
+            X_cf[rows[got]] = cand[got, best[got]]
+            hit[lo : lo + len(rows)] = got
+        found[active[hit]] = True
+        n_iter[active[hit]] = shell + 1
+        active = active[~hit]
+    return X_cf, found, n_iter
+
+
+class GrowingSpheres:
+    """Growing Spheres (Laugel et al. 2017; paper 000, Appendix C.2), batched over all points.
+
+    For shell k = 0, 1, ... (radii [k * step, (k + 1) * step) in the ``p_norm``), sample
+    ``n_search_samples`` points around every factual still without recourse, and stop a row
+    at the first shell where the model accepts a sample, keeping the accepted sample
+    closest to the factual. Defaults are CARLA's ``growing_spheres``: 1,000 samples, L2,
+    step 0.2, 1,000 shells at most (CARLA's loop ignores its own limit; here a row with no
+    recourse after ``max_iter`` shells keeps its factual and is flagged invalid).
+    ``p_norm=1`` samples in L1 shells (the L1 ball of paper 000, Appendix C.2).
+
+    ``action_set``: immutable features are never sampled (the search runs in the mutable
+    coordinates only); increase-only features take the absolute value of their offset (a
+    reflection, which keeps the sample in its shell); bounds clip. ``feature_selection``
+    runs Laugel et al.'s sparsification step after the search (reset changed features to
+    the factual's value, smallest change first, while the model still accepts); CARLA does
+    not, so it is off by default. Points the model already accepts are returned unchanged.
+
+    Draws come from ``random_state``; after :meth:`fit` (which ``fit_for`` calls in each
+    world of the audit) from ``random_state`` and a fingerprint of that world's training
+    rows, so the owner's and each shadow model's searches are independent and reproducible.
+    """
+
+    name = "gs"
+    requires = None
+
+    def __init__(
+        self,
+        *,
+        n_search_samples: int = 1000,
+        p_norm: int = 2,
+        step: float = 0.2,
+        max_iter: int = 1000,
+        feature_selection: bool = False,
+        action_set: ActionSet | None = None,
+        random_state=None,
+    ):
+        self.n_search_samples = check_positive_int(n_search_samples, "n_search_samples")
+        self.p_norm = check_p_norm(p_norm)
+        self.step = check_positive_float(step, "step")
+        self.max_iter = check_positive_int(max_iter, "max_iter")
+        self.feature_selection = bool(feature_selection)
+        self.action_set = action_set
+        self.random_state = random_state
+
+    def fit(self, X: np.ndarray, y=None, model=None) -> "GrowingSpheres":
+        """Nothing to learn: only seeds this world's search from ``random_state`` and the rows (see :func:`world_seed`)."""
+        self.seed_ = world_seed(self.random_state, check_matrix(X), y)
+        return self
+
+    def generate(self, model, X: np.ndarray) -> RecourseResult:
+        """Counterfactuals for every row of ``X``; rows without recourse keep their factual, flagged invalid."""
+        check_supports(self, model)
+        X = check_matrix(X, n_features=model.n_features_in_)
+        aset = self.action_set or ActionSet.unconstrained(X.shape[1])
+        aset.check(X.shape[1])
+        t0 = time.perf_counter()
+        seed = search_seed(getattr(self, "seed_", self.random_state))
+        X_cf = X.copy()
+        n_iter = np.zeros(len(X), dtype=np.int64)
+        todo = np.flatnonzero(model.predict(X) == 0) if len(X) else np.zeros(0, int)
+        mutable = np.flatnonzero(aset.mutable)
+        if len(todo) and len(mutable):
+            Xt = X[todo]
+
+            def candidates(rows, points):
+                x = Xt[rows, None, :]
+                out = np.broadcast_to(x, points.shape[:2] + (X.shape[1],)).copy()
+                delta = points - x[..., mutable]
+                delta = np.where(aset.increasing[mutable], np.abs(delta), delta)
+                out[..., mutable] = x[..., mutable] + delta
+                return aset.project(out, x)
+
+            cf, _, it = shell_search(Xt, Xt[:, mutable], candidates, model, n_samples=self.n_search_samples,
+                                     p_norm=self.p_norm, step=self.step, max_iter=self.max_iter, seed=seed)
+            X_cf[todo], n_iter[todo] = cf, it
+        elif len(todo):
+            n_iter[todo] = -1
+        if self.feature_selection and len(X):
+            X_cf = select_features(model, X, X_cf, n_iter > 0)
+        valid = model.predict(X_cf) == 1 if len(X) else np.zeros(0, bool)
+        return RecourseResult(X, X_cf, valid, self.name, n_iter=n_iter, seconds=time.perf_counter() - t0,
+                              info={"n_search_samples": self.n_search_samples, "p_norm": self.p_norm,
+                                    "step": self.step, "max_iter": self.max_iter,
+                                    "feature_selection": self.feature_selection})
+
+
+def select_features(model, X: np.ndarray, X_cf: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Laugel et al.'s feature selection: per row, reset changed features to the factual, smallest change first, while still accepted.
+
+    One model call per feature position, each over all ``rows`` at once.
+    """
+    out = X_cf.copy()
+    idx = np.flatnonzero(rows)
+    if not len(idx):
+        return out
+    order = np.argsort(np.abs(X_cf[idx] - X[idx]), axis=1, kind="stable")
+    for j in range(X.shape[1]):
+        cols = order[:, j]
+        trial = out[idx].copy()
+        trial[np.arange(len(idx)), cols] = X[idx, cols]
+        ok = model.predict(trial) == 1
+        out[idx[ok]] = trial[ok]
+    return out

@@ -1,0 +1,209 @@
+"""A small variational autoencoder for the manifold-based recourse methods (CCHVAE, REVISE)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from recourse_privacy._validation import (
+    check_matrix,
+    check_positive_float,
+    check_positive_int,
+    derive_seed,
+)
+
+
+class VAE:
+    """CARLA's recourse VAE (``VariationalAutoencoder``), seeded, in float64 PyTorch.
+
+    Architecture with the defaults (paper 000, Appendix C.2: 8 latent dimensions, 20 nodes
+    in the first and third hidden layers; CARLA ``layers=[d, 20, 8]``):
+    encoder ``d_m -> 20 (ReLU) -> mu, log-variance (8 each)``; decoder
+    ``8 + d_i -> 20 (ReLU) -> d_m`` (linear output), where ``d_m`` / ``d_i`` count the
+    mutable / immutable features given to :meth:`fit`. As in CARLA, only the mutable
+    features are encoded, the immutable ones condition the decoder and are copied from the
+    factual into every decoded row. Features are standardised internally (mean and standard
+    deviation of the fitting data), so any scaling of the input works.
+
+    Training follows CARLA's ``fit``: Adam (``lr`` 1e-3, ``weight_decay`` 1e-6), batches of
+    32, ``epochs`` 5, loss = reconstruction + beta * KL summed over the batch, with beta
+    annealed linearly as ``epoch * kl_weight / epochs`` (kl_weight 0.3). CARLA's
+    reconstruction term is a Bernoulli likelihood on [0, 1]-scaled data (sigmoid output);
+    ours is the unit-variance Gaussian likelihood 0.5 * ||x_hat - x||^2 on standardised
+    features (linear output), since this project's features are standardised, not in [0, 1].
+    """
+
+    def __init__(
+        self,
+        *,
+        latent_dim: int = 8,
+        hidden_layers: Sequence[int] = (20,),
+        epochs: int = 5,
+        lr: float = 1e-3,
+        batch_size: int = 32,
+        kl_weight: float = 0.3,
+        weight_decay: float = 1e-6,
+        random_state=None,
+    ):
+        self.latent_dim = check_positive_int(latent_dim, "latent_dim")
+        self.hidden_layers = tuple(check_positive_int(h, "hidden_layers") for h in hidden_layers)
+        self.epochs = check_positive_int(epochs, "epochs")
+        self.lr = check_positive_float(lr, "lr")
+        self.batch_size = check_positive_int(batch_size, "batch_size")
+        if kl_weight < 0 or weight_decay < 0:
+            raise ValueError(f"kl_weight and weight_decay must be >= 0; got {kl_weight!r}, {weight_decay!r}")
+        self.kl_weight = float(kl_weight)
+        self.weight_decay = float(weight_decay)
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X: np.ndarray, mutable: np.ndarray | None = None) -> "VAE":
+        """Train on the rows of ``X``; ``mutable`` (bool mask, default all) says which features are encoded."""
+        import torch
+
+        X = check_matrix(X)
+        d = X.shape[1]
+        mutable = np.ones(d, bool) if mutable is None else np.asarray(mutable, dtype=bool)
+        if mutable.shape != (d,):
+            raise ValueError(f"mutable must be a boolean mask of {d} features; got shape {mutable.shape}")
+        if not mutable.any():
+            raise ValueError("mutable: at least one feature must be mutable for a VAE to encode")
+        if len(X) < 2:
+            raise ValueError(f"X: a VAE needs at least 2 rows to fit; got {len(X)}")
+        self.n_features_in_ = d
+        self.mutable_ = mutable
+        self.mean_ = X.mean(axis=0)
+        scale = X.std(axis=0)
+        self.scale_ = np.where(scale > 0, scale, 1.0)
+        seed = derive_seed(self.random_state, 0)
+        self._build(seed)
+        self._tensors()
+
+        Xs = torch.as_tensor((X - self.mean_) / self.scale_, dtype=torch.float64)
+        x_m, x_i = Xs[:, self._mut], Xs[:, self._imm]
+        params = [*self.encoder_.parameters(), *self.mu_.parameters(), *self.logvar_.parameters(),
+                  *self.decoder_.parameters()]
+        opt = torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
+        gen = torch.Generator().manual_seed(seed)
+        self.history_ = []
+        n = len(X)
+        for epoch in range(self.epochs):
+            beta = epoch * self.kl_weight / self.epochs
+            order = torch.randperm(n, generator=gen)
+            total = 0.0
+            for start in range(0, n, self.batch_size):
+                idx = order[start : start + self.batch_size]
+                h = self.encoder_(x_m[idx])
+                mu, logvar = self.mu_(h), self.logvar_(h)
+                eps = torch.randn(mu.shape, generator=gen, dtype=mu.dtype)
+                z = mu + torch.exp(0.5 * logvar) * eps
+                recon = self.decoder_(torch.cat([z, x_i[idx]], dim=1))
+                rec = 0.5 * (recon - x_m[idx]).pow(2).sum()
+                kld = -0.5 * (1 + logvar - mu.pow(2) - logvar.exp()).sum()
+                loss = rec + beta * kld
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                total += loss.detach().item()
+            self.history_.append(total / n)
+        for module in (self.encoder_, self.mu_, self.logvar_, self.decoder_):
+            module.eval()
+            module.requires_grad_(False)
+        self.fitted_ = True
+        return self
+
+    def _build(self, seed: int) -> None:
+        import torch
+        from torch import nn
+
+        d_m, d_i = int(self.mutable_.sum()), int((~self.mutable_).sum())
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            enc: list[nn.Module] = []
+            width = d_m
+            for h in self.hidden_layers:
+                enc += [nn.Linear(width, h, dtype=torch.float64), nn.ReLU()]
+                width = h
+            self.encoder_ = nn.Sequential(*enc)
+            self.mu_ = nn.Linear(width, self.latent_dim, dtype=torch.float64)
+            self.logvar_ = nn.Linear(width, self.latent_dim, dtype=torch.float64)
+            dec: list[nn.Module] = []
+            width = self.latent_dim + d_i
+            for h in reversed(self.hidden_layers):
+                dec += [nn.Linear(width, h, dtype=torch.float64), nn.ReLU()]
+                width = h
+            dec.append(nn.Linear(width, d_m, dtype=torch.float64))
+            self.decoder_ = nn.Sequential(*dec)
+
+    def _tensors(self) -> None:
+        import torch
+
+        self._mut = torch.as_tensor(np.flatnonzero(self.mutable_))
+        self._imm = torch.as_tensor(np.flatnonzero(~self.mutable_))
+        self._mean = torch.as_tensor(self.mean_, dtype=torch.float64)
+        self._scale = torch.as_tensor(self.scale_, dtype=torch.float64)
+
+    def _check_fitted(self) -> None:
+        if not getattr(self, "fitted_", False):
+            raise RuntimeError("VAE is not fitted; call fit(X) first")
+
+    # ------------------------------------------------------------------ torch API (for gradients)
+    def encode_tensor(self, x):
+        """Posterior mean of z for a float64 tensor of full rows (n, d)."""
+        xs = (x - self._mean) / self._scale
+        return self.mu_(self.encoder_(xs[:, self._mut]))
+
+    def decode_tensor(self, z, x=None):
+        """Full rows (n, d) decoded from latents ``z`` (n, latent_dim); immutables (and their conditioning) from ``x``."""
+        import torch
+
+        if len(self._imm):
+            if x is None:
+                raise ValueError("x: decoding needs the factual rows, whose immutable features condition the decoder")
+            cond = ((x - self._mean) / self._scale)[:, self._imm]
+            out_m = self.decoder_(torch.cat([z, cond], dim=1))
+        else:
+            out_m = self.decoder_(z)
+        out_m = out_m * self._scale[self._mut] + self._mean[self._mut]
+        if not len(self._imm):
+            return out_m
+        return x.index_copy(1, self._mut, out_m)
+
+    # ------------------------------------------------------------------ numpy API
+    def encode(self, X: np.ndarray) -> np.ndarray:
+        """Posterior means (n, latent_dim) of the rows of ``X``."""
+        import torch
+
+        self._check_fitted()
+        X = check_matrix(X, n_features=self.n_features_in_)
+        with torch.no_grad():
+            return self.encode_tensor(torch.as_tensor(X, dtype=torch.float64)).numpy()
+
+    def decode(self, Z: np.ndarray, X: np.ndarray | None = None) -> np.ndarray:
+        """Rows (n, d) decoded from ``Z`` (n, latent_dim); ``X`` gives the immutable features where there are any."""
+        import torch
+
+        self._check_fitted()
+        Z = check_matrix(Z, "Z", n_features=self.latent_dim)
+        xt = None
+        if X is not None:
+            X = check_matrix(X, n_features=self.n_features_in_)
+            if len(X) != len(Z):
+                raise ValueError(f"X has {len(X)} rows but Z has {len(Z)}")
+            xt = torch.as_tensor(X, dtype=torch.float64)
+        with torch.no_grad():
+            return self.decode_tensor(torch.as_tensor(Z, dtype=torch.float64), xt).numpy()
+
+    def reconstruct(self, X: np.ndarray) -> np.ndarray:
+        """decode(encode(X), X): the VAE's reconstruction of each row."""
+        return self.decode(self.encode(X), X)
+
+
+def make_vae(vae_params: dict | None, random_state) -> VAE:
+    """A VAE with ``vae_params`` over the defaults; unknown keys raise a ValueError naming them."""
+    params = dict(vae_params or {})
+    known = {"latent_dim", "hidden_layers", "epochs", "lr", "batch_size", "kl_weight", "weight_decay"}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ValueError(f"vae_params: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return VAE(**params, random_state=random_state)

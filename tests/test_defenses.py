@@ -1,0 +1,310 @@
+"""DP defenses of paper 001: Laplace mechanism and Recourse, budget accounting, DP models, the audit's dp block."""
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from diffprivlib.utils import BudgetError, PrivacyLeakWarning
+
+from recourse_privacy import AuditConfig, run_audit
+from recourse_privacy.defenses import (
+    DPLogisticModel,
+    DPMLPModel,
+    LaplaceRecourse,
+    RecourseSession,
+    SimulatedLaplaceRecourse,
+    noisy_probability,
+)
+from recourse_privacy.defenses.accounting import dp_ba_bound
+from recourse_privacy.defenses.laplace import PROB_CLIP
+from recourse_privacy.metrics import theorem2_bound
+from recourse_privacy.models import make_model
+
+BAD_EPSILONS = [0, -1.0, float("inf"), float("nan"), "one", None]
+
+
+def _easy(n=400, d=5, seed=0, unit=True):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (X[:, 0] + 0.3 * rng.normal(size=n) > 0).astype(int)
+    if unit:
+        X = X / np.linalg.norm(X, axis=1, keepdims=True)
+    return X, y
+
+
+def _linear_model(w=(3.0, 4.0), b=0.5):
+    X, y = _easy(50, 2)
+    m = make_model("logistic").fit(X, y)
+    m.coef_, m.intercept_ = np.asarray(w, float), float(b)
+    return m
+
+
+# ----------------------------------------------------------------------------- the Laplace mechanism
+@pytest.mark.parametrize("epsilon,sensitivity", [(50.0, 1.0), (5.0, 0.1), (100.0, 1.0)])
+def test_noise_has_laplace_mean_and_variance(epsilon, sensitivity):
+    n, b = 200_000, sensitivity / epsilon
+    out = noisy_probability(np.full(n, 0.5), epsilon, sensitivity=sensitivity, random_state=3)
+    assert 0 < out.min() and out.max() < 1          # P(|noise| > 0.5) <= e^-25: nothing clamped
+    noise = out - 0.5
+    # mean 0 (sd sqrt(2) b / sqrt(n)); variance 2 b^2 (sd of the sample variance: sqrt(20 / n) b^2,
+    # Laplace fourth moment 24 b^4); mean |noise| = b (sd b / sqrt(n)); 5 standard deviations each
+    assert abs(noise.mean()) < 5 * np.sqrt(2) * b / np.sqrt(n)
+    assert abs(noise.var() - 2 * b**2) < 5 * np.sqrt(20 / n) * b**2
+    assert abs(np.abs(noise).mean() - b) < 5 * b / np.sqrt(n)
+
+
+def test_noisy_probability_is_clamped_to_unit_interval():
+    n, eps = 100_000, 0.01                          # scale 100: most draws leave [0, 1]
+    out = noisy_probability(np.full(n, 0.5), eps, random_state=1)
+    assert out.min() == 0.0 and out.max() == 1.0 and np.all((out >= 0) & (out <= 1))
+    # P(p' clamped to 0) = P(noise <= -0.5) = exp(-0.5 / 100) / 2
+    expect = np.exp(-0.5 * eps) / 2
+    for share in (np.mean(out == 0.0), np.mean(out == 1.0)):
+        assert abs(share - expect) < 5 * np.sqrt(expect * (1 - expect) / n)
+
+
+@pytest.mark.parametrize("eps", BAD_EPSILONS)
+def test_bad_epsilon_is_refused(eps):
+    with pytest.raises(ValueError, match="epsilon"):
+        noisy_probability(np.array([0.5]), eps)
+    with pytest.raises(ValueError, match="epsilon"):
+        LaplaceRecourse(epsilon=eps)
+    with pytest.raises(ValueError, match="epsilon"):
+        DPLogisticModel(epsilon=eps).fit(*_easy(50))
+
+
+def test_probabilities_outside_unit_interval_are_refused():
+    with pytest.raises(ValueError, match="p must"):
+        noisy_probability(np.array([1.5]), 1.0)
+
+
+# ----------------------------------------------------------------------------- Laplace Recourse
+def test_laplace_recourse_matches_the_formula_for_a_fixed_noise_draw():
+    model = _linear_model()
+    w = model.coef_
+    X = np.array([[-1.0, -1.0], [-0.2, 0.1], [-3.0, 0.5], [0.0, -0.3]])
+    eps, seed, s = 0.8, 11, 0.25
+    res = LaplaceRecourse(epsilon=eps, target_logit=s, random_state=seed).generate(model, X)
+    p = 1 / (1 + np.exp(-(X @ w + 0.5)))
+    p_noisy = np.clip(p + np.random.default_rng(seed).laplace(0.0, 1 / eps, size=len(X)), 0, 1)
+    q = np.clip(p_noisy, PROB_CLIP, 1 - PROB_CLIP)
+    f_noisy = np.log(q / (1 - q))
+    expected = X + np.outer((s - f_noisy) / (w @ w), w)
+    np.testing.assert_allclose(res.counterfactuals, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(res.info["noisy_probability"], p_noisy)
+    delta = res.counterfactuals - X
+    np.testing.assert_allclose(delta[:, 0] * w[1] - delta[:, 1] * w[0], 0, atol=1e-12)   # parallel to w
+    np.testing.assert_allclose(res.distance("l2"), np.abs(s - f_noisy) / np.linalg.norm(w), rtol=1e-12)
+    # the true logit moves by exactly s - f'(x); validity is the model's verdict, invalid rows kept
+    np.testing.assert_allclose(model.decision_function(res.counterfactuals),
+                               model.decision_function(X) + s - f_noisy, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(res.valid, model.predict(res.counterfactuals) == 1)
+    assert len(res.valid) == len(X)
+
+
+def test_clamped_probabilities_give_the_spike_distance():
+    model = _linear_model()
+    X = np.tile([[-1.0, -1.0]], (2000, 1))
+    res = LaplaceRecourse(epsilon=0.05, random_state=0).generate(model, X)   # scale 20: most rows clamp
+    clamped = res.info["clamped_low"] | res.info["clamped_high"]
+    assert clamped.mean() > 0.9
+    spike = 52 * np.log(2) / np.linalg.norm(model.coef_)
+    np.testing.assert_allclose(res.distance("l2")[clamped], spike, rtol=1e-9)
+    assert not res.valid[res.info["clamped_high"]].any()     # p' = 1: the move goes away from the boundary
+    assert res.valid[res.info["clamped_low"]].all()
+
+
+def test_batched_equals_one_row_at_a_time():
+    model = _linear_model()
+    X = np.random.default_rng(2).normal(size=(30, 2))
+    batched = LaplaceRecourse(epsilon=1.0, random_state=5).generate(model, X)
+    lr = LaplaceRecourse(epsilon=1.0, random_state=5)
+    single = np.vstack([lr.generate(model, X[i : i + 1]).counterfactuals for i in range(len(X))])
+    np.testing.assert_allclose(batched.counterfactuals, single, rtol=1e-12)
+
+
+def test_laplace_recourse_needs_a_linear_model():
+    class NotLinear:
+        is_linear, is_differentiable, n_features_in_ = False, True, 2
+
+    with pytest.raises(ValueError, match="linear"):
+        LaplaceRecourse(epsilon=1.0).generate(NotLinear(), np.zeros((3, 2)))
+
+
+def test_simulated_laplace_draws_independent_noise_per_shadow_world():
+    model = _linear_model()
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    sim = SimulatedLaplaceRecourse(epsilon=1.0, random_state=3)
+    Xa, ya = _easy(40, 2, seed=1)
+    Xb, yb = _easy(40, 2, seed=2)
+    a1 = sim.fit(Xa, ya, model).generate(model, X).counterfactuals
+    a2 = sim.fit(Xa, ya, model).generate(model, X).counterfactuals
+    b = sim.fit(Xb, yb, model).generate(model, X).counterfactuals
+    np.testing.assert_array_equal(a1, a2)
+    assert not np.allclose(a1, b)
+
+
+# ----------------------------------------------------------------------------- accounting
+def test_a_query_stream_exhausts_the_budget_and_the_next_query_is_refused():
+    model = _linear_model()
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    session = RecourseSession(LaplaceRecourse(epsilon=0.5, random_state=0), model, budget=2.0)
+    for i in range(4):
+        session.answer(X[i : i + 1])
+        assert session.spent == pytest.approx(0.5 * (i + 1))
+    assert session.remaining == 0.0 and session.n_queries == 4
+    state = session.method._rng.bit_generator.state
+    with pytest.raises(BudgetError, match=r"budget is epsilon 2 and 2 is already spent") as err:
+        session.answer(X[4:5])
+    assert "epsilon 0.5" in str(err.value)
+    assert session.method._rng.bit_generator.state == state          # refused before any noise was drawn
+    assert session.spent == 2.0 and session.n_queries == 4 and session.n_refused == 1
+
+
+def test_a_batch_that_would_exceed_the_budget_is_refused_whole():
+    model = _linear_model()
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    method = LaplaceRecourse(epsilon=1.0, random_state=0)
+    session = RecourseSession(method, model, budget=4.0)
+    session.answer(X[:3])
+    with pytest.raises(BudgetError, match="asks for epsilon 2 "):
+        session.answer(X[3:5])
+    assert session.spent == 3.0
+    session.answer(X[3:4])                                             # one more fits exactly
+    assert session.remaining == 0.0
+    assert method.accountant is None                                   # the caller's object is untouched
+
+
+def test_session_refuses_methods_without_a_budget():
+    with pytest.raises(ValueError, match="spends no privacy budget"):
+        RecourseSession(make_model("logistic"), None, budget=1.0)
+    with pytest.raises(ValueError, match="budget"):
+        RecourseSession(LaplaceRecourse(epsilon=1.0), None, budget=0)
+
+
+def test_ba_bound_with_delta():
+    assert dp_ba_bound(1.0) == theorem2_bound(1.0)
+    assert dp_ba_bound(1.0, 1e-5) == pytest.approx(theorem2_bound(1.0) + 1e-5 * np.exp(-1) / 2)
+
+
+# ----------------------------------------------------------------------------- DP models
+def test_dp_logistic_rejects_rows_above_data_norm():
+    X, y = _easy(100)
+    X[3] *= 2.0
+    with pytest.raises(ValueError, match="data_norm"):
+        DPLogisticModel(epsilon=1.0).fit(X, y)
+    DPLogisticModel(epsilon=1.0, data_norm=2.0, random_state=0).fit(X, y)   # a larger bound, chosen a priori
+
+
+def test_dp_logistic_accuracy_rises_with_epsilon():
+    X, y = _easy(2000, 5, seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)              # data_norm is never inferred
+        acc = [np.mean([np.mean(DPLogisticModel(epsilon=e, random_state=k).fit(X, y).predict(X) == y)
+                        for k in range(5)]) for e in (0.01, 1.0, 100.0)]
+    assert acc[0] < acc[1] - 0.05 and acc[1] < acc[2] and acc[2] > 0.9
+    m = DPLogisticModel(epsilon=1.0, random_state=0).fit(X, y)
+    assert m.is_linear and m.coef_.shape == (5,) and m.epsilon_ == 1.0
+    np.testing.assert_array_equal(m.coef_, DPLogisticModel(epsilon=1.0, random_state=0).fit(X, y).coef_)
+
+
+def test_dp_mlp_trains_and_reports_its_epsilon():
+    X, y = _easy(300, 4, seed=1, unit=False)
+    m = DPMLPModel(epsilon=4.0, delta=1e-3, hidden_layers=(16,), epochs=3, batch_size=100, lr=1e-2,
+                   random_state=0).fit(X, y)
+    assert 0 < m.epsilon_ <= 4.0 and m.noise_multiplier_ > 0 and m.delta_ == 1e-3
+    assert m.decision_function(X).shape == (300,) and m.is_differentiable
+    assert np.mean(m.predict(X) == y) > 0.6
+    m2 = DPMLPModel(epsilon=4.0, delta=1e-3, hidden_layers=(16,), epochs=3, batch_size=100, lr=1e-2,
+                    random_state=0).fit(X, y)
+    np.testing.assert_allclose(m.decision_function(X), m2.decision_function(X))   # seeded noise and sampling
+
+
+def test_model_registry_builds_dp_models_and_needs_epsilon():
+    with pytest.raises(ValueError, match="epsilon"):
+        make_model("dp-logistic")
+    assert isinstance(make_model("dp-logistic", epsilon=1.0), DPLogisticModel)
+    assert make_model("dp-mlp", epsilon=1.0).hidden_layers == (1000,)
+
+
+# ----------------------------------------------------------------------------- the audit
+SMALL = dict(dataset="synthetic", n_features=10, n_members=200, shadow_models=2, n_calibration=100,
+             attacks=("cfd", "cfd-lrt-global"), normalize_rows=True, distance="l2")
+
+
+def test_audit_with_laplace_writes_the_dp_block(tmp_path):
+    r = run_audit(AuditConfig(**SMALL, defense="laplace", epsilon=0.5), tmp_path)
+    dp = json.loads((tmp_path / "metrics.json").read_text())["dp"]
+    n_targets = len(r.is_member)
+    assert dp["defense"] == "laplace" and dp["epsilon_per_query"] == 0.5
+    assert dp["epsilon_total"] == dp["budget"] == n_targets * 0.5 and dp["n_queries"] == n_targets
+    assert dp["ba_bound"] == pytest.approx(theorem2_bound(0.5)) and "basic" in dp["composition"]
+    assert r.recourse.method == "laplace" and 0 < dp["clamped_share"] < 1
+    assert "Differential privacy" in (tmp_path / "report.html").read_text()
+    # LR's moves reveal w's direction: projecting the targets on it ranks them exactly as the baseline's CFD
+    base = run_audit(AuditConfig(**SMALL))
+    assert dp["direction_attack"]["auc"] == pytest.approx(base.metrics["attacks"]["cfd"]["auc"], abs=1e-12)
+
+
+def test_audit_with_dpm_trains_the_dp_model(tmp_path):
+    r = run_audit(AuditConfig(**SMALL, defense="dpm", epsilon=1.0), tmp_path)
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert m["model"]["name"] == "dp-logistic" and m["config"]["model"] == "logistic"
+    assert m["dp"]["epsilon_per_query"] == m["dp"]["epsilon_total"] == 1.0
+    assert m["dp"]["ba_bound"] == pytest.approx(theorem2_bound(1.0))
+    assert r.recourse.method == "linear"
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(defense="laplace"), "epsilon"),
+    (dict(defense="dpm", epsilon=-1.0), "epsilon"),
+    (dict(defense="dpm", epsilon=float("inf")), "epsilon"),
+    (dict(defense="none", epsilon=1.0), "defense"),
+    (dict(defense="noise", epsilon=1.0), "defense"),
+    (dict(defense="laplace", epsilon=1.0, model="mlp", recourse="scfe"), "linear"),
+    (dict(defense="dpm", epsilon=1.0, normalize_rows=False), "normalize-rows"),
+    (dict(model="dp-logistic"), "--defense dpm"),
+    (dict(recourse="laplace"), "--defense laplace"),
+    (dict(defense="dpm", epsilon=1.0, model_params={"epsilon": 2}), "once"),
+])
+def test_bad_defense_settings_fail_early(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        AuditConfig(**{**SMALL, **kwargs}).validate()
+
+
+def test_dpm_keeps_the_mlp_architecture():
+    name, params = AuditConfig(**{**SMALL, "model": "mlp3-100", "recourse": "scfe"}, defense="dpm",
+                               epsilon=2.0).validate().effective_model
+    assert name == "dp-mlp" and params["hidden_layers"] == (100, 100, 100) and params["epsilon"] == 2.0
+
+
+def test_cli_audit_with_defense_and_bad_epsilon(tmp_path):
+    from typer.testing import CliRunner
+
+    from recourse_privacy.cli import app
+
+    args = ["audit", "--n-features", "10", "--n-members", "200", "--shadow-models", "2", "--attacks", "cfd",
+            "--normalize-rows", "--out", str(tmp_path)]
+    ok = CliRunner().invoke(app, args + ["--defense", "laplace", "--epsilon", "1"])
+    assert ok.exit_code == 0, ok.output
+    assert "Theorem 2 bound" in ok.output
+    assert json.loads((tmp_path / "metrics.json").read_text())["dp"]["epsilon_per_query"] == 1.0
+    bad = CliRunner().invoke(app, args + ["--defense", "laplace", "--epsilon", "0"])
+    assert bad.exit_code == 2 and "epsilon" in bad.output
+
+
+def test_tradeoff_writes_table_and_plots_and_resumes(tmp_path):
+    from recourse_privacy.experiments.tradeoff import run_tradeoff, tradeoff_base_config
+
+    base = tradeoff_base_config(n_features=10, n_members=200, attacks=("cfd",))
+    first = run_tradeoff(base, tmp_path, epsilons=(1.0,))
+    assert [r["setting"] for r in first.rows] == ["baseline", "dpm-eps1", "laplace-eps1"]
+    for name in ("tradeoff.csv", "tradeoff.json", "attacks_vs_epsilon.png", "accuracy_vs_epsilon.png",
+                 "cfd_histograms.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    lr = first.rows[2]
+    assert lr["epsilon_per_query"] == 1.0 and lr["clamped_share"] > 0 and lr["cfd:auc"] is not None
+    again = run_tradeoff(base, tmp_path, epsilons=(1.0,))
+    assert again.skipped == ["baseline", "dpm-eps1", "laplace-eps1"] and again.rows == first.rows
