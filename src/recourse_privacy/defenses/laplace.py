@@ -30,6 +30,8 @@ import time
 
 import numpy as np
 
+from recourse_privacy._validation import check_positive_float
+
 from recourse_privacy._validation import as_generator, check_matrix, derive_seed
 
 #: p' is clipped to [PROB_CLIP, 1 - PROB_CLIP] before the logit (2**-52: 1 - PROB_CLIP is exact in
@@ -38,13 +40,8 @@ PROB_CLIP = 2.0**-52
 
 
 def _check_epsilon(epsilon, name: str = "epsilon") -> float:
-    try:
-        eps = float(epsilon)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number > 0; got {epsilon!r}") from None
-    if not np.isfinite(eps) or eps <= 0:
-        raise ValueError(f"{name} must be a finite number > 0; got {epsilon!r}")
-    return eps
+    """A finite number > 0, or a ValueError naming ``name`` (shared by every DP parameter)."""
+    return check_positive_float(epsilon, name)
 
 
 def noisy_probability(p: np.ndarray, epsilon: float, *, sensitivity: float = 1.0,

@@ -5,14 +5,14 @@ import time
 
 import numpy as np
 
-from recourse_privacy._validation import check_matrix, check_positive_float, check_positive_int, derive_seed
+from recourse_privacy._validation import check_positive_float, check_positive_int
 from recourse_privacy.recourse.base import RecourseResult, check_supports
 from recourse_privacy.recourse.constraints import ActionSet
-from recourse_privacy.recourse.growing_spheres import check_p_norm, search_seed, shell_search, world_seed
-from recourse_privacy.recourse.vae import VAE, make_vae
+from recourse_privacy.recourse.growing_spheres import check_p_norm, search_seed, shell_search
+from recourse_privacy.recourse.vae import VAEBackedMethod, make_vae
 
 
-class CCHVAE:
+class CCHVAE(VAEBackedMethod):
     """C-CHVAE (Pawelczyk, Broelemann and Kasneci 2020; paper 000, Appendix C.2), batched.
 
     ``fit`` trains a :class:`~recourse_privacy.recourse.vae.VAE` on the data (in the audit:
@@ -53,25 +53,10 @@ class CCHVAE:
         self.random_state = random_state
         make_vae(self.vae_params, None)  # fail now on a bad key, not after training a model
 
-    def fit(self, X: np.ndarray, y=None, model=None) -> "CCHVAE":
-        """Train the VAE on ``X`` (``y`` and ``model`` are not used: the VAE models the data, not the labels)."""
-        X = check_matrix(X)
-        mutable = None
-        if self.action_set is not None:
-            self.action_set.check(X.shape[1])
-            mutable = self.action_set.mutable
-        self.seed_ = world_seed(self.random_state, X, y)
-        self.vae_: VAE = make_vae(self.vae_params, derive_seed(self.seed_, 1)).fit(X, mutable)
-        return self
-
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their factual, flagged invalid."""
         check_supports(self, model)
-        if not hasattr(self, "vae_"):
-            raise RuntimeError("CCHVAE is not fitted; call fit(X, y, model) on the model's training data first")
-        X = check_matrix(X, n_features=model.n_features_in_)
-        if X.shape[1] != self.vae_.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features; the VAE was fitted on {self.vae_.n_features_in_}")
+        X = self._check_fitted_input(model, X)
         aset = self.action_set or ActionSet.unconstrained(X.shape[1])
         aset.check(X.shape[1])
         t0 = time.perf_counter()

@@ -5,15 +5,14 @@ import time
 
 import numpy as np
 
-from recourse_privacy._validation import check_matrix, check_positive_float, check_positive_int, derive_seed
+from recourse_privacy._validation import check_positive_float, check_positive_int
 from recourse_privacy.recourse.base import RecourseResult, check_supports
 from recourse_privacy.recourse.constraints import ActionSet
-from recourse_privacy.recourse.growing_spheres import world_seed
 from recourse_privacy.recourse.scfe import compact_adam
-from recourse_privacy.recourse.vae import VAE, make_vae
+from recourse_privacy.recourse.vae import VAEBackedMethod, make_vae
 
 
-class REVISE:
+class REVISE(VAEBackedMethod):
     """REVISE (Joshi, Koyejo, Vijitbenjaronk, Kim and Ghosh 2019; paper 004's baseline).
 
     ``fit`` trains a :class:`~recourse_privacy.recourse.vae.VAE` on the data (the same
@@ -57,25 +56,10 @@ class REVISE:
         self.random_state = random_state
         make_vae(self.vae_params, None)  # fail now on a bad key
 
-    def fit(self, X: np.ndarray, y=None, model=None) -> "REVISE":
-        """Train the VAE on ``X`` (``y`` and ``model`` are not used)."""
-        X = check_matrix(X)
-        mutable = None
-        if self.action_set is not None:
-            self.action_set.check(X.shape[1])
-            mutable = self.action_set.mutable
-        self.seed_ = world_seed(self.random_state, X, y)
-        self.vae_: VAE = make_vae(self.vae_params, derive_seed(self.seed_, 1)).fit(X, mutable)
-        return self
-
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their last iterate, flagged invalid."""
         check_supports(self, model)
-        if not hasattr(self, "vae_"):
-            raise RuntimeError("REVISE is not fitted; call fit(X, y, model) on the model's training data first")
-        X = check_matrix(X, n_features=model.n_features_in_)
-        if X.shape[1] != self.vae_.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features; the VAE was fitted on {self.vae_.n_features_in_}")
+        X = self._check_fitted_input(model, X)
         if self.action_set is not None:
             self.action_set.check(X.shape[1])
         t0 = time.perf_counter()

@@ -207,3 +207,32 @@ def make_vae(vae_params: dict | None, random_state) -> VAE:
     if unknown:
         raise ValueError(f"vae_params: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     return VAE(**params, random_state=random_state)
+
+
+class VAEBackedMethod:
+    """Shared by CCHVAE and REVISE: ``fit`` trains the method's VAE on the data of its world.
+
+    Subclasses set ``vae_params``, ``action_set`` and ``random_state`` in ``__init__``.
+    """
+
+    def fit(self, X: np.ndarray, y=None, model=None):
+        """Train the VAE on ``X`` (``y`` and ``model`` are not used: the VAE models the data, not the labels)."""
+        from recourse_privacy.recourse.growing_spheres import world_seed
+
+        X = check_matrix(X)
+        mutable = None
+        if self.action_set is not None:
+            self.action_set.check(X.shape[1])
+            mutable = self.action_set.mutable
+        self.seed_ = world_seed(self.random_state, X, y)
+        self.vae_: VAE = make_vae(self.vae_params, derive_seed(self.seed_, 1)).fit(X, mutable)
+        return self
+
+    def _check_fitted_input(self, model, X: np.ndarray) -> np.ndarray:
+        if not hasattr(self, "vae_"):
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit(X, y, model) on the model's "
+                               "training data first")
+        X = check_matrix(X, n_features=model.n_features_in_)
+        if X.shape[1] != self.vae_.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features; the VAE was fitted on {self.vae_.n_features_in_}")
+        return X
