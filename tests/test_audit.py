@@ -106,3 +106,11 @@ def test_user_csv_errors_name_the_problem(tmp_path):
         run_audit(AuditConfig(data=str(tmp_path / "three.csv"), target="label", n_members=60))
     with pytest.raises(ValueError, match="--target"):
         run_audit(AuditConfig(data=str(good), n_members=60))
+
+
+def test_randomized_recourse_is_seeded_by_the_audit():
+    cfg = AuditConfig(**{**SMALL, "model": "mlp", "recourse": "gs", "attacks": ("cfd", "random"),
+                         "model_params": {"epochs": 3, "hidden_layers": [16], "lr": 0.01}, "n_members": 150})
+    a, b = run_audit(cfg), run_audit(cfg)
+    np.testing.assert_array_equal(a.cfd, b.cfd)
+    assert a.metrics["attacks"] == b.metrics["attacks"]

@@ -7,6 +7,7 @@ function plus a progress bar and a printed table.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import time
 import warnings
@@ -58,7 +59,7 @@ def _load(config: AuditConfig):
 
 
 def _recourse_method(config: AuditConfig, pre):
-    from recourse_privacy.recourse import ActionSet, make_recourse
+    from recourse_privacy.recourse import RECOURSE_METHODS, ActionSet, make_recourse
 
     params = dict(config.recourse_params)
     if config.defense == "laplace":
@@ -68,6 +69,8 @@ def _recourse_method(config: AuditConfig, pre):
         return SimulatedLaplaceRecourse(epsilon=config.epsilon, random_state=derive_seed(config.seed, 7), **params)
     if config.actionable:
         params.setdefault("action_set", ActionSet.from_preprocessor(pre))
+    if "random_state" in inspect.signature(RECOURSE_METHODS[config.recourse][0]).parameters:
+        params.setdefault("random_state", derive_seed(config.seed, 8))  # randomized methods: same seed, same numbers
     return make_recourse(config.recourse, **params)
 
 
