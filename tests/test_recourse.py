@@ -121,3 +121,11 @@ def test_scfe_reports_failures_instead_of_dropping(linear):
     assert len(res.valid) == 20 and res.counterfactuals.shape == far.shape
     assert not res.valid.any()
     assert res.summary()["n_invalid"] == 20
+
+
+def test_scfe_leaves_unmoved_features_exactly_unchanged(linear):
+    model, X = linear
+    imm = np.array([False, False, False, True, False, False])
+    aset = ActionSet(imm, np.zeros(6, bool), np.full(6, -np.inf), np.full(6, np.inf))
+    res = SCFE(action_set=aset).generate(model, X[:30])
+    np.testing.assert_array_equal(res.counterfactuals[:, 3], X[:30, 3])

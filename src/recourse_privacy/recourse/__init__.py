@@ -1,4 +1,8 @@
-"""Recourse: the common interface, actionability constraints, exact linear recourse and SCFE."""
+"""Recourse: the common interface, actionability constraints and the methods of the papers.
+
+Exact linear recourse, SCFE, Growing Spheres, CCHVAE and REVISE (with their VAE), CADEX,
+DiCE-style diverse counterfactuals and FACE; ``RECOURSE_METHODS`` names them all.
+"""
 from recourse_privacy.recourse.base import (
     NORMS, RecourseMethod, RecourseResult, check_supports, distances, fit_for,
 )

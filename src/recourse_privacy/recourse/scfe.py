@@ -102,7 +102,7 @@ class SCFE:
                     n_iter[rows[found].numpy()] = it
                     keep = ~found
                     if not keep.any():
-                        return out.numpy().astype(np.float64), n_iter
+                        return X + (out - x0).numpy().astype(np.float64), n_iter
                     x, opt, rows, x0a = self._compact(x, opt, rows, x0a, keep, torch)
                     z = module(x)
                 diff = x - x0a
@@ -119,7 +119,7 @@ class SCFE:
         found = z >= 0
         out[rows] = x.detach()
         n_iter[rows[found].numpy()] = it
-        return out.numpy().astype(np.float64), n_iter
+        return X + (out - x0).numpy().astype(np.float64), n_iter
 
     @staticmethod
     def _compact(x, opt, rows, x0a, keep, torch):
