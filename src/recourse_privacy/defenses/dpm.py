@@ -22,22 +22,19 @@ import numpy as np
 
 from recourse_privacy._validation import check_binary_labels, check_matrix, check_positive_int, derive_seed
 from recourse_privacy.defenses.laplace import _check_epsilon
-from recourse_privacy.models.base import BaseClassifier, TorchBackedClassifier
+from recourse_privacy.models.base import LinearClassifier, TorchBackedClassifier
 
 #: rows may exceed ``data_norm`` by this relative amount (floating-point rounding of unit rows)
 _NORM_TOL = 1e-9
 
 
-class DPLogisticModel(BaseClassifier):
+class DPLogisticModel(LinearClassifier):
     """Epsilon-DP logistic regression (diffprivlib, objective perturbation); linear and differentiable.
 
     ``epsilon`` is the model's privacy (any number of recourse queries costs nothing more);
     ``data_norm`` bounds every row's L2 norm and must hold for the data (ValueError naming
     data_norm otherwise); ``C`` is the inverse L2 regularisation (diffprivlib's default 1.0).
     """
-
-    is_linear = True
-    is_differentiable = True
 
     def __init__(self, *, epsilon: float, data_norm: float = 1.0, C: float = 1.0, max_iter: int = 1000,
                  fit_intercept: bool = True, random_state=None):
@@ -84,17 +81,6 @@ class DPLogisticModel(BaseClassifier):
         self.n_features_in_ = X.shape[1]
         self.fitted_ = True
         return self
-
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """The logit w.x + b."""
-        return self._check_X(X) @ self.coef_ + self.intercept_
-
-    def torch_module(self):
-        """A float64 ``torch.nn.Linear`` computing the same logit."""
-        from recourse_privacy.models.torch_utils import linear_module
-
-        self._check_fitted()
-        return linear_module(self.coef_, self.intercept_)
 
 
 class DPMLPModel(TorchBackedClassifier):

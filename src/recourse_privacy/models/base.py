@@ -57,6 +57,24 @@ class BaseClassifier:
         return check_matrix(X, "X", n_features=self.n_features_in_)
 
 
+class LinearClassifier(BaseClassifier):
+    """A classifier whose fitted state is ``coef_`` (d,) and ``intercept_``: logit w.x + b."""
+
+    is_linear = True
+    is_differentiable = True
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """The logit w.x + b."""
+        return self._check_X(X) @ self.coef_ + self.intercept_
+
+    def torch_module(self):
+        """A float64 ``torch.nn.Linear`` computing the same logit, for gradient-based recourse."""
+        from recourse_privacy.models.torch_utils import linear_module
+
+        self._check_fitted()
+        return linear_module(self.coef_, self.intercept_)
+
+
 class TorchBackedClassifier(BaseClassifier):
     """A classifier whose fitted state is ``module_``, a torch module returning (n,) logits."""
 

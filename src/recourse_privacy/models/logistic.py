@@ -5,18 +5,15 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from recourse_privacy._validation import check_binary_labels, check_matrix
-from recourse_privacy.models.base import BaseClassifier
+from recourse_privacy.models.base import LinearClassifier
 
 
-class LogisticModel(BaseClassifier):
+class LogisticModel(LinearClassifier):
     """L2-regularised logistic regression (scikit-learn's lbfgs); linear and differentiable.
 
     ``C`` is scikit-learn's inverse regularisation strength (its default 1.0: paper 000 names
     no value). ``random_state`` is accepted for a uniform interface; lbfgs is deterministic.
     """
-
-    is_linear = True
-    is_differentiable = True
 
     def __init__(self, *, C: float = 1.0, max_iter: int = 1000, fit_intercept: bool = True, random_state=None):
         self.C = C
@@ -37,14 +34,3 @@ class LogisticModel(BaseClassifier):
         self.n_features_in_ = X.shape[1]
         self.fitted_ = True
         return self
-
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """The logit w.x + b."""
-        return self._check_X(X) @ self.coef_ + self.intercept_
-
-    def torch_module(self):
-        """A float64 ``torch.nn.Linear`` computing the same logit, for gradient-based recourse."""
-        from recourse_privacy.models.torch_utils import linear_module
-
-        self._check_fitted()
-        return linear_module(self.coef_, self.intercept_)
