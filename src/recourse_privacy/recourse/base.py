@@ -81,6 +81,31 @@ def fit_for(method, X: np.ndarray, y: np.ndarray, model):
     return copy.deepcopy(method).fit(X, y, model)
 
 
+def run_in_chunks(method, model, X: np.ndarray, info: dict) -> RecourseResult:
+    """Driver shared by the batched gradient methods (SCFE, CADEX).
+
+    Checks the input, runs ``method._run(module, rows)`` on chunks of ``method.batch_size`` rows
+    (all rows at once when it is None; 1 reproduces CARLA's one-at-a-time loop), and judges
+    validity with the model itself. ``_run`` returns (counterfactuals, first-valid iteration).
+    """
+    import time
+
+    from recourse_privacy._validation import check_matrix
+
+    check_supports(method, model)
+    X = check_matrix(X, n_features=model.n_features_in_)
+    if method.action_set is not None:
+        method.action_set.check(X.shape[1])
+    t0 = time.perf_counter()
+    module = model.torch_module()
+    step = method.batch_size or max(len(X), 1)
+    parts = [method._run(module, X[i : i + step]) for i in range(0, len(X), step)]
+    X_cf = np.concatenate([p[0] for p in parts]) if parts else X.copy()
+    n_iter = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    valid = model.predict(X_cf) == 1 if len(X) else np.zeros(0, bool)
+    return RecourseResult(X, X_cf, valid, method.name, n_iter=n_iter, seconds=time.perf_counter() - t0, info=info)
+
+
 def check_supports(method, model) -> None:
     """Raise a clear error where ``method`` cannot run on ``model`` (e.g. exact linear recourse on an MLP)."""
     need = getattr(method, "requires", None)

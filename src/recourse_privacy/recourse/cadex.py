@@ -1,12 +1,11 @@
 """CADEX (Moore, Hammerla and Watkins 2019): constrained adversarial examples as counterfactuals, batched."""
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
-from recourse_privacy._validation import check_matrix, check_positive_int
-from recourse_privacy.recourse.base import RecourseResult, check_supports
+from recourse_privacy._validation import check_positive_int
+from recourse_privacy.recourse.base import RecourseResult, run_in_chunks
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.scfe import compact_adam
 
@@ -58,19 +57,7 @@ class CADEX:
 
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their last iterate, flagged invalid."""
-        check_supports(self, model)
-        X = check_matrix(X, n_features=model.n_features_in_)
-        if self.action_set is not None:
-            self.action_set.check(X.shape[1])
-        t0 = time.perf_counter()
-        module = model.torch_module()
-        step = self.batch_size or max(len(X), 1)
-        parts = [self._run(module, X[i: i + step]) for i in range(0, len(X), step)]
-        X_cf = np.concatenate([p[0] for p in parts]) if parts else X.copy()
-        n_iter = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
-        valid = model.predict(X_cf) == 1 if len(X) else np.zeros(0, bool)
-        return RecourseResult(X, X_cf, valid, self.name, n_iter=n_iter, seconds=time.perf_counter() - t0,
-                              info={"lr": self.lr, "max_iter": self.max_iter, "n_changed": self.n_changed})
+        return run_in_chunks(self, model, X, {"lr": self.lr, "max_iter": self.max_iter, "n_changed": self.n_changed})
 
     def _run(self, module, X: np.ndarray):
         import torch

@@ -1,12 +1,11 @@
 """SCFE (Wachter et al. 2018) in PyTorch, batched over all points at once."""
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
-from recourse_privacy._validation import check_matrix, check_positive_int
-from recourse_privacy.recourse.base import RecourseResult, check_supports
+from recourse_privacy._validation import check_positive_int
+from recourse_privacy.recourse.base import RecourseResult, run_in_chunks
 from recourse_privacy.recourse.constraints import ActionSet
 
 
@@ -52,20 +51,8 @@ class SCFE:
 
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their last iterate, flagged invalid."""
-        check_supports(self, model)
-        X = check_matrix(X, n_features=model.n_features_in_)
-        if self.action_set is not None:
-            self.action_set.check(X.shape[1])
-        t0 = time.perf_counter()
-        module = model.torch_module()
-        step = self.batch_size or max(len(X), 1)
-        parts = [self._run(module, X[i : i + step]) for i in range(0, len(X), step)]
-        X_cf = np.concatenate([p[0] for p in parts]) if parts else X.copy()
-        n_iter = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, int)
-        valid = model.predict(X_cf) == 1 if len(X) else np.zeros(0, bool)
-        return RecourseResult(X, X_cf, valid, self.name, n_iter=n_iter, seconds=time.perf_counter() - t0,
-                              info={"lr": self.lr, "lam": self.lam, "max_iter": self.max_iter,
-                                    "max_rounds": self.max_rounds, "norm": self.norm})
+        return run_in_chunks(self, model, X, {"lr": self.lr, "lam": self.lam, "max_iter": self.max_iter,
+                                              "max_rounds": self.max_rounds, "norm": self.norm})
 
     def _project(self, x, x0, torch):
         a = self.action_set
