@@ -8,7 +8,7 @@ from scipy.sparse.csgraph import shortest_path
 from sklearn.neighbors import KernelDensity
 
 from recourse_privacy.models.base import BaseClassifier
-from recourse_privacy.recourse import FACE, ActionSet, fit_for, make_recourse, recourse_requires
+from recourse_privacy.recourse import FACE, ActionSet, fit_for, make_recourse, recourse_needs
 
 
 class Threshold(BaseClassifier):
@@ -159,5 +159,5 @@ def test_candidate_thresholds_and_errors():
         FACE(mode="full")
     with pytest.raises(ValueError, match="density_weight"):
         FACE(density_weight="log")
-    assert recourse_requires("face") is None
+    assert recourse_needs("face") == {"fitting_data"}
     assert isinstance(make_recourse("face", n_neighbors=3), FACE)

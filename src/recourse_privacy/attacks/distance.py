@@ -5,6 +5,7 @@ import numpy as np
 
 from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.attacks.lrt import fit_reference, lrt_scores, resolve_direction
+from recourse_privacy.attacks.registry import AttackInputs, register_attack
 from recourse_privacy.attacks.shadow import ShadowData
 
 _TINY = 1e-12
@@ -39,3 +40,27 @@ def cfd_lrt_attack(cfd: np.ndarray, shadow: ShadowData, *, name: str = "cfd-lrt"
                                   shadow.usable_calib, shadow.usable_calib, shadow.keep_calib,
                                   center=center, variance=variance, cdf=cdf)
     return AttackScores(name, lrt_scores(log_t, ref, direction=direction, cdf=cdf), direction, conventions)
+
+
+@register_attack("cfd", description="threshold on the counterfactual distance: member if c(x, x') >= tau "
+                 "(Pawelczyk et al. 2023, eq. 3)")
+def _cfd(inputs: AttackInputs) -> AttackScores:
+    return cfd_attack(inputs.cfd)
+
+
+def _cfd_lrt_variant(name: str, variance: str | None, description: str) -> None:
+    @register_attack(name, description=description, needs=("shadow_models", "shadow_recourse"))
+    def attack(inputs: AttackInputs) -> AttackScores:
+        o = inputs.lrt
+        return cfd_lrt_attack(inputs.cfd, inputs.shadow, name=name, variance=variance or o.variance,
+                              center=o.center, cdf=o.cdf)
+
+    attack.__qualname__ = f"cfd_lrt[{name}]"
+
+
+_cfd_lrt_variant("cfd-lrt", None, "one-sided offline LRT on log c(x, x') with shadow models (Pawelczyk et al. "
+                 "2023, Algorithm 1); variance as configured")
+_cfd_lrt_variant("cfd-lrt-global", "global", "CFD-LRT with one global (pooled) variance (Huang et al. 2023, "
+                 "after Carlini et al. 2022)")
+_cfd_lrt_variant("cfd-lrt-per-example", "per-example", "CFD-LRT with a per-example variance (Huang et al. 2023, "
+                 "after Carlini et al. 2022)")

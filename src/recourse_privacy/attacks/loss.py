@@ -5,7 +5,9 @@ import numpy as np
 
 from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.attacks.lrt import fit_reference, lrt_scores, resolve_direction
+from recourse_privacy.attacks.registry import AttackInputs, register_attack
 from recourse_privacy.attacks.shadow import ShadowData
+from recourse_privacy.models.base import logit_confidence, per_example_loss
 
 
 def loss_attack(loss: np.ndarray) -> AttackScores:
@@ -27,3 +29,17 @@ def loss_lrt_attack(conf: np.ndarray, shadow: ShadowData, *, direction: str = "a
                                   np.ones_like(shadow.conf_calib, dtype=bool), shadow.keep_calib,
                                   center=center, variance=variance, cdf=cdf)
     return AttackScores("loss-lrt", lrt_scores(conf, ref, direction=direction, cdf=cdf), direction, conventions)
+
+
+@register_attack("loss", description="threshold on the model's loss of the true label: member if loss <= tau "
+                 "(Yeom et al. 2018)", signal="score")
+def _loss(inputs: AttackInputs) -> AttackScores:
+    return loss_attack(per_example_loss(inputs.model, inputs.X, inputs.y))
+
+
+@register_attack("loss-lrt", description="offline one-sided LRT on the logit-scaled confidence (Carlini et al. 2022)",
+                 needs=("shadow_models",), signal="score")
+def _loss_lrt(inputs: AttackInputs) -> AttackScores:
+    o = inputs.lrt
+    return loss_lrt_attack(logit_confidence(inputs.model, inputs.X, inputs.y), inputs.shadow, variance=o.variance,
+                           center=o.center, cdf=o.cdf)

@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from recourse_privacy._validation import as_generator, check_positive_int
+from recourse_privacy.validation import as_generator, check_positive_int
 from recourse_privacy.models.base import logit_confidence
 from recourse_privacy.models.batched import can_batch, fit_mlps_batched
 from recourse_privacy.recourse.base import fit_for

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recourse_privacy._validation import RandomState, as_generator
+from recourse_privacy.validation import RandomState, as_generator
 
 __all__ = ["Pools", "split_pools", "as_generator"]
 

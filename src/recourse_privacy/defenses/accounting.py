@@ -16,7 +16,7 @@ eps = 0.01 with delta' = 1e-5: 1.57 instead of 10); at eps = 1 it buys little (5
 2,650 instead of 5,000) and both are vacuous for membership. Hence basic composition, and
 diffprivlib's accountant rather than dp-accounting (whose RDP/PLD accountants pay off for
 subsampled Gaussian mechanisms such as DP-SGD, which Opacus accounts for itself in
-:class:`~recourse_privacy.defenses.dpm.DPMLPModel`).
+:class:`~recourse_privacy.models.dp.DPMLPModel`).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import copy
 
 import numpy as np
 
-from recourse_privacy.defenses.laplace import _check_epsilon
+from recourse_privacy.validation import check_epsilon as _check_epsilon
 
 
 class RecourseSession:

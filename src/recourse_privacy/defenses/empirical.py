@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from recourse_privacy._validation import (
+from recourse_privacy.validation import (
     RandomState,
     as_generator,
     check_positive_float,
@@ -444,7 +444,7 @@ def dpm_logistic_experiment(
         import warnings
 
         if model_factory is None:
-            from recourse_privacy.defenses.dpm import DPLogisticModel as factory
+            from recourse_privacy.models.dp import DPLogisticModel as factory
         else:
             factory = model_factory
         seeds = rng.integers(0, 2**31 - 1, size=n)

@@ -30,18 +30,13 @@ import time
 
 import numpy as np
 
-from recourse_privacy._validation import check_positive_float
 
-from recourse_privacy._validation import as_generator, check_matrix, derive_seed
+from recourse_privacy.recourse.registry import register_recourse
+from recourse_privacy.validation import as_generator, check_epsilon, check_matrix, derive_seed
 
 #: p' is clipped to [PROB_CLIP, 1 - PROB_CLIP] before the logit (2**-52: 1 - PROB_CLIP is exact in
 #: float64), so a clamped p' = 0 or 1 gives the finite score -/+ 52 ln 2 = -/+ 36.04: the "clamping spike".
 PROB_CLIP = 2.0**-52
-
-
-def _check_epsilon(epsilon, name: str = "epsilon") -> float:
-    """A finite number > 0, or a ValueError naming ``name`` (shared by every DP parameter)."""
-    return check_positive_float(epsilon, name)
 
 
 def noisy_probability(p: np.ndarray, epsilon: float, *, sensitivity: float = 1.0,
@@ -53,8 +48,8 @@ def noisy_probability(p: np.ndarray, epsilon: float, *, sensitivity: float = 1.0
     ``sensitivity`` below 1 is NOT private for probabilities; it exists to build a deliberately
     broken mechanism for empirical audits. ``epsilon`` <= 0 or not finite raises a ValueError.
     """
-    eps = _check_epsilon(epsilon)
-    sens = _check_epsilon(sensitivity, "sensitivity")
+    eps = check_epsilon(epsilon)
+    sens = check_epsilon(sensitivity, "sensitivity")
     p = np.asarray(p, dtype=np.float64)
     if not np.all(np.isfinite(p)) or np.any((p < 0) | (p > 1)):
         raise ValueError("p must hold probabilities in [0, 1]")
@@ -69,6 +64,8 @@ def noisy_logit(p_noisy: np.ndarray) -> np.ndarray:
     return np.log(q) - np.log1p(-q)
 
 
+@register_recourse("laplace", description="Laplace Recourse (Huang et al. 2023): epsilon-DP noisy score, move along w; linear models",
+                   needs=("linear",))
 class LaplaceRecourse:
     """Laplace Recourse (paper 001, sec. 4.2.2): epsilon-DP recourse for a linear model.
 
@@ -86,13 +83,11 @@ class LaplaceRecourse:
     probabilities and which rows were clamped.
     """
 
-    name = "laplace"
-    requires = "linear"
 
     def __init__(self, *, epsilon: float, sensitivity: float = 1.0, target_logit: float = 0.0,
                  accountant=None, random_state=None):
-        self.epsilon = _check_epsilon(epsilon)
-        self.sensitivity = _check_epsilon(sensitivity, "sensitivity")
+        self.epsilon = check_epsilon(epsilon)
+        self.sensitivity = check_epsilon(sensitivity, "sensitivity")
         self.target_logit = float(target_logit)
         if not np.isfinite(self.target_logit):
             raise ValueError(f"target_logit must be finite; got {target_logit!r}")
@@ -156,12 +151,12 @@ class SimulatedLaplaceRecourse:
     """
 
     name = "laplace"
-    requires = "linear"
+    needs = frozenset({"linear"})
 
     def __init__(self, *, epsilon: float, sensitivity: float = 1.0, target_logit: float = 0.0,
                  random_state: int = 0):
-        self.epsilon = _check_epsilon(epsilon)
-        self.sensitivity = _check_epsilon(sensitivity, "sensitivity")
+        self.epsilon = check_epsilon(epsilon)
+        self.sensitivity = check_epsilon(sensitivity, "sensitivity")
         self.target_logit = float(target_logit)
         self.random_state = random_state
 

@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from recourse_privacy._validation import derive_seed
+from recourse_privacy.validation import derive_seed
 from recourse_privacy.experiments.config import AuditConfig
 
 #: progress callback: (stage, completed, total)

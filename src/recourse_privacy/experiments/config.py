@@ -5,7 +5,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
 
-from recourse_privacy._validation import check_positive_int
+from recourse_privacy.validation import check_positive_int
 
 DISTANCES = ("l1", "l2")
 DEFAULT_ATTACKS = ("cfd", "cfd-lrt", "loss", "loss-lrt", "random")

@@ -327,7 +327,7 @@ def run_spec(spec: ExperimentSpec | str | Path, out_dir: str | Path, backend: st
     callback ``(event, cell_label, details)``. Cells already in the store are skipped; a
     rerun after a crash computes only the missing ones. Returns a :class:`RunSummary`.
     """
-    from recourse_privacy._validation import check_positive_int
+    from recourse_privacy.validation import check_positive_int
 
     if not isinstance(spec, ExperimentSpec):
         spec = load_spec(spec)

@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from recourse_privacy._validation import as_generator, check_positive_int, derive_seed
+from recourse_privacy.validation import as_generator, check_positive_int, derive_seed
 
 #: progress callback: (stage, completed, total)
 Progress = Callable[[str, int, int], None]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 
-from recourse_privacy._validation import check_positive_float
+from recourse_privacy.validation import check_positive_float
 
 __all__ = [
     "RocCurve",

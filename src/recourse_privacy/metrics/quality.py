@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recourse_privacy._validation import check_matrix, check_positive_int
+from recourse_privacy.validation import check_matrix, check_positive_int
 from recourse_privacy.recourse.base import NORMS, distances
 
 

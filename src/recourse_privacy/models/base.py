@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from recourse_privacy._validation import check_binary_labels, check_matrix
+from recourse_privacy.validation import check_binary_labels, check_matrix
 
 
 @runtime_checkable

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from recourse_privacy._validation import check_binary_labels, check_matrix
+from recourse_privacy.validation import check_binary_labels, check_matrix
 from recourse_privacy.models.base import LinearClassifier
 
 

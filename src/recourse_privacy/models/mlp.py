@@ -5,7 +5,7 @@ from typing import Sequence
 
 import numpy as np
 
-from recourse_privacy._validation import check_binary_labels, check_matrix, derive_seed
+from recourse_privacy.validation import check_binary_labels, check_matrix, derive_seed
 from recourse_privacy.models.base import TorchBackedClassifier
 
 

@@ -1,68 +1,58 @@
-"""Named model configurations of the papers, for the CLI and experiment specs."""
+"""The registry of model configurations: name -> a factory ``(random_state, **params) -> unfitted model``.
+
+An entry says what its models provide (``capabilities``: ``linear``, ``gradients``), whether
+they are trained with differential privacy (``dp``, DPM of Huang et al. 2023; they need
+``epsilon``), and, for non-private models, which DP model of the same family replaces them
+under the DPM defense (``dp_counterpart``).
+"""
 from __future__ import annotations
 
 from typing import Callable
 
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.models.base import BaseClassifier
+from recourse_privacy.registry import Entry, Registry
 
-#: name -> (description, is_linear, is_differentiable)
-MODELS: dict[str, tuple[str, bool, bool]] = {
-    "logistic": ("logistic regression (scikit-learn, C=1)", True, True),
-    "mlp": ("1 hidden layer of 1,000 ReLU (paper 000, Table 5)", False, True),
-    "mlp3-100": ("3 hidden layers of 100 ReLU (paper 000, Figure 3b)", False, True),
-    "mlp3-333": ("3 hidden layers of 333 ReLU (paper 000, Figure 3c)", False, True),
-    "mlp3-1000": ("3 hidden layers of 1,000 ReLU (paper 000, Figure 3d)", False, True),
-    "dp-logistic": ("epsilon-DP logistic regression (diffprivlib, objective perturbation; rows of norm <= data_norm)",
-                    True, True),
-    "dp-mlp": ("ReLU network trained with DP-SGD (Opacus; epsilon, delta, max_grad_norm)", False, True),
-}
+__all__ = ["MODELS", "check_model_name", "dp_counterpart", "make_model", "model_factory", "register_model"]
 
-#: DP models (DPM, paper 001): they need ``epsilon`` in ``params``
-DP_MODELS = ("dp-logistic", "dp-mlp")
+MODELS: Registry[Callable[..., BaseClassifier]] = Registry(
+    "model", builtins=("recourse_privacy.models.catalog",), needs_vocabulary=("epsilon",))
 
-_HIDDEN = {"mlp": (1000,), "mlp3-100": (100,) * 3, "mlp3-333": (333,) * 3, "mlp3-1000": (1000,) * 3}
+
+def register_model(name: str, *, description: str, capabilities=(), dp: bool = False,
+                   dp_counterpart: tuple[str, dict] | None = None, replace: bool = False):
+    """Decorator: register a factory ``(random_state=None, **params) -> unfitted model`` under ``name``."""
+    return MODELS.register(name, description=description, needs=("epsilon",) if dp else (), replace=replace,
+                           capabilities=frozenset(capabilities), dp=dp, dp_counterpart=dp_counterpart)
 
 
 def check_model_name(name: str) -> str:
-    """Return ``name`` if it is a known model, else raise a ValueError listing the known ones."""
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
-    return name
+    """Return ``name`` if it is a registered model, else raise listing the registered ones."""
+    return MODELS.check(name)
+
+
+def model_entry(name: str) -> Entry:
+    """The registry entry of ``name``."""
+    return MODELS.get(name)
 
 
 def make_model(name: str, *, random_state=None, **params) -> BaseClassifier:
     """An unfitted model by name; ``params`` override the paper defaults (e.g. epochs, C)."""
-    check_model_name(name)
-    if name == "logistic":
-        from recourse_privacy.models.logistic import LogisticModel
-
-        return LogisticModel(random_state=random_state, **params)
-    if name in DP_MODELS:
-        if params.get("epsilon") is None:
-            raise ValueError(f"model {name!r} needs epsilon (e.g. --defense dpm --epsilon 1)")
-        if name == "dp-logistic":
-            from recourse_privacy.defenses.dpm import DPLogisticModel
-
-            return DPLogisticModel(random_state=random_state, **params)
-        from recourse_privacy.defenses.dpm import DPMLPModel
-
-        return DPMLPModel(random_state=random_state, **params)
-    from recourse_privacy.models.mlp import MLPModel
-
-    params.setdefault("hidden_layers", _HIDDEN[name])
-    return MLPModel(random_state=random_state, **params)
+    entry = MODELS.get(name)
+    if entry.meta["dp"] and params.get("epsilon") is None:
+        raise InvalidInputError(f"model {name!r} needs epsilon (e.g. --defense dpm --epsilon 1)")
+    return entry.obj(random_state=random_state, **params)
 
 
 def dp_counterpart(name: str) -> tuple[str, dict]:
     """The DP-trained model (DPM) of the same family: (name, extra params keeping the architecture)."""
-    check_model_name(name)
-    if name in DP_MODELS:
+    entry = MODELS.get(name)
+    if entry.meta["dp"]:
         return name, {}
-    if name == "logistic":
-        return "dp-logistic", {}
-    if name in _HIDDEN:
-        return "dp-mlp", {"hidden_layers": _HIDDEN[name]}
-    raise ValueError(f"model {name!r} has no DP-trained counterpart")
+    if entry.meta["dp_counterpart"] is None:
+        raise InvalidInputError(f"model {name!r} has no DP-trained counterpart")
+    dp_name, extra = entry.meta["dp_counterpart"]
+    return dp_name, dict(extra)
 
 
 def model_factory(name: str, **params) -> Callable[[int], BaseClassifier]:

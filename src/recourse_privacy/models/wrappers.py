@@ -5,7 +5,7 @@ from typing import Callable
 
 import numpy as np
 
-from recourse_privacy._validation import check_matrix
+from recourse_privacy.validation import check_matrix
 from recourse_privacy.models.base import BaseClassifier, TorchBackedClassifier
 
 _EPS = 1e-12

@@ -8,7 +8,10 @@ from recourse_privacy.recourse.base import (
 )
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.linear import LinearRecourse
-from recourse_privacy.recourse.registry import RECOURSE_METHODS, check_recourse_name, make_recourse, recourse_requires
+from recourse_privacy.recourse.registry import (
+    RECOURSE_METHODS, check_compatible, check_recourse_name, make_recourse, model_capabilities, recourse_needs,
+    register_recourse,
+)
 from recourse_privacy.recourse.scfe import SCFE
 from recourse_privacy.recourse.cadex import CADEX
 from recourse_privacy.recourse.dice import DiverseCounterfactuals
@@ -22,5 +25,6 @@ __all__ = [
     "CADEX", "DiverseCounterfactuals", "FACE",
     "CCHVAE", "GrowingSpheres", "REVISE", "VAE",
     "ActionSet", "LinearRecourse", "NORMS", "RECOURSE_METHODS", "RecourseMethod", "RecourseResult", "SCFE",
-    "check_recourse_name", "check_supports", "distances", "fit_for", "make_recourse", "recourse_requires",
+    "check_compatible", "check_recourse_name", "check_supports", "distances", "fit_for", "make_recourse",
+    "model_capabilities", "recourse_needs", "register_recourse",
 ]

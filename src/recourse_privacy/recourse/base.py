@@ -7,6 +7,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from recourse_privacy.recourse.registry import check_compatible, model_capabilities
+
 NORMS = ("l0", "l1", "l2", "linf")
 
 
@@ -90,7 +92,7 @@ def run_in_chunks(method, model, X: np.ndarray, info: dict) -> RecourseResult:
     """
     import time
 
-    from recourse_privacy._validation import check_matrix
+    from recourse_privacy.validation import check_matrix
 
     check_supports(method, model)
     X = check_matrix(X, n_features=model.n_features_in_)
@@ -108,14 +110,4 @@ def run_in_chunks(method, model, X: np.ndarray, info: dict) -> RecourseResult:
 
 def check_supports(method, model) -> None:
     """Raise a clear error where ``method`` cannot run on ``model`` (e.g. exact linear recourse on an MLP)."""
-    need = getattr(method, "requires", None)
-    if need == "linear" and not getattr(model, "is_linear", False):
-        raise ValueError(
-            f"recourse {method.name!r} needs a linear model (coef_, intercept_); "
-            f"{type(model).__name__} is not linear: use --recourse scfe"
-        )
-    if need == "differentiable" and not getattr(model, "is_differentiable", False):
-        raise ValueError(
-            f"recourse {method.name!r} needs gradients; {type(model).__name__} gives none: "
-            "wrap a PyTorch model or a linear scikit-learn model"
-        )
+    check_compatible(method, model_capabilities(model), type(model).__name__)

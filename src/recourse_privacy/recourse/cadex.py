@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from recourse_privacy._validation import check_positive_int
+from recourse_privacy.validation import check_positive_int
 from recourse_privacy.recourse.base import RecourseResult, run_in_chunks
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.scfe import compact_adam
+from recourse_privacy.recourse.registry import register_recourse
 
 
+@register_recourse('cadex', description='Moore et al. constrained adversarial examples (masked Adam toward the favourable class), batched',
+                   needs=('gradients',))
 class CADEX:
     """Moore et al.'s CADEX: Adam on the input toward the favourable class, under a gradient mask.
 
@@ -35,8 +38,6 @@ class CADEX:
     group structure). A row without recourse keeps its last iterate and is flagged invalid.
     """
 
-    name = "cadex"
-    requires = "differentiable"
 
     def __init__(
         self,

@@ -5,13 +5,16 @@ import time
 
 import numpy as np
 
-from recourse_privacy._validation import check_positive_float, check_positive_int
+from recourse_privacy.validation import check_positive_float, check_positive_int
 from recourse_privacy.recourse.base import RecourseResult, check_supports
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.growing_spheres import check_p_norm, search_seed, shell_search
 from recourse_privacy.recourse.vae import VAEBackedMethod, make_vae
+from recourse_privacy.recourse.registry import register_recourse
 
 
+@register_recourse('cchvae', description="C-CHVAE (Pawelczyk et al.): growing-shell search in a VAE's latent space, batched",
+                   needs=('fitting_data',))
 class CCHVAE(VAEBackedMethod):
     """C-CHVAE (Pawelczyk, Broelemann and Kasneci 2020; paper 000, Appendix C.2), batched.
 
@@ -30,8 +33,6 @@ class CCHVAE(VAEBackedMethod):
     fitting rows, so each world of the audit is independent and reproducible.
     """
 
-    name = "cchvae"
-    requires = None
 
     def __init__(
         self,

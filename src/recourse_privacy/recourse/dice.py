@@ -5,16 +5,19 @@ import time
 
 import numpy as np
 
-from recourse_privacy._validation import (
+from recourse_privacy.validation import (
     as_generator, check_matrix, check_positive_float, check_positive_int,
 )
 from recourse_privacy.recourse.base import RecourseResult, check_supports
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.scfe import compact_adam
+from recourse_privacy.recourse.registry import register_recourse
 
 FEATURE_WEIGHTS = ("inverse_mad", "unit")
 
 
+@register_recourse('dice', description='Mothilal et al. DiCE: k diverse counterfactuals (hinge + proximity - DPP), batched',
+                   needs=('gradients', 'fitting_data'))
 class DiverseCounterfactuals:
     """Mothilal et al.'s DiCE: ``total_cfs`` counterfactuals per point from one gradient objective.
 
@@ -49,8 +52,6 @@ class DiverseCounterfactuals:
     no group structure) and its rounding of continuous features to their data precision.
     """
 
-    name = "dice"
-    requires = "differentiable"
 
     def __init__(
         self,

@@ -5,15 +5,18 @@ import time
 
 import numpy as np
 
-from recourse_privacy._validation import as_generator, check_matrix, check_positive_float, check_positive_int
+from recourse_privacy.validation import as_generator, check_matrix, check_positive_float, check_positive_int
 from recourse_privacy.recourse.base import RecourseResult
 from recourse_privacy.recourse.constraints import ActionSet
+from recourse_privacy.recourse.registry import register_recourse
 
 MODES = ("knn", "epsilon")
 DENSITY_WEIGHTS = ("neglog", "inverse")
 _MIN_WEIGHT = 1e-12  # scipy.sparse.csgraph reads a stored 0 as an edge only in some paths: keep weights > 0
 
 
+@register_recourse('face', description='Poyiadzi et al. FACE: shortest density-weighted paths on a graph of data points',
+                   needs=('fitting_data',))
 class FACE:
     """Poyiadzi et al.'s FACE: shortest density-weighted paths from a query to accepted data points.
 
@@ -54,8 +57,6 @@ class FACE:
     subsamples once, seeded) and increase-only features are honoured.
     """
 
-    name = "face"
-    requires = None
 
     def __init__(
         self,

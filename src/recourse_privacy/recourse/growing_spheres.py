@@ -10,7 +10,7 @@ from typing import Callable
 
 import numpy as np
 
-from recourse_privacy._validation import (
+from recourse_privacy.validation import (
     check_matrix,
     check_positive_float,
     check_positive_int,
@@ -18,6 +18,7 @@ from recourse_privacy._validation import (
 )
 from recourse_privacy.recourse.base import RecourseResult, check_supports
 from recourse_privacy.recourse.constraints import ActionSet
+from recourse_privacy.recourse.registry import register_recourse
 
 #: candidates evaluated per model call at most (rows x samples), which bounds memory
 MAX_CANDIDATES = 1 << 17
@@ -118,6 +119,8 @@ def shell_search(
     return X_cf, found, n_iter
 
 
+@register_recourse('gs', description='Growing Spheres (Laugel et al.): random search in growing L2 (or L1) shells, batched',
+                   needs=('fitting_data',))
 class GrowingSpheres:
     """Growing Spheres (Laugel et al. 2017; paper 000, Appendix C.2), batched over all points.
 
@@ -141,8 +144,6 @@ class GrowingSpheres:
     rows, so the owner's and each shadow model's searches are independent and reproducible.
     """
 
-    name = "gs"
-    requires = None
 
     def __init__(
         self,

@@ -5,11 +5,14 @@ import time
 
 import numpy as np
 
-from recourse_privacy._validation import check_matrix
+from recourse_privacy.validation import check_matrix
 from recourse_privacy.recourse.base import RecourseResult
 from recourse_privacy.recourse.constraints import ActionSet
+from recourse_privacy.recourse.registry import register_recourse
 
 
+@register_recourse('linear', description='exact closed-form recourse for linear models',
+                   needs=('linear',))
 class LinearRecourse:
     """Closed-form recourse for a linear logit w.x + b (paper 000 sec. 6.3; paper 001 sec. 4.2.1).
 
@@ -22,8 +25,6 @@ class LinearRecourse:
     honoured exactly: bounds and monotone directions have no closed form here.
     """
 
-    name = "linear"
-    requires = "linear"
 
     def __init__(self, *, norm: str = "l2", margin: float = 1e-6, action_set: ActionSet | None = None):
         if norm not in ("l1", "l2"):

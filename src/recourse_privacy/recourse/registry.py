@@ -1,42 +1,102 @@
-"""Recourse methods by name, for the CLI and experiment specs."""
+"""The registry of recourse methods, and the one place that decides which method runs on which model.
+
+Each method is a class registered with :func:`register_recourse`; the decorator also stores
+what it needs on the class (``cls.needs``), so an instance can be checked against a model
+without a lookup. What a method may need:
+
+- ``linear``: a model linear in its inputs (``coef_``, ``intercept_``), for closed forms;
+- ``gradients``: a differentiable model (``torch_module()``);
+- ``fitting_data``: the method learns from data (a VAE, a graph of data points): ``fit(X, y, model)``
+  is called in each world on that world's training data (see :func:`fit_for`).
+"""
 from __future__ import annotations
 
-from recourse_privacy.recourse.linear import LinearRecourse
-from recourse_privacy.recourse.scfe import SCFE
-from recourse_privacy.recourse.cadex import CADEX
-from recourse_privacy.recourse.dice import DiverseCounterfactuals
-from recourse_privacy.recourse.face import FACE
-from recourse_privacy.recourse.growing_spheres import GrowingSpheres
-from recourse_privacy.recourse.cchvae import CCHVAE
-from recourse_privacy.recourse.revise import REVISE
-from recourse_privacy.defenses.laplace import LaplaceRecourse  # imports recourse.base lazily: no import cycle
+import inspect
 
-#: name -> (class, description)
-RECOURSE_METHODS: dict[str, tuple[type, str]] = {
-    "linear": (LinearRecourse, "exact closed-form recourse for linear models"),
-    "scfe": (SCFE, "Wachter et al. gradient search (Adam, BCE + lam * L1), batched"),
-    "cadex": (CADEX, "Moore et al. constrained adversarial examples (masked Adam toward the favourable class), batched"),
-    "dice": (DiverseCounterfactuals, "Mothilal et al. DiCE: k diverse counterfactuals (hinge + proximity - DPP), batched"),
-    "face": (FACE, "Poyiadzi et al. FACE: shortest density-weighted paths on a graph of data points"),
-    "gs": (GrowingSpheres, "Growing Spheres (Laugel et al.): random search in growing L2 (or L1) shells, batched"),
-    "cchvae": (CCHVAE, "C-CHVAE (Pawelczyk et al.): growing-shell search in a VAE's latent space, batched"),
-    "revise": (REVISE, "REVISE (Joshi et al.): Adam in a VAE's latent space (BCE + lam * L1), batched"),
-    "laplace": (LaplaceRecourse, "Laplace Recourse (paper 001): epsilon-DP noisy score, move along w; linear models"),
-}
+from recourse_privacy.errors import IncompatibleError
+from recourse_privacy.registry import Entry, Registry
+
+__all__ = [
+    "MODEL_CAPABILITIES", "RECOURSE_METHODS", "RECOURSE_NEEDS", "check_compatible", "check_recourse_name",
+    "make_recourse", "model_capabilities", "recourse_needs", "register_recourse",
+]
+
+#: what a recourse method may need
+RECOURSE_NEEDS = ("linear", "gradients", "fitting_data")
+#: the subset of RECOURSE_NEEDS a model can provide
+MODEL_CAPABILITIES = ("linear", "gradients")
+
+RECOURSE_METHODS: Registry[type] = Registry(
+    "recourse method",
+    builtins=(
+        "recourse_privacy.recourse.linear", "recourse_privacy.recourse.scfe", "recourse_privacy.recourse.cadex",
+        "recourse_privacy.recourse.dice", "recourse_privacy.recourse.face", "recourse_privacy.recourse.growing_spheres",
+        "recourse_privacy.recourse.cchvae", "recourse_privacy.recourse.revise",
+        # Laplace Recourse is a defense; its module registers it here (a string, not an upward import)
+        "recourse_privacy.defenses.laplace",
+    ),
+    needs_vocabulary=RECOURSE_NEEDS,
+)
+
+
+def register_recourse(name: str, *, description: str, needs=(), replace: bool = False):
+    """Class decorator: register a recourse method under ``name`` and record ``needs`` on the class.
+
+    The class takes its hyperparameters as keyword arguments, has ``name`` and
+    ``generate(model, X) -> RecourseResult`` (and ``fit(X, y, model)`` when it needs fitting data);
+    a ``random_state`` keyword marks it as randomized, so the audit seeds it.
+    """
+
+    def decorate(cls: type) -> type:
+        cls.needs = frozenset(needs)
+        cls.name = name
+        RECOURSE_METHODS.add(name, cls, description=description, needs=needs, replace=replace,
+                             randomized="random_state" in inspect.signature(cls).parameters)
+        return cls
+
+    return decorate
 
 
 def check_recourse_name(name: str) -> str:
-    """Return ``name`` if it is a known method, else raise a ValueError listing the known ones."""
-    if name not in RECOURSE_METHODS:
-        raise ValueError(f"unknown recourse method {name!r}; choose one of {', '.join(RECOURSE_METHODS)}")
-    return name
+    """Return ``name`` if it is a registered method, else raise listing the registered ones."""
+    return RECOURSE_METHODS.check(name)
 
 
 def make_recourse(name: str, **params):
     """A recourse method by name; ``params`` override its defaults."""
-    return RECOURSE_METHODS[check_recourse_name(name)][0](**params)
+    return RECOURSE_METHODS.get(name).obj(**params)
 
 
-def recourse_requires(name: str) -> str | None:
-    """What the method needs of a model: 'linear', 'differentiable' or None."""
-    return getattr(RECOURSE_METHODS[check_recourse_name(name)][0], "requires", None)
+def recourse_needs(name: str) -> frozenset[str]:
+    """What the registered method ``name`` needs (a subset of :data:`RECOURSE_NEEDS`)."""
+    return RECOURSE_METHODS.get(name).needs
+
+
+def model_capabilities(model) -> frozenset[str]:
+    """What a model instance provides: ``linear`` and/or ``gradients``."""
+    caps = set()
+    if getattr(model, "is_linear", False):
+        caps.add("linear")
+    if getattr(model, "is_differentiable", False):
+        caps.add("gradients")
+    return frozenset(caps)
+
+
+def check_compatible(method: str | Entry | type | object, capabilities, model_label: str) -> None:
+    """Raise :class:`IncompatibleError` where ``method`` needs what a model with ``capabilities`` lacks.
+
+    ``method`` is a registered name, an entry, a class or an instance; ``model_label`` names the
+    model in the message. This is the only place the decision is made: the audit's
+    configuration check, the ``recourse`` command and every ``generate`` call go through it.
+    """
+    if isinstance(method, str):
+        method = RECOURSE_METHODS.get(method)
+    needs = method.needs if isinstance(method, Entry) else getattr(method, "needs", frozenset())
+    name = method.name if isinstance(method, Entry) else getattr(method, "name", type(method).__name__)
+    caps = frozenset(capabilities)
+    if "linear" in needs and "linear" not in caps:
+        raise IncompatibleError(f"recourse {name!r} needs a linear model (coef_, intercept_); "
+                                f"{model_label} is not linear: use a method that needs no linear model, e.g. scfe")
+    if "gradients" in needs and "gradients" not in caps:
+        raise IncompatibleError(f"recourse {name!r} needs gradients; {model_label} gives none: use a black-box "
+                                "method (gs, cchvae, face) or wrap a PyTorch / linear scikit-learn model")

@@ -5,13 +5,16 @@ import time
 
 import numpy as np
 
-from recourse_privacy._validation import check_positive_float, check_positive_int
+from recourse_privacy.validation import check_positive_float, check_positive_int
 from recourse_privacy.recourse.base import RecourseResult, check_supports
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.scfe import compact_adam
 from recourse_privacy.recourse.vae import VAEBackedMethod, make_vae
+from recourse_privacy.recourse.registry import register_recourse
 
 
+@register_recourse('revise', description="REVISE (Joshi et al.): Adam in a VAE's latent space (BCE + lam * L1), batched",
+                   needs=('gradients', 'fitting_data'))
 class REVISE(VAEBackedMethod):
     """REVISE (Joshi, Koyejo, Vijitbenjaronk, Kim and Ghosh 2019; paper 004's baseline).
 
@@ -29,8 +32,6 @@ class REVISE(VAEBackedMethod):
     ``random_state`` and a fingerprint of the fitting rows (one independent VAE per world).
     """
 
-    name = "revise"
-    requires = "differentiable"
 
     def __init__(
         self,

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from recourse_privacy._validation import check_positive_int
+from recourse_privacy.validation import check_positive_int
 from recourse_privacy.recourse.base import RecourseResult, run_in_chunks
 from recourse_privacy.recourse.constraints import ActionSet
+from recourse_privacy.recourse.registry import register_recourse
 
 
+@register_recourse('scfe', description='Wachter et al. gradient search (Adam, BCE + lam * L1), batched',
+                   needs=('gradients',))
 class SCFE:
     """Wachter et al.'s counterfactual: argmin BCE(f(x'), 1) + lam * ||x' - x||_1 (paper 000, eq. 1).
 
@@ -23,8 +26,6 @@ class SCFE:
     Adam state carried over. ``action_set`` projects every iterate onto the feasible set.
     """
 
-    name = "scfe"
-    requires = "differentiable"
 
     def __init__(
         self,

@@ -5,7 +5,7 @@ from typing import Sequence
 
 import numpy as np
 
-from recourse_privacy._validation import (
+from recourse_privacy.validation import (
     check_matrix,
     check_positive_float,
     check_positive_int,

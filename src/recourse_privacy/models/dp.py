@@ -20,8 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
-from recourse_privacy._validation import check_binary_labels, check_matrix, check_positive_int, derive_seed
-from recourse_privacy.defenses.laplace import _check_epsilon
+from recourse_privacy.validation import check_binary_labels, check_matrix, check_positive_int, derive_seed
+from recourse_privacy.validation import check_epsilon as _check_epsilon
 from recourse_privacy.models.base import LinearClassifier, TorchBackedClassifier
 
 #: rows may exceed ``data_norm`` by this relative amount (floating-point rounding of unit rows)

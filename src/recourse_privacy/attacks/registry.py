@@ -1,0 +1,108 @@
+"""The registry of membership-inference attacks and the typed inputs every attack reads.
+
+An attack is a function ``(inputs: AttackInputs) -> AttackScores``, registered with
+:func:`register_attack`; it declares what it needs so that the audit trains shadow models
+only when an attack asks for them:
+
+- ``shadow_models``: the adversary's shadow models, with the targets' statistics under each;
+- ``shadow_recourse``: recourse of the targets under every shadow model (counterfactual distances),
+  the expensive part of a shadow world.
+
+``signal`` says what an attack reads (``distance``: the released recourse; ``score``: the
+model's outputs; ``none``), so a report can keep what recourse leaks apart from what the
+model's scores already leak.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from recourse_privacy.attacks.base import AttackScores
+from recourse_privacy.attacks.shadow import ShadowData
+from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.recourse.base import RecourseResult
+from recourse_privacy.registry import Registry
+
+__all__ = ["ATTACKS", "ATTACK_NEEDS", "AttackInputs", "LRTOptions", "check_attack_names", "register_attack",
+           "run_attack"]
+
+ATTACK_NEEDS = ("shadow_models", "shadow_recourse")
+SIGNALS = ("distance", "score", "none")
+
+Attack = Callable[["AttackInputs"], AttackScores]
+
+ATTACKS: Registry[Attack] = Registry(
+    "attack", builtins=("recourse_privacy.attacks.distance", "recourse_privacy.attacks.loss",
+                        "recourse_privacy.attacks.random_guess"),
+    needs_vocabulary=ATTACK_NEEDS)
+
+
+@dataclass(frozen=True)
+class LRTOptions:
+    """How the likelihood-ratio attacks fit their reference distributions (see :mod:`attacks.lrt`)."""
+
+    center: str = "mean"
+    variance: str = "per-example"
+    cdf: str = "normal"
+
+
+@dataclass(frozen=True)
+class AttackInputs:
+    """Everything an attack may read, all of it available to the adversary of the game.
+
+    ``cfd`` is the cost of each target's released counterfactual (in the audit's distance);
+    ``recourse`` the released recourse itself; ``model`` the owner's model, queried for scores
+    by the score attacks; ``X``, ``y`` the targets and their labels; ``shadow`` the statistics of
+    the adversary's shadow models (None unless an attack needs them); ``X_pool``, ``y_pool``
+    the adversary's own data; ``seed`` the audit's seed.
+    """
+
+    cfd: np.ndarray
+    recourse: RecourseResult | None
+    model: object
+    X: np.ndarray
+    y: np.ndarray
+    shadow: ShadowData | None = None
+    X_pool: np.ndarray | None = None
+    y_pool: np.ndarray | None = None
+    lrt: LRTOptions = LRTOptions()
+    seed: int = 0
+
+    @property
+    def n_targets(self) -> int:
+        """Number of targets."""
+        return int(len(self.cfd))
+
+
+def register_attack(name: str, *, description: str, needs=(), signal: str = "distance", replace: bool = False):
+    """Decorator: register ``fn(inputs: AttackInputs) -> AttackScores`` as attack ``name``."""
+    if signal not in SIGNALS:
+        raise InvalidInputError(f"signal must be one of {', '.join(SIGNALS)}; got {signal!r}")
+    return ATTACKS.register(name, description=description, needs=needs, replace=replace, signal=signal)
+
+
+def check_attack_names(names) -> tuple[str, ...]:
+    """Validate a list of attack names; an unknown one raises, listing the registered ones."""
+    names = tuple(names)
+    if not names:
+        raise InvalidInputError("attacks must name at least one attack")
+    unknown = [n for n in names if n not in ATTACKS]
+    if unknown:
+        raise InvalidInputError(f"unknown attack(s) {', '.join(map(repr, unknown))}; choose from "
+                                f"{', '.join(ATTACKS.names())}")
+    return names
+
+
+def run_attack(name: str, inputs: AttackInputs) -> AttackScores:
+    """Run the registered attack ``name``; its scores carry the registered name."""
+    entry = ATTACKS.get(name)
+    if "shadow_models" in entry.needs and inputs.shadow is None:
+        raise InvalidInputError(f"attack {name!r} needs shadow models; none were trained")
+    scores = entry.obj(inputs)
+    if not isinstance(scores, AttackScores):
+        raise InvalidInputError(f"attack {name!r} returned {type(scores).__name__}, not AttackScores")
+    if len(scores.scores) != inputs.n_targets:
+        raise InvalidInputError(f"attack {name!r} returned {len(scores.scores)} scores for {inputs.n_targets} targets")
+    return scores if scores.name == name else AttackScores(name, scores.scores, scores.direction, scores.conventions)
