@@ -12,7 +12,7 @@ __all__ = ["__version__", "AuditConfig", "AuditResult", "run_audit"]
 
 def __getattr__(name: str):
     if name in {"AuditConfig", "AuditResult", "run_audit"}:
-        from recourse_privacy.experiments import audit
+        from recourse_privacy import audit
 
         return getattr(audit, name)
     raise AttributeError(f"module 'recourse_privacy' has no attribute {name!r}")

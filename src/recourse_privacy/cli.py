@@ -1,14 +1,43 @@
 """The ``recourse-privacy`` command line (typer + rich). Heavy imports happen inside commands."""
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from recourse_privacy.errors import RecoursePrivacyError
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Measure how much algorithmic recourse leaks about a model's training data.")
+
+
+def _command(*args, **kwargs):
+    """``app.command`` whose function has the CLI's one error path: a package error prints one line, exit 2."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapped(*a, **k):
+            try:
+                return fn(*a, **k)
+            except RecoursePrivacyError as err:
+                _fail(err)
+
+        return app.command(*args, **kwargs)(wrapped)
+
+    return decorate
+
+
+def _names(kind: str) -> str:
+    """The registered names of ``kind`` (attack, recourse, model, defense, dataset), for help texts."""
+    from recourse_privacy import catalog
+
+    try:
+        return ", ".join(catalog.REGISTRIES[kind])
+    except RecoursePrivacyError:  # a broken plugin must not break --help; the command itself will say why
+        return "see `recourse-privacy list`"
 
 
 def _parse_params(items: list[str] | None, option: str) -> dict:
@@ -32,16 +61,18 @@ def _fail(err: Exception) -> None:
     raise typer.Exit(code=2)
 
 
-@app.command()
+@_command()
 def audit(
-    dataset: str = typer.Option("synthetic", help="adult, heloc, compas, diabetes, synthetic, breast_cancer, digits"),
+    dataset: str = typer.Option("synthetic", help=f"a registered dataset: {_names('dataset')}"),
     data: Optional[Path] = typer.Option(None, help="your own CSV/Parquet file instead of --dataset"),
     target: Optional[str] = typer.Option(None, help="label column of --data (binary; 1 = favourable)"),
     data_dir: Optional[Path] = typer.Option(None, help="directory of the real datasets (else $RECOURSE_PRIVACY_DATA, else a download cache)"),
     n_features: int = typer.Option(1000, help="number of features of the synthetic data"),
-    model: str = typer.Option("logistic", help="logistic, mlp, mlp3-100, mlp3-333, mlp3-1000"),
-    recourse: str = typer.Option("linear", help="linear (exact, linear models) or scfe"),
-    attacks: str = typer.Option("cfd,cfd-lrt,loss,loss-lrt,random", help="comma-separated: cfd, cfd-lrt, cfd-lrt-global, cfd-lrt-per-example, loss, loss-lrt, random"),
+    model: str = typer.Option("logistic", help=f"a registered model: {_names('model')}"),
+    recourse: str = typer.Option("linear", help=f"a registered recourse method: {_names('recourse')} "
+                                 "(`recourse-privacy list` says which model each needs)"),
+    attacks: str = typer.Option("cfd,cfd-lrt,loss,loss-lrt,random",
+                                help=f"comma-separated registered attacks: {_names('attack')}"),
     shadow_models: int = typer.Option(10, help="shadow models of the adversary (LRT attacks)"),
     shadow_fraction: float = typer.Option(0.5, help="share of the adversary's pool each shadow model trains on"),
     n_members: int = typer.Option(2000, help="owner's training set size; the non-member and adversary pools default to the same size"),
@@ -56,8 +87,9 @@ def audit(
     data_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the data (synthetic: class_sep, flip_y)"),
     model_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the model (epochs, batch_size, lr, C, ...)"),
     recourse_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the recourse method (lam, lr, max_iter, ...)"),
-    defense: str = typer.Option("none", help="none; dpm (the model trained with DP: logistic -> diffprivlib, needs "
-                                "--normalize-rows; mlp* -> Opacus DP-SGD); laplace (Laplace Recourse, linear models)"),
+    defense: str = typer.Option("none", help=f"a registered defense: {_names('defense')} (dpm: the model trained "
+                                "with DP, logistic -> diffprivlib, needs --normalize-rows; mlp* -> Opacus DP-SGD; "
+                                "laplace: Laplace Recourse, linear models)"),
     epsilon: Optional[float] = typer.Option(None, help="DP epsilon: the model's (dpm) or per recourse query (laplace)"),
     seed: int = typer.Option(0, help="seed of every random step"),
     n_jobs: int = typer.Option(1, help="parallel shadow-model trainings (joblib processes)"),
@@ -66,8 +98,7 @@ def audit(
     """Play the recourse membership-inference game and report every attack."""
     from rich.console import Console
 
-    from recourse_privacy.experiments.audit import run_audit
-    from recourse_privacy.experiments.config import AuditConfig
+    from recourse_privacy.audit import AuditConfig, run_audit
 
     console = Console()
     if not console.is_terminal:
@@ -85,7 +116,7 @@ def audit(
             recourse_params=_parse_params(recourse_param, "--recourse-param"), seed=seed, n_jobs=n_jobs,
             defense=defense, epsilon=epsilon,
         ).validate()
-    except ValueError as err:
+    except RecoursePrivacyError as err:
         _fail(err)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -100,7 +131,7 @@ def audit(
 
         try:
             result = run_audit(config, out, progress=progress)
-        except (ValueError, FileNotFoundError, TypeError) as err:
+        except RecoursePrivacyError as err:
             bar.stop()
             _fail(err)
     _print_summary(console, result)
@@ -109,40 +140,65 @@ def audit(
 def _print_summary(console, result) -> None:
     from rich.table import Table
 
-    m = result.metrics
-    cfg = m["config"]
-    console.print(f"\n[bold]{cfg['data'] or cfg['dataset']}[/] | model {cfg['model']} "
-                  f"(train acc {m['model']['train_accuracy']:.3f}, test acc {m['model']['test_accuracy']:.3f}) | "
-                  f"recourse {cfg['recourse']} (validity {m['recourse']['validity']:.3f}, "
-                  f"mean L1 {m['recourse']['mean_l1']:.3g}, mean L2 {m['recourse']['mean_l2']:.3g}) | "
-                  f"targets: {m['n_members']} members, {m['n_nonmembers']} non-members", highlight=False)
+    cfg, model, rec = result.config, result.model, result.recourse
+    console.print(f"\n[bold]{cfg.data or cfg.dataset}[/] | model {cfg.model} "
+                  f"(train acc {model.train_accuracy:.3f}, test acc {model.test_accuracy:.3f}) | "
+                  f"recourse {cfg.recourse} (validity {rec.validity:.3f}, "
+                  f"mean L1 {rec.mean_l1:.3g}, mean L2 {rec.mean_l2:.3g}) | "
+                  f"targets: {result.n_members} members, {result.n_nonmembers} non-members", highlight=False)
     table = Table(title="Membership inference from recourse (TPR at FPR 0.1 / 0.01 / 0.001)")
     for col in ("attack", "AUC", "BA", "TPR@0.1", "TPR@0.01", "TPR@0.001", "direction"):
         table.add_column(col, justify="left" if col in ("attack", "direction") else "right", no_wrap=True)
-    for name, a in m["attacks"].items():
-        cells = [f"{a['tpr_at_fpr'][k]:.4f}" + ("" if a["tpr_at_fpr_reliable"][k] else "*") for k in ("0.1", "0.01", "0.001")]
-        table.add_row(name, f"{a['auc']:.4f}", f"{a['balanced_accuracy']:.4f}", *cells, a["direction"])
+    for name, a in result.attacks.items():
+        cells = [f"{a.tpr_at_fpr[k]:.4f}" + ("" if a.tpr_at_fpr_reliable[k] else "*") for k in ("0.1", "0.01", "0.001")]
+        table.add_row(name, f"{a.auc:.4f}", f"{a.balanced_accuracy:.4f}", *cells, a.direction)
     console.print(table)
-    if m.get("dp"):
-        dp = m["dp"]
-        console.print(f"DP defense {dp['defense']} (model {m['model']['name']}): epsilon per query "
-                      f"{dp['epsilon_per_query']:.4g}, total {dp['epsilon_total']:.4g}; Theorem 2 bound on "
-                      f"{'any' if dp['defense'] == 'dpm' else 'a noisy-distance'} attack's BA: {dp['ba_bound']:.4f}",
+    dp = result.dp
+    if dp is not None:
+        console.print(f"DP defense {dp.defense} (model {model.name}): epsilon per query "
+                      f"{dp.epsilon_per_query:.4g}, total {dp.epsilon_total:.4g}; Theorem 2 bound on "
+                      f"{'any' if dp.defense == 'dpm' else 'a noisy-distance'} attack's BA: {dp.ba_bound:.4f}",
                       highlight=False)
-        if dp.get("direction_attack"):
-            da = dp["direction_attack"]
+        if dp.direction_attack is not None:
+            da = dp.direction_attack
             console.print(f"warning: LR's counterfactuals reveal w's direction, which is not private: ranking the "
-                          f"targets along it gives AUC {da['auc']:.4f}, BA {da['balanced_accuracy']:.4f} (the "
+                          f"targets along it gives AUC {da.auc:.4f}, BA {da.balanced_accuracy:.4f} (the "
                           "baseline CFD attack, at any epsilon; docs/dp-defenses.md)", style="yellow", highlight=False)
-    if any(not r for a in m["attacks"].values() for r in a["tpr_at_fpr_reliable"].values()):
+    if any(not r for a in result.attacks.values() for r in a.tpr_at_fpr_reliable.values()):
         console.print("* fewer non-members than 1/FPR: that TPR cannot be resolved at this FPR", style="dim")
-    for w in m.get("warnings", []):
+    for w in result.warnings:
         console.print(f"warning: {w}", style="yellow", highlight=False)
     console.print(f"wrote {', '.join(Path(p).name for p in result.files.values())} to "
-                  f"{Path(result.files['metrics']).parent} in {m['timing_seconds']['total']:.1f} s", highlight=False)
+                  f"{Path(result.files['metrics']).parent} in {result.timing_seconds['total']:.1f} s", highlight=False)
 
 
-@app.command()
+@_command("list")
+def list_command(
+    kind: Optional[str] = typer.Argument(None, help="attack, recourse, model, defense or dataset (default: all)"),
+) -> None:
+    """List every registered attack, recourse method, model, defense and dataset, with what each needs.
+
+    Entries of installed plugins (the ``recourse_privacy.plugins`` entry-point group) are included.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from recourse_privacy import catalog
+
+    console = _wide_console()
+    kinds = list(catalog.REGISTRIES) if kind is None else [catalog.check_kind(kind)]
+    for k in kinds:
+        table = Table(title={"recourse": "recourse methods"}.get(k, f"{k}s"), title_justify="left")
+        for col in ("name", "needs", "description", "module"):
+            table.add_column(col, overflow="fold")
+        for row in catalog.describe(k):
+            table.add_row(row.name, row.needs, row.description, row.module)
+        console.print(table)
+    plugins = catalog.loaded_plugins()
+    console.print(f"plugins loaded: {', '.join(plugins) if plugins else 'none'}", highlight=False)
+
+
+@_command()
 def datasets() -> None:
     """List the named datasets and where the real ones are read from."""
     from rich.console import Console
@@ -158,7 +214,7 @@ def datasets() -> None:
     Console().print(table)
 
 
-@app.command()
+@_command()
 def version() -> None:
     """Print the package version."""
     from recourse_privacy import __version__
@@ -166,7 +222,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
-@app.command()
+@_command()
 def tradeoff(
     dataset: str = typer.Option("synthetic", help="adult, heloc, compas, diabetes, synthetic, breast_cancer, digits"),
     data_dir: Optional[Path] = typer.Option(None, help="directory of the real datasets"),
@@ -267,7 +323,7 @@ def _run_and_report(spec, out: Path, backend: str, address: Optional[str], n_job
         raise typer.Exit(code=1)
 
 
-@app.command("run")
+@_command("run")
 def run_command(
     spec: str = typer.Argument(..., help="experiment spec (YAML file) or the name of a shipped reproduction"),
     out: Path = typer.Option(..., "--out", help="results store: one record per cell, resumable"),
@@ -287,7 +343,7 @@ def run_command(
     _run_and_report(loaded, out, backend, address, n_jobs, threads_per_cell, console)
 
 
-@app.command("results")
+@_command("results")
 def results_command(
     out: Path = typer.Argument(..., help="results store written by `run` or `reproduce`"),
 ) -> None:
@@ -308,7 +364,7 @@ def results_command(
         console.print(f"wrote {len(plots)} plot(s) to {out / 'plots'}", highlight=False)
 
 
-@app.command("reproduce")
+@_command("reproduce")
 def reproduce_command(
     name: str = typer.Argument(..., help="pawelczyk2023-table2, pawelczyk2023-fig2, pawelczyk2023-fig3, huang2023"),
     out: Optional[Path] = typer.Option(None, help="results store (default: ./<name>-results)"),
@@ -336,7 +392,7 @@ def reproduce_command(
     _run_and_report(spec, out or Path(f"{name}-results"), backend, address, n_jobs, threads_per_cell, console)
 
 
-@app.command("audit-dp")
+@_command("audit-dp")
 def audit_dp_command(
     mechanism: str = typer.Option("laplace", help="laplace, laplace-broken (noise scale / 10), dpm-logistic"),
     epsilon: float = typer.Option(1.0, help="the epsilon the mechanism claims"),
@@ -382,7 +438,7 @@ def audit_dp_command(
         console.print(f"wrote {out}", highlight=False)
 
 
-@app.command("recourse")
+@_command("recourse")
 def recourse_command(
     dataset: str = typer.Option("adult", help="adult, heloc, compas, diabetes, synthetic, breast_cancer, digits"),
     model: str = typer.Option("mlp", help="logistic, mlp, mlp3-100, mlp3-333, mlp3-1000"),

@@ -35,7 +35,7 @@ Attack = Callable[["AttackInputs"], AttackScores]
 
 ATTACKS: Registry[Attack] = Registry(
     "attack", builtins=("recourse_privacy.attacks.distance", "recourse_privacy.attacks.loss",
-                        "recourse_privacy.attacks.random_guess"),
+                        "recourse_privacy.attacks.random_guess", "recourse_privacy.attacks.direction"),
     needs_vocabulary=ATTACK_NEEDS)
 
 

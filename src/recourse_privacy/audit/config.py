@@ -1,0 +1,143 @@
+"""The audit's configuration: every knob of the game, typed, with the papers' defaults."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+from recourse_privacy.attacks.lrt import CDFS, CENTERS, VARIANCES
+from recourse_privacy.attacks.registry import ATTACKS, check_attack_names
+from recourse_privacy.audit.defenses import DEFENSES
+from recourse_privacy.data import DATASETS
+from recourse_privacy.errors import InvalidInputError, UnknownNameError
+from recourse_privacy.models.registry import MODELS
+from recourse_privacy.recourse.registry import RECOURSE_METHODS, check_compatible
+from recourse_privacy.validation import check_choice, check_interval, check_positive_int
+
+DISTANCES = ("l1", "l2")
+DEFAULT_ATTACKS = ("cfd", "cfd-lrt", "loss", "loss-lrt", "random")
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """One recourse-based membership-inference game (Pawelczyk et al. 2023, Definition 1).
+
+    ``n_members`` rows train the owner's model; ``n_nonmembers`` fresh rows and the
+    adversary's ``n_adversary`` rows (both default to ``n_members``) are disjoint from them.
+    The targets are the members and non-members that the owner's model rejects.
+    """
+
+    dataset: str = "synthetic"
+    data: str | None = None              # a user's CSV/Parquet instead of a named dataset
+    target: str | None = None            # its label column
+    data_dir: str | None = None
+    n_features: int = 1000               # synthetic only
+    model: str = "logistic"
+    recourse: str = "linear"
+    attacks: tuple[str, ...] = DEFAULT_ATTACKS
+    shadow_models: int = 10
+    n_members: int = 2000
+    n_nonmembers: int | None = None
+    n_adversary: int | None = None
+    distance: str = "l1"                 # cost c(x, x') the attacks read (Pawelczyk et al. 2023: l1)
+    variance: str = "per-example"        # CFD-LRT / Loss-LRT variance
+    center: str = "mean"
+    cdf: str = "normal"
+    shadow_fraction: float = 0.5
+    n_calibration: int = 1000
+    actionable: bool = False             # apply the dataset's actionability constraints to recourse
+    scaling: str = "standard"
+    corr_threshold: float | None = 0.95
+    normalize_rows: bool = False
+    data_params: dict = field(default_factory=dict)      # e.g. synthetic {"class_sep": 0.5, "flip_y": 0.05}
+    model_params: dict = field(default_factory=dict)     # e.g. {"epochs": 50} or {"C": 0.1}
+    recourse_params: dict = field(default_factory=dict)  # e.g. {"lam": 0.1}
+    defense: str = "none"                # a registered defense: none | dpm | laplace (Huang et al. 2023)
+    epsilon: float | None = None         # DPM: the model's epsilon; laplace: epsilon per recourse query
+    seed: int = 0
+    n_jobs: int = 1
+
+    def __post_init__(self):
+        object.__setattr__(self, "attacks", tuple(self.attacks))
+        for name in ("data_params", "model_params", "recourse_params"):
+            object.__setattr__(self, name, dict(getattr(self, name)))
+
+    def validate(self) -> "AuditConfig":
+        """Check every name and number before any long computation; raise an InvalidInputError naming the problem."""
+        if self.data is None and self.dataset not in DATASETS:
+            raise UnknownNameError(f"unknown dataset {self.dataset!r}; choose one of {', '.join(DATASETS)} "
+                                   "or pass --data FILE --target COLUMN")
+        if self.data is not None and not self.target:
+            raise InvalidInputError("--data needs --target COLUMN (the binary label column)")
+        MODELS.check(self.model)
+        RECOURSE_METHODS.check(self.recourse)
+        DEFENSES.get(self.defense).obj.validate(self)
+        model_name = self.effective_model[0]
+        check_compatible(self.effective_recourse, MODELS.get(model_name).meta["capabilities"], f"model {self.model!r}")
+        check_attack_names(self.attacks)
+        if self.needs_shadow_models and self.shadow_models < 2:
+            raise InvalidInputError(f"the likelihood-ratio attacks need at least 2 shadow models (--shadow-models); "
+                                    f"got {self.shadow_models}")
+        check_positive_int(self.n_members, "n_members")
+        for name in ("n_nonmembers", "n_adversary"):
+            if getattr(self, name) is not None:
+                check_positive_int(getattr(self, name), name)
+        check_positive_int(self.n_features, "n_features")
+        check_positive_int(self.n_calibration, "n_calibration")
+        check_positive_int(self.n_jobs, "n_jobs")
+        check_choice(self.distance, "distance", DISTANCES)
+        check_choice(self.variance, "variance", VARIANCES)
+        check_choice(self.center, "center", CENTERS)
+        check_choice(self.cdf, "cdf", CDFS)
+        check_interval(self.shadow_fraction, "shadow_fraction", 0, 1)
+        return self
+
+    @property
+    def needs_shadow_models(self) -> bool:
+        """Whether any configured attack needs the adversary's shadow models."""
+        return any("shadow_models" in ATTACKS.get(a).needs for a in self.attacks)
+
+    @property
+    def needs_shadow_recourse(self) -> bool:
+        """Whether any configured attack needs recourse under every shadow model (the expensive part)."""
+        return any("shadow_recourse" in ATTACKS.get(a).needs for a in self.attacks)
+
+    @property
+    def effective_model(self) -> tuple[str, dict]:
+        """(model name, params) the owner and the shadow models train, as the defense decides (DPM: the DP model)."""
+        return DEFENSES.get(self.defense).obj.model(self)
+
+    @property
+    def effective_recourse(self) -> str:
+        """The recourse method the owner runs, as the defense decides (Laplace Recourse: 'laplace')."""
+        return DEFENSES.get(self.defense).obj.recourse(self)
+
+    @property
+    def pool_sizes(self) -> tuple[int, int, int]:
+        """(members, non-members, adversary) pool sizes."""
+        return (self.n_members, self.n_nonmembers or self.n_members, self.n_adversary or self.n_members)
+
+    def to_dict(self) -> dict:
+        """JSON-ready configuration."""
+        d = asdict(self)
+        d["attacks"] = list(self.attacks)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "AuditConfig":
+        """Inverse of :meth:`to_dict`; unknown keys raise a ValueError naming them."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise InvalidInputError(f"unknown audit setting(s): {', '.join(unknown)}")
+        return cls(**d)
+
+    def digest(self) -> str:
+        """A short hash of everything that changes the numbers (for caches).
+
+        Fields left at their defaults are not hashed, so that adding a new setting with a
+        default keeps the keys of every existing cell and shadow cache.
+        """
+        defaults = AuditConfig().to_dict()
+        d = {k: v for k, v in self.to_dict().items() if k != "n_jobs" and v != defaults[k]}
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -1,0 +1,201 @@
+"""How each defense changes the game: the registry of defenses the audit can play against.
+
+A defense decides, from the audit's configuration, which model the owner (and, knowing the
+mechanism, the adversary's shadow models) trains, which recourse the owner releases and how,
+what the adversary simulates in its shadow worlds, and the claim it makes (the ``dp`` block).
+The built-ins are ``none``, ``dpm`` (the model trained with DP) and ``laplace`` (Laplace
+Recourse), both of Huang et al. (2023); a new defense is one class registered with
+:func:`register_defense`.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from recourse_privacy.attacks.direction import direction_attack
+from recourse_privacy.audit.summaries import DirectionAttackSummary, DPSummary
+from recourse_privacy.defenses.accounting import RecourseSession, dp_ba_bound
+from recourse_privacy.defenses.laplace import LaplaceRecourse, SimulatedLaplaceRecourse
+from recourse_privacy.errors import IncompatibleError, InvalidInputError
+from recourse_privacy.metrics.membership import attack_metrics
+from recourse_privacy.models.registry import MODELS, dp_counterpart
+from recourse_privacy.recourse.base import RecourseResult, fit_for
+from recourse_privacy.recourse.constraints import ActionSet
+from recourse_privacy.recourse.registry import RECOURSE_METHODS, make_recourse
+from recourse_privacy.registry import Registry
+from recourse_privacy.validation import check_epsilon, derive_seed
+
+if TYPE_CHECKING:  # the config module imports this one
+    from recourse_privacy.audit.config import AuditConfig
+
+__all__ = ["DEFENSES", "Defense", "DPMDefense", "LaplaceDefense", "NoDefense", "register_defense"]
+
+DEFENSES: Registry[Defense] = Registry("defense")
+
+
+def register_defense(name: str, *, description: str, replace: bool = False):
+    """Class decorator: register an instance of the decorated :class:`Defense` subclass as ``name``."""
+
+    def decorate(cls: type) -> type:
+        DEFENSES.add(name, cls(), description=description, replace=replace)
+        return cls
+
+    return decorate
+
+
+class Defense:
+    """No defense: the owner's model and recourse as configured. Subclasses override what they change."""
+
+    name = "none"
+
+    def validate(self, config: AuditConfig) -> None:
+        """Refuse settings this defense cannot play, before any work."""
+        if config.epsilon is not None:
+            raise InvalidInputError("epsilon is given but defense is 'none'; choose --defense dpm or laplace")
+        if MODELS.get(config.model).meta["dp"]:
+            raise IncompatibleError(f"model {config.model!r} is the DPM defense: use --defense dpm --epsilon E")
+        if config.recourse == "laplace":
+            raise IncompatibleError("recourse 'laplace' is the LR defense: use --defense laplace --epsilon E")
+
+    def model(self, config: AuditConfig) -> tuple[str, dict]:
+        """(model name, params) that the owner and the shadow models train."""
+        return config.model, dict(config.model_params)
+
+    def recourse(self, config: AuditConfig) -> str:
+        """The recourse method the owner releases."""
+        return config.recourse
+
+    def shadow_recourse(self, config: AuditConfig, action_set: ActionSet | None):
+        """The recourse method as the adversary runs it in its shadow worlds (and the owner, unless overridden)."""
+        params = dict(config.recourse_params)
+        if config.actionable:
+            params.setdefault("action_set", action_set)
+        if RECOURSE_METHODS.get(config.recourse).meta["randomized"]:
+            params.setdefault("random_state", derive_seed(config.seed, 8))  # same seed, same numbers
+        return make_recourse(config.recourse, **params)
+
+    def owner_recourse(self, config: AuditConfig, method, model, X_members: np.ndarray, y_members: np.ndarray,
+                       X_targets: np.ndarray) -> tuple[RecourseResult, RecourseSession | None]:
+        """The owner's recourse for the targets (and the budget session where the defense spends one)."""
+        return fit_for(method, X_members, y_members, model).generate(model, X_targets), None
+
+    def summary(self, config: AuditConfig, model, session: RecourseSession | None, recourse: RecourseResult,
+                is_member: np.ndarray, X_pool: np.ndarray, y_pool: np.ndarray) -> DPSummary | None:
+        """The defense's claim for metrics.json (None: no claim)."""
+        return None
+
+
+@register_defense("none", description="no defense: the model and recourse as configured")
+class NoDefense(Defense):
+    """The undefended game."""
+
+
+class _DPDefense(Defense):
+    def validate(self, config: AuditConfig) -> None:
+        if config.epsilon is None or isinstance(config.epsilon, bool):
+            raise InvalidInputError(f"defense {config.defense!r} needs epsilon, a finite number > 0 (--epsilon); "
+                                    f"got {config.epsilon!r}")
+        check_epsilon(config.epsilon, "epsilon")
+        if "epsilon" in config.model_params or "epsilon" in config.recourse_params:
+            raise InvalidInputError("give epsilon once, with --epsilon, not in --model-param / --recourse-param")
+
+
+@register_defense("dpm", description="the model trained with DP (Huang et al. 2023, DPM): diffprivlib logistic "
+                  "regression or Opacus DP-SGD; recourse is post-processing of the model")
+class DPMDefense(_DPDefense):
+    """DPM: the owner (and every shadow model) trains the DP counterpart of the configured model."""
+
+    name = "dpm"
+
+    def validate(self, config: AuditConfig) -> None:
+        super().validate(config)
+        if config.recourse == "laplace":
+            raise IncompatibleError("recourse 'laplace' belongs to --defense laplace, not dpm")
+        if (self.model(config)[0] == "dp-logistic" and not config.normalize_rows
+                and "data_norm" not in config.model_params):
+            raise InvalidInputError("DPM logistic regression (diffprivlib) is DP only for rows of L2 norm <= data_norm "
+                                    "= 1: add --normalize-rows (unit rows, Huang et al. 2023's preprocessing), or give "
+                                    "a bound chosen without looking at the data (--model-param data_norm=...)")
+
+    def model(self, config: AuditConfig) -> tuple[str, dict]:
+        name, extra = dp_counterpart(config.model)
+        return name, {**extra, **config.model_params, "epsilon": config.epsilon}
+
+    def summary(self, config, model, session, recourse, is_member, X_pool, y_pool) -> DPSummary:
+        eps = float(model.epsilon_)
+        delta = float(getattr(model, "delta_", 0.0))
+        return DPSummary(
+            defense="dpm", mechanism=f"DP-trained model {self.model(config)[0]!r} (Huang et al. 2023, DPM)",
+            epsilon_target=float(config.epsilon), epsilon_per_query=eps, epsilon_total=eps, delta=delta,
+            bound_epsilon=eps, ba_bound=dp_ba_bound(eps, delta),
+            composition="the model is trained once with (epsilon, delta)-DP; every recourse is post-processing "
+            "of it, so any number of queries costs nothing more: epsilon_total = epsilon_per_query = the model's "
+            "epsilon" + (" (Opacus' accountant, achieved)" if delta > 0 else ""))
+
+
+@register_defense("laplace", description="Laplace Recourse (Huang et al. 2023): an epsilon-DP noisy score, then a "
+                  "move along w; linear models")
+class LaplaceDefense(_DPDefense):
+    """Laplace Recourse replaces the configured recourse; the owner answers through a budget session."""
+
+    name = "laplace"
+
+    def validate(self, config: AuditConfig) -> None:
+        super().validate(config)
+        entry = MODELS.get(config.model)
+        if "linear" not in entry.meta["capabilities"] or entry.meta["dp"]:
+            raise IncompatibleError(f"Laplace Recourse moves along the weight vector of a linear model; model "
+                                    f"{config.model!r} is not one: use --model logistic")
+        if config.recourse not in ("linear", "laplace"):
+            raise IncompatibleError(f"Laplace Recourse replaces exact linear recourse; got recourse "
+                                    f"{config.recourse!r}: use --recourse linear")
+        if config.actionable:
+            raise IncompatibleError("Laplace Recourse moves along the full weight vector; --actionable is not supported")
+
+    def recourse(self, config: AuditConfig) -> str:
+        return "laplace"
+
+    def shadow_recourse(self, config: AuditConfig, action_set: ActionSet | None):
+        # the adversary's shadow worlds simulate LR (it knows the mechanism, not the owner's noise or budget)
+        return SimulatedLaplaceRecourse(epsilon=config.epsilon, random_state=derive_seed(config.seed, 7),
+                                        **config.recourse_params)
+
+    def owner_recourse(self, config, method, model, X_members, y_members, X_targets):
+        lr = LaplaceRecourse(epsilon=config.epsilon, random_state=derive_seed(config.seed, 6), **config.recourse_params)
+        session = RecourseSession(lr, model, budget=len(X_targets) * config.epsilon)
+        return session.answer(X_targets), session
+
+    def summary(self, config, model, session, recourse, is_member, X_pool, y_pool) -> DPSummary:
+        eps = float(config.epsilon)
+        clamped = recourse.info["clamped_low"] | recourse.info["clamped_high"]
+        return DPSummary(
+            defense="laplace", mechanism=f"Laplace Recourse (Huang et al. 2023, sec. 4.2.2), sensitivity "
+            f"{recourse.info['sensitivity']:g}", epsilon_per_query=eps, epsilon_total=session.spent, delta=0.0,
+            budget=session.budget, n_queries=session.n_queries, bound_epsilon=eps, ba_bound=dp_ba_bound(eps),
+            clamped_share=float(clamped.mean()) if len(clamped) else 0.0,
+            composition="basic (sequential): every target's recourse is one query costing epsilon_per_query, "
+            "so the release costs epsilon_total = n_queries x epsilon_per_query (the session's budget, all spent). "
+            "ba_bound uses epsilon_per_query: each attack scores a target from that target's own recourse, one "
+            "epsilon-DP query (Theorem 2's game); an attacker combining all released recourses is bounded only "
+            "by epsilon_total.",
+            guarantee="only the noisy score f'(x) (steps 1-3) is epsilon-DP. The counterfactual x' = x + "
+            "(s - f'(x)) w / ||w||^2 also reveals the direction of w (and, through clamped rows, ||w||), a "
+            "non-private function of the training data, so the released recourse is NOT epsilon-DP and ba_bound "
+            "holds only for attacks that read the noisy distance (CFD, CFD-LRT); direction_attack shows one that "
+            "reads the direction",
+            direction_attack=_direction_summary(recourse, is_member, X_pool, y_pool))
+
+
+def _direction_summary(recourse: RecourseResult, is_member, X_pool, y_pool) -> DirectionAttackSummary | None:
+    scores = direction_attack(recourse, X_pool, y_pool)
+    if scores is None:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = attack_metrics(is_member, scores.scores)
+    return DirectionAttackSummary(
+        auc=m.auc, balanced_accuracy=m.balanced_accuracy, tpr_at_fpr={k: v.tpr for k, v in m.tpr_at_fpr.items()},
+        what="targets ranked by -u.x with u = w/||w|| read off the released counterfactual moves: the "
+             "baseline CFD ranking, whatever epsilon")

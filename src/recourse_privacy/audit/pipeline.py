@@ -1,0 +1,112 @@
+"""The recourse-based membership-inference audit (Pawelczyk et al. 2023, Definition 1), end to end.
+
+:func:`run_audit` plays the game once by chaining the stages of :mod:`recourse_privacy.audit.stages`
+and returns a typed :class:`~recourse_privacy.audit.result.AuditResult`; with ``out_dir`` it also
+writes ``metrics.json``, the plots and the report there. The CLI's ``audit`` command is this
+function plus a progress bar and a printed table.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from recourse_privacy.audit import stages
+from recourse_privacy.audit.config import AuditConfig
+from recourse_privacy.audit.defenses import DEFENSES
+from recourse_privacy.audit.result import AuditArrays, AuditResult
+from recourse_privacy.audit.stages import Progress
+from recourse_privacy.audit.summaries import DataSummary, ModelSummary, PoolSizes
+from recourse_privacy.models.base import accuracy
+from recourse_privacy.models.registry import model_factory
+from recourse_privacy.recourse.constraints import ActionSet
+from recourse_privacy.report.outputs import write_outputs
+
+__all__ = ["run_audit"]
+
+
+class _Clock:
+    """Wall time per stage, reported to the progress callback as each stage ends."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.start = self.t = time.perf_counter()
+        self.timing: dict[str, float] = {}
+
+    def begin(self, stage: str) -> None:
+        self.progress(stage, 0, 1)
+
+    def lap(self, stage: str, *, report: bool = True) -> None:
+        now = time.perf_counter()
+        self.timing[stage] = round(now - self.t, 3)
+        self.t = now
+        if report:
+            self.progress(stage, 1, 1)
+
+    def total(self) -> dict[str, float]:
+        return {**self.timing, "total": round(time.perf_counter() - self.start, 3)}
+
+
+def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = None, *,
+              progress: Progress | None = None, **overrides) -> AuditResult:
+    """Play the recourse membership-inference game once and measure every attack.
+
+    ``config`` fields may also be given as keyword ``overrides``. With ``out_dir`` it writes
+    ``metrics.json``, ``roc.png``, ``cfd_histogram.png`` and ``report.html`` there, and keeps
+    each finished shadow model's statistics under ``out_dir/.cache`` so that a killed run
+    resumes where it stopped.
+    """
+    config = AuditConfig.from_dict({**(config or AuditConfig()).to_dict(), **overrides}).validate()
+    clock = _Clock(progress or (lambda stage, done, total: None))
+    defense = DEFENSES.get(config.defense).obj
+
+    clock.begin("data")
+    game = stages.prepare_game(config, stages.load_data(config))
+    method = defense.shadow_recourse(config, ActionSet.from_preprocessor(game.preprocessor) if config.actionable
+                                     else None)
+    clock.lap("data")
+
+    clock.begin("owner model")
+    model_name, model_params = config.effective_model
+    make_model = model_factory(model_name, **model_params)
+    targets = stages.train_owner(make_model, game, config.seed)
+    clock.lap("owner model")
+
+    clock.begin("recourse")
+    res, session = defense.owner_recourse(config, method, targets.model, game.X_members, game.y_members, targets.X)
+    cfd = res.distance(config.distance)
+    clock.lap("recourse")
+
+    cache = Path(out_dir) / ".cache" / config.digest() if out_dir is not None else None
+    shadow = stages.train_shadow_models(config, make_model, method, game, targets, cache_dir=cache,
+                                        progress=clock.progress)
+    if shadow is not None:
+        clock.lap("shadow models", report=False)
+
+    clock.begin("attacks")
+    scores = stages.run_attacks(config, stages.attack_inputs(config, game, targets, res, cfd, shadow))
+    attacks, warns = stages.measure_attacks(scores, targets.is_member)
+    clock.lap("attacks")
+
+    recourse = stages.summarize_recourse(res, targets.is_member, config.distance)
+    if recourse.n_invalid:
+        warns.append(f"{recourse.n_invalid} of {recourse.n} targets got no valid recourse; their "
+                     "distance to the last iterate is still scored")
+    dp = defense.summary(config, targets.model, session, res, targets.is_member, game.X_pool, game.y_pool)
+    shadow_info = None
+    if shadow is not None:
+        shadow_info, more = stages.shadow_summary(config, shadow)
+        warns += more
+    n_mem, n_non, n_adv = config.pool_sizes
+    result = AuditResult(
+        config=config,
+        data=DataSummary(dataset=config.data or config.dataset, n_rows=game.dataset.n_rows,
+                         n_features=int(game.X_members.shape[1]), pools=PoolSizes(n_mem, n_non, n_adv),
+                         dropped_correlated=tuple(game.preprocessor.dropped_correlated_)),
+        model=ModelSummary(name=model_name, train_accuracy=accuracy(targets.model, game.X_members, game.y_members),
+                           test_accuracy=accuracy(targets.model, game.X_nonmembers, game.y_nonmembers)),
+        recourse=recourse, n_members=int(targets.is_member.sum()), n_nonmembers=int((targets.is_member == 0).sum()),
+        attacks=attacks, warnings=tuple(warns), dp=dp, shadow=shadow_info, timing_seconds=clock.total(),
+        arrays=AuditArrays(scores=scores, is_member=targets.is_member, cfd=cfd, recourse=res, pools=game.pools))
+    if out_dir is not None:
+        result = result.with_files(write_outputs(result, out_dir))
+    return result

@@ -1,0 +1,155 @@
+"""The stages of the game (Pawelczyk et al. 2023, Definition 1), each a small function on typed values.
+
+data and pools -> the owner's model and its targets -> the owner's recourse -> the adversary's
+reference (shadow) models -> every attack's scores -> their metrics. :func:`run_audit
+<recourse_privacy.audit.pipeline.run_audit>` chains them.
+"""
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from recourse_privacy.attacks.base import AttackScores
+from recourse_privacy.attacks.registry import AttackInputs, LRTOptions, run_attack
+from recourse_privacy.attacks.shadow import ShadowData, run_shadow_models
+from recourse_privacy.audit.config import AuditConfig
+from recourse_privacy.audit.summaries import AttackResult, RecourseSummary, ShadowSummary
+from recourse_privacy.data import Dataset, Pools, Preprocessor, load_dataset, load_tabular, split_pools
+from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.metrics.membership import attack_metrics
+from recourse_privacy.models.base import BaseClassifier
+from recourse_privacy.recourse.base import RecourseResult
+from recourse_privacy.validation import derive_seed
+
+__all__ = [
+    "GameData", "Targets", "load_data", "measure_attacks", "prepare_game", "run_attacks", "shadow_summary",
+    "summarize_recourse", "train_owner", "train_shadow_models",
+]
+
+#: progress callback: (stage, completed, total)
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class GameData:
+    """The three disjoint pools, preprocessed with a preprocessor fitted on the members only."""
+
+    dataset: Dataset
+    pools: Pools
+    preprocessor: Preprocessor
+    X_members: np.ndarray
+    y_members: np.ndarray
+    X_nonmembers: np.ndarray
+    y_nonmembers: np.ndarray
+    X_pool: np.ndarray
+    y_pool: np.ndarray
+
+
+@dataclass(frozen=True)
+class Targets:
+    """The owner's fitted model and the targets: the members and non-members it rejects."""
+
+    model: BaseClassifier
+    X: np.ndarray
+    y: np.ndarray
+    is_member: np.ndarray
+
+
+def load_data(config: AuditConfig) -> Dataset:
+    """The configured dataset: a user's file, the synthetic data sized for the pools, or a named dataset."""
+    if config.data is not None:
+        return load_tabular(config.data, config.target)
+    if config.dataset == "synthetic":
+        return load_dataset("synthetic", n_samples=sum(config.pool_sizes), n_features=config.n_features,
+                            random_state=derive_seed(config.seed, 1), **config.data_params)
+    return load_dataset(config.dataset, config.data_dir, **config.data_params)
+
+
+def prepare_game(config: AuditConfig, dataset: Dataset) -> GameData:
+    """Draw the disjoint pools with one seeded permutation and preprocess them (fitted on the members)."""
+    n_mem, n_non, n_adv = config.pool_sizes
+    pools = split_pools(dataset.n_rows, n_mem, n_non, n_adv, random_state=derive_seed(config.seed, 2))
+    pre = Preprocessor(scaling=config.scaling, corr_threshold=config.corr_threshold,
+                       normalize_rows=config.normalize_rows).fit(dataset.X.iloc[pools.members], dataset)
+    Xm, Xn, Xa = (pre.transform(dataset.X.iloc[idx]) for idx in (pools.members, pools.nonmembers, pools.adversary))
+    y = dataset.y
+    return GameData(dataset, pools, pre, Xm, y[pools.members], Xn, y[pools.nonmembers], Xa, y[pools.adversary])
+
+
+def train_owner(make_model: Callable[[int], BaseClassifier], game: GameData, seed: int) -> Targets:
+    """Fit the owner's model on the members; the targets are the members and non-members it rejects."""
+    model = make_model(derive_seed(seed, 3)).fit(game.X_members, game.y_members)
+    rej_m, rej_n = model.predict(game.X_members) == 0, model.predict(game.X_nonmembers) == 0
+    if not rej_m.any() or not rej_n.any():
+        raise InvalidInputError(f"the owner's model rejects {int(rej_m.sum())} members and {int(rej_n.sum())} "
+                                "non-members; the game needs rejected points of both kinds")
+    X = np.vstack([game.X_members[rej_m], game.X_nonmembers[rej_n]])
+    y = np.concatenate([game.y_members[rej_m], game.y_nonmembers[rej_n]])
+    is_member = np.concatenate([np.ones(rej_m.sum(), int), np.zeros(rej_n.sum(), int)])
+    return Targets(model, X, y, is_member)
+
+
+def train_shadow_models(config: AuditConfig, make_model: Callable[[int], BaseClassifier], method, game: GameData,
+                        targets: Targets, *, cache_dir: Path | None, progress: Progress) -> ShadowData | None:
+    """The adversary's shadow models and the targets' statistics under each; None when no attack needs them."""
+    if not config.needs_shadow_models:
+        return None
+    progress("shadow models", 0, config.shadow_models)
+    done = [0]
+
+    def on_done(_k: int) -> None:
+        done[0] += 1
+        progress("shadow models", done[0], config.shadow_models)
+
+    return run_shadow_models(
+        lambda k: make_model(derive_seed(config.seed, 100 + k)), method, game.X_pool, game.y_pool, targets.X,
+        targets.y, n_shadow=config.shadow_models, fraction=config.shadow_fraction, n_calibration=config.n_calibration,
+        distance=config.distance, need_cfd=config.needs_shadow_recourse, random_state=derive_seed(config.seed, 4),
+        cache_dir=cache_dir, n_jobs=config.n_jobs, on_done=on_done)
+
+
+def run_attacks(config: AuditConfig, inputs: AttackInputs) -> dict[str, AttackScores]:
+    """Every configured attack's scores, by name, through the attack registry."""
+    return {name: run_attack(name, inputs) for name in config.attacks}
+
+
+def attack_inputs(config: AuditConfig, game: GameData, targets: Targets, recourse: RecourseResult, cfd: np.ndarray,
+                  shadow: ShadowData | None) -> AttackInputs:
+    """What the adversary sees, for the attacks."""
+    return AttackInputs(cfd=cfd, recourse=recourse, model=targets.model, X=targets.X, y=targets.y, shadow=shadow,
+                        X_pool=game.X_pool, y_pool=game.y_pool,
+                        lrt=LRTOptions(center=config.center, variance=config.variance, cdf=config.cdf),
+                        seed=config.seed)
+
+
+def measure_attacks(scores: dict[str, AttackScores], is_member: np.ndarray) -> tuple[dict[str, AttackResult], list[str]]:
+    """Each attack's metrics (AUC, balanced accuracy, TPR at low FPR), and the warnings they raised."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = {name: AttackResult.from_scores(attack_metrics(is_member, s.scores), s) for name, s in scores.items()}
+    return results, sorted({str(w.message) for w in caught})
+
+
+def summarize_recourse(res: RecourseResult, is_member: np.ndarray, distance: str) -> RecourseSummary:
+    """Validity and costs of the owner's recourse, overall and per membership."""
+    return RecourseSummary(**res.summary(), validity_members=float(res.valid[is_member == 1].mean()),
+                           validity_nonmembers=float(res.valid[is_member == 0].mean()), distance=distance)
+
+
+def shadow_summary(config: AuditConfig, shadow: ShadowData) -> tuple[ShadowSummary, list[str]]:
+    """How many rows each shadow model trained on, and a warning where that is fewer than the owner's."""
+    n_mem, _, n_adv = config.pool_sizes
+    rows = int(round(config.shadow_fraction * shadow.n_shadow)) * n_adv // shadow.n_shadow
+    warns = []
+    if rows < 0.9 * n_mem:
+        warns.append(f"each shadow model trains on about {rows} rows, the owner's model on {n_mem}: "
+                     "shadow models that see fewer rows overfit differently, which weakens the LRT attacks; "
+                     f"give the adversary a pool of {int(np.ceil(n_mem / config.shadow_fraction))} rows "
+                     "(--n-adversary) so that they match")
+    return ShadowSummary(n=shadow.n_shadow, fraction=config.shadow_fraction, train_rows=rows,
+                         mean_train_accuracy=float(shadow.train_accuracy.mean()),
+                         n_calibration=int(shadow.keep_calib.shape[0])), warns

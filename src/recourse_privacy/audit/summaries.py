@@ -1,0 +1,222 @@
+"""The typed pieces of an audit's result: data, model, recourse, attack, shadow and DP summaries.
+
+Small frozen dataclasses, one per block of ``metrics.json``; :class:`~recourse_privacy.audit.result.AuditResult`
+puts them together.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from recourse_privacy.attacks.base import AttackScores
+from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.metrics.membership import AttackMetrics
+
+__all__ = [
+    "AttackResult", "DataSummary", "DPSummary", "DirectionAttackSummary", "ModelSummary", "PoolSizes",
+    "RecourseSummary", "ShadowSummary", "plain", "take",
+]
+
+
+def frozen_map(d: Mapping | None) -> Mapping:
+    """A read-only copy of ``d``."""
+    return MappingProxyType(dict(d or {}))
+
+
+def plain(x: Any) -> Any:
+    """JSON-ready copy: mappings to dicts, tuples to lists, numpy scalars to Python numbers."""
+    if is_dataclass(x) and not isinstance(x, type):
+        return {f.name: plain(getattr(x, f.name)) for f in fields(x)}
+    if isinstance(x, Mapping):
+        return {str(k): plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return x
+
+
+def take(cls, d: Mapping, what: str):
+    """Build dataclass ``cls`` from the mapping ``d``; a missing required field is an error naming it."""
+    from dataclasses import MISSING
+
+    names = [f.name for f in fields(cls)]
+    required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+    missing = [n for n in required if n not in d]
+    if missing:
+        raise InvalidInputError(f"{what} lacks field(s) {', '.join(missing)}")
+    return cls(**{n: d[n] for n in names if n in d})
+
+
+@dataclass(frozen=True)
+class PoolSizes:
+    """Sizes of the three disjoint pools of the game."""
+
+    members: int
+    nonmembers: int
+    adversary: int
+
+
+@dataclass(frozen=True)
+class DataSummary:
+    """The data the game was played on (after preprocessing fitted on the members)."""
+
+    dataset: str
+    n_rows: int
+    n_features: int
+    pools: PoolSizes
+    dropped_correlated: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.pools, Mapping):
+            object.__setattr__(self, "pools", take(PoolSizes, self.pools, "data.pools"))
+        object.__setattr__(self, "dropped_correlated", tuple(self.dropped_correlated))
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    """The owner's model: its registered name and accuracies."""
+
+    name: str
+    train_accuracy: float
+    test_accuracy: float
+
+    @property
+    def generalization_gap(self) -> float:
+        """Train minus test accuracy."""
+        return self.train_accuracy - self.test_accuracy
+
+
+@dataclass(frozen=True)
+class RecourseSummary:
+    """The owner's recourse for the targets: validity and mean costs (invalid rows included)."""
+
+    method: str
+    n: int
+    validity: float
+    n_invalid: int
+    mean_l1: float
+    mean_l2: float
+    seconds: float
+    validity_members: float
+    validity_nonmembers: float
+    distance: str
+
+
+@dataclass(frozen=True)
+class AttackResult:
+    """One attack's metrics and the conventions behind them.
+
+    ``tpr_at_fpr``, ``achieved_fpr`` and ``tpr_at_fpr_reliable`` are keyed by the FPR as
+    ``format(fpr, "g")`` ("0.01"); ``conventions`` holds what the attack says produced its
+    scores (statistic, direction source, LRT options, shadow AUC ...).
+    """
+
+    name: str
+    auc: float
+    balanced_accuracy: float
+    tpr_at_fpr: Mapping[str, float]
+    achieved_fpr: Mapping[str, float]
+    tpr_at_fpr_reliable: Mapping[str, bool]
+    n_members: int
+    n_nonmembers: int
+    direction: str
+    conventions: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("tpr_at_fpr", "achieved_fpr", "tpr_at_fpr_reliable", "conventions"):
+            object.__setattr__(self, name, frozen_map(getattr(self, name)))
+
+    @classmethod
+    def from_scores(cls, metrics: AttackMetrics, scores: AttackScores) -> AttackResult:
+        """Combine an attack's scores (direction, conventions) with their metrics."""
+        m = metrics.to_dict()
+        return cls(name=scores.name, direction=scores.direction, conventions=dict(scores.conventions), **m)
+
+    def to_dict(self) -> dict:
+        """The attack's entry of metrics.json: the numbers, the direction, then the conventions (flat)."""
+        d = {k: plain(getattr(self, k)) for k in ("auc", "balanced_accuracy", "tpr_at_fpr", "achieved_fpr",
+                                                    "tpr_at_fpr_reliable", "n_members", "n_nonmembers", "direction")}
+        d.update(plain(self.conventions))
+        return d
+
+    @classmethod
+    def from_dict(cls, name: str, d: Mapping) -> AttackResult:
+        """Inverse of :meth:`to_dict`: the keys that are not metrics are the conventions."""
+        known = {f.name for f in fields(cls)} - {"name", "conventions"}
+        missing = sorted(k for k in known if k not in d)
+        if missing:
+            raise InvalidInputError(f"attack {name!r} in metrics.json lacks {', '.join(missing)}")
+        return cls(name=name, conventions={k: v for k, v in d.items() if k not in known},
+                   **{k: d[k] for k in known})
+
+    def tpr(self, fpr: str = "0.01") -> float:
+        """TPR at the FPR key ``fpr`` (nan when not measured)."""
+        return float(self.tpr_at_fpr.get(fpr, float("nan")))
+
+
+@dataclass(frozen=True)
+class ShadowSummary:
+    """The adversary's shadow models: how many, on how many rows each, how accurate."""
+
+    n: int
+    fraction: float
+    train_rows: int
+    mean_train_accuracy: float
+    n_calibration: int
+
+
+@dataclass(frozen=True)
+class DirectionAttackSummary:
+    """Laplace Recourse only: targets ranked from the released move direction alone."""
+
+    auc: float
+    balanced_accuracy: float
+    tpr_at_fpr: Mapping[str, float]
+    what: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tpr_at_fpr", frozen_map(self.tpr_at_fpr))
+
+
+@dataclass(frozen=True)
+class DPSummary:
+    """What a DP defense claims: epsilon per query and in total, delta, Theorem 2's bound, and how they compose.
+
+    Fields that one defense does not have are None (``epsilon_target`` for DPM only; ``budget``,
+    ``n_queries``, ``clamped_share``, ``guarantee`` and ``direction_attack`` for Laplace Recourse).
+    """
+
+    defense: str
+    mechanism: str
+    epsilon_per_query: float
+    epsilon_total: float
+    delta: float
+    bound_epsilon: float
+    ba_bound: float
+    composition: str
+    epsilon_target: float | None = None
+    budget: float | None = None
+    n_queries: int | None = None
+    clamped_share: float | None = None
+    guarantee: str | None = None
+    direction_attack: DirectionAttackSummary | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.direction_attack, Mapping):
+            da = self.direction_attack
+            object.__setattr__(self, "direction_attack", take(DirectionAttackSummary, da, "dp.direction_attack")
+                               if da else None)
+
+    def to_dict(self) -> dict:
+        """The dp block of metrics.json (fields that do not apply are left out)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        if self.defense == "laplace" and self.direction_attack is None:
+            d["direction_attack"] = {}
+        return plain(d)

@@ -1,0 +1,66 @@
+"""Every registry of the package in one place: for ``recourse-privacy list``, CLI help and contract tests.
+
+Importing this module loads the audit layer (so the defenses are registered) but no heavy
+dependency; each registry imports its built-in entries and the installed plugins on first use.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from recourse_privacy.attacks.registry import ATTACKS
+from recourse_privacy.audit.defenses import DEFENSES
+from recourse_privacy.data import DATASETS
+from recourse_privacy.errors import UnknownNameError
+from recourse_privacy.models.registry import MODELS
+from recourse_privacy.recourse.registry import RECOURSE_METHODS
+from recourse_privacy.registry import Registry, load_plugins
+
+__all__ = ["REGISTRIES", "CatalogRow", "check_kind", "describe", "loaded_plugins"]
+
+#: kind -> registry
+REGISTRIES: dict[str, Registry] = {
+    "attack": ATTACKS, "recourse": RECOURSE_METHODS, "model": MODELS, "defense": DEFENSES, "dataset": DATASETS,
+}
+
+
+@dataclass(frozen=True)
+class CatalogRow:
+    """One registered entry, as ``recourse-privacy list`` shows it."""
+
+    name: str
+    needs: str
+    description: str
+    module: str
+
+
+def check_kind(kind: str) -> str:
+    """Return ``kind`` if it names a registry (a trailing 's' is accepted), else raise listing the kinds."""
+    k = kind.rstrip("s") if kind.rstrip("s") in REGISTRIES else kind
+    if k not in REGISTRIES:
+        raise UnknownNameError(f"unknown kind {kind!r}; choose one of {', '.join(REGISTRIES)}")
+    return k
+
+
+def _needs(entry) -> str:
+    parts = sorted(entry.needs)
+    caps = entry.meta.get("capabilities")
+    if caps:
+        parts.append("provides " + "+".join(sorted(caps)))
+    if entry.meta.get("dp"):
+        parts.append("DP")
+    if entry.meta.get("signal"):
+        parts.append(f"reads {entry.meta['signal']}")
+    return ", ".join(parts) or "-"
+
+
+def describe(kind: str) -> list[CatalogRow]:
+    """One row per registered entry of ``kind``."""
+    registry = REGISTRIES[check_kind(kind)]
+    if not hasattr(registry, "entries"):  # a plain tuple of names (datasets before their registry)
+        return [CatalogRow(name, "-", "", "recourse_privacy.data") for name in registry]
+    return [CatalogRow(e.name, _needs(e), e.description, e.module) for e in registry.entries()]
+
+
+def loaded_plugins() -> list[str]:
+    """Names of the plugin entry points loaded in this process."""
+    return load_plugins()

@@ -1,0 +1,44 @@
+"""Write an audit's files: metrics.json, the log-log ROC, the distance histogram and the HTML report."""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from recourse_privacy.metrics.plots import plot_roc_loglog, plot_score_histogram
+from recourse_privacy.report.html import write_html_report
+
+if TYPE_CHECKING:  # the audit layer imports this module; the report only reads the result's fields
+    from recourse_privacy.audit.result import AuditResult
+
+__all__ = ["write_metrics_json", "write_outputs"]
+
+
+def write_metrics_json(result: AuditResult, path: str | Path) -> Path:
+    """Write ``result.to_dict()`` to ``path`` atomically (a temporary file renamed into place)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(result.to_dict(), indent=2))
+    tmp.replace(path)
+    return path
+
+
+def write_outputs(result: AuditResult, out_dir: str | Path) -> Mapping[str, str]:
+    """Write metrics.json, roc.png, cfd_histogram.png and report.html into ``out_dir``; return their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = result.config
+    title = f"{cfg.data or cfg.dataset} / {cfg.model} / {cfg.recourse}"
+    member = result.is_member == 1
+    files = {
+        "roc": plot_roc_loglog({n: (result.is_member, s.scores) for n, s in result.scores.items()},
+                               out / "roc.png", title=title),
+        "cfd_histogram": plot_score_histogram(result.cfd[member], result.cfd[~member], out / "cfd_histogram.png",
+                                              xlabel=f"counterfactual distance ({cfg.distance})", title=title),
+        "metrics": write_metrics_json(result, out / "metrics.json"),
+    }
+    files["report"] = write_html_report(result.to_dict(), out, images={
+        "Log-log ROC of every attack against random guessing": files["roc"],
+        "Counterfactual distances of members and non-members": files["cfd_histogram"]})
+    return {k: str(v) for k, v in files.items()}
