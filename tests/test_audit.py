@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from recourse_privacy import AuditConfig, run_audit
-from recourse_privacy.experiments import audit as audit_module
+from recourse_privacy.audit import AuditResult, SCHEMA_VERSION, stages
 
 SMALL = dict(dataset="synthetic", n_features=40, n_members=300, shadow_models=4, n_calibration=200)
 
@@ -26,7 +26,9 @@ def test_audit_writes_every_output_with_the_documented_keys(tmp_path):
         assert set(a["tpr_at_fpr"]) == {"0.1", "0.01", "0.001"}
         assert 0 <= a["auc"] <= 1 and 0.5 <= a["balanced_accuracy"] <= 1
     assert m["n_members"] + m["n_nonmembers"] == len(r.is_member)
-    assert m == json.loads(json.dumps(r.metrics, default=audit_module._json_default))
+    assert m == r.to_dict() and m["schema_version"] == SCHEMA_VERSION
+    assert AuditResult.from_dict(m).to_dict() == m  # the typed result reads its own file back
+    assert set(m["timing_seconds"]) >= {"data", "owner model", "recourse", "shadow models", "attacks", "total"}
     assert "cfd-lrt" in (tmp_path / "report.html").read_text()
 
 
@@ -34,8 +36,8 @@ def test_same_seed_same_numbers_and_pools_disjoint():
     a = run_audit(AuditConfig(**SMALL, seed=7))
     b = run_audit(AuditConfig(**SMALL, seed=7))
     c = run_audit(AuditConfig(**SMALL, seed=8))
-    assert a.metrics["attacks"] == b.metrics["attacks"]
-    assert a.metrics["attacks"] != c.metrics["attacks"]
+    assert a.attacks == b.attacks
+    assert a.attacks != c.attacks
     p = a.pools
     assert not (set(p.members) & set(p.nonmembers) or set(p.members) & set(p.adversary)
                 or set(p.nonmembers) & set(p.adversary))
@@ -44,8 +46,8 @@ def test_same_seed_same_numbers_and_pools_disjoint():
 
 def test_targets_are_exactly_the_rejected_points():
     r = run_audit(AuditConfig(**SMALL, attacks=("cfd", "random")))
-    assert (r.recourse.valid.mean() == r.metrics["recourse"]["validity"])
-    assert r.metrics["n_members"] == int(r.is_member.sum())
+    assert (r.recourse_result.valid.mean() == r.recourse.validity)
+    assert r.n_members == int(r.is_member.sum())
     assert np.all(r.cfd > 0)  # every target needed a move
 
 
@@ -60,7 +62,7 @@ def test_killed_run_resumes_from_finished_shadow_models(tmp_path, monkeypatch):
 
     monkeypatch.setattr(shadow, "_one_shadow", boom)
     again = run_audit(AuditConfig(**SMALL), tmp_path)
-    assert again.metrics["attacks"] == first.metrics["attacks"]
+    assert again.attacks == first.attacks
 
 
 @pytest.mark.parametrize("overrides,match", [
@@ -75,7 +77,7 @@ def test_bad_config_fails_before_any_work(overrides, match, monkeypatch):
     def no_load(config):
         raise AssertionError("data was loaded before the configuration was checked")
 
-    monkeypatch.setattr(audit_module, "_load", no_load)
+    monkeypatch.setattr(stages, "load_data", no_load)
     with pytest.raises(ValueError, match=match):
         run_audit(AuditConfig(**{**SMALL, **overrides}))
 
@@ -92,7 +94,7 @@ def test_user_csv_errors_name_the_problem(tmp_path):
     good = tmp_path / "good.csv"
     df.to_csv(good, index=False)
     r = run_audit(AuditConfig(data=str(good), target="label", n_members=60, shadow_models=3, n_calibration=50))
-    assert r.metrics["data"]["n_rows"] == 200
+    assert r.data.n_rows == 200
     df.loc[5, "b"] = np.nan
     df.to_csv(tmp_path / "nan.csv", index=False)
     with pytest.raises(ValueError, match="b"):
@@ -113,4 +115,4 @@ def test_randomized_recourse_is_seeded_by_the_audit():
                          "model_params": {"epochs": 3, "hidden_layers": [16], "lr": 0.01}, "n_members": 150})
     a, b = run_audit(cfg), run_audit(cfg)
     np.testing.assert_array_equal(a.cfd, b.cfd)
-    assert a.metrics["attacks"] == b.metrics["attacks"]
+    assert a.attacks == b.attacks

@@ -21,7 +21,7 @@ def test_audit_prints_the_table_and_matches_the_python_api(tmp_path):
         assert name in res.output
     m = json.loads((tmp_path / "metrics.json").read_text())
     api = run_audit(n_features=30, n_members=250, shadow_models=3, seed=3)
-    for name, a in api.metrics["attacks"].items():
+    for name, a in api.to_dict()["attacks"].items():
         assert m["attacks"][name]["auc"] == a["auc"]
         assert m["attacks"][name]["tpr_at_fpr"] == a["tpr_at_fpr"]
 

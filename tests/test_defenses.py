@@ -10,8 +10,6 @@ from diffprivlib.utils import BudgetError, PrivacyLeakWarning
 
 from recourse_privacy import AuditConfig, run_audit
 from recourse_privacy.defenses import (
-    DPLogisticModel,
-    DPMLPModel,
     LaplaceRecourse,
     RecourseSession,
     SimulatedLaplaceRecourse,
@@ -20,7 +18,7 @@ from recourse_privacy.defenses import (
 from recourse_privacy.defenses.accounting import dp_ba_bound
 from recourse_privacy.defenses.laplace import PROB_CLIP
 from recourse_privacy.metrics import theorem2_bound
-from recourse_privacy.models import make_model
+from recourse_privacy.models import DPLogisticModel, DPMLPModel, make_model
 
 BAD_EPSILONS = [0, -1.0, float("inf"), float("nan"), "one", None]
 
@@ -245,7 +243,7 @@ def test_audit_with_laplace_writes_the_dp_block(tmp_path):
     assert "Differential privacy" in (tmp_path / "report.html").read_text()
     # LR's moves reveal w's direction: projecting the targets on it ranks them exactly as the baseline's CFD
     base = run_audit(AuditConfig(**SMALL))
-    assert dp["direction_attack"]["auc"] == pytest.approx(base.metrics["attacks"]["cfd"]["auc"], abs=1e-12)
+    assert dp["direction_attack"]["auc"] == pytest.approx(base.attacks["cfd"].auc, abs=1e-12)
 
 
 def test_audit_with_dpm_trains_the_dp_model(tmp_path):

@@ -14,7 +14,7 @@ from scipy.stats import binomtest
 from typer.testing import CliRunner
 
 from recourse_privacy.cli import app
-from recourse_privacy.defenses.empirical import (
+from recourse_privacy.dp_audit import (
     MECHANISMS,
     audit_mechanism,
     clopper_pearson,

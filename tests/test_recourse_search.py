@@ -300,7 +300,7 @@ def test_revise_action_set_and_failures(manifold):
 
 
 def test_registry_and_audit_config_accept_the_methods():
-    from recourse_privacy.experiments.config import AuditConfig
+    from recourse_privacy.audit import AuditConfig
 
     assert "gradients" not in recourse_needs("gs") and "gradients" not in recourse_needs("cchvae")
     assert "gradients" in recourse_needs("revise")

@@ -410,7 +410,7 @@ def audit_dp_command(
     from rich.console import Console
     from rich.table import Table
 
-    from recourse_privacy.defenses.empirical import make_experiment
+    from recourse_privacy.dp_audit import make_experiment
 
     console = Console()
     if not console.is_terminal:

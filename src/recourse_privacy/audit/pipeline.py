@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from recourse_privacy.audit import stages
+import recourse_privacy.audit.stages as stages
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.defenses import DEFENSES
 from recourse_privacy.audit.result import AuditArrays, AuditResult

@@ -25,6 +25,7 @@ import copy
 import numpy as np
 
 from recourse_privacy.validation import check_epsilon as _check_epsilon
+from recourse_privacy.metrics import theorem2_bound
 
 
 class RecourseSession:
@@ -94,8 +95,6 @@ def dp_ba_bound(epsilon: float, delta: float = 0.0) -> float:
     With delta > 0, Lemma 1 of its proof becomes Pr[o | in] <= e^eps Pr[o | out] + delta, and
     the same steps give BA <= 1/2 + (1 - e^-eps)/2 + delta e^-eps / 2 (capped at 1).
     """
-    from recourse_privacy.metrics import theorem2_bound
-
     delta = float(delta)
     if not 0.0 <= delta < 1.0:
         raise ValueError(f"delta must be in [0, 1); got {delta!r}")

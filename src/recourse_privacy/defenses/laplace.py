@@ -33,6 +33,7 @@ import numpy as np
 
 from recourse_privacy.recourse.registry import register_recourse
 from recourse_privacy.validation import as_generator, check_epsilon, check_matrix, derive_seed
+from recourse_privacy.recourse.base import RecourseResult, check_supports
 
 #: p' is clipped to [PROB_CLIP, 1 - PROB_CLIP] before the logit (2**-52: 1 - PROB_CLIP is exact in
 #: float64), so a clamped p' = 0 or 1 gives the finite score -/+ 52 ln 2 = -/+ 36.04: the "clamping spike".
@@ -117,8 +118,6 @@ class LaplaceRecourse:
 
     def generate(self, model, X: np.ndarray):
         """Noisy counterfactuals for every row of ``X`` under the linear ``model`` (steps 1-4)."""
-        from recourse_privacy.recourse.base import RecourseResult, check_supports
-
         check_supports(self, model)
         t0 = time.perf_counter()
         X = check_matrix(X, n_features=model.n_features_in_)

@@ -26,8 +26,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from recourse_privacy.audit import AuditConfig, run_audit
 from recourse_privacy.experiments.spec import Cell, ExperimentSpec, load_spec
 from recourse_privacy.experiments.store import ResultStore
+from recourse_privacy.validation import check_positive_int
 
 __all__ = ["BACKENDS", "RunSummary", "run_cell", "run_spec", "RichProgress"]
 
@@ -123,8 +125,6 @@ def run_cell(config: dict, labels: dict, spec_name: str, root: str, reporter: Ca
     os.environ.setdefault("MPLBACKEND", "Agg")
     from threadpoolctl import threadpool_limits
 
-    from recourse_privacy.experiments.audit import _json_default, run_audit
-    from recourse_privacy.experiments.config import AuditConfig
 
     store = ResultStore(root)
     cfg = AuditConfig.from_dict(config)
@@ -155,7 +155,7 @@ def run_cell(config: dict, labels: dict, spec_name: str, root: str, reporter: Ca
             "hash": cell_hash, "spec": spec_name, "labels": dict(labels), "label": label,
             "group_label": " ".join(f"{a}={v}" for a, v in labels.items()) or "(single cell)",
             "config": cfg.to_dict(),
-            "metrics": json.loads(json.dumps(result.metrics, default=_json_default)),
+            "metrics": result.to_dict(),
             "seconds": round(time.perf_counter() - t0, 3), "threads": threads,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "host": socket.gethostname(), "status": "complete",
@@ -327,8 +327,6 @@ def run_spec(spec: ExperimentSpec | str | Path, out_dir: str | Path, backend: st
     callback ``(event, cell_label, details)``. Cells already in the store are skipped; a
     rerun after a crash computes only the missing ones. Returns a :class:`RunSummary`.
     """
-    from recourse_privacy.validation import check_positive_int
-
     if not isinstance(spec, ExperimentSpec):
         spec = load_spec(spec)
     if backend not in BACKENDS:

@@ -27,6 +27,12 @@ import numpy as np
 
 from recourse_privacy.validation import as_generator, check_positive_int, derive_seed
 
+from recourse_privacy.recourse.registry import RECOURSE_METHODS, make_recourse, missing_capabilities, model_capabilities
+from recourse_privacy.data import Preprocessor, load_dataset
+from recourse_privacy.metrics import quality_metrics
+from recourse_privacy.models import accuracy, make_model
+from recourse_privacy.recourse import ActionSet, check_recourse_name, fit_for
+
 #: progress callback: (stage, completed, total)
 Progress = Callable[[str, int, int], None]
 
@@ -47,20 +53,16 @@ class QualityResult:
 
 
 def _skip_reason(name: str, model) -> str | None:
-    from recourse_privacy.recourse import recourse_requires
-
-    need = recourse_requires(name)
-    if need == "linear" and not getattr(model, "is_linear", False):
+    missing = missing_capabilities(name, model_capabilities(model))
+    if "linear" in missing:
         return "needs a linear model"
-    if need == "differentiable" and not getattr(model, "is_differentiable", False):
+    if "gradients" in missing:
         return "needs a differentiable model"
     return None
 
 
 def _make_method(name: str, params: dict, action_set, seed: int):
-    from recourse_privacy.recourse import RECOURSE_METHODS, make_recourse
-
-    accepted = inspect.signature(RECOURSE_METHODS[name][0]).parameters
+    accepted = inspect.signature(RECOURSE_METHODS.get(name).obj).parameters
     params = dict(params)
     if action_set is not None and "action_set" in accepted:
         params.setdefault("action_set", action_set)
@@ -98,11 +100,6 @@ def run_quality(
     given model is not are reported in ``skipped`` with the reason.
     """
     from sklearn.neighbors import KernelDensity
-
-    from recourse_privacy.data import Preprocessor, load_dataset
-    from recourse_privacy.metrics import quality_metrics
-    from recourse_privacy.models import accuracy, make_model
-    from recourse_privacy.recourse import ActionSet, check_recourse_name, fit_for
 
     methods = [check_recourse_name(m) for m in methods]
     if not methods:

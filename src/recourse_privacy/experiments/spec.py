@@ -1,6 +1,6 @@
 """Experiment specs: a grid of audits declared in YAML, validated on load.
 
-A spec names the fixed :class:`~recourse_privacy.experiments.config.AuditConfig` settings,
+A spec names the fixed :class:`~recourse_privacy.audit.AuditConfig` settings,
 the grid axes whose product gives the cells, the seeds, the metrics to tabulate and,
 optionally, the published figures to print beside ours::
 
@@ -31,7 +31,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from recourse_privacy.experiments.config import AuditConfig
+from recourse_privacy.audit.config import AuditConfig
+from recourse_privacy.metrics.membership import DEFAULT_FPRS, fpr_key
 
 __all__ = ["Cell", "ExperimentSpec", "PaperFigure", "PaperReference", "SpecError", "load_spec",
            "list_reproductions", "config_fields", "check_metric_name", "ATTACK_METRICS", "CELL_METRIC_GROUPS"]
@@ -66,8 +67,6 @@ def _unknown_field(name: str, where: str) -> str:
 
 
 def _fpr_keys() -> tuple[str, ...]:
-    from recourse_privacy.metrics.membership import DEFAULT_FPRS, fpr_key
-
     return tuple(fpr_key(f) for f in DEFAULT_FPRS)
 
 

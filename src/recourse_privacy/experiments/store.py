@@ -26,6 +26,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from recourse_privacy.audit.result import AuditResult
+from recourse_privacy.audit.summaries import plain
+
 __all__ = ["ResultStore", "atomic_write_json", "RECORD_FORMAT", "flatten_record"]
 
 RECORD_FORMAT = 1
@@ -252,19 +255,27 @@ def _scalars(prefix: str, d: dict) -> dict:
 
 
 def flatten_record(record: dict) -> list[dict]:
-    """The summary rows of one record: one per attack, with the cell's config and cell metrics repeated."""
-    m = record["metrics"]
+    """The summary rows of one record: one per attack, with the cell's config and cell metrics repeated.
+
+    The record's metrics are read as a typed :class:`~recourse_privacy.audit.AuditResult`, so a
+    record of another schema fails here, by name, rather than giving empty columns.
+    """
+    result = AuditResult.from_dict(record["metrics"])
     base = {"hash": record["hash"], "spec": record.get("spec"), "cell": record.get("group_label"),
-            "seed": record["config"].get("seed")}
+            "seed": result.config.seed}
     base.update({f"axis.{a}": v for a, v in (record.get("labels") or {}).items()})
     base.update({f"config.{k}": _config_value(v) for k, v in record["config"].items()})
-    for group in ("model", "recourse", "shadow", "data", "timing_seconds"):
-        if isinstance(m.get(group), dict):
-            base.update(_scalars(f"{group}.", m[group]))
+    for group in (result.model, result.recourse, result.shadow, result.data):
+        if group is not None:
+            base.update(_scalars(f"{_GROUPS[type(group).__name__]}.", plain(group)))
+    base.update(_scalars("timing_seconds.", dict(result.timing_seconds)))
     base["seconds"] = record.get("seconds")
     rows = []
-    for attack, a in m["attacks"].items():
-        row = dict(base, attack=attack)
-        row.update(_scalars("", a))
+    for name, a in result.attacks.items():
+        row = dict(base, attack=name)
+        row.update(_scalars("", a.to_dict()))
         rows.append(row)
     return rows
+
+
+_GROUPS = {"ModelSummary": "model", "RecourseSummary": "recourse", "ShadowSummary": "shadow", "DataSummary": "data"}

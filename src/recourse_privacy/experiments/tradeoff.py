@@ -1,6 +1,6 @@
 """The privacy-utility trade-off of paper 001: baseline, DPM and Laplace Recourse over epsilon.
 
-:func:`run_tradeoff` plays one audit (:func:`~recourse_privacy.experiments.audit.run_audit`)
+:func:`run_tradeoff` plays one audit (:func:`~recourse_privacy.audit.run_audit`)
 per setting (the undefended baseline, then DPM and LR at each epsilon), each in its own
 directory under ``out_dir`` (a finished setting with the same configuration is read back,
 not recomputed, so a killed sweep resumes), and writes
@@ -23,7 +23,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from recourse_privacy.experiments.config import AuditConfig
+from recourse_privacy.audit import AuditConfig, AuditResult, run_audit
+from recourse_privacy.models.registry import MODELS
+from recourse_privacy.metrics.plots import _new_figure, _save
+from recourse_privacy.metrics import theorem2_bound
 
 #: paper 001's epsilons (main results 0.5 and 1; appendix 5, 10, 20)
 EPSILONS = (0.5, 1.0, 5.0, 10.0, 20.0)
@@ -57,8 +60,6 @@ def tradeoff_base_config(**overrides) -> AuditConfig:
 
 def tradeoff_settings(base: AuditConfig, epsilons: Sequence[float] = EPSILONS) -> list[tuple[str, AuditConfig]]:
     """(label, config) of every setting: baseline, then DPM and LR per epsilon (LR only for linear models)."""
-    from recourse_privacy.models import MODELS
-
     eps_list = [float(e) for e in epsilons]
     for e in eps_list:
         if not np.isfinite(e) or e <= 0:
@@ -67,7 +68,7 @@ def tradeoff_settings(base: AuditConfig, epsilons: Sequence[float] = EPSILONS) -
         raise ValueError(f"epsilons must be distinct; got {eps_list}")
     base_d = {**base.to_dict(), "defense": "none", "epsilon": None}
     out = [("baseline", AuditConfig.from_dict(base_d).validate())]
-    linear = MODELS[base.model][1]
+    linear = "linear" in MODELS.get(base.model).meta["capabilities"]
     for e in eps_list:
         out.append((f"dpm-eps{e:g}", AuditConfig.from_dict({**base_d, "defense": "dpm", "epsilon": e}).validate()))
         if linear:
@@ -76,18 +77,16 @@ def tradeoff_settings(base: AuditConfig, epsilons: Sequence[float] = EPSILONS) -
     return out
 
 
-def _cell(label: str, config: AuditConfig, cell_dir: Path) -> tuple[dict, dict, bool]:
-    """Run (or read back) one setting: (metrics, arrays, reused)."""
-    from recourse_privacy.experiments.audit import _json_default, run_audit
-
+def _cell(label: str, config: AuditConfig, cell_dir: Path) -> tuple[AuditResult, dict, bool]:
+    """Run (or read back) one setting: (result, arrays, reused)."""
     mpath, apath = cell_dir / "metrics.json", cell_dir / "cfd.npz"
     if mpath.exists() and apath.exists():
-        metrics = json.loads(mpath.read_text())
-        if metrics.get("config") == json.loads(json.dumps(config.to_dict(), default=_json_default)):
+        result = AuditResult.from_dict(json.loads(mpath.read_text()))
+        if result.config == config:
             with np.load(apath) as f:
-                return metrics, {k: f[k] for k in f.files}, True
+                return result, {k: f[k] for k in f.files}, True
     result = run_audit(config, cell_dir)
-    info = result.recourse.info
+    info = result.recourse_result.info
     clamped = np.zeros(len(result.cfd), bool)
     if "clamped_low" in info:
         clamped = np.asarray(info["clamped_low"]) | np.asarray(info["clamped_high"])
@@ -95,26 +94,26 @@ def _cell(label: str, config: AuditConfig, cell_dir: Path) -> tuple[dict, dict, 
     tmp = cell_dir / "cfd.tmp.npz"
     np.savez(tmp, **arrays)
     tmp.replace(apath)
-    return json.loads(json.dumps(result.metrics, default=_json_default)), arrays, False
+    return result, arrays, False
 
 
-def _row(label: str, config: AuditConfig, m: dict, arrays: dict) -> dict:
-    dp = m.get("dp") or {}
-    row = {"setting": label, "defense": config.defense, "epsilon": config.epsilon, "model": m["model"]["name"],
-           "train_accuracy": m["model"]["train_accuracy"], "test_accuracy": m["model"]["test_accuracy"],
-           "recourse_validity": m["recourse"]["validity"], "n_members": m["n_members"],
-           "n_nonmembers": m["n_nonmembers"], "epsilon_per_query": dp.get("epsilon_per_query"),
-           "epsilon_total": dp.get("epsilon_total"), "ba_bound": dp.get("ba_bound"),
+def _row(label: str, config: AuditConfig, r: AuditResult, arrays: dict) -> dict:
+    dp = r.dp
+    row = {"setting": label, "defense": config.defense, "epsilon": config.epsilon, "model": r.model.name,
+           "train_accuracy": r.model.train_accuracy, "test_accuracy": r.model.test_accuracy,
+           "recourse_validity": r.recourse.validity, "n_members": r.n_members,
+           "n_nonmembers": r.n_nonmembers, "epsilon_per_query": dp.epsilon_per_query if dp else None,
+           "epsilon_total": dp.epsilon_total if dp else None, "ba_bound": dp.ba_bound if dp else None,
            "clamped_share": float(np.mean(arrays["clamped"])) if len(arrays["clamped"]) else 0.0}
-    for name, a in m["attacks"].items():
-        row[f"{name}:auc"] = a["auc"]
-        row[f"{name}:ba"] = a["balanced_accuracy"]
-        row[f"{name}:tpr@0.01"] = a["tpr_at_fpr"]["0.01"]
-    direction = dp.get("direction_attack") or {}
-    if direction:  # LR only: the attack that reads the released move's direction (not covered by ba_bound)
-        row["lr-direction:auc"] = direction["auc"]
-        row["lr-direction:ba"] = direction["balanced_accuracy"]
-        row["lr-direction:tpr@0.01"] = direction["tpr_at_fpr"]["0.01"]
+    for name, a in r.attacks.items():
+        row[f"{name}:auc"] = a.auc
+        row[f"{name}:ba"] = a.balanced_accuracy
+        row[f"{name}:tpr@0.01"] = a.tpr_at_fpr["0.01"]
+    direction = dp.direction_attack if dp else None
+    if direction is not None:  # LR only: the attack that reads the released move's direction (not covered by ba_bound)
+        row["lr-direction:auc"] = direction.auc
+        row["lr-direction:ba"] = direction.balanced_accuracy
+        row["lr-direction:tpr@0.01"] = direction.tpr_at_fpr["0.01"]
     return row
 
 
@@ -165,8 +164,6 @@ def _write_table(rows: list[dict], base: AuditConfig, out: Path, failed: dict) -
 
 
 def _plots(rows: list[dict], hist: list, base: AuditConfig, out: Path) -> dict:
-    from recourse_privacy.metrics.plots import _new_figure, _save
-
     title = f"{base.data or base.dataset}" + (f" d={base.n_features}" if base.dataset == "synthetic" and not base.data
                                               else "") + f", {base.model}, n={base.n_members}"
     attacks = [a for a in base.attacks if f"{a}:auc" in rows[0]]
@@ -189,8 +186,6 @@ def _plots(rows: list[dict], hist: list, base: AuditConfig, out: Path) -> dict:
                     ax.plot(x, y, marker=marker, ls=ls, color=colors[a], label=f"{a} ({short})")
         ax.axhline(chance, color="grey", lw=0.8)
         if key == "ba" and eps:
-            from recourse_privacy.metrics import theorem2_bound
-
             grid = np.geomspace(min(eps), max(eps), 100)
             ax.plot(grid, [theorem2_bound(e) for e in grid], color="k", lw=1.2, label="Theorem 2 bound")
         ax.set_xscale("log")

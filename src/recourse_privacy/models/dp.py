@@ -23,6 +23,8 @@ import numpy as np
 from recourse_privacy.validation import check_binary_labels, check_matrix, check_positive_int, derive_seed
 from recourse_privacy.validation import check_epsilon as _check_epsilon
 from recourse_privacy.models.base import LinearClassifier, TorchBackedClassifier
+from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.models.mlp import MLPModel
 
 #: rows may exceed ``data_norm`` by this relative amount (floating-point rounding of unit rows)
 _NORM_TOL = 1e-9
@@ -117,12 +119,10 @@ class DPMLPModel(TorchBackedClassifier):
         from opacus import PrivacyEngine
         from torch.utils.data import DataLoader, TensorDataset
 
-        from recourse_privacy.models.mlp import MLPModel
-
         eps = _check_epsilon(self.epsilon)
         delta = float(self.delta)
         if not 0.0 < delta < 1.0:
-            raise ValueError(f"delta must be in (0, 1) for DP-SGD; got {self.delta!r}")
+            raise InvalidInputError(f"delta must be in (0, 1) for DP-SGD; got {self.delta!r}")
         clip = _check_epsilon(self.max_grad_norm, "max_grad_norm")
         epochs = check_positive_int(self.epochs, "epochs")
         batch = check_positive_int(self.batch_size, "batch_size")

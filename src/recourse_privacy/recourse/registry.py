@@ -18,6 +18,7 @@ from recourse_privacy.registry import Entry, Registry
 
 __all__ = [
     "MODEL_CAPABILITIES", "RECOURSE_METHODS", "RECOURSE_NEEDS", "check_compatible", "check_recourse_name",
+    "missing_capabilities",
     "make_recourse", "model_capabilities", "recourse_needs", "register_recourse",
 ]
 
@@ -82,6 +83,14 @@ def model_capabilities(model) -> frozenset[str]:
     return frozenset(caps)
 
 
+def missing_capabilities(method: str | Entry | type | object, capabilities) -> frozenset[str]:
+    """The model capabilities (``linear``, ``gradients``) that ``method`` needs and ``capabilities`` lack."""
+    if isinstance(method, str):
+        method = RECOURSE_METHODS.get(method)
+    needs = method.needs if isinstance(method, Entry) else getattr(method, "needs", frozenset())
+    return frozenset(needs) & frozenset(MODEL_CAPABILITIES) - frozenset(capabilities)
+
+
 def check_compatible(method: str | Entry | type | object, capabilities, model_label: str) -> None:
     """Raise :class:`IncompatibleError` where ``method`` needs what a model with ``capabilities`` lacks.
 
@@ -91,12 +100,11 @@ def check_compatible(method: str | Entry | type | object, capabilities, model_la
     """
     if isinstance(method, str):
         method = RECOURSE_METHODS.get(method)
-    needs = method.needs if isinstance(method, Entry) else getattr(method, "needs", frozenset())
     name = method.name if isinstance(method, Entry) else getattr(method, "name", type(method).__name__)
-    caps = frozenset(capabilities)
-    if "linear" in needs and "linear" not in caps:
+    missing = missing_capabilities(method, capabilities)
+    if "linear" in missing:
         raise IncompatibleError(f"recourse {name!r} needs a linear model (coef_, intercept_); "
                                 f"{model_label} is not linear: use a method that needs no linear model, e.g. scfe")
-    if "gradients" in needs and "gradients" not in caps:
+    if "gradients" in missing:
         raise IncompatibleError(f"recourse {name!r} needs gradients; {model_label} gives none: use a black-box "
                                 "method (gs, cchvae, face) or wrap a PyTorch / linear scikit-learn model")

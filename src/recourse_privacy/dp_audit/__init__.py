@@ -1,0 +1,19 @@
+"""Empirical epsilon audits: lower bounds on a DP mechanism's epsilon from distinguishing experiments.
+
+:mod:`~recourse_privacy.dp_audit.bounds` holds the statistics (Clopper-Pearson bounds, the
+threshold test chosen on one half of the runs and measured on the other, :class:`EpsilonAudit`);
+:mod:`~recourse_privacy.dp_audit.experiments` the ready-made experiments the ``audit-dp`` command runs.
+"""
+from recourse_privacy.dp_audit.bounds import (
+    DistinguishingExperiment, EpsilonAudit, audit_mechanism, clopper_pearson, epsilon_lower_bound,
+)
+from recourse_privacy.dp_audit.experiments import (
+    MECHANISMS, audit_dp, broken_laplace_experiment, dpm_canary_data, dpm_logistic_experiment, laplace_experiment,
+    make_experiment,
+)
+
+__all__ = [
+    "MECHANISMS", "DistinguishingExperiment", "EpsilonAudit", "audit_dp", "audit_mechanism",
+    "broken_laplace_experiment", "clopper_pearson", "dpm_canary_data", "dpm_logistic_experiment",
+    "epsilon_lower_bound", "laplace_experiment", "make_experiment",
+]
