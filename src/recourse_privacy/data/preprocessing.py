@@ -20,7 +20,8 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from recourse_privacy.data.datasets import Dataset
+
+from recourse_privacy.data.dataset import Dataset
 
 __all__ = ["Preprocessor"]
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recourse_privacy.data.datasets import Dataset
+from recourse_privacy.data.dataset import Dataset
 
 __all__ = ["load_tabular", "validate_frame"]
 
