@@ -6,6 +6,7 @@ import shutil
 import urllib.error
 import warnings
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,10 @@ import pandas as pd
 import pytest
 
 from recourse_privacy.data import (
+    DATASET_DESCRIPTIONS,
+    DATASET_SOURCES,
     DATASETS,
+    REAL_DATASETS,
     ChecksumError,
     Dataset,
     Pools,
@@ -21,10 +25,13 @@ from recourse_privacy.data import (
     load_dataset,
     load_tabular,
     make_synthetic,
+    register_dataset,
     split_pools,
     synthetic_centers,
 )
 from recourse_privacy.data import datasets as ds_module
+from recourse_privacy.data.registry import DATASETS as REGISTRY
+from recourse_privacy.errors import InvalidInputError, UnknownNameError
 
 
 # ----------------------------------------------------------------------------- real data
@@ -212,7 +219,7 @@ def test_sklearn_datasets_and_options() -> None:
     assert int(three.y.sum()) == 183
     pair = load_dataset("digits", digits=(3, 8))
     assert pair.n_rows == 183 + 174 and int(pair.y.sum()) == 183
-    with pytest.raises(TypeError, match="colour"):
+    with pytest.raises(InvalidInputError, match="colour"):
         load_dataset("digits", colour=1)
     with pytest.raises(ValueError, match="n_features"):
         load_dataset("breast_cancer", n_features=3)
@@ -227,6 +234,130 @@ def test_n_samples_subsample_is_seeded() -> None:
     assert not a.X.equals(c.X)
     with pytest.raises(ValueError, match="exceeds"):
         load_dataset("breast_cancer", n_samples=10_000)
+
+
+BUILTINS = {  # name: (source, file)
+    "adult": ("file", "adult.csv"),
+    "heloc": ("file", "heloc.csv"),
+    "compas": ("file", "compas.csv"),
+    "diabetes": ("file", "diabetic_data.csv"),
+    "synthetic": ("generated", None),
+    "breast_cancer": ("scikit-learn", None),
+    "digits": ("scikit-learn", None),
+}
+
+
+def test_registry_lists_builtins_in_order() -> None:
+    assert DATASETS is REGISTRY
+    assert tuple(DATASETS)[:7] == tuple(BUILTINS)
+    assert len(DATASETS) >= 7 and all(name in DATASETS for name in BUILTINS)
+    assert ", ".join(DATASETS).startswith("adult, heloc, compas, diabetes, synthetic, breast_cancer, digits")
+    for entry in DATASETS.entries()[:7]:
+        assert entry.description and DATASET_DESCRIPTIONS[entry.name] == entry.description
+        assert (entry.meta["source"], entry.meta["file"]) == BUILTINS[entry.name]
+        assert entry.meta["source"] in DATASET_SOURCES and callable(entry.obj)
+    assert DATASETS.get("digits").meta["options"] == ("positive", "digits")
+    assert tuple(REAL_DATASETS) == ("adult", "heloc", "compas", "diabetes")
+    assert REAL_DATASETS == ("adult", "heloc", "compas", "diabetes")
+    assert list(DATASET_DESCRIPTIONS)[:7] == list(BUILTINS)
+
+
+def test_unknown_dataset_is_unknown_name_error() -> None:
+    with pytest.raises(UnknownNameError, match="unknown dataset 'Iris'") as info:
+        load_dataset("Iris")
+    assert "choose one of adult, heloc, compas, diabetes, synthetic, breast_cancer, digits" in str(info.value)
+    with pytest.raises(InvalidInputError, match="must be a string"):
+        load_dataset(3)  # type: ignore[arg-type]
+    # upper case and '-' still reach the registered name
+    assert load_dataset("Breast-Cancer", n_samples=5, random_state=0).name == "breast_cancer"
+
+
+def test_unaccepted_option_names_it_and_the_accepted_ones() -> None:
+    with pytest.raises(InvalidInputError) as info:
+        load_dataset("synthetic", n_samples=10, n_features=2, seed=3)
+    msg = str(info.value)
+    assert "['seed']" in msg and "'synthetic'" in msg and "accepts class_sep, flip_y" in msg
+    with pytest.raises(InvalidInputError, match=r"\['colour'\].*'digits'; it accepts positive, digits"):
+        load_dataset("digits", colour=1)
+    with pytest.raises(InvalidInputError, match=r"\['positive'\].*'breast_cancer'; it accepts none"):
+        load_dataset("breast_cancer", positive=1)
+    with pytest.raises(InvalidInputError, match="n_features applies only to .*synthetic.*'digits'"):
+        load_dataset("digits", n_features=4)
+    with pytest.raises(InvalidInputError, match="n_samples"):
+        load_dataset("digits", n_samples=0)
+
+
+@pytest.fixture
+def registered() -> Iterator[list[str]]:
+    """Names a test registers; removed from the registry afterwards."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        REGISTRY._entries.pop(name, None)
+
+
+def test_third_party_dataset_registers_and_loads(registered: list[str]) -> None:
+    calls: list[dict] = []
+
+    @register_dataset("mydata", description="a plugin's toy data", source="generated", options=("scale",))
+    def load_mydata(scale: float = 1.0) -> Dataset:
+        calls.append({"scale": scale})
+        X = pd.DataFrame({"a": np.arange(10.0) * scale, "b": np.ones(10)})
+        return Dataset("mydata", X, np.arange(10) % 2, "label", immutable=("b",))
+
+    registered.append("mydata")
+    assert "mydata" in DATASETS and list(DATASETS)[-1] == "mydata"
+    assert DATASET_DESCRIPTIONS["mydata"] == "a plugin's toy data"
+    assert DATASETS.get("mydata").meta["source"] == "generated" and "mydata" not in REAL_DATASETS
+    ds = load_dataset("mydata")
+    assert ds.n_rows == 10 and calls == [{"scale": 1.0}]
+    assert load_dataset("mydata", scale=2.0).X["a"].iloc[1] == 2.0
+    # generic subsampling applies to a loader that does not size its data itself
+    a = load_dataset("mydata", n_samples=4, random_state=0)
+    assert a.n_rows == 4 and np.array_equal(a.X, load_dataset("mydata", n_samples=4, random_state=0).X)
+    with pytest.raises(InvalidInputError, match=r"\['colour'\].*it accepts scale"):
+        load_dataset("mydata", colour=1)
+    with pytest.raises(InvalidInputError, match="n_features"):
+        load_dataset("mydata", n_features=3)
+
+
+def test_third_party_file_dataset(registered: list[str], tmp_path: Path) -> None:
+    @register_dataset("my-table", description="a local CSV", source="file", file="my_table.csv")
+    def load_table(path: Path) -> Dataset:
+        df = pd.read_csv(path)
+        return Dataset("my-table", df.drop(columns="y"), df["y"].to_numpy(), "y")
+
+    registered.append("my-table")
+    assert "my-table" in REAL_DATASETS
+    with pytest.raises(FileNotFoundError, match="my_table.csv not found"):
+        load_dataset("my-table", tmp_path)
+    pd.DataFrame({"x": [1.0, 2.0, 3.0], "y": [0, 1, 1]}).to_csv(tmp_path / "my_table.csv", index=False)
+    assert load_dataset("my-table", tmp_path).n_rows == 3
+
+
+def test_register_dataset_checks_its_declaration(registered: list[str]) -> None:
+    def loader() -> Dataset:  # pragma: no cover - never called
+        raise AssertionError
+
+    with pytest.raises(InvalidInputError, match="source must be one of file, generated, scikit-learn"):
+        register_dataset("bad", description="x", source="web")(loader)
+    with pytest.raises(InvalidInputError, match="needs file="):
+        register_dataset("bad", description="x", source="file")(loader)
+    with pytest.raises(InvalidInputError, match="applies only to source='file'"):
+        register_dataset("bad", description="x", source="generated", file="a.csv")(loader)
+    with pytest.raises(InvalidInputError, match="not the string"):
+        register_dataset("bad", description="x", source="generated", options="scale")(loader)
+    with pytest.raises(InvalidInputError, match="already registered"):
+        register_dataset("adult", description="x", source="generated")(loader)
+    assert "bad" not in DATASETS
+
+    @register_dataset("broken", description="returns no Dataset", source="generated")
+    def broken() -> Dataset:
+        return pd.DataFrame()  # type: ignore[return-value]
+
+    registered.append("broken")
+    with pytest.raises(InvalidInputError, match="returned DataFrame, not a Dataset"):
+        load_dataset("broken")
 
 
 def test_dataset_validates_itself() -> None:

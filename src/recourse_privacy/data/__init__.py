@@ -2,6 +2,7 @@
 
 - :func:`load_dataset` loads one of :data:`DATASETS` (real data from a data directory or a
   checked download; synthetic and scikit-learn data generated in memory);
+- :func:`register_dataset` adds a dataset to that registry (a third party's loader);
 - :func:`load_tabular` loads and validates a user's own CSV / Parquet table;
 - :class:`Preprocessor` one-hot encodes, scales and de-correlates, fitted on the owner's
   training data only;
@@ -9,13 +10,9 @@
 """
 from __future__ import annotations
 
+from recourse_privacy.data.dataset import ChecksumError, Dataset
 from recourse_privacy.data.datasets import (
-    DATASET_DESCRIPTIONS,
-    DATASETS,
     ENV_VAR,
-    REAL_DATASETS,
-    ChecksumError,
-    Dataset,
     default_cache_dir,
     fetch_file,
     load_dataset,
@@ -24,12 +21,20 @@ from recourse_privacy.data.datasets import (
 )
 from recourse_privacy.data.pools import Pools, as_generator, split_pools
 from recourse_privacy.data.preprocessing import Preprocessor
+from recourse_privacy.data.registry import (
+    DATASET_DESCRIPTIONS,
+    DATASET_SOURCES,
+    DATASETS,
+    REAL_DATASETS,
+    register_dataset,
+)
 from recourse_privacy.data.synthetic import make_synthetic, synthetic_centers
 from recourse_privacy.data.tabular import load_tabular, validate_frame
 
 __all__ = [
     "DATASETS",
     "DATASET_DESCRIPTIONS",
+    "DATASET_SOURCES",
     "REAL_DATASETS",
     "ENV_VAR",
     "ChecksumError",
@@ -42,6 +47,7 @@ __all__ = [
     "load_dataset",
     "load_tabular",
     "make_synthetic",
+    "register_dataset",
     "resolve_data_dir",
     "source_url",
     "split_pools",

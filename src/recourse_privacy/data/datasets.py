@@ -1,4 +1,8 @@
-"""The :class:`Dataset` type and the catalogue of named datasets.
+"""The built-in datasets, their files and :func:`load_dataset`, which loads any registered one.
+
+Every dataset is an entry of :data:`~recourse_privacy.data.registry.DATASETS` (see
+:mod:`recourse_privacy.data.registry`); the built-in loaders are registered here, in the order
+adult, heloc, compas, diabetes, synthetic, breast_cancer, digits.
 
 Real datasets (adult, heloc, compas, diabetes) are read from a data directory, chosen as
 
@@ -20,8 +24,7 @@ import shutil
 import tempfile
 import urllib.request
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recourse_privacy.data.pools import RandomState, as_generator
+from recourse_privacy.data.dataset import ChecksumError, Dataset
+from recourse_privacy.data.registry import (
+    DATASET_DESCRIPTIONS,
+    DATASETS,
+    REAL_DATASETS,
+    SIZING_OPTIONS,
+    register_dataset,
+)
+from recourse_privacy.data.synthetic import SYNTHETIC_DESCRIPTION, make_synthetic
+from recourse_privacy.errors import InvalidInputError, UnknownNameError
+from recourse_privacy.validation import RandomState, as_generator
 
 __all__ = [
     "Dataset",
@@ -45,17 +58,6 @@ __all__ = [
     "source_url",
 ]
 
-DATASETS: tuple[str, ...] = (
-    "adult",
-    "heloc",
-    "compas",
-    "diabetes",
-    "synthetic",
-    "breast_cancer",
-    "digits",
-)
-REAL_DATASETS: tuple[str, ...] = ("adult", "heloc", "compas", "diabetes")
-
 ENV_VAR = "RECOURSE_PRIVACY_DATA"
 
 CF_DATA_COMMIT = "2d56677095bd11deba5d8e3731f8941b95e0a880"
@@ -65,18 +67,20 @@ DIABETES_ZIP_URL = (
     "diabetes+130-us+hospitals+for+years+1999-2008.zip"
 )
 
-DATASET_DESCRIPTIONS: dict[str, str] = {
+
+# The descriptions of the built-in datasets (registered with each loader below).
+_DESCRIPTIONS: dict[str, str] = {
     "adult": "UCI Adult census income (CARLA cf-data version, binarised categoricals); "
     "1 = income > 50K",
     "heloc": "FICO Home Equity Line of Credit (CARLA cf-data version); 1 = Good risk performance",
     "compas": "ProPublica COMPAS (CARLA cf-data version); 1 = not scored high risk",
     "diabetes": "UCI Diabetes 130-US hospitals 1999-2008, encoding of Shokri et al. 2021; "
     "1 = readmitted within 30 days",
-    "synthetic": "Two Gaussian classes around random hypercube vertices "
-    "(Shokri et al. 2021; Pawelczyk et al. 2023)",
+    "synthetic": SYNTHETIC_DESCRIPTION,
     "breast_cancer": "Wisconsin diagnostic breast cancer (scikit-learn); 1 = benign",
     "digits": "8x8 handwritten digits (scikit-learn), made binary",
 }
+
 
 # For every remote file: (url, name of the member inside a zip archive or None).
 _SOURCES: dict[str, tuple[str, str | None]] = {
@@ -89,90 +93,6 @@ _SOURCES: dict[str, tuple[str, str | None]] = {
 # The URL opener, module-level so that tests can replace it (monkeypatch) to work offline.
 _urlopen: Callable[..., Any] = urllib.request.urlopen
 _DOWNLOAD_TIMEOUT = 60.0
-
-
-class ChecksumError(ValueError):
-    """A downloaded file's SHA-256 differs from the one recorded in checksums.json."""
-
-
-# --------------------------------------------------------------------------------------
-# The Dataset type
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Dataset:
-    """A binary classification dataset with the feature constraints recourse must respect.
-
-    ``X`` holds the raw features (label removed): categorical columns as strings (object
-    dtype), numeric ones as float64. ``y`` is int64 0/1 with 1 = favourable outcome.
-    ``immutable`` names raw columns recourse must not change; ``increasing`` raw columns
-    that may only increase. Construction checks the shapes, the 0/1 labels and that every
-    named column exists.
-    """
-
-    name: str
-    X: pd.DataFrame
-    y: np.ndarray
-    target: str
-    categorical: tuple[str, ...] = ()
-    immutable: tuple[str, ...] = ()
-    increasing: tuple[str, ...] = ()
-    description: str = ""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.X, pd.DataFrame):
-            raise TypeError(f"Dataset.X must be a pandas DataFrame, got {type(self.X).__name__}")
-        y = np.asarray(self.y)
-        if y.ndim != 1 or len(y) != len(self.X):
-            raise ValueError(
-                f"Dataset {self.name!r}: y has shape {y.shape} but X has {len(self.X)} rows"
-            )
-        if len(y) and not np.isin(y, (0, 1)).all():
-            bad = pd.unique(y[~np.isin(y, (0, 1))])[:5]
-            raise ValueError(f"Dataset {self.name!r}: y must be 0/1, found values {list(bad)}")
-        object.__setattr__(self, "y", y.astype(np.int64, copy=False))
-        if self.target in self.X.columns:
-            raise ValueError(f"Dataset {self.name!r}: the label column {self.target!r} is in X")
-        columns = set(map(str, self.X.columns))
-        for field in ("categorical", "immutable", "increasing"):
-            names = tuple(getattr(self, field))
-            object.__setattr__(self, field, names)
-            unknown = [c for c in names if c not in columns]
-            if unknown:
-                raise ValueError(
-                    f"Dataset {self.name!r}: {field} names unknown columns {unknown}; "
-                    f"columns are {list(self.X.columns)}"
-                )
-
-    @property
-    def n_rows(self) -> int:
-        """Number of rows."""
-        return len(self.X)
-
-    @property
-    def n_features(self) -> int:
-        """Number of raw feature columns (before any encoding)."""
-        return self.X.shape[1]
-
-    @property
-    def feature_names(self) -> tuple[str, ...]:
-        """Raw feature column names, in order."""
-        return tuple(map(str, self.X.columns))
-
-    def subset(self, indices: Sequence[int] | np.ndarray) -> Dataset:
-        """The rows ``indices`` (positions) as a new Dataset with a fresh 0..n-1 index."""
-        idx = np.asarray(indices, dtype=np.int64)
-        return Dataset(
-            name=self.name,
-            X=self.X.iloc[idx].reset_index(drop=True),
-            y=self.y[idx],
-            target=self.target,
-            categorical=self.categorical,
-            immutable=self.immutable,
-            increasing=self.increasing,
-            description=self.description,
-        )
 
 
 def _make_frame(df: pd.DataFrame, categorical: Sequence[str]) -> pd.DataFrame:
@@ -214,7 +134,7 @@ def source_url(filename: str) -> str:
     try:
         return _SOURCES[filename][0]
     except KeyError:
-        raise ValueError(f"no public source known for {filename!r}") from None
+        raise InvalidInputError(f"no public source known for {filename!r}") from None
 
 
 def _expected_sha256(filename: str) -> str:
@@ -297,7 +217,7 @@ def fetch_file(
     fails, and :class:`ChecksumError` when a downloaded file has the wrong SHA-256.
     """
     if filename not in _SOURCES:
-        raise ValueError(f"unknown data file {filename!r}; known: {sorted(_SOURCES)}")
+        raise InvalidInputError(f"unknown data file {filename!r}; known: {sorted(_SOURCES)}")
     primary = resolve_data_dir(data_dir)
     cache = default_cache_dir()
     looked_in = [primary, cache]
@@ -382,9 +302,10 @@ _DIABETES_CATEGORICAL = (
 def _check_columns(df: pd.DataFrame, needed: Sequence[str], path: Path) -> None:
     missing = [c for c in needed if c not in df.columns]
     if missing:
-        raise ValueError(f"{path} lacks the columns {missing}; is it the right file?")
+        raise InvalidInputError(f"{path} lacks the columns {missing}; is it the right file?")
 
 
+@register_dataset("adult", description=_DESCRIPTIONS["adult"], source="file", file="adult.csv")
 def _load_adult(path: Path) -> Dataset:
     """Adult (cf-data): 13 features, label ``income`` (1 = > 50K)."""
     df = pd.read_csv(path)
@@ -398,10 +319,11 @@ def _load_adult(path: Path) -> Dataset:
         categorical=_ADULT_CATEGORICAL,
         immutable=("sex", "race"),
         increasing=("age", "education-num"),
-        description=DATASET_DESCRIPTIONS["adult"],
+        description=_DESCRIPTIONS["adult"],
     )
 
 
+@register_dataset("heloc", description=_DESCRIPTIONS["heloc"], source="file", file="heloc.csv")
 def _load_heloc(path: Path) -> Dataset:
     """HELOC (cf-data): 21 numeric features, label ``RiskPerformance`` (1 = Good).
 
@@ -419,10 +341,11 @@ def _load_heloc(path: Path) -> Dataset:
         categorical=(),
         immutable=(),
         increasing=(),
-        description=DATASET_DESCRIPTIONS["heloc"],
+        description=_DESCRIPTIONS["heloc"],
     )
 
 
+@register_dataset("compas", description=_DESCRIPTIONS["compas"], source="file", file="compas.csv")
 def _load_compas(path: Path) -> Dataset:
     """COMPAS (cf-data): 7 features, label ``score`` (1 = not high risk)."""
     df = pd.read_csv(path)
@@ -437,10 +360,11 @@ def _load_compas(path: Path) -> Dataset:
         categorical=categorical,
         immutable=("sex", "race"),
         increasing=("age",),
-        description=DATASET_DESCRIPTIONS["compas"],
+        description=_DESCRIPTIONS["compas"],
     )
 
 
+@register_dataset("diabetes", description=_DESCRIPTIONS["diabetes"], source="file", file="diabetic_data.csv")
 def _load_diabetes(path: Path) -> Dataset:
     """Diabetes 130-US hospitals with the encoding of Shokri et al. (2021).
 
@@ -463,25 +387,39 @@ def _load_diabetes(path: Path) -> Dataset:
         categorical=_DIABETES_CATEGORICAL,
         immutable=("gender", "race", "age"),
         increasing=(),
-        description=DATASET_DESCRIPTIONS["diabetes"],
+        description=_DESCRIPTIONS["diabetes"],
     )
 
 
-_REAL_LOADERS: dict[str, tuple[str, Callable[[Path], Dataset]]] = {
-    "adult": ("adult.csv", _load_adult),
-    "heloc": ("heloc.csv", _load_heloc),
-    "compas": ("compas.csv", _load_compas),
-    "diabetes": ("diabetic_data.csv", _load_diabetes),
-}
-
-
 # --------------------------------------------------------------------------------------
-# scikit-learn's embedded datasets
+# Generated and scikit-learn datasets
 # --------------------------------------------------------------------------------------
 
 
+@register_dataset("synthetic", description=_DESCRIPTIONS["synthetic"], source="generated",
+                  options=("n_samples", "n_features", "random_state", "class_sep", "flip_y"))
+def _load_synthetic(
+    *,
+    n_samples: int | None = None,
+    n_features: int | None = None,
+    random_state: RandomState = None,
+    class_sep: float = 1.0,
+    flip_y: float = 0.0,
+) -> Dataset:
+    """:func:`make_synthetic` with the audit's defaults: 15000 rows, 100 features."""
+    return make_synthetic(
+        15000 if n_samples is None else n_samples,
+        100 if n_features is None else n_features,
+        class_sep=class_sep,
+        flip_y=flip_y,
+        random_state=random_state,
+    )
+
+
+@register_dataset("breast_cancer", description=_DESCRIPTIONS["breast_cancer"], source="scikit-learn")
 def _load_breast_cancer() -> Dataset:
-    from sklearn.datasets import load_breast_cancer
+    """Wisconsin breast cancer: 569 rows, 30 numeric features, label 1 = benign."""
+    from sklearn.datasets import load_breast_cancer  # lazy: scikit-learn is slow to import
 
     bunch = load_breast_cancer(as_frame=True)
     X = bunch.data.astype(np.float64).reset_index(drop=True)
@@ -490,27 +428,29 @@ def _load_breast_cancer() -> Dataset:
         X=X,
         y=bunch.target.to_numpy(dtype=np.int64),  # sklearn: 1 = benign
         target="benign",
-        description=DATASET_DESCRIPTIONS["breast_cancer"],
+        description=_DESCRIPTIONS["breast_cancer"],
     )
 
 
+@register_dataset("digits", description=_DESCRIPTIONS["digits"], source="scikit-learn",
+                  options=("positive", "digits"))
 def _load_digits(
     positive: int | Sequence[int] | None = None, digits: Sequence[int] | None = None
 ) -> Dataset:
     """Digits made binary: ``digits=(a, b)`` keeps those two digits (label 1 = a);
     otherwise one digit (or a set of digits) ``positive`` against the rest, default 1.
     """
-    from sklearn.datasets import load_digits
+    from sklearn.datasets import load_digits  # lazy: scikit-learn is slow to import
 
     bunch = load_digits(as_frame=True)
     X = bunch.data.astype(np.float64)
     t = bunch.target.to_numpy()
     if digits is not None:
         if positive is not None:
-            raise ValueError("digits: give either positive=... or digits=(a, b), not both")
+            raise InvalidInputError("digits: give either positive=... or digits=(a, b), not both")
         pair = [int(d) for d in digits]
         if len(pair) != 2 or pair[0] == pair[1] or not all(0 <= d <= 9 for d in pair):
-            raise ValueError(f"digits must be two different digits 0-9, got {digits!r}")
+            raise InvalidInputError(f"digits must be two different digits 0-9, got {digits!r}")
         keep = np.isin(t, pair)
         X, y = X[keep], (t[keep] == pair[0])
         desc = f"digit {pair[0]} (1) against digit {pair[1]} (0)"
@@ -519,7 +459,7 @@ def _load_digits(
             [int(positive)] if np.isscalar(positive) else [int(p) for p in positive]
         )
         if not pos or not all(0 <= d <= 9 for d in pos) or len(set(pos)) >= 10:
-            raise ValueError(f"positive must be digits 0-9 (not all ten), got {positive!r}")
+            raise InvalidInputError(f"positive must be digits 0-9 (not all ten), got {positive!r}")
         y = np.isin(t, pos)
         desc = f"digit(s) {sorted(set(pos))} (1) against the rest (0)"
     return Dataset(
@@ -527,7 +467,7 @@ def _load_digits(
         X=X.reset_index(drop=True),
         y=np.asarray(y, dtype=np.int64),
         target="digit",
-        description=f"{DATASET_DESCRIPTIONS['digits']}: {desc}",
+        description=f"{_DESCRIPTIONS['digits']}: {desc}",
     )
 
 
@@ -536,20 +476,36 @@ def _load_digits(
 # --------------------------------------------------------------------------------------
 
 
-def _normalise_name(name: str) -> str:
+def _lookup(name: str) -> Any:
+    """The registry entry of ``name`` (as given, else lower case with ``-`` as ``_``)."""
     if not isinstance(name, str):
-        raise TypeError(f"dataset name must be a string, got {type(name).__name__}")
-    key = name.strip().lower().replace("-", "_")
-    if key not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
-    return key
+        raise InvalidInputError(f"dataset name must be a string, got {type(name).__name__}")
+    for key in dict.fromkeys((name, name.strip().lower().replace("-", "_"))):
+        if key in DATASETS:
+            return DATASETS.get(key)
+    raise UnknownNameError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
 
 
-def _reject_options(name: str, options: Mapping[str, Any], allowed: Sequence[str]) -> None:
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        hint = f"; it accepts {', '.join(allowed)}" if allowed else "; it accepts none"
-        raise TypeError(f"unknown option(s) {unknown} for dataset {name!r}{hint}")
+def _as_int(value: Any, name: str) -> int:
+    if isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be a positive int, got {value!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{name} must be a positive int, got {value!r}") from None
+
+
+def _local_file(filename: str, data_dir: str | Path | None) -> Path:
+    """A file with no public source (a third party's dataset): the data directory, else the cache."""
+    looked_in = list(dict.fromkeys((resolve_data_dir(data_dir), default_cache_dir())))
+    for directory in looked_in:
+        if (directory / filename).is_file():
+            return directory / filename
+    where = " or ".join(map(str, looked_in))
+    raise FileNotFoundError(
+        f"{filename} not found in {where}. Put it in a directory and pass data_dir=... or set "
+        f"the environment variable {ENV_VAR} to that directory."
+    )
 
 
 def load_dataset(
@@ -562,47 +518,57 @@ def load_dataset(
     download: bool = True,
     **options: Any,
 ) -> Dataset:
-    """Load one of :data:`DATASETS` by name.
+    """Load a dataset of :data:`DATASETS` by name (``-`` and upper case are accepted too).
 
     Real datasets are read from ``data_dir`` / ``$RECOURSE_PRIVACY_DATA`` / the user cache
     (downloaded there when absent and ``download`` is True). ``synthetic`` is generated with
     ``n_samples`` (default 15000) rows and ``n_features`` (default 100) columns, options
     ``class_sep`` and ``flip_y``; ``digits`` takes ``positive=`` or ``digits=(a, b)``. For
     the other datasets ``n_samples`` draws that many rows at random without replacement
-    (seeded by ``random_state``), and ``n_features`` is an error.
+    (seeded by ``random_state``), and ``n_features`` is an error. The options a dataset
+    accepts are those of its registry entry; any other raises :class:`InvalidInputError`.
     """
-    key = _normalise_name(name)
-    if n_samples is not None and (isinstance(n_samples, bool) or int(n_samples) < 1):
-        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
-    if key == "synthetic":
-        from recourse_privacy.data.synthetic import make_synthetic
-
-        _reject_options(key, options, ("class_sep", "flip_y"))
-        return make_synthetic(
-            15000 if n_samples is None else int(n_samples),
-            100 if n_features is None else int(n_features),
-            random_state=random_state,
-            **options,
-        )
-    if n_features is not None:
-        raise ValueError(f"n_features applies only to the synthetic dataset, not {key!r}")
-    if key in _REAL_LOADERS:
-        _reject_options(key, options, ())
-        filename, loader = _REAL_LOADERS[key]
-        dataset = loader(fetch_file(filename, data_dir, download=download))
-    elif key == "breast_cancer":
-        _reject_options(key, options, ())
-        dataset = _load_breast_cancer()
-    else:  # digits
-        _reject_options(key, options, ("positive", "digits"))
-        dataset = _load_digits(**options)
+    entry = _lookup(name)
+    key = entry.name
+    accepted: tuple[str, ...] = tuple(entry.meta.get("options", ()))
     if n_samples is not None:
-        n = int(n_samples)
-        if n > dataset.n_rows:
-            raise ValueError(
-                f"n_samples={n} exceeds the {dataset.n_rows} rows of dataset {key!r}"
+        n_samples = _as_int(n_samples, "n_samples")
+        if n_samples < 1:
+            raise InvalidInputError(f"n_samples must be a positive int, got {n_samples!r}")
+    if n_features is not None and "n_features" not in accepted:
+        sized = [e.name for e in DATASETS.entries() if "n_features" in e.meta.get("options", ())]
+        raise InvalidInputError(
+            f"n_features applies only to the datasets that generate their features "
+            f"({', '.join(sized) or 'none'}), not {key!r}"
+        )
+    extra = tuple(o for o in accepted if o not in SIZING_OPTIONS)
+    unknown = sorted(set(options) - set(extra))
+    if unknown:
+        hint = f"; it accepts {', '.join(extra)}" if extra else "; it accepts none"
+        raise InvalidInputError(f"unknown option(s) {unknown} for dataset {key!r}{hint}")
+
+    kwargs = dict(options)
+    given = {"n_samples": n_samples, "random_state": random_state,
+             "n_features": None if n_features is None else _as_int(n_features, "n_features")}
+    kwargs.update({k: v for k, v in given.items() if k in accepted})
+    args: tuple[Path, ...] = ()
+    if entry.meta.get("source") == "file":
+        filename = entry.meta["file"]
+        path = (fetch_file(filename, data_dir, download=download) if filename in _SOURCES
+                else _local_file(filename, data_dir))
+        args = (path,)
+    dataset = entry.obj(*args, **kwargs)
+    if not isinstance(dataset, Dataset):
+        raise InvalidInputError(
+            f"the loader of dataset {key!r} ({entry.module}) returned {type(dataset).__name__}, not a Dataset"
+        )
+
+    if n_samples is not None and "n_samples" not in accepted:
+        if n_samples > dataset.n_rows:
+            raise InvalidInputError(
+                f"n_samples={n_samples} exceeds the {dataset.n_rows} rows of dataset {key!r}"
             )
-        if n < dataset.n_rows:
-            idx = as_generator(random_state).choice(dataset.n_rows, size=n, replace=False)
+        if n_samples < dataset.n_rows:
+            idx = as_generator(random_state).choice(dataset.n_rows, size=n_samples, replace=False)
             dataset = dataset.subset(idx)
     return dataset

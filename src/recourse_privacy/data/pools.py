@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import RandomState, as_generator
 
 __all__ = ["Pools", "split_pools", "as_generator"]
@@ -36,9 +37,9 @@ class Pools:
 
 def _check_size(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        raise InvalidInputError(f"{name} must be an int, got {type(value).__name__}")
     if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
+        raise InvalidInputError(f"{name} must be at least 1, got {value}")
     return int(value)
 
 
@@ -63,7 +64,7 @@ def split_pools(
     n_adversary = n_members if n_adversary is None else _check_size(n_adversary, "n_adversary")
     total = n_members + n_nonmembers + n_adversary
     if total > n_rows:
-        raise ValueError(
+        raise InvalidInputError(
             f"pools need {total} rows (members {n_members} + non-members {n_nonmembers} + "
             f"adversary {n_adversary}) but the dataset has {n_rows}; lower --n-members "
             f"(at most {n_rows // 3} with equal pools)"

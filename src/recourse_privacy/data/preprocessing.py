@@ -20,7 +20,9 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from recourse_privacy.data.datasets import Dataset
+
+from recourse_privacy.data.dataset import Dataset
+from recourse_privacy.errors import InvalidInputError, NotFittedError
 
 __all__ = ["Preprocessor"]
 
@@ -77,7 +79,7 @@ class Preprocessor:
             return X
         arr = np.asarray(X)
         if arr.ndim != 2:
-            raise ValueError(f"X must be 2-dimensional, got shape {arr.shape}")
+            raise InvalidInputError(f"X must be 2-dimensional, got shape {arr.shape}")
         return pd.DataFrame(arr, columns=[f"x{j}" for j in range(arr.shape[1])])
 
     @staticmethod
@@ -86,13 +88,13 @@ class Preprocessor:
         bad = counts[counts > 0]
         if len(bad):
             detail = ", ".join(f"{c!r} ({n} rows)" for c, n in bad.items())
-            raise ValueError(f"X has missing values (NaN) in columns {detail}")
+            raise InvalidInputError(f"X has missing values (NaN) in columns {detail}")
 
     def _prepare(self, X: pd.DataFrame) -> pd.DataFrame:
         """Select the fitted columns in order: numeric as float64, categorical as str objects."""
         missing = [c for c in self.feature_names_in_ if c not in X.columns]
         if missing:
-            raise ValueError(
+            raise InvalidInputError(
                 f"X lacks the columns {missing} seen at fit time "
                 f"(expected {list(self.feature_names_in_)})"
             )
@@ -101,12 +103,12 @@ class Preprocessor:
         for col in self.numeric_:
             s = X[col]
             if not _is_numeric(s):
-                raise ValueError(
+                raise InvalidInputError(
                     f"column {col!r} was numeric at fit time but has dtype {s.dtype} now"
                 )
             values = s.to_numpy(dtype=np.float64)
             if not np.isfinite(values).all():
-                raise ValueError(f"column {col!r} has infinite values")
+                raise InvalidInputError(f"column {col!r} has infinite values")
             out[col] = values
         for col in self.categorical_:
             out[col] = X[col].astype(str).to_numpy(dtype=object)
@@ -120,9 +122,9 @@ class Preprocessor:
         non-numeric dtype are treated as categorical whether listed or not.
         """
         if self.scaling not in _SCALINGS:
-            raise ValueError(f"scaling must be one of {_SCALINGS}, got {self.scaling!r}")
+            raise InvalidInputError(f"scaling must be one of {_SCALINGS}, got {self.scaling!r}")
         if self.corr_threshold is not None and not 0.0 < self.corr_threshold <= 1.0:
-            raise ValueError(f"corr_threshold must be in (0, 1] or None, got {self.corr_threshold}")
+            raise InvalidInputError(f"corr_threshold must be in (0, 1] or None, got {self.corr_threshold}")
         # scikit-learn is imported here, not at module level, to keep package import fast
         from sklearn.compose import ColumnTransformer
         from sklearn.pipeline import Pipeline
@@ -130,17 +132,17 @@ class Preprocessor:
 
         X = self._as_frame(X)
         if len(X) == 0:
-            raise ValueError("cannot fit a Preprocessor on an empty frame")
+            raise InvalidInputError("cannot fit a Preprocessor on an empty frame")
         columns = [str(c) for c in X.columns]
         if len(set(columns)) != len(columns):
-            raise ValueError("X has duplicate column names")
+            raise InvalidInputError("X has duplicate column names")
         X = X.set_axis(columns, axis=1)
         listed_cat = tuple(dataset.categorical) if dataset is not None else ()
         immutable = set(dataset.immutable) if dataset is not None else set()
         increasing = set(dataset.increasing) if dataset is not None else set()
         unknown = sorted((set(listed_cat) | immutable | increasing) - set(columns))
         if unknown:
-            raise ValueError(f"the dataset names columns {unknown} that X lacks")
+            raise InvalidInputError(f"the dataset names columns {unknown} that X lacks")
         self._check_missing(X, columns)
 
         self.feature_names_in_ = np.asarray(columns, dtype=object)
@@ -226,7 +228,7 @@ class Preprocessor:
         (scikit-learn warns).
         """
         if not hasattr(self, "pipeline_"):
-            raise RuntimeError("this Preprocessor is not fitted yet; call fit first")
+            raise NotFittedError("this Preprocessor is not fitted yet; call fit first")
         X = self._as_frame(X)
         X = X.set_axis([str(c) for c in X.columns], axis=1)
         out = np.asarray(self.pipeline_.transform(self._prepare(X)), dtype=np.float64)

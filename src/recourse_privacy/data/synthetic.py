@@ -13,10 +13,16 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from recourse_privacy.data.datasets import DATASET_DESCRIPTIONS, Dataset
-from recourse_privacy.data.pools import RandomState, as_generator
+from recourse_privacy.data.dataset import Dataset
+from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.validation import RandomState, as_generator
 
-__all__ = ["make_synthetic", "synthetic_centers"]
+__all__ = ["SYNTHETIC_DESCRIPTION", "make_synthetic", "synthetic_centers"]
+
+#: the description of the ``synthetic`` dataset (each Dataset adds its n, d and options)
+SYNTHETIC_DESCRIPTION = (
+    "Two Gaussian classes around random hypercube vertices (Shokri et al. 2021; Pawelczyk et al. 2023)"
+)
 
 _CHUNK_ROWS = 1024  # rows shifted at a time, to keep temporaries small
 
@@ -31,11 +37,11 @@ def _draw_centers(rng: np.random.Generator, n_features: int, class_sep: float) -
 
 def _validate(n_features: int, class_sep: float) -> None:
     if isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral):
-        raise TypeError(f"n_features must be an int, got {type(n_features).__name__}")
+        raise InvalidInputError(f"n_features must be an int, got {type(n_features).__name__}")
     if n_features < 1:
-        raise ValueError(f"n_features must be at least 1, got {n_features}")
+        raise InvalidInputError(f"n_features must be at least 1, got {n_features}")
     if not np.isfinite(class_sep) or class_sep <= 0:
-        raise ValueError(f"class_sep must be a positive number, got {class_sep}")
+        raise InvalidInputError(f"class_sep must be a positive number, got {class_sep}")
 
 
 def synthetic_centers(
@@ -64,12 +70,12 @@ def make_synthetic(
     half of those actually change). The same int seed gives the same data.
     """
     if isinstance(n_samples, bool) or not isinstance(n_samples, numbers.Integral):
-        raise TypeError(f"n_samples must be an int, got {type(n_samples).__name__}")
+        raise InvalidInputError(f"n_samples must be an int, got {type(n_samples).__name__}")
     if n_samples < 2:
-        raise ValueError(f"n_samples must be at least 2 (one row per class), got {n_samples}")
+        raise InvalidInputError(f"n_samples must be at least 2 (one row per class), got {n_samples}")
     _validate(n_features, class_sep)
     if not 0.0 <= flip_y <= 1.0:
-        raise ValueError(f"flip_y must be in [0, 1], got {flip_y}")
+        raise InvalidInputError(f"flip_y must be in [0, 1], got {flip_y}")
     n, d = int(n_samples), int(n_features)
 
     rng = as_generator(random_state)
@@ -95,7 +101,7 @@ def make_synthetic(
         y=y,
         target="y",
         description=(
-            f"{DATASET_DESCRIPTIONS['synthetic']}: n={n}, d={d}, class_sep={class_sep}, "
+            f"{SYNTHETIC_DESCRIPTION}: n={n}, d={d}, class_sep={class_sep}, "
             f"flip_y={flip_y}"
         ),
     )

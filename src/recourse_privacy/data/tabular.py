@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recourse_privacy.data.datasets import Dataset
+from recourse_privacy.data.dataset import Dataset
+from recourse_privacy.errors import InvalidInputError
 
 __all__ = ["load_tabular", "validate_frame"]
 
@@ -39,7 +40,7 @@ def _read(path: Path) -> pd.DataFrame:
     if name.endswith(_CSV_SUFFIXES):
         sep = "\t" if name.endswith(".tsv") else ","
         return pd.read_csv(path, sep=sep, keep_default_na=False, na_values=_NA_VALUES)
-    raise ValueError(
+    raise InvalidInputError(
         f"cannot tell the format of {path.name}: use a file ending in "
         f"{', '.join(_CSV_SUFFIXES + _PARQUET_SUFFIXES)}"
     )
@@ -62,7 +63,7 @@ def _is_numeric(series: pd.Series) -> bool:
 def _encode_target(values: pd.Series, target: str, positive_label: Any) -> np.ndarray:
     levels = [_plain(v) for v in pd.unique(values)]
     if len(levels) != 2:
-        raise ValueError(
+        raise InvalidInputError(
             f"target column {target!r} must be binary but has {len(levels)} distinct "
             f"value{'s' if len(levels) != 1 else ''}: {_preview(sorted(levels, key=str))}"
         )
@@ -70,13 +71,13 @@ def _encode_target(values: pd.Series, target: str, positive_label: Any) -> np.nd
         if set(levels) == {0, 1}:  # also matches {False, True} and {0.0, 1.0}
             return values.astype(np.int64).to_numpy()
         a, b = sorted(levels, key=str)
-        raise ValueError(
+        raise InvalidInputError(
             f"target column {target!r} has the values {a!r} and {b!r}, not 0/1: pass "
             f"positive_label=... (the favourable one, e.g. positive_label={b!r})"
         )
     matches = [v for v in levels if v == positive_label or str(v) == str(positive_label)]
     if len(matches) != 1:
-        raise ValueError(
+        raise InvalidInputError(
             f"positive_label={positive_label!r} is not one of the values of target column "
             f"{target!r}: {levels[0]!r}, {levels[1]!r}"
         )
@@ -96,19 +97,19 @@ def validate_frame(
 ) -> Dataset:
     """Check a raw frame and turn it into a :class:`Dataset` (see :func:`load_tabular`)."""
     if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"expected a pandas DataFrame, got {type(df).__name__}")
+        raise InvalidInputError(f"expected a pandas DataFrame, got {type(df).__name__}")
     df = df.set_axis([str(c) for c in df.columns], axis=1)
     columns = list(df.columns)
     dupes = sorted({c for c in columns if columns.count(c) > 1})
     if dupes:
-        raise ValueError(f"the table has duplicate column names {dupes}")
+        raise InvalidInputError(f"the table has duplicate column names {dupes}")
     if target not in columns:
-        raise ValueError(f"target column {target!r} not found; the columns are {columns}")
+        raise InvalidInputError(f"target column {target!r} not found; the columns are {columns}")
     features = [c for c in columns if c != target]
     if not features:
-        raise ValueError(f"the table has no feature columns besides the target {target!r}")
+        raise InvalidInputError(f"the table has no feature columns besides the target {target!r}")
     if len(df) < 2:
-        raise ValueError(f"the table has {len(df)} rows; need at least 2")
+        raise InvalidInputError(f"the table has {len(df)} rows; need at least 2")
 
     for param, names in (
         ("categorical", categorical or ()),
@@ -116,7 +117,7 @@ def validate_frame(
         ("increasing", increasing),
     ):
         if isinstance(names, str):
-            raise TypeError(f"{param} must be a list of column names, not the string {names!r}")
+            raise InvalidInputError(f"{param} must be a list of column names, not the string {names!r}")
         unknown = [c for c in names if c not in features]
         if unknown:
             why = (
@@ -124,7 +125,7 @@ def validate_frame(
                 if target in unknown
                 else f"feature columns are {features}"
             )
-            raise ValueError(f"{param} names unknown columns {unknown}; {why}")
+            raise InvalidInputError(f"{param} names unknown columns {unknown}; {why}")
 
     # missing values: NaN / None, and empty or blank strings in text columns
     missing = df.isna()
@@ -136,7 +137,7 @@ def validate_frame(
     bad = counts[counts > 0]
     if len(bad):
         detail = ", ".join(f"{c!r} ({n})" for c, n in bad.items())
-        raise ValueError(
+        raise InvalidInputError(
             f"missing or empty values in columns {detail}, in {int(missing.any(axis=1).sum())} "
             "rows in all; drop or impute them first"
         )
@@ -152,7 +153,7 @@ def validate_frame(
         else:
             n_unique = s.nunique()
             if len(s) > _MIN_ROWS_FOR_UNIQUE_CHECK and n_unique > _MAX_UNIQUE_FRACTION * len(s):
-                raise ValueError(
+                raise InvalidInputError(
                     f"column {col!r} is neither numeric nor a plausible categorical: "
                     f"{n_unique} distinct values in {len(s)} rows (e.g. {_preview(s.unique(), 3)}); "
                     "drop it (free text or an identifier), or list it in categorical=... "

@@ -1,0 +1,132 @@
+"""The registry of named datasets: built-in ones and any a third-party package adds.
+
+An entry's object is a loader function returning a :class:`~recourse_privacy.data.dataset.Dataset`;
+its metadata says where the data comes from and which options the loader accepts, so that
+:func:`~recourse_privacy.data.load_dataset` dispatches and checks options by reading the
+entry. Adding a dataset is one decorator::
+
+    from recourse_privacy.data import register_dataset
+
+    @register_dataset("mydata", description="...", source="generated", options=("scale",))
+    def load_mydata(scale: float = 1.0) -> Dataset: ...
+
+How :func:`load_dataset` calls a loader:
+
+- ``source="file"`` (with ``file="name.csv"``): ``loader(path, **options)``, where ``path`` is the
+  file found in the data directory / user cache (the built-in files are downloaded there);
+- ``source="generated"`` or ``"scikit-learn"``: ``loader(**options)``.
+
+``options`` names the keyword arguments a loader accepts; any other option is refused. The
+standard names ``n_samples``, ``n_features`` and ``random_state`` among them mean that the loader
+sizes (and seeds) the data itself; otherwise ``n_samples`` draws that many rows of the loaded
+data at random, seeded by ``random_state``, and ``n_features`` is refused.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar, overload
+
+from recourse_privacy.data.dataset import Dataset
+from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.registry import Registry
+
+__all__ = [
+    "DATASETS", "DATASET_DESCRIPTIONS", "DATASET_SOURCES", "REAL_DATASETS", "SIZING_OPTIONS",
+    "DatasetLoader", "register_dataset",
+]
+
+#: where a dataset's data comes from
+DATASET_SOURCES = ("file", "generated", "scikit-learn")
+#: options that, when a loader declares them, it receives instead of load_dataset handling them
+SIZING_OPTIONS = ("n_samples", "n_features", "random_state")
+
+DatasetLoader = Callable[..., Dataset]
+L = TypeVar("L", bound=DatasetLoader)
+
+DATASETS: Registry[DatasetLoader] = Registry("dataset", builtins=("recourse_privacy.data.datasets",))
+
+
+def register_dataset(name: str, *, description: str, source: str, file: str | None = None,
+                     options: Iterable[str] = (), replace: bool = False) -> Callable[[L], L]:
+    """Decorator registering a loader function as dataset ``name`` (see the module docstring).
+
+    ``source`` is one of :data:`DATASET_SOURCES`; ``file`` (the file name looked up in the data
+    directory) is required for ``"file"`` and refused otherwise; ``options`` lists the keyword
+    arguments the loader accepts. A bad declaration raises :class:`InvalidInputError`.
+    """
+    if source not in DATASET_SOURCES:
+        raise InvalidInputError(f"dataset {name!r}: source must be one of {', '.join(DATASET_SOURCES)}; "
+                                f"got {source!r}")
+    if source == "file":
+        if not isinstance(file, str) or not file:
+            raise InvalidInputError(f"dataset {name!r}: source='file' needs file='<file name>'")
+    elif file is not None:
+        raise InvalidInputError(f"dataset {name!r}: file={file!r} applies only to source='file'")
+    if isinstance(options, str):
+        raise InvalidInputError(f"dataset {name!r}: options must be a list of names, not the string {options!r}")
+    options = tuple(options)
+    bad = [o for o in options if not (isinstance(o, str) and o.isidentifier())]
+    if bad or len(set(options)) != len(options):
+        raise InvalidInputError(f"dataset {name!r}: options must be distinct keyword names; got {options!r}")
+    return DATASETS.register(name, description=description, replace=replace, source=source, file=file,
+                             options=options)
+
+
+class _Descriptions(Mapping[str, str]):
+    """Live read-only view: dataset name -> description, in registration order."""
+
+    def __getitem__(self, name: str) -> str:
+        if name not in DATASETS:
+            raise KeyError(name)
+        return DATASETS.get(name).description
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(DATASETS.names())
+
+    def __len__(self) -> int:
+        return len(DATASETS)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+class _NamesBySource(Sequence[str]):
+    """Live read-only view: the names of the datasets with one source, in registration order."""
+
+    def __init__(self, source: str):
+        self._source = source
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(e.name for e in DATASETS.entries() if e.meta.get("source") == self._source)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
+    def __getitem__(self, index: Any) -> Any:
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (_NamesBySource, tuple, list)):
+            return self._names() == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+#: description of every registered dataset (a live view of :data:`DATASETS`)
+DATASET_DESCRIPTIONS: Mapping[str, str] = _Descriptions()
+#: the datasets read from a file (a live view of :data:`DATASETS`)
+REAL_DATASETS: Sequence[str] = _NamesBySource("file")
