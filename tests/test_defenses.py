@@ -6,7 +6,9 @@ import warnings
 
 import numpy as np
 import pytest
-from diffprivlib.utils import BudgetError, PrivacyLeakWarning
+from diffprivlib.utils import PrivacyLeakWarning
+
+from recourse_privacy.errors import BudgetExceededError
 
 from recourse_privacy import AuditConfig, run_audit
 from recourse_privacy.defenses import (
@@ -154,7 +156,7 @@ def test_a_query_stream_exhausts_the_budget_and_the_next_query_is_refused():
         assert session.spent == pytest.approx(0.5 * (i + 1))
     assert session.remaining == 0.0 and session.n_queries == 4
     state = session.method._rng.bit_generator.state
-    with pytest.raises(BudgetError, match=r"budget is epsilon 2 and 2 is already spent") as err:
+    with pytest.raises(BudgetExceededError, match=r"budget is epsilon 2 and 2 is already spent") as err:
         session.answer(X[4:5])
     assert "epsilon 0.5" in str(err.value)
     assert session.method._rng.bit_generator.state == state          # refused before any noise was drawn
@@ -167,7 +169,7 @@ def test_a_batch_that_would_exceed_the_budget_is_refused_whole():
     method = LaplaceRecourse(epsilon=1.0, random_state=0)
     session = RecourseSession(method, model, budget=4.0)
     session.answer(X[:3])
-    with pytest.raises(BudgetError, match="asks for epsilon 2 "):
+    with pytest.raises(BudgetExceededError, match="asks for epsilon 2 "):
         session.answer(X[3:5])
     assert session.spent == 3.0
     session.answer(X[3:4])                                             # one more fits exactly

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from recourse_privacy.errors import RecoursePrivacyError
+from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError, UnknownNameError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Measure how much algorithmic recourse leaks about a model's training data.")
@@ -51,6 +51,18 @@ def _parse_params(items: list[str] | None, option: str) -> dict:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
             out[key] = value
+    return out
+
+
+def _numbers(text: str, kind: type, option: str) -> list:
+    """A comma-separated list of numbers; an entry that is not one is an error naming the option."""
+    out = []
+    for item in (s.strip() for s in text.split(",")):
+        if item:
+            try:
+                out.append(kind(item))
+            except ValueError:
+                raise InvalidInputError(f"{option} expects comma-separated {kind.__name__} values; got {item!r}") from None
     return out
 
 
@@ -252,7 +264,7 @@ def tradeoff(
     if not console.is_terminal:
         console = Console(width=max(console.width, 170))
     try:
-        eps = [float(e) for e in epsilons.split(",") if e.strip()]
+        eps = _numbers(epsilons, float, "--epsilons")
         base = tradeoff_base_config(
             dataset=dataset, data_dir=str(data_dir) if data_dir else None, n_features=n_features, model=model,
             recourse=recourse, attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
@@ -260,7 +272,7 @@ def tradeoff(
             normalize_rows=normalize_rows, data_params=_parse_params(data_param, "--data-param"),
             model_params=_parse_params(model_param, "--model-param"), seed=seed, n_jobs=n_jobs).validate()
         tradeoff_settings(base, eps)
-    except ValueError as err:
+    except RecoursePrivacyError as err:
         _fail(err)
     started: set[str] = set()
 
@@ -271,7 +283,7 @@ def tradeoff(
 
     try:
         result = run_tradeoff(base, out, epsilons=eps, progress=progress)
-    except (ValueError, FileNotFoundError, TypeError) as err:
+    except RecoursePrivacyError as err:
         _fail(err)
     atk = [a for a in base.attacks]
     table = Table(title="Privacy-utility trade-off (AUC / TPR at FPR 0.01 per attack)")
@@ -306,7 +318,7 @@ def _run_and_report(spec, out: Path, backend: str, address: Optional[str], n_job
     try:
         summary = run_spec(spec, out, backend=backend, address=address, n_jobs=n_jobs, progress=True,
                            threads_per_cell=threads_per_cell)
-    except ValueError as err:
+    except RecoursePrivacyError as err:
         _fail(err)
     console.print(f"{spec.name}: {summary.n_cells} cells, {summary.n_skipped} already finished, "
                   f"{summary.n_computed} computed, {summary.n_failed} failed, in {summary.seconds:.1f} s "
@@ -338,7 +350,7 @@ def run_command(
     console = _wide_console()
     try:
         loaded = load_spec(spec)
-    except ValueError as err:
+    except RecoursePrivacyError as err:
         _fail(err)
     _run_and_report(loaded, out, backend, address, n_jobs, threads_per_cell, console)
 
@@ -353,7 +365,7 @@ def results_command(
 
     console = _wide_console()
     if not (out / "cells").is_dir():
-        _fail(ValueError(f"{out} is not a results store (no cells/ directory); run `recourse-privacy run` first"))
+        _fail(InvalidInputError(f"{out} is not a results store (no cells/ directory); run `recourse-privacy run` first"))
     spec = load_store_spec(out)
     tables = result_tables(out, spec)
     print_tables(tables, console)
@@ -381,13 +393,13 @@ def reproduce_command(
     console = _wide_console()
     try:
         if name not in list_reproductions():
-            raise ValueError(f"unknown reproduction {name!r}; shipped: {', '.join(list_reproductions())}")
+            raise UnknownNameError(f"unknown reproduction {name!r}; shipped: {', '.join(list_reproductions())}")
         spec = load_spec(name)
         fixed = {"shadow_models": shadow_models} if shadow_models is not None else None
-        seed_list = [int(s) for s in seeds.split(",") if s.strip()] if seeds else None
+        seed_list = _numbers(seeds, int, "--seeds") if seeds else None
         if fixed or seed_list:
             spec = spec.with_overrides(fixed=fixed, seeds=seed_list)
-    except ValueError as err:
+    except RecoursePrivacyError as err:
         _fail(err)
     _run_and_report(spec, out or Path(f"{name}-results"), backend, address, n_jobs, threads_per_cell, console)
 
@@ -419,7 +431,7 @@ def audit_dp_command(
         experiment = make_experiment(mechanism, epsilon, **_parse_params(param, "--param"))
         with Console(stderr=True).status(f"auditing {mechanism}: {trials} runs on each of two neighbours"):
             result = experiment.audit(n_trials=trials, alpha=alpha, random_state=seed)
-    except (ValueError, TypeError) as err:
+    except RecoursePrivacyError as err:
         _fail(err)
     table = Table(title=f"Empirical epsilon audit ({1 - alpha:.0%} confidence lower bound)")
     for col in ("mechanism", "claimed eps", "audited eps >=", "FPR", "FNR", "trials", "verdict"):
@@ -468,7 +480,7 @@ def recourse_command(
     for key, value in _parse_params(method_param, "--method-param").items():
         name, dot, param = key.partition(".")
         if not dot or not param:
-            _fail(ValueError(f"--method-param expects METHOD.KEY=VALUE; got {key!r}"))
+            _fail(InvalidInputError(f"--method-param expects METHOD.KEY=VALUE; got {key!r}"))
         per_method.setdefault(name, {})[param] = value
     try:
         with console.status("measuring recourse quality") as status:
@@ -480,7 +492,7 @@ def recourse_command(
                                  data_dir=data_dir, actionable=actionable, n_train=n_train,
                                  model_params=_parse_params(model_param, "--model-param"),
                                  method_params=per_method, progress=progress)
-    except (ValueError, FileNotFoundError, TypeError, RuntimeError) as err:
+    except RecoursePrivacyError as err:
         _fail(err)
     run = result.run
     table = Table(title=f"Recourse quality: {dataset} / {model} (held-out acc {run['heldout_accuracy']:.3f}), "

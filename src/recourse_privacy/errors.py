@@ -7,7 +7,7 @@ Each subclass also derives from the built-in exception callers expected before i
 from __future__ import annotations
 
 __all__ = [
-    "BudgetExceededError", "IncompatibleError", "InvalidInputError", "NotFittedError",
+    "BudgetExceededError", "IncompatibleError", "InvalidInputError", "MissingFileError", "NotFittedError",
     "RecoursePrivacyError", "UnknownNameError",
 ]
 
@@ -25,6 +25,10 @@ class UnknownNameError(InvalidInputError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class MissingFileError(InvalidInputError, FileNotFoundError):
+    """A data or model file is not where it was looked for; the message names the file and the places searched."""
 
 
 class IncompatibleError(InvalidInputError):

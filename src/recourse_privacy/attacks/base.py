@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from recourse_privacy.errors import InvalidInputError
 
 
 @dataclass(frozen=True)
@@ -18,4 +19,4 @@ class AttackScores:
     def __post_init__(self):
         s = np.asarray(self.scores, dtype=np.float64)
         if s.ndim != 1 or not np.isfinite(s).all():
-            raise ValueError(f"attack {self.name!r} produced {int((~np.isfinite(s)).sum())} non-finite scores")
+            raise InvalidInputError(f"attack {self.name!r} produced {int((~np.isfinite(s)).sum())} non-finite scores")

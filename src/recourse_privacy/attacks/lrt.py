@@ -11,13 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
-from sklearn.metrics import roc_auc_score
+from recourse_privacy.errors import InvalidInputError
 
 CENTERS = ("mean", "median")
 VARIANCES = ("per-example", "global")
 CDFS = ("normal", "t")
 _Z_CLIP = 1e6
+
+
+def _stats():
+    """scipy.stats, imported on first use (it costs ~0.5 s; the CLI's --help stays fast)."""
+    from scipy import stats
+
+    return stats
 
 
 @dataclass(frozen=True)
@@ -40,15 +46,15 @@ def fit_reference(ref: np.ndarray, mask: np.ndarray, *, center: str = "mean", va
     pooled center and variance; per-example sigmas are floored at 1e-3 of the pooled one.
     """
     if center not in CENTERS:
-        raise ValueError(f"center must be one of {CENTERS}; got {center!r}")
+        raise InvalidInputError(f"center must be one of {CENTERS}; got {center!r}")
     if variance not in VARIANCES:
-        raise ValueError(f"variance must be one of {VARIANCES}; got {variance!r}")
+        raise InvalidInputError(f"variance must be one of {VARIANCES}; got {variance!r}")
     ref = np.asarray(ref, dtype=np.float64)
     mask = np.asarray(mask, dtype=bool) & np.isfinite(ref)
     counts = mask.sum(axis=1)
     total = int(counts.sum())
     if total < 2:
-        raise ValueError("the shadow models gave fewer than 2 usable reference values; train more shadow models")
+        raise InvalidInputError("the shadow models gave fewer than 2 usable reference values; train more shadow models")
     r0 = np.where(mask, ref, 0.0)
     row_mean = r0.sum(axis=1) / np.maximum(counts, 1)
     sq = np.where(mask, (ref - row_mean[:, None]) ** 2, 0.0).sum(axis=1)
@@ -76,15 +82,15 @@ def lrt_scores(stat: np.ndarray, reference: GaussianReference, *, direction: str
                cdf: str = "normal") -> np.ndarray:
     """Log-CDF score of ``stat`` under ``reference``: log P(Z <= stat) for 'greater', log P(Z >= stat) for 'less'."""
     if cdf not in CDFS:
-        raise ValueError(f"cdf must be one of {CDFS}; got {cdf!r}")
+        raise InvalidInputError(f"cdf must be one of {CDFS}; got {cdf!r}")
     if direction not in ("greater", "less"):
-        raise ValueError(f"direction must be 'greater' or 'less'; got {direction!r}")
+        raise InvalidInputError(f"direction must be 'greater' or 'less'; got {direction!r}")
     z = np.clip((np.asarray(stat, dtype=np.float64) - reference.mu) / reference.sigma, -_Z_CLIP, _Z_CLIP)
     if direction == "less":
         z = -z
     if cdf == "normal":
-        return stats.norm.logcdf(z)
-    return stats.t.logcdf(z, df=reference.dof)
+        return _stats().norm.logcdf(z)
+    return _stats().t.logcdf(z, df=reference.dof)
 
 
 @dataclass(frozen=True)
@@ -113,7 +119,7 @@ def calibrate_direction(stat: np.ndarray, target_mask: np.ndarray, ref_mask: np.
     keep = np.asarray(keep, dtype=bool)
     n_shadow = stat.shape[1]
     if n_shadow < 2:
-        raise ValueError("direction calibration needs at least 2 shadow models")
+        raise InvalidInputError("direction calibration needs at least 2 shadow models")
     scores, labels = [], []
     for k in range(n_shadow):
         rows = np.asarray(target_mask[:, k], dtype=bool)
@@ -127,6 +133,8 @@ def calibrate_direction(stat: np.ndarray, target_mask: np.ndarray, ref_mask: np.
     y = np.concatenate(labels) if labels else np.zeros(0, bool)
     if y.size == 0 or y.all() or not y.any():
         return DirectionDecision("greater", float("nan"), int(y.size))
+    from sklearn.metrics import roc_auc_score  # ~1 s: imported on first use, so the CLI starts fast
+
     auc = float(roc_auc_score(y, np.concatenate(scores)))
     return DirectionDecision("greater" if auc >= 0.5 else "less", auc, int(y.size))
 

@@ -19,6 +19,7 @@ from recourse_privacy.validation import as_generator, check_positive_int
 from recourse_privacy.models.base import logit_confidence
 from recourse_privacy.models.batched import can_batch, fit_mlps_batched
 from recourse_privacy.recourse.base import fit_for
+from recourse_privacy.errors import InvalidInputError
 
 _FIELDS = ("cfd_targets", "usable_targets", "conf_targets", "cfd_calib", "usable_calib", "rejected_calib",
            "conf_calib", "train_accuracy")
@@ -34,7 +35,7 @@ def balanced_keep(n_points: int, n_shadow: int, fraction: float, random_state=No
     together. Otherwise LiRA's design: each point in exactly k shadows, sizes near fraction * n.
     """
     if not 0 < fraction < 1:
-        raise ValueError(f"shadow_fraction must be in (0, 1); got {fraction!r}")
+        raise InvalidInputError(f"shadow_fraction must be in (0, 1); got {fraction!r}")
     rng = as_generator(random_state)
     if fraction == 0.5 and n_shadow % 2 == 0:
         half = n_points // 2

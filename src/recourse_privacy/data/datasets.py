@@ -41,7 +41,7 @@ from recourse_privacy.data.registry import (
     register_dataset,
 )
 from recourse_privacy.data.synthetic import SYNTHETIC_DESCRIPTION, make_synthetic
-from recourse_privacy.errors import InvalidInputError, UnknownNameError
+from recourse_privacy.errors import InvalidInputError, MissingFileError, UnknownNameError
 from recourse_privacy.validation import RandomState, as_generator
 
 __all__ = [
@@ -191,7 +191,7 @@ def _download(filename: str, cache_dir: Path) -> Path:
             with zipfile.ZipFile(raw) as zf:
                 names = [n for n in zf.namelist() if n.rsplit("/", 1)[-1] == member]
                 if not names:
-                    raise FileNotFoundError(f"{member} is not inside the archive {url}")
+                    raise MissingFileError(f"{member} is not inside the archive {url}")
                 with zf.open(names[0]) as src, open(payload, "wb") as out:
                     shutil.copyfileobj(src, out)
         actual = _sha256(payload)
@@ -225,7 +225,7 @@ def fetch_file(
         if (directory / filename).is_file():
             return directory / filename
     if not download:
-        raise FileNotFoundError(
+        raise MissingFileError(
             _not_found_message(filename, looked_in) + " (Not downloaded: download=False.)"
         )
     try:
@@ -234,7 +234,7 @@ def fetch_file(
         raise
     except (OSError, zipfile.BadZipFile) as err:  # URLError is an OSError
         reason = getattr(err, "reason", None) or err
-        raise FileNotFoundError(_not_found_message(filename, looked_in, str(reason))) from err
+        raise MissingFileError(_not_found_message(filename, looked_in, str(reason))) from err
 
 
 # --------------------------------------------------------------------------------------
@@ -502,7 +502,7 @@ def _local_file(filename: str, data_dir: str | Path | None) -> Path:
         if (directory / filename).is_file():
             return directory / filename
     where = " or ".join(map(str, looked_in))
-    raise FileNotFoundError(
+    raise MissingFileError(
         f"{filename} not found in {where}. Put it in a directory and pass data_dir=... or set "
         f"the environment variable {ENV_VAR} to that directory."
     )

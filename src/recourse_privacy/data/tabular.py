@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from recourse_privacy.data.dataset import Dataset
-from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.errors import InvalidInputError, MissingFileError
 
 __all__ = ["load_tabular", "validate_frame"]
 
@@ -202,7 +202,7 @@ def load_tabular(
     """
     path = Path(path).expanduser()
     if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
+        raise MissingFileError(f"no such file: {path}")
     df = _read(path)
     stem = path.name.split(".")[0] or "tabular"
     return validate_frame(

@@ -3,7 +3,7 @@
 A :class:`RecourseSession` owns a diffprivlib ``BudgetAccountant`` with ceiling ``budget``
 and passes it to its (Laplace) recourse method: every answered row spends the method's
 epsilon before any noise is drawn, and a batch that would exceed the ceiling is refused
-whole with diffprivlib's ``BudgetError`` (a ValueError) naming the budget, the spent and the
+whole with :class:`~recourse_privacy.errors.BudgetExceededError` naming the budget, the spent and the
 requested epsilon.
 
 Composition: the accountant runs with ``slack = 0``, i.e. basic (sequential) composition: k
@@ -24,6 +24,8 @@ import copy
 
 import numpy as np
 
+from recourse_privacy.errors import BudgetExceededError, InvalidInputError
+from recourse_privacy.validation import check_delta
 from recourse_privacy.validation import check_epsilon as _check_epsilon
 from recourse_privacy.metrics import theorem2_bound
 
@@ -42,12 +44,10 @@ class RecourseSession:
         from diffprivlib.accountant import BudgetAccountant
 
         if not hasattr(method, "accountant") or not hasattr(method, "epsilon"):
-            raise ValueError(f"method {getattr(method, 'name', method)!r} spends no privacy budget (it has no "
+            raise InvalidInputError(f"method {getattr(method, 'name', method)!r} spends no privacy budget (it has no "
                              "epsilon / accountant); RecourseSession accounts for DP recourse such as LaplaceRecourse")
         self.budget = _check_epsilon(budget, "budget")
-        delta = float(delta)
-        if not 0.0 <= delta < 1.0:
-            raise ValueError(f"delta must be in [0, 1); got {delta!r}")
+        delta = check_delta(delta)
         self.delta = delta
         self.accountant = BudgetAccountant(epsilon=self.budget, delta=delta, slack=0.0)
         self.method = copy.copy(method)
@@ -67,12 +67,10 @@ class RecourseSession:
         return max(self.budget - self.spent, 0.0)
 
     def answer(self, X: np.ndarray):
-        """Recourse for every row of ``X`` (one query each), or a BudgetError if the batch would exceed the budget."""
-        from diffprivlib.utils import BudgetError
-
+        """Recourse for every row of ``X`` (one query each), or a BudgetExceededError if the batch would exceed the budget."""
         try:
             res = self.method.generate(self.model, X)
-        except BudgetError:
+        except BudgetExceededError:
             self.n_refused += int(np.asarray(X).shape[0]) if np.ndim(X) == 2 else 1
             raise
         self.n_queries += len(res.valid)
@@ -95,7 +93,5 @@ def dp_ba_bound(epsilon: float, delta: float = 0.0) -> float:
     With delta > 0, Lemma 1 of its proof becomes Pr[o | in] <= e^eps Pr[o | out] + delta, and
     the same steps give BA <= 1/2 + (1 - e^-eps)/2 + delta e^-eps / 2 (capped at 1).
     """
-    delta = float(delta)
-    if not 0.0 <= delta < 1.0:
-        raise ValueError(f"delta must be in [0, 1); got {delta!r}")
+    delta = check_delta(delta)
     return min(1.0, theorem2_bound(epsilon) + delta * float(np.exp(-float(epsilon))) / 2.0)

@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 
+from recourse_privacy.errors import BudgetExceededError, InvalidInputError
 from recourse_privacy.recourse.registry import register_recourse
 from recourse_privacy.validation import as_generator, check_epsilon, check_matrix, derive_seed
 from recourse_privacy.recourse.base import RecourseResult, check_supports
@@ -53,7 +54,7 @@ def noisy_probability(p: np.ndarray, epsilon: float, *, sensitivity: float = 1.0
     sens = check_epsilon(sensitivity, "sensitivity")
     p = np.asarray(p, dtype=np.float64)
     if not np.all(np.isfinite(p)) or np.any((p < 0) | (p > 1)):
-        raise ValueError("p must hold probabilities in [0, 1]")
+        raise InvalidInputError("p must hold probabilities in [0, 1]")
     rng = as_generator(random_state)
     return np.clip(p + rng.laplace(0.0, sens / eps, size=p.shape), 0.0, 1.0)
 
@@ -73,7 +74,7 @@ class LaplaceRecourse:
     Each row of ``generate`` is one query: it spends ``epsilon`` from ``accountant`` (a
     diffprivlib ``BudgetAccountant``; None means diffprivlib's default accountant, so
     ``with BudgetAccountant(epsilon=...)`` works as in diffprivlib) *before* any noise is drawn;
-    a batch that would exceed the budget is refused whole with a ``BudgetError`` naming the
+    a batch that would exceed the budget is refused whole with a ``BudgetExceededError`` naming the
     budget, the spent and the requested epsilon. The counterfactual of row x is
     x + (s - f'(x)) / ||w||^2 * w with f' the noisy score (p' clipped to [2^-52, 1 - 2^-52]
     before the logit, so a clamped p' in {0, 1} gives f' = -/+ 36.04 and the distance
@@ -91,13 +92,13 @@ class LaplaceRecourse:
         self.sensitivity = check_epsilon(sensitivity, "sensitivity")
         self.target_logit = float(target_logit)
         if not np.isfinite(self.target_logit):
-            raise ValueError(f"target_logit must be finite; got {target_logit!r}")
+            raise InvalidInputError(f"target_logit must be finite; got {target_logit!r}")
         self.accountant = accountant
         self.random_state = random_state
         self._rng = as_generator(random_state)
 
     def spend(self, n_queries: int) -> None:
-        """Spend ``n_queries * epsilon`` (basic composition) or raise a BudgetError; draws nothing."""
+        """Spend ``n_queries * epsilon`` (basic composition) or raise a BudgetExceededError; draws nothing."""
         from diffprivlib.accountant import BudgetAccountant
         from diffprivlib.utils import BudgetError
 
@@ -109,7 +110,7 @@ class LaplaceRecourse:
             acc.check(cost, 0.0)
         except BudgetError:
             spent = acc.total()[0]
-            raise BudgetError(
+            raise BudgetExceededError(
                 f"privacy budget exceeded: the batch asks for epsilon {cost:g} ({n_queries} recourse "
                 f"quer{'y' if n_queries == 1 else 'ies'} at epsilon {self.epsilon:g}), but the budget is epsilon "
                 f"{acc.epsilon:g} and {spent:g} is already spent ({max(acc.epsilon - spent, 0.0):g} remains); "
@@ -124,7 +125,7 @@ class LaplaceRecourse:
         w = np.asarray(model.coef_, dtype=np.float64)
         sq = float(w @ w)
         if sq == 0:
-            raise ValueError("the model's weight vector w is zero: there is no direction to move along")
+            raise InvalidInputError("the model's weight vector w is zero: there is no direction to move along")
         p = model.predict_proba(X)[:, 1]
         self.spend(len(X))
         p_noisy = noisy_probability(p, self.epsilon, sensitivity=self.sensitivity, random_state=self._rng)

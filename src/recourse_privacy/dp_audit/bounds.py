@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import (
     RandomState,
     as_generator,
@@ -44,7 +45,7 @@ Sampler = Callable[[int, np.random.Generator, int], np.ndarray]
 def _check_alpha(alpha: float) -> float:
     a = float(alpha)
     if not 0.0 < a < 1.0:
-        raise ValueError(f"alpha must lie strictly between 0 and 1; got {alpha!r}")
+        raise InvalidInputError(f"alpha must lie strictly between 0 and 1; got {alpha!r}")
     return a
 
 
@@ -62,9 +63,9 @@ def clopper_pearson(k, n, alpha: float = 0.05):
     k_arr = np.asarray(k, dtype=np.float64)
     n_arr = np.asarray(n, dtype=np.float64)
     if np.any(n_arr < 1) or np.any(n_arr != np.round(n_arr)):
-        raise ValueError(f"n must be a positive integer count; got {n!r}")
+        raise InvalidInputError(f"n must be a positive integer count; got {n!r}")
     if np.any(k_arr < 0) or np.any(k_arr > n_arr) or np.any(k_arr != np.round(k_arr)):
-        raise ValueError(f"k must be an integer count in [0, n]; got {k!r}")
+        raise InvalidInputError(f"k must be an integer count in [0, n]; got {k!r}")
     k_arr, n_arr = np.broadcast_arrays(k_arr, n_arr)
     with np.errstate(invalid="ignore", divide="ignore"):
         lo = np.where(k_arr > 0, betaincinv(np.maximum(k_arr, 1.0), n_arr - k_arr + 1.0, alpha / 2.0), 0.0)
@@ -199,9 +200,9 @@ def _errors(s0: np.ndarray, s1: np.ndarray, side: str, t: float) -> tuple[int, i
 def _check_outputs(s: np.ndarray, n: int, which: int) -> np.ndarray:
     arr = np.asarray(s, dtype=np.float64).reshape(-1)
     if arr.size != n:
-        raise ValueError(f"sample returned {arr.size} outputs for neighbour {which}; expected n={n}")
+        raise InvalidInputError(f"sample returned {arr.size} outputs for neighbour {which}; expected n={n}")
     if np.isnan(arr).any():
-        raise ValueError(f"sample returned {int(np.isnan(arr).sum())} NaN outputs for neighbour {which}")
+        raise InvalidInputError(f"sample returned {int(np.isnan(arr).sum())} NaN outputs for neighbour {which}")
     return arr
 
 
@@ -231,7 +232,7 @@ def audit_mechanism(
     delta = check_delta(delta)
     alpha = _check_alpha(alpha)
     if not 0.0 < float(selection_fraction) < 1.0:
-        raise ValueError(f"selection_fraction must lie strictly between 0 and 1; got {selection_fraction!r}")
+        raise InvalidInputError(f"selection_fraction must lie strictly between 0 and 1; got {selection_fraction!r}")
     n_sel = round(n_trials * float(selection_fraction))
     n_sel = min(max(n_sel, 1), n_trials - 1)
     n_meas = n_trials - n_sel

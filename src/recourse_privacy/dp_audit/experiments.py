@@ -16,6 +16,7 @@ from recourse_privacy.dp_audit.bounds import DistinguishingExperiment, EpsilonAu
 from recourse_privacy.models.base import BaseClassifier
 from recourse_privacy.models.dp import DPLogisticModel
 from recourse_privacy.validation import RandomState, as_generator, check_positive_float, check_positive_int, derive_seed
+from recourse_privacy.errors import InvalidInputError
 
 
 class _FixedLinearModel(BaseClassifier):
@@ -68,9 +69,9 @@ def laplace_experiment(
     noise_sens = sensitivity if noise_sensitivity is None else check_positive_float(noise_sensitivity, "noise_sensitivity")
     probs = (float(p), float(p) + sensitivity)
     if not (0.0 <= probs[0] and probs[1] <= 1.0):
-        raise ValueError(f"p and p + sensitivity must lie in [0, 1]; got p={p!r}, sensitivity={sensitivity!r}")
+        raise InvalidInputError(f"p and p + sensitivity must lie in [0, 1]; got p={p!r}, sensitivity={sensitivity!r}")
     if release not in ("probability", "recourse"):
-        raise ValueError(f"release must be 'probability' or 'recourse'; got {release!r}")
+        raise InvalidInputError(f"release must be 'probability' or 'recourse'; got {release!r}")
     neighbours = f"predicted probability {probs[0]:g} (D) vs {probs[1]:g} (D')"
 
     if release == "probability":
@@ -150,7 +151,7 @@ def dpm_logistic_experiment(
     """
     epsilon = check_positive_float(epsilon, "epsilon")
     if statistic not in ("logit", "cfd"):
-        raise ValueError(f"statistic must be 'logit' or 'cfd'; got {statistic!r}")
+        raise InvalidInputError(f"statistic must be 'logit' or 'cfd'; got {statistic!r}")
     X, y, y_prime = dpm_canary_data(n_rows, n_features, data_norm, data_seed)
     labels = (y, y_prime)
     query = X[:1]
@@ -202,7 +203,7 @@ MECHANISMS: dict[str, tuple[Callable[..., DistinguishingExperiment], str]] = {
 def make_experiment(name: str, epsilon: float, **params) -> DistinguishingExperiment:
     """The distinguishing experiment registered as ``name`` for a mechanism claimed ``epsilon``-DP."""
     if name not in MECHANISMS:
-        raise ValueError(f"mechanism must be one of {sorted(MECHANISMS)}; got {name!r}")
+        raise InvalidInputError(f"mechanism must be one of {sorted(MECHANISMS)}; got {name!r}")
     return MECHANISMS[name][0](epsilon, **params)
 
 

@@ -30,6 +30,7 @@ from recourse_privacy.audit import AuditConfig, run_audit
 from recourse_privacy.experiments.spec import Cell, ExperimentSpec, load_spec
 from recourse_privacy.experiments.store import ResultStore
 from recourse_privacy.validation import check_positive_int
+from recourse_privacy.errors import InvalidInputError
 
 __all__ = ["BACKENDS", "RunSummary", "run_cell", "run_spec", "RichProgress"]
 
@@ -277,7 +278,7 @@ def _ray(cells: list[Cell], args: Callable, n_jobs: int | None, address: str | N
     try:
         import ray
     except ImportError:
-        raise ValueError("backend 'ray' needs Ray: pip install 'recourse-privacy[ray]'") from None
+        raise InvalidInputError("backend 'ray' needs Ray: pip install 'recourse-privacy[ray]'") from None
 
     started = False
     if address is not None or not ray.is_initialized():
@@ -330,12 +331,12 @@ def run_spec(spec: ExperimentSpec | str | Path, out_dir: str | Path, backend: st
     if not isinstance(spec, ExperimentSpec):
         spec = load_spec(spec)
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+        raise InvalidInputError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     if n_jobs is not None:
         check_positive_int(n_jobs, "n_jobs")
     check_positive_int(threads_per_cell, "threads_per_cell")
     if address is not None and backend != "ray":
-        raise ValueError("--address is for --backend ray")
+        raise InvalidInputError("--address is for --backend ray")
     t0 = time.perf_counter()
     store = ResultStore(out_dir)
     store.root.mkdir(parents=True, exist_ok=True)

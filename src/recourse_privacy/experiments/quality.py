@@ -32,6 +32,7 @@ from recourse_privacy.data import Preprocessor, load_dataset
 from recourse_privacy.metrics import quality_metrics
 from recourse_privacy.models import accuracy, make_model
 from recourse_privacy.recourse import ActionSet, check_recourse_name, fit_for
+from recourse_privacy.errors import InvalidInputError
 
 #: progress callback: (stage, completed, total)
 Progress = Callable[[str, int, int], None]
@@ -103,13 +104,13 @@ def run_quality(
 
     methods = [check_recourse_name(m) for m in methods]
     if not methods:
-        raise ValueError("methods is empty; name at least one recourse method")
+        raise InvalidInputError("methods is empty; name at least one recourse method")
     n_points = check_positive_int(n_points, "n_points")
     n_train = check_positive_int(n_train, "n_train", minimum=10)
     method_params = dict(method_params or {})
     unknown = sorted(set(method_params) - set(methods))
     if unknown:
-        raise ValueError(f"method_params names methods not in methods: {unknown}")
+        raise InvalidInputError(f"method_params names methods not in methods: {unknown}")
     report = progress or (lambda stage, done, total: None)
     t_start = time.perf_counter()
 
@@ -120,7 +121,7 @@ def run_quality(
     else:
         ds = load_dataset(dataset, data_dir, **(data_params or {}))
     if ds.n_rows < n_train + 2:
-        raise ValueError(f"n_train={n_train} leaves no held-out rows: {dataset} has {ds.n_rows} rows")
+        raise InvalidInputError(f"n_train={n_train} leaves no held-out rows: {dataset} has {ds.n_rows} rows")
     perm = as_generator(derive_seed(seed, 2)).permutation(ds.n_rows)
     train, held = perm[:n_train], perm[n_train:]
     pre = Preprocessor().fit(ds.X.iloc[train], ds)
@@ -132,7 +133,7 @@ def run_quality(
     clf = make_model(model, random_state=derive_seed(seed, 3), **(model_params or {})).fit(X_train, y_train)
     rejected = np.flatnonzero(clf.predict(X_held) == 0)
     if not len(rejected):
-        raise ValueError(f"the {model} model rejects none of the {len(X_held)} held-out rows: no query points")
+        raise InvalidInputError(f"the {model} model rejects none of the {len(X_held)} held-out rows: no query points")
     X_query = X_held[rejected[:n_points]]
     report("model", 1, 1)
     action_set = ActionSet.from_preprocessor(pre) if actionable else None

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.metrics.membership import DEFAULT_FPRS, fpr_key
+from recourse_privacy.errors import InvalidInputError
 
 __all__ = ["Cell", "ExperimentSpec", "PaperFigure", "PaperReference", "SpecError", "load_spec",
            "list_reproductions", "config_fields", "check_metric_name", "ATTACK_METRICS", "CELL_METRIC_GROUPS"]
@@ -51,7 +52,7 @@ _REPRO_PACKAGE = "recourse_privacy.experiments"
 _REPRO_DIR = "reproductions"
 
 
-class SpecError(ValueError):
+class SpecError(InvalidInputError):
     """A spec that does not load: the message names the file and the bad key."""
 
 
@@ -82,11 +83,11 @@ def check_metric_name(name: str) -> str:
     head, _, tail = name.partition(".")
     if head in _ATTACK_FPR_METRICS:
         if tail not in _fpr_keys():
-            raise ValueError(f"metric {name!r}: {head} is read at FPR {', '.join(_fpr_keys())}, e.g. {head}.0.01")
+            raise InvalidInputError(f"metric {name!r}: {head} is read at FPR {', '.join(_fpr_keys())}, e.g. {head}.0.01")
         return name
     if head in CELL_METRIC_GROUPS and tail:
         return name
-    raise ValueError(f"unknown metric {name!r}; attack metrics are {', '.join(ATTACK_METRICS)}, "
+    raise InvalidInputError(f"unknown metric {name!r}; attack metrics are {', '.join(ATTACK_METRICS)}, "
                      f"tpr_at_fpr.<fpr>, achieved_fpr.<fpr>; cell metrics start with "
                      f"{', '.join(g + '.' for g in CELL_METRIC_GROUPS)}")
 
@@ -191,9 +192,9 @@ class ExperimentSpec(BaseModel):
     def _fixed_fields(cls, v: dict) -> dict:
         for key in v:
             if key in _RESERVED:
-                raise ValueError(f"{key!r} cannot be fixed: list the seeds under 'seeds'")
+                raise InvalidInputError(f"{key!r} cannot be fixed: list the seeds under 'seeds'")
             if key not in config_fields():
-                raise ValueError(_unknown_field(key, "fixed"))
+                raise InvalidInputError(_unknown_field(key, "fixed"))
         return v
 
     @field_validator("grid")
@@ -202,49 +203,49 @@ class ExperimentSpec(BaseModel):
         known = config_fields()
         for axis, values in v.items():
             if axis in _RESERVED:
-                raise ValueError(f"axis {axis!r}: list the seeds under 'seeds', not in the grid")
+                raise InvalidInputError(f"axis {axis!r}: list the seeds under 'seeds', not in the grid")
             if not values:
-                raise ValueError(f"axis {axis!r} has no values")
+                raise InvalidInputError(f"axis {axis!r} has no values")
             if axis in known:
                 if axis not in _DICT_FIELDS and any(isinstance(x, dict) for x in values):
-                    raise ValueError(f"axis {axis!r} is the AuditConfig field {axis!r}, whose values are not "
+                    raise InvalidInputError(f"axis {axis!r} is the AuditConfig field {axis!r}, whose values are not "
                                      "mappings; give a linked axis (values that set several fields) a name that "
                                      "is not a field")
                 continue
             # a linked axis: every value is a mapping of AuditConfig fields (plus an optional label)
             for i, value in enumerate(values):
                 if not isinstance(value, dict):
-                    raise ValueError(_unknown_field(axis, "grid") + "; a linked axis (a name that is not a field) "
+                    raise InvalidInputError(_unknown_field(axis, "grid") + "; a linked axis (a name that is not a field) "
                                      f"takes mappings of fields, but value {i} is {value!r}")
                 for key in value:
                     if key == "label":
                         continue
                     if key in _RESERVED:
-                        raise ValueError(f"axis {axis!r} value {i}: list the seeds under 'seeds'")
+                        raise InvalidInputError(f"axis {axis!r} value {i}: list the seeds under 'seeds'")
                     if key not in known:
-                        raise ValueError(_unknown_field(key, f"grid axis {axis!r} value {i}"))
+                        raise InvalidInputError(_unknown_field(key, f"grid axis {axis!r} value {i}"))
             labels = [_label_of(x) for x in values]
             dup = sorted({x for x in labels if labels.count(x) > 1})
             if dup:
-                raise ValueError(f"axis {axis!r} has repeated labels {dup}; give each value a distinct 'label'")
+                raise InvalidInputError(f"axis {axis!r} has repeated labels {dup}; give each value a distinct 'label'")
         return v
 
     @field_validator("seeds")
     @classmethod
     def _seed_list(cls, v: list[int]) -> list[int]:
         if not v:
-            raise ValueError("give at least one seed")
+            raise InvalidInputError("give at least one seed")
         if any(s < 0 for s in v):
-            raise ValueError(f"seeds must be non-negative integers; got {v}")
+            raise InvalidInputError(f"seeds must be non-negative integers; got {v}")
         if len(set(v)) != len(v):
-            raise ValueError(f"seeds are repeated: {v}")
+            raise InvalidInputError(f"seeds are repeated: {v}")
         return v
 
     @field_validator("metrics")
     @classmethod
     def _metric_list(cls, v: list[str]) -> list[str]:
         if not v:
-            raise ValueError("give at least one metric")
+            raise InvalidInputError("give at least one metric")
         for name in v:
             check_metric_name(name)
         return v
@@ -257,7 +258,7 @@ class ExperimentSpec(BaseModel):
             keys = {axis} if axis in config_fields() else {k for val in values for k in val if k != "label"}
             for key in keys:
                 if key in set_by and key not in _DICT_FIELDS:
-                    raise ValueError(f"field {key!r} is set both by {set_by[key]} and by grid axis {axis!r}")
+                    raise InvalidInputError(f"field {key!r} is set both by {set_by[key]} and by grid axis {axis!r}")
                 set_by[key] = f"grid axis {axis!r}"
 
         cells, skipped, seen = [], [], {}
@@ -280,15 +281,15 @@ class ExperimentSpec(BaseModel):
                     if self.on_invalid == "skip":
                         skipped.append((cell_label, str(err)))
                         continue
-                    raise ValueError(f"cell {cell_label}: {err}") from None
+                    raise InvalidInputError(f"cell {cell_label}: {err}") from None
                 cell = Cell(config, labels)
                 if cell.hash in seen:
-                    raise ValueError(f"cells {seen[cell.hash]} and {cell_label} have the same configuration")
+                    raise InvalidInputError(f"cells {seen[cell.hash]} and {cell_label} have the same configuration")
                 seen[cell.hash] = cell_label
                 cells.append(cell)
         if not cells:
             reasons = "; ".join(f"{lab}: {why}" for lab, why in skipped[:3])
-            raise ValueError(f"no valid cell in the grid ({reasons})")
+            raise InvalidInputError(f"no valid cell in the grid ({reasons})")
         self._cells, self._skipped = cells, skipped
         if self.paper is not None:
             self._check_paper()
@@ -300,17 +301,17 @@ class ExperimentSpec(BaseModel):
         for i, fig in enumerate(self.paper.figures):
             for axis, value in fig.cell.items():
                 if axis not in labels:
-                    raise ValueError(f"paper.figures.{i}.cell: {axis!r} is not a grid axis "
+                    raise InvalidInputError(f"paper.figures.{i}.cell: {axis!r} is not a grid axis "
                                      f"(axes: {', '.join(labels) or 'none'})")
                 if _label_of(value) not in labels[axis]:
-                    raise ValueError(f"paper.figures.{i}.cell: {axis}={value!r} is not a value of that axis "
+                    raise InvalidInputError(f"paper.figures.{i}.cell: {axis}={value!r} is not a value of that axis "
                                      f"({', '.join(sorted(labels[axis]))})")
             if fig.attack is not None and fig.attack not in attacks:
-                raise ValueError(f"paper.figures.{i}.attack: {fig.attack!r} is not an attack of the cells "
+                raise InvalidInputError(f"paper.figures.{i}.attack: {fig.attack!r} is not an attack of the cells "
                                  f"({', '.join(sorted(attacks))})")
             attack_level = [m for m in fig.values if is_attack_metric(m)]
             if attack_level and fig.attack is None:
-                raise ValueError(f"paper.figures.{i}: attack metrics {attack_level} need an 'attack'")
+                raise InvalidInputError(f"paper.figures.{i}: attack metrics {attack_level} need an 'attack'")
 
     # ------------------------------------------------------------------ public API
     @property

@@ -28,6 +28,7 @@ from typing import Any
 
 from recourse_privacy.audit.result import AuditResult
 from recourse_privacy.audit.summaries import plain
+from recourse_privacy.errors import InvalidInputError
 
 __all__ = ["ResultStore", "atomic_write_json", "RECORD_FORMAT", "flatten_record"]
 
@@ -158,7 +159,7 @@ class ResultStore:
     def write(self, record: dict) -> Path:
         """Write a finished cell's record atomically; the completion marker is set here, last."""
         if "hash" not in record or "metrics" not in record:
-            raise ValueError("a cell record needs 'hash' and 'metrics'")
+            raise InvalidInputError("a cell record needs 'hash' and 'metrics'")
         rec = {k: v for k, v in record.items() if k != "complete"}
         rec.setdefault("format", RECORD_FORMAT)
         rec["complete"] = True

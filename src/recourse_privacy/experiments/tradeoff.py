@@ -27,6 +27,7 @@ from recourse_privacy.audit import AuditConfig, AuditResult, run_audit
 from recourse_privacy.models.registry import MODELS
 from recourse_privacy.metrics.plots import _new_figure, _save
 from recourse_privacy.metrics import theorem2_bound
+from recourse_privacy.errors import InvalidInputError
 
 #: paper 001's epsilons (main results 0.5 and 1; appendix 5, 10, 20)
 EPSILONS = (0.5, 1.0, 5.0, 10.0, 20.0)
@@ -63,9 +64,9 @@ def tradeoff_settings(base: AuditConfig, epsilons: Sequence[float] = EPSILONS) -
     eps_list = [float(e) for e in epsilons]
     for e in eps_list:
         if not np.isfinite(e) or e <= 0:
-            raise ValueError(f"epsilons must be finite numbers > 0; got {e!r}")
+            raise InvalidInputError(f"epsilons must be finite numbers > 0; got {e!r}")
     if len(set(eps_list)) != len(eps_list):
-        raise ValueError(f"epsilons must be distinct; got {eps_list}")
+        raise InvalidInputError(f"epsilons must be distinct; got {eps_list}")
     base_d = {**base.to_dict(), "defense": "none", "epsilon": None}
     out = [("baseline", AuditConfig.from_dict(base_d).validate())]
     linear = "linear" in MODELS.get(base.model).meta["capabilities"]

@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from recourse_privacy.validation import check_positive_float
+from recourse_privacy.errors import InvalidInputError
 
 __all__ = [
     "RocCurve",
@@ -111,24 +112,24 @@ def _validate(labels: ArrayLike, scores: ArrayLike) -> tuple[np.ndarray, np.ndar
     y = np.asarray(labels)
     s = np.asarray(scores)
     if y.ndim != 1:
-        raise ValueError(f"labels must be 1-D, got an array of shape {y.shape}")
+        raise InvalidInputError(f"labels must be 1-D, got an array of shape {y.shape}")
     if s.ndim != 1:
-        raise ValueError(f"scores must be 1-D, got an array of shape {s.shape}")
+        raise InvalidInputError(f"scores must be 1-D, got an array of shape {s.shape}")
     if y.shape[0] != s.shape[0]:
-        raise ValueError(
+        raise InvalidInputError(
             f"scores has length {s.shape[0]} but labels has length {y.shape[0]}; "
             "they must be aligned one score per labelled example"
         )
     if y.dtype == bool:
         y = y.astype(np.int8)
     if not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
-        raise ValueError(
+        raise InvalidInputError(
             f"labels must be numeric 0 (non-member) / 1 (member), got dtype {y.dtype}"
         )
     bad = ~np.isin(y, (0, 1))
     if bad.any():
         found = np.unique(y[bad])[:5].tolist()
-        raise ValueError(
+        raise InvalidInputError(
             "labels must contain only 0 (non-member) and 1 (member); "
             f"found {int(bad.sum())} other value(s), e.g. {found}"
         )
@@ -136,18 +137,18 @@ def _validate(labels: ArrayLike, scores: ArrayLike) -> tuple[np.ndarray, np.ndar
     n1 = int(y.sum())
     n0 = int(y.shape[0] - n1)
     if n1 == 0 or n0 == 0:
-        raise ValueError(
+        raise InvalidInputError(
             "labels must contain both members (1) and non-members (0); "
             f"got {n1} member(s) and {n0} non-member(s)"
         )
     if s.dtype == bool or not (
         np.issubdtype(s.dtype, np.integer) or np.issubdtype(s.dtype, np.floating)
     ):
-        raise ValueError(f"scores must be numeric, got dtype {s.dtype}")
+        raise InvalidInputError(f"scores must be numeric, got dtype {s.dtype}")
     s = s.astype(np.float64)
     nonfinite = ~np.isfinite(s)
     if nonfinite.any():
-        raise ValueError(
+        raise InvalidInputError(
             f"scores must be finite: found {int(nonfinite.sum())} non-finite value(s) "
             f"(NaN: {int(np.isnan(s).sum())}, +/-inf: {int(np.isinf(s).sum())}) "
             f"out of {s.shape[0]}; attacks must produce finite scores"
@@ -159,9 +160,9 @@ def _validate_fpr(fpr: float) -> float:
     try:
         f = float(fpr)
     except (TypeError, ValueError):
-        raise ValueError(f"fpr must be a number in (0, 1], got {fpr!r}") from None
+        raise InvalidInputError(f"fpr must be a number in (0, 1], got {fpr!r}") from None
     if not math.isfinite(f) or not 0.0 < f <= 1.0:
-        raise ValueError(f"fpr must be a number in (0, 1], got {fpr!r}")
+        raise InvalidInputError(f"fpr must be a number in (0, 1], got {fpr!r}")
     return f
 
 
@@ -262,7 +263,7 @@ def auc_null_halfwidth(n_members: int, n_nonmembers: int, z: float = 1.96) -> fl
     """
     n1, n0 = int(n_members), int(n_nonmembers)
     if n1 <= 0 or n0 <= 0:
-        raise ValueError(
+        raise InvalidInputError(
             f"n_members and n_nonmembers must be positive, got {n1} and {n0}"
         )
     return float(z) * math.sqrt((n1 + n0 + 1) / (12.0 * n1 * n0))

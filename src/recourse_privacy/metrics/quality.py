@@ -14,6 +14,7 @@ import numpy as np
 
 from recourse_privacy.validation import check_matrix, check_positive_int
 from recourse_privacy.recourse.base import NORMS, distances
+from recourse_privacy.errors import InvalidInputError
 
 
 def redundancy(model, X: np.ndarray, X_cf: np.ndarray, *, tol: float = 1e-8) -> np.ndarray:
@@ -24,7 +25,7 @@ def redundancy(model, X: np.ndarray, X_cf: np.ndarray, *, tol: float = 1e-8) -> 
     """
     X, X_cf = check_matrix(X, "X"), check_matrix(X_cf, "X_cf", n_features=np.shape(X)[1])
     if X.shape != X_cf.shape:
-        raise ValueError(f"X and X_cf must have the same shape; got {X.shape} and {X_cf.shape}")
+        raise InvalidInputError(f"X and X_cf must have the same shape; got {X.shape} and {X_cf.shape}")
     out = np.full(len(X), np.nan)
     if not len(X):
         return out
@@ -48,7 +49,7 @@ def ynn(model, X_cf: np.ndarray, X_train: np.ndarray, *, k: int = 5, valid: np.n
     k = check_positive_int(k, "k")
     X_cf, X_train = check_matrix(X_cf, "X_cf"), check_matrix(X_train, "X_train", n_features=np.shape(X_cf)[1])
     if len(X_train) < k:
-        raise ValueError(f"yNN needs at least k={k} training points; got {len(X_train)}")
+        raise InvalidInputError(f"yNN needs at least k={k} training points; got {len(X_train)}")
     out = np.full(len(X_cf), np.nan)
     rows = np.ones(len(X_cf), bool) if valid is None else np.asarray(valid, bool)
     if not rows.any():

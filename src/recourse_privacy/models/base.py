@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from recourse_privacy.validation import check_binary_labels, check_matrix
+from recourse_privacy.errors import NotFittedError
 
 
 @runtime_checkable
@@ -50,7 +51,7 @@ class BaseClassifier:
 
     def _check_fitted(self) -> None:
         if not getattr(self, "fitted_", False):
-            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit(X, y) first")
+            raise NotFittedError(f"{type(self).__name__} is not fitted; call fit(X, y) first")
 
     def _check_X(self, X) -> np.ndarray:
         self._check_fitted()
@@ -84,7 +85,8 @@ class TorchBackedClassifier(BaseClassifier):
         """The network's favourable-class logit, float64."""
         from recourse_privacy.models.torch_utils import batched_logits
 
-        return batched_logits(self.module_, self._check_X(X))
+        X = self._check_X(X)  # first: an unfitted model has no module_ (NotFittedError, not AttributeError)
+        return batched_logits(self.module_, X)
 
     def torch_module(self):
         """The fitted network as a module mapping (n, d) tensors to (n,) logits."""

@@ -15,6 +15,7 @@ import numpy as np
 
 from recourse_privacy.validation import check_binary_labels, check_matrix, derive_seed
 from recourse_privacy.models.mlp import MLPModel
+from recourse_privacy.errors import InvalidInputError
 
 _HYPER = ("hidden_layers", "lr", "epochs", "batch_size", "weight_decay")
 
@@ -36,9 +37,9 @@ def fit_mlps_batched(models: Sequence[MLPModel], X: np.ndarray, y: np.ndarray,
     one training loop (see :func:`can_batch`).
     """
     if not can_batch(models) and len(models) > 1:
-        raise ValueError("fit_mlps_batched needs MLPModel instances with identical hyperparameters")
+        raise InvalidInputError("fit_mlps_batched needs MLPModel instances with identical hyperparameters")
     if len(models) != len(rows):
-        raise ValueError(f"got {len(models)} models but {len(rows)} row sets")
+        raise InvalidInputError(f"got {len(models)} models but {len(rows)} row sets")
     X = check_matrix(X)
     y = check_binary_labels(y, n=X.shape[0])
     sizes = np.array([len(r) for r in rows])

@@ -57,11 +57,11 @@ class DPLogisticModel(LinearClassifier):
         X = check_matrix(X)
         y = check_binary_labels(y, n=X.shape[0])
         if np.unique(y).size < 2:
-            raise ValueError("y holds only one class; logistic regression needs both 0 and 1")
+            raise InvalidInputError("y holds only one class; logistic regression needs both 0 and 1")
         row_norms = np.linalg.norm(X, axis=1)
         over = row_norms > norm * (1.0 + _NORM_TOL)
         if over.any():
-            raise ValueError(
+            raise InvalidInputError(
                 f"{int(over.sum())} rows have L2 norm above data_norm={norm:g} (largest {row_norms.max():.4g}); "
                 "the DP guarantee of objective perturbation needs every row within data_norm: normalise rows "
                 "(--normalize-rows, Preprocessor(normalize_rows=True)) or pass a larger data_norm chosen "
@@ -127,7 +127,7 @@ class DPMLPModel(TorchBackedClassifier):
         epochs = check_positive_int(self.epochs, "epochs")
         batch = check_positive_int(self.batch_size, "batch_size")
         if self.accountant not in ("prv", "rdp"):
-            raise ValueError(f"accountant must be 'prv' or 'rdp'; got {self.accountant!r}")
+            raise InvalidInputError(f"accountant must be 'prv' or 'rdp'; got {self.accountant!r}")
         X = check_matrix(X)
         y = check_binary_labels(y, n=X.shape[0])
         if delta >= 1.0 / X.shape[0]:

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
 
 from recourse_privacy.validation import check_binary_labels, check_matrix
 from recourse_privacy.models.base import LinearClassifier
+from recourse_privacy.errors import InvalidInputError
 
 
 class LogisticModel(LinearClassifier):
@@ -26,7 +26,9 @@ class LogisticModel(LinearClassifier):
         X = check_matrix(X)
         y = check_binary_labels(y, n=X.shape[0])
         if np.unique(y).size < 2:
-            raise ValueError("y holds only one class; logistic regression needs both 0 and 1")
+            raise InvalidInputError("y holds only one class; logistic regression needs both 0 and 1")
+        from sklearn.linear_model import LogisticRegression  # heavy: imported when a model is fitted
+
         est = LogisticRegression(C=self.C, max_iter=self.max_iter, fit_intercept=self.fit_intercept)
         est.fit(X, y)
         self.coef_ = est.coef_.ravel().astype(np.float64)

@@ -7,6 +7,7 @@ import numpy as np
 
 from recourse_privacy.validation import check_matrix
 from recourse_privacy.models.base import BaseClassifier, TorchBackedClassifier
+from recourse_privacy.errors import InvalidInputError
 
 _EPS = 1e-12
 
@@ -30,7 +31,7 @@ class SklearnModel(BaseClassifier):
     def _adopt(self, est) -> None:
         classes = list(getattr(est, "classes_", []))
         if classes != [0, 1]:
-            raise ValueError(f"the estimator's classes_ must be [0, 1] (1 = favourable); got {classes}")
+            raise InvalidInputError(f"the estimator's classes_ must be [0, 1] (1 = favourable); got {classes}")
         self.estimator_ = est
         self.n_features_in_ = int(est.n_features_in_)
         coef = getattr(est, "coef_", None)
@@ -89,7 +90,7 @@ class TorchModel(TorchBackedClassifier):
         if n_features is None:
             first = next((p for p in module.parameters() if p.ndim == 2), None)
             if first is None:
-                raise ValueError("n_features is required when the module has no 2-D weight to read it from")
+                raise InvalidInputError("n_features is required when the module has no 2-D weight to read it from")
             n_features = int(first.shape[1])
         self.module_ = logit_module(module)
         self.module_.requires_grad_(False)
