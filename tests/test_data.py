@@ -293,7 +293,8 @@ def registered() -> Iterator[list[str]]:
     names: list[str] = []
     yield names
     for name in names:
-        REGISTRY._entries.pop(name, None)
+        if name in REGISTRY:
+            REGISTRY.remove(name)
 
 
 def test_third_party_dataset_registers_and_loads(registered: list[str]) -> None:

@@ -126,6 +126,13 @@ class Registry(Generic[T]):
             self._entries[name] = entry
         return entry
 
+    def remove(self, name: str) -> Entry[T]:
+        """Unregister ``name`` and return its entry (for tests and for plugins that replace a built-in)."""
+        with self._lock:
+            if name not in self._entries:
+                raise UnknownNameError(f"unknown {self.kind} {name!r}; choose one of {', '.join(self._entries)}")
+            return self._entries.pop(name)
+
     # ------------------------------------------------------------------ looking up
     def _ensure_loaded(self) -> None:
         if self._loaded:
