@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from recourse_privacy.validation import check_positive_int
-from recourse_privacy.recourse.base import RecourseResult, run_in_chunks
+from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.scfe import compact_adam
 from recourse_privacy.recourse.registry import register_recourse
@@ -58,12 +58,22 @@ class CADEX:
 
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their last iterate, flagged invalid."""
-        return run_in_chunks(self, model, X, {"lr": self.lr, "max_iter": self.max_iter, "n_changed": self.n_changed})
+        return generate_recourse(self, model, X,
+                                 info={"lr": self.lr, "max_iter": self.max_iter, "n_changed": self.n_changed})
+
+    def _begin(self, model):
+        return model.torch_module()
+
+    def _search(self, model, X: np.ndarray, module) -> SearchOutput:
+        return SearchOutput(*self._run(module, X))
 
     def _run(self, module, X: np.ndarray):
+        """Masked Adam on the rows of ``X``: (counterfactuals, first-valid iteration, -1 where none)."""
         import torch
         import torch.nn.functional as F
 
+        if not len(X):
+            return X.copy(), np.zeros(0, dtype=np.int64)
         dtype = next(module.parameters()).dtype
         n, d = X.shape
         x0 = torch.as_tensor(X, dtype=dtype)

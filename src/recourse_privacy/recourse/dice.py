@@ -1,14 +1,13 @@
 """DiCE-style diverse counterfactuals (Mothilal, Sharma and Tan 2020), gradient method, batched."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
+from recourse_privacy.errors import InvalidInputError, NotFittedError
 from recourse_privacy.validation import (
     as_generator, check_matrix, check_positive_float, check_positive_int,
 )
-from recourse_privacy.recourse.base import RecourseResult, check_supports
+from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.scfe import compact_adam
 from recourse_privacy.recourse.registry import register_recourse
@@ -131,42 +130,44 @@ class DiverseCounterfactuals:
     # ------------------------------------------------------------------ generate
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """k diverse counterfactuals for every row of ``X``; the closest valid one per row in ``counterfactuals``."""
-        check_supports(self, model)
+        return generate_recourse(self, model, X, info={
+            "total_cfs": self.total_cfs, "proximity_weight": self.proximity_weight,
+            "diversity_weight": self.diversity_weight, "learning_rate": self.learning_rate,
+            "min_iter": self.min_iter, "max_iter": self.max_iter})
+
+    def _check_fitted(self, X: np.ndarray) -> None:
         if not hasattr(self, "weights_"):
-            raise RuntimeError("DiverseCounterfactuals needs fit(X_train, y_train, model) first: it reads the "
-                               "training ranges and MADs (use recourse_privacy.recourse.fit_for)")
-        X = check_matrix(X, n_features=model.n_features_in_)
+            raise NotFittedError("DiverseCounterfactuals needs fit(X_train, y_train, model) first: it reads the "
+                                 "training ranges and MADs (use recourse_privacy.recourse.fit_for)")
         if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features; DiverseCounterfactuals was fitted on {self.n_features_in_}")
-        if self.action_set is not None:
-            self.action_set.check(X.shape[1])
-        t0 = time.perf_counter()
-        n, d, k = len(X), X.shape[1], self.total_cfs
-        module = model.torch_module()
-        rng = as_generator(self.random_state)
-        step = self.batch_size or max(n, 1)
-        parts = [self._run(module, X[i: i + step], rng) for i in range(0, n, step)]
-        cfs = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, k, d))
-        n_iter = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+            raise InvalidInputError(f"X has {X.shape[1]} features; DiverseCounterfactuals was fitted on "
+                                    f"{self.n_features_in_}")
+
+    def _begin(self, model):
+        """The torch module and one random generator for all chunks of this call."""
+        return model.torch_module(), as_generator(self.random_state)
+
+    def _search(self, model, X: np.ndarray, state) -> SearchOutput:
+        """k counterfactuals per row, sparsified; the closest valid one (the closest one where none is)."""
+        module, rng = state
+        n, d = X.shape
+        cfs, n_iter = self._run(module, X, rng)
         cfs = self._posthoc_sparsity(model, X, cfs)
-        valid_k = (model.predict(cfs.reshape(-1, d)) == 1).reshape(n, k) if n else np.zeros((0, k), bool)
+        valid_k = (model.predict(cfs.reshape(-1, d)) == 1).reshape(n, -1) if n else np.zeros((0, self.total_cfs), bool)
         dist = (np.abs(cfs - X[:, None, :]) / self.scale_ * self.weights_).sum(axis=2)
         best = np.argmin(np.where(valid_k, dist, np.inf), axis=1) if n else np.zeros(0, int)
         none_valid = ~valid_k.any(axis=1)
         best[none_valid] = np.argmin(dist[none_valid], axis=1) if none_valid.any() else best[none_valid]
-        X_cf = cfs[np.arange(n), best] if n else X.copy()
-        valid = valid_k[np.arange(n), best] if n else np.zeros(0, bool)
-        info = {"diverse": cfs, "diverse_valid": valid_k, "total_cfs": k,
-                "proximity_weight": self.proximity_weight, "diversity_weight": self.diversity_weight,
-                "learning_rate": self.learning_rate, "min_iter": self.min_iter, "max_iter": self.max_iter}
-        return RecourseResult(X, X_cf, valid, self.name, n_iter=n_iter, seconds=time.perf_counter() - t0, info=info)
+        return SearchOutput(cfs[np.arange(n), best], n_iter, info={"diverse": cfs, "diverse_valid": valid_k})
 
     def _run(self, module, X: np.ndarray, rng: np.random.Generator):
         import torch
 
-        dtype = next(module.parameters()).dtype
         m, d = X.shape
         k = self.total_cfs
+        if not m:
+            return np.zeros((0, k, d)), np.zeros(0, dtype=np.int64)
+        dtype = next(module.parameters()).dtype
         lo = torch.as_tensor(self.lower_, dtype=dtype)
         sc = torch.as_tensor(self.scale_, dtype=dtype)
         w = torch.as_tensor(self.weights_, dtype=dtype)

@@ -1,12 +1,10 @@
 """REVISE (Joshi et al. 2019): gradient search in a VAE's latent space, batched over all points."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from recourse_privacy.validation import check_positive_float, check_positive_int
-from recourse_privacy.recourse.base import RecourseResult, check_supports
+from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.scfe import compact_adam
 from recourse_privacy.recourse.vae import VAEBackedMethod, make_vae
@@ -59,23 +57,14 @@ class REVISE(VAEBackedMethod):
 
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their last iterate, flagged invalid."""
-        check_supports(self, model)
-        X = self._check_fitted_input(model, X)
-        if self.action_set is not None:
-            self.action_set.check(X.shape[1])
-        t0 = time.perf_counter()
-        module = model.torch_module()
-        X_cf = X.copy()
-        n_iter = np.zeros(len(X), dtype=np.int64)
-        todo = np.flatnonzero(model.predict(X) == 0) if len(X) else np.zeros(0, int)
-        step = self.batch_size or max(len(todo), 1)
-        for i in range(0, len(todo), step):
-            rows = todo[i : i + step]
-            X_cf[rows], n_iter[rows] = self._run(module, X[rows])
-        valid = model.predict(X_cf) == 1 if len(X) else np.zeros(0, bool)
-        return RecourseResult(X, X_cf, valid, self.name, n_iter=n_iter, seconds=time.perf_counter() - t0,
-                              info={"lam": self.lam, "lr": self.lr, "max_iter": self.max_iter,
-                                    "early_stop": self.early_stop, "latent_dim": self.vae_.latent_dim})
+        return generate_recourse(self, model, X, skip_accepted=True, info={
+            "lam": self.lam, "lr": self.lr, "max_iter": self.max_iter, "early_stop": self.early_stop})
+
+    def _begin(self, model):
+        return model.torch_module()
+
+    def _search(self, model, X: np.ndarray, module) -> SearchOutput:
+        return SearchOutput(*self._run(module, X), info={"latent_dim": self.vae_.latent_dim})
 
     def _feasible(self, xp, x0, torch):
         """Project decoded rows onto the action set (differentiable almost everywhere)."""
@@ -88,9 +77,12 @@ class REVISE(VAEBackedMethod):
         return torch.minimum(torch.maximum(xp, lo), hi)
 
     def _run(self, module, X: np.ndarray):
+        """Adam in the latent space for the rows of ``X``: (counterfactuals, iteration kept, -1 where none)."""
         import torch
         import torch.nn.functional as F
 
+        if not len(X):
+            return X.copy(), np.zeros(0, dtype=np.int64)
         vae = self.vae_
         mdtype = next(module.parameters()).dtype
         x0 = torch.as_tensor(X, dtype=torch.float64)

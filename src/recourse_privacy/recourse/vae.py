@@ -5,6 +5,7 @@ from typing import Sequence
 
 import numpy as np
 
+from recourse_privacy.errors import InvalidInputError, NotFittedError
 from recourse_privacy.validation import (
     check_matrix,
     check_positive_float,
@@ -228,11 +229,10 @@ class VAEBackedMethod:
         self.vae_: VAE = make_vae(self.vae_params, derive_seed(self.seed_, 1)).fit(X, mutable)
         return self
 
-    def _check_fitted_input(self, model, X: np.ndarray) -> np.ndarray:
+    def _check_fitted(self, X: np.ndarray) -> None:
+        """Raise unless the VAE is fitted, on as many features as ``X`` (called by the recourse driver)."""
         if not hasattr(self, "vae_"):
-            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit(X, y, model) on the model's "
-                               "training data first")
-        X = check_matrix(X, n_features=model.n_features_in_)
+            raise NotFittedError(f"{type(self).__name__} is not fitted; call fit(X, y, model) on the model's "
+                                 "training data first")
         if X.shape[1] != self.vae_.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features; the VAE was fitted on {self.vae_.n_features_in_}")
-        return X
+            raise InvalidInputError(f"X has {X.shape[1]} features; the VAE was fitted on {self.vae_.n_features_in_}")
