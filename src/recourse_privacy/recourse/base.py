@@ -65,7 +65,7 @@ def distances(X: np.ndarray, X_cf: np.ndarray, norm: str = "l1") -> np.ndarray:
         return np.abs(delta).max(axis=1, initial=0.0)
     if norm == "l0":
         return (np.abs(delta) > 1e-8).sum(axis=1).astype(np.float64)
-    raise ValueError(f"unknown norm {norm!r}; choose one of {', '.join(NORMS)}")
+    raise InvalidInputError(f"unknown norm {norm!r}; choose one of {', '.join(NORMS)}")
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import check_positive_int
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
@@ -49,7 +50,7 @@ class CADEX:
         batch_size: int | None = None,
     ):
         if not lr > 0:
-            raise ValueError(f"lr must be > 0; got {lr!r}")
+            raise InvalidInputError(f"lr must be > 0; got {lr!r}")
         self.lr = lr
         self.max_iter = check_positive_int(max_iter, "max_iter")
         self.n_changed = None if n_changed is None else check_positive_int(n_changed, "n_changed")

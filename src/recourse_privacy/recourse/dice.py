@@ -74,7 +74,7 @@ class DiverseCounterfactuals:
     ):
         self.total_cfs = check_positive_int(total_cfs, "total_cfs")
         if proximity_weight < 0 or diversity_weight < 0:
-            raise ValueError(f"proximity_weight and diversity_weight must be >= 0; got {proximity_weight!r}, "
+            raise InvalidInputError(f"proximity_weight and diversity_weight must be >= 0; got {proximity_weight!r}, "
                              f"{diversity_weight!r}")
         self.proximity_weight = float(proximity_weight)
         self.diversity_weight = float(diversity_weight)
@@ -84,14 +84,14 @@ class DiverseCounterfactuals:
         self.loss_diff_thresh = float(loss_diff_thresh)
         self.loss_converge_maxiter = check_positive_int(loss_converge_maxiter, "loss_converge_maxiter")
         if not 0 < stopping_threshold < 1:
-            raise ValueError(f"stopping_threshold must be in (0, 1); got {stopping_threshold!r}")
+            raise InvalidInputError(f"stopping_threshold must be in (0, 1); got {stopping_threshold!r}")
         self.stopping_threshold = float(stopping_threshold)
         self.init_near_query = bool(init_near_query)
         if feature_weights not in FEATURE_WEIGHTS:
-            raise ValueError(f"feature_weights must be one of {FEATURE_WEIGHTS}; got {feature_weights!r}")
+            raise InvalidInputError(f"feature_weights must be one of {FEATURE_WEIGHTS}; got {feature_weights!r}")
         self.feature_weights = feature_weights
         if posthoc_sparsity_param is not None and not 0 <= posthoc_sparsity_param <= 1:
-            raise ValueError(f"posthoc_sparsity_param must be in [0, 1] or None; got {posthoc_sparsity_param!r}")
+            raise InvalidInputError(f"posthoc_sparsity_param must be in [0, 1] or None; got {posthoc_sparsity_param!r}")
         self.posthoc_sparsity_param = posthoc_sparsity_param
         self.posthoc_steps = check_positive_int(posthoc_steps, "posthoc_steps")
         self.action_set = action_set
@@ -103,7 +103,7 @@ class DiverseCounterfactuals:
         """Learn what dice-ml reads from the training data: ranges, MADs and the post-hoc quantiles."""
         X = check_matrix(X)
         if len(X) < 2:
-            raise ValueError("DiverseCounterfactuals.fit needs at least 2 training rows")
+            raise InvalidInputError("DiverseCounterfactuals.fit needs at least 2 training rows")
         self.lower_, self.upper_ = X.min(axis=0), X.max(axis=0)
         scale = self.upper_ - self.lower_
         self.scale_ = np.where(scale > 0, scale, 1.0)

@@ -75,11 +75,11 @@ class FACE:
         random_state=None,
     ):
         if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}; got {mode!r}")
+            raise InvalidInputError(f"mode must be one of {MODES}; got {mode!r}")
         if density_weight not in DENSITY_WEIGHTS:
-            raise ValueError(f"density_weight must be one of {DENSITY_WEIGHTS}; got {density_weight!r}")
+            raise InvalidInputError(f"density_weight must be one of {DENSITY_WEIGHTS}; got {density_weight!r}")
         if min_confidence is not None and not 0 < min_confidence < 1:
-            raise ValueError(f"min_confidence must be in (0, 1) or None; got {min_confidence!r}")
+            raise InvalidInputError(f"min_confidence must be in (0, 1) or None; got {min_confidence!r}")
         if not (isinstance(bandwidth, str) and bandwidth in ("scott", "silverman")):
             check_positive_float(bandwidth, "bandwidth")
         self.mode = mode
@@ -102,7 +102,7 @@ class FACE:
 
         X = check_matrix(X)
         if len(X) < 2:
-            raise ValueError("FACE.fit needs at least 2 data points")
+            raise InvalidInputError("FACE.fit needs at least 2 data points")
         if self.action_set is not None:
             self.action_set.check(X.shape[1])
         t0 = time.perf_counter()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import check_positive_float, check_positive_int
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
@@ -44,7 +45,7 @@ class REVISE(VAEBackedMethod):
         random_state=None,
     ):
         if not np.isfinite(lam) or lam < 0:
-            raise ValueError(f"lam must be a finite number >= 0; got {lam!r}")
+            raise InvalidInputError(f"lam must be a finite number >= 0; got {lam!r}")
         self.lam = float(lam)
         self.lr = check_positive_float(lr, "lr")
         self.max_iter = check_positive_int(max_iter, "max_iter")

@@ -52,7 +52,7 @@ class VAE:
         self.lr = check_positive_float(lr, "lr")
         self.batch_size = check_positive_int(batch_size, "batch_size")
         if kl_weight < 0 or weight_decay < 0:
-            raise ValueError(f"kl_weight and weight_decay must be >= 0; got {kl_weight!r}, {weight_decay!r}")
+            raise InvalidInputError(f"kl_weight and weight_decay must be >= 0; got {kl_weight!r}, {weight_decay!r}")
         self.kl_weight = float(kl_weight)
         self.weight_decay = float(weight_decay)
         self.random_state = random_state
@@ -66,11 +66,11 @@ class VAE:
         d = X.shape[1]
         mutable = np.ones(d, bool) if mutable is None else np.asarray(mutable, dtype=bool)
         if mutable.shape != (d,):
-            raise ValueError(f"mutable must be a boolean mask of {d} features; got shape {mutable.shape}")
+            raise InvalidInputError(f"mutable must be a boolean mask of {d} features; got shape {mutable.shape}")
         if not mutable.any():
-            raise ValueError("mutable: at least one feature must be mutable for a VAE to encode")
+            raise InvalidInputError("mutable: at least one feature must be mutable for a VAE to encode")
         if len(X) < 2:
-            raise ValueError(f"X: a VAE needs at least 2 rows to fit; got {len(X)}")
+            raise InvalidInputError(f"X: a VAE needs at least 2 rows to fit; got {len(X)}")
         self.n_features_in_ = d
         self.mutable_ = mutable
         self.mean_ = X.mean(axis=0)
@@ -146,7 +146,7 @@ class VAE:
 
     def _check_fitted(self) -> None:
         if not getattr(self, "fitted_", False):
-            raise RuntimeError("VAE is not fitted; call fit(X) first")
+            raise NotFittedError("VAE is not fitted; call fit(X) first")
 
     # ------------------------------------------------------------------ torch API (for gradients)
     def encode_tensor(self, x):
@@ -160,7 +160,7 @@ class VAE:
 
         if len(self._imm):
             if x is None:
-                raise ValueError("x: decoding needs the factual rows, whose immutable features condition the decoder")
+                raise InvalidInputError("x: decoding needs the factual rows, whose immutable features condition the decoder")
             cond = ((x - self._mean) / self._scale)[:, self._imm]
             out_m = self.decoder_(torch.cat([z, cond], dim=1))
         else:
@@ -190,7 +190,7 @@ class VAE:
         if X is not None:
             X = check_matrix(X, n_features=self.n_features_in_)
             if len(X) != len(Z):
-                raise ValueError(f"X has {len(X)} rows but Z has {len(Z)}")
+                raise InvalidInputError(f"X has {len(X)} rows but Z has {len(Z)}")
             xt = torch.as_tensor(X, dtype=torch.float64)
         with torch.no_grad():
             return self.decode_tensor(torch.as_tensor(Z, dtype=torch.float64), xt).numpy()
@@ -206,7 +206,7 @@ def make_vae(vae_params: dict | None, random_state) -> VAE:
     known = {"latent_dim", "hidden_layers", "epochs", "lr", "batch_size", "kl_weight", "weight_decay"}
     unknown = sorted(set(params) - known)
     if unknown:
-        raise ValueError(f"vae_params: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        raise InvalidInputError(f"vae_params: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     return VAE(**params, random_state=random_state)
 
 
