@@ -12,8 +12,9 @@ and the driver, in this order:
 2. checks ``X`` (:func:`~recourse_privacy.validation.check_matrix` with the model's feature
    count), then, where the method has them, ``method._check_fitted(X)`` (fitted, and on as
    many features as ``X``) and ``method.action_set.check(d)``;
-3. starts the clock and calls ``method._begin(model)`` once, if defined: the state shared by
-   every chunk of this call (a torch module, a random generator, a search seed);
+3. starts the clock and makes the state shared by every chunk of this call:
+   ``method._begin(model)`` where defined (a random generator, a search seed), else the
+   model's ``torch_module()`` for a method that needs ``gradients``, else None;
 4. with ``skip_accepted=True``, keeps the rows the model already accepts unchanged
    (``n_iter`` 0) and searches only the others;
 5. calls ``method._search(model, rows, state) -> SearchOutput`` on chunks of at most
@@ -161,7 +162,10 @@ def generate_recourse(method, model, X: np.ndarray, *, info: dict | None = None,
     if action_set is not None:
         action_set.check(X.shape[1])
     t0 = time.perf_counter()
-    state = method._begin(model) if callable(getattr(method, "_begin", None)) else None
+    if callable(getattr(method, "_begin", None)):
+        state = method._begin(model)
+    else:
+        state = model.torch_module() if "gradients" in getattr(method, "needs", ()) else None
     if skip_accepted:
         todo = np.flatnonzero(model.predict(X) == 0) if len(X) else np.zeros(0, np.int64)
         out = _search_in_chunks(method, model, X[todo], state)

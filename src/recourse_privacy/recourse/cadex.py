@@ -62,19 +62,13 @@ class CADEX:
         return generate_recourse(self, model, X,
                                  info={"lr": self.lr, "max_iter": self.max_iter, "n_changed": self.n_changed})
 
-    def _begin(self, model):
-        return model.torch_module()
-
     def _search(self, model, X: np.ndarray, module) -> SearchOutput:
-        return SearchOutput(*self._run(module, X))
-
-    def _run(self, module, X: np.ndarray):
         """Masked Adam on the rows of ``X``: (counterfactuals, first-valid iteration, -1 where none)."""
         import torch
         import torch.nn.functional as F
 
         if not len(X):
-            return X.copy(), np.zeros(0, dtype=np.int64)
+            return SearchOutput(X.copy(), np.zeros(0, dtype=np.int64))
         dtype = next(module.parameters()).dtype
         n, d = X.shape
         x0 = torch.as_tensor(X, dtype=dtype)
@@ -94,7 +88,7 @@ class CADEX:
                 n_iter[rows[found].numpy()] = it
                 keep = ~found
                 if not keep.any():
-                    return self._exact(X, out, x0), n_iter
+                    return SearchOutput(self._exact(X, out, x0), n_iter)
                 x, opt = compact_adam(x, opt, keep)
                 rows, x0a = rows[keep], x0a[keep]
                 mask = mask[keep] if mask is not None else None
@@ -110,7 +104,7 @@ class CADEX:
             opt.step()
             _project(x, x0a, bounds, torch)
         out[rows] = x.detach()  # rows still searching keep their last iterate (n_iter stays -1)
-        return self._exact(X, out, x0), n_iter
+        return SearchOutput(self._exact(X, out, x0), n_iter)
 
     def _exact(self, X: np.ndarray, out, x0) -> np.ndarray:
         """float64 counterfactuals: the factual plus the step taken, so untouched features keep their exact value."""

@@ -61,12 +61,6 @@ class REVISE(VAEBackedMethod):
         return generate_recourse(self, model, X, skip_accepted=True, info={
             "lam": self.lam, "lr": self.lr, "max_iter": self.max_iter, "early_stop": self.early_stop})
 
-    def _begin(self, model):
-        return model.torch_module()
-
-    def _search(self, model, X: np.ndarray, module) -> SearchOutput:
-        return SearchOutput(*self._run(module, X), info={"latent_dim": self.vae_.latent_dim})
-
     def _feasible(self, xp, x0, torch):
         """Project decoded rows onto the action set (differentiable almost everywhere)."""
         a = self.action_set
@@ -77,14 +71,15 @@ class REVISE(VAEBackedMethod):
         hi = torch.maximum(torch.as_tensor(a.upper, dtype=xp.dtype), x0)
         return torch.minimum(torch.maximum(xp, lo), hi)
 
-    def _run(self, module, X: np.ndarray):
+    def _search(self, model, X: np.ndarray, module) -> SearchOutput:
         """Adam in the latent space for the rows of ``X``: (counterfactuals, iteration kept, -1 where none)."""
         import torch
         import torch.nn.functional as F
 
-        if not len(X):
-            return X.copy(), np.zeros(0, dtype=np.int64)
         vae = self.vae_
+        info = {"latent_dim": vae.latent_dim}
+        if not len(X):
+            return SearchOutput(X.copy(), np.zeros(0, dtype=np.int64), info=info)
         mdtype = next(module.parameters()).dtype
         x0 = torch.as_tensor(X, dtype=torch.float64)
         out = x0.clone()
@@ -110,7 +105,7 @@ class REVISE(VAEBackedMethod):
                 n_iter[rows[ok].numpy()] = it
                 keep = ~ok
                 if not keep.any():
-                    return out.numpy(), n_iter
+                    return SearchOutput(out.numpy(), n_iter, info=info)
                 z, opt = compact_adam(z, opt, keep)
                 rows, x0a = rows[keep], x0a[keep]
                 xp, logit, loss = objective(z, x0a)
@@ -127,4 +122,4 @@ class REVISE(VAEBackedMethod):
             opt.step()
         missing = torch.as_tensor(n_iter[rows.numpy()] < 0)
         out[rows[missing]] = xp.detach()[missing]
-        return out.numpy(), n_iter
+        return SearchOutput(out.numpy(), n_iter, info=info)

@@ -54,12 +54,6 @@ class SCFE:
         return generate_recourse(self, model, X, info={"lr": self.lr, "lam": self.lam, "max_iter": self.max_iter,
                                                        "max_rounds": self.max_rounds, "norm": self.norm})
 
-    def _begin(self, model):
-        return model.torch_module()
-
-    def _search(self, model, X: np.ndarray, module) -> SearchOutput:
-        return SearchOutput(*self._run(module, X))
-
     def _project(self, x, x0, torch):
         a = self.action_set
         if a is None:
@@ -73,13 +67,13 @@ class SCFE:
             hi = torch.maximum(torch.as_tensor(a.upper, dtype=x.dtype), x0)
             x.copy_(torch.clamp(x, lo, hi))
 
-    def _run(self, module, X: np.ndarray):
+    def _search(self, model, X: np.ndarray, module) -> SearchOutput:
         """Adam on the rows of ``X``: (counterfactuals, first-valid iteration, -1 where none)."""
         import torch
         import torch.nn.functional as F
 
         if not len(X):
-            return X.copy(), np.zeros(0, dtype=np.int64)
+            return SearchOutput(X.copy(), np.zeros(0, dtype=np.int64))
         dtype = next(module.parameters()).dtype
         x0 = torch.as_tensor(X, dtype=dtype)
         out = x0.clone()
@@ -98,7 +92,7 @@ class SCFE:
                     n_iter[rows[found].numpy()] = it
                     keep = ~found
                     if not keep.any():
-                        return X + (out - x0).numpy().astype(np.float64), n_iter
+                        return SearchOutput(X + (out - x0).numpy().astype(np.float64), n_iter)
                     x, opt, rows, x0a = self._compact(x, opt, rows, x0a, keep, torch)
                     z = module(x)
                 diff = x - x0a
@@ -115,7 +109,7 @@ class SCFE:
         found = z >= 0
         out[rows] = x.detach()
         n_iter[rows[found].numpy()] = it
-        return X + (out - x0).numpy().astype(np.float64), n_iter
+        return SearchOutput(X + (out - x0).numpy().astype(np.float64), n_iter)
 
     @staticmethod
     def _compact(x, opt, rows, x0a, keep, torch):
