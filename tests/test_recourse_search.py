@@ -74,7 +74,7 @@ def test_gs_cost_is_close_to_and_never_below_the_exact_l2_distance(linear):
 
 def test_gs_l1_shells(linear):
     model, _, _, X = linear
-    res = GrowingSpheres(p_norm=1, random_state=0).generate(model, X[:60])
+    res = GrowingSpheres(norm="l1", random_state=0).generate(model, X[:60])
     assert res.valid.all()
     exact_l1 = np.abs(model.decision_function(X[:60])) / np.abs(model.coef_).max()  # L1-optimal cost
     d = res.distance("l1")
@@ -307,7 +307,7 @@ def test_registry_and_audit_config_accept_the_methods():
     assert isinstance(make_recourse("gs", step=0.5), GrowingSpheres)
     for name in ("gs", "cchvae", "revise"):
         AuditConfig(dataset="heloc", model="mlp", recourse=name).validate()
-    with pytest.raises(ValueError, match="p_norm"):
-        make_recourse("gs", p_norm=3)
+    with pytest.raises(ValueError, match="norm"):
+        make_recourse("gs", norm=3)
     with pytest.raises(ValueError, match="vae_params"):
         make_recourse("cchvae", vae_params={"layers": [20]})

@@ -26,15 +26,12 @@ Only the linear case is implemented here, as in the paper.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
-
 from recourse_privacy.errors import BudgetExceededError, InvalidInputError
+from recourse_privacy.recourse.base import SearchOutput, generate_recourse
 from recourse_privacy.recourse.registry import register_recourse
-from recourse_privacy.validation import as_generator, check_epsilon, check_matrix, derive_seed
-from recourse_privacy.recourse.base import RecourseResult, check_supports
+from recourse_privacy.validation import as_generator, check_epsilon, derive_seed
 
 #: p' is clipped to [PROB_CLIP, 1 - PROB_CLIP] before the logit (2**-52: 1 - PROB_CLIP is exact in
 #: float64), so a clamped p' = 0 or 1 gives the finite score -/+ 52 ln 2 = -/+ 36.04: the "clamping spike".
@@ -119,9 +116,11 @@ class LaplaceRecourse:
 
     def generate(self, model, X: np.ndarray):
         """Noisy counterfactuals for every row of ``X`` under the linear ``model`` (steps 1-4)."""
-        check_supports(self, model)
-        t0 = time.perf_counter()
-        X = check_matrix(X, n_features=model.n_features_in_)
+        return generate_recourse(self, model, X, info={
+            "epsilon": self.epsilon, "sensitivity": self.sensitivity, "target_logit": self.target_logit})
+
+    def _search(self, model, X: np.ndarray, state=None):
+        """Steps 1-4 for all rows at once, after spending the batch's budget."""
         w = np.asarray(model.coef_, dtype=np.float64)
         sq = float(w @ w)
         if sq == 0:
@@ -130,13 +129,9 @@ class LaplaceRecourse:
         self.spend(len(X))
         p_noisy = noisy_probability(p, self.epsilon, sensitivity=self.sensitivity, random_state=self._rng)
         f_noisy = noisy_logit(p_noisy)
-        X_cf = X + np.outer((self.target_logit - f_noisy) / sq, w)
-        valid = model.predict(X_cf) == 1 if len(X) else np.zeros(0, bool)
-        return RecourseResult(
-            X, X_cf, valid, self.name, seconds=time.perf_counter() - t0,
-            info={"epsilon": self.epsilon, "sensitivity": self.sensitivity, "target_logit": self.target_logit,
-                  "n_queries": int(len(X)), "epsilon_spent": len(X) * self.epsilon,
-                  "noisy_probability": p_noisy, "clamped_low": p_noisy <= 0.0, "clamped_high": p_noisy >= 1.0})
+        return SearchOutput(X + np.outer((self.target_logit - f_noisy) / sq, w), info={
+            "n_queries": int(len(X)), "epsilon_spent": len(X) * self.epsilon,
+            "noisy_probability": p_noisy, "clamped_low": p_noisy <= 0.0, "clamped_high": p_noisy >= 1.0})
 
 
 class SimulatedLaplaceRecourse:

@@ -1,10 +1,14 @@
 """Recourse: the common interface, actionability constraints and the methods of the papers.
 
 Exact linear recourse, SCFE, Growing Spheres, CCHVAE and REVISE (with their VAE), CADEX,
-DiCE-style diverse counterfactuals and FACE; ``RECOURSE_METHODS`` names them all.
+DiCE-style diverse counterfactuals and FACE; ``RECOURSE_METHODS`` names them all. Every
+method's ``generate`` goes through one driver, :func:`generate_recourse` (see
+:mod:`recourse_privacy.recourse.base`); a method writes only its search step. A method's
+search norm is ``norm="l1"`` or ``"l2"`` everywhere (:func:`check_norm`).
 """
 from recourse_privacy.recourse.base import (
-    NORMS, RecourseMethod, RecourseResult, check_supports, distances, fit_for,
+    NORMS, SEARCH_NORMS, RecourseMethod, RecourseResult, SearchOutput, check_norm, check_supports, distances, fit_for,
+    generate_recourse,
 )
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.linear import LinearRecourse
@@ -25,6 +29,7 @@ __all__ = [
     "CADEX", "DiverseCounterfactuals", "FACE",
     "CCHVAE", "GrowingSpheres", "REVISE", "VAE",
     "ActionSet", "LinearRecourse", "NORMS", "RECOURSE_METHODS", "RecourseMethod", "RecourseResult", "SCFE",
-    "check_compatible", "check_recourse_name", "check_supports", "distances", "fit_for", "make_recourse",
-    "model_capabilities", "recourse_needs", "register_recourse",
+    "SEARCH_NORMS", "SearchOutput", "check_compatible", "check_norm", "check_recourse_name", "check_supports",
+    "distances", "fit_for", "generate_recourse", "make_recourse", "model_capabilities", "recourse_needs",
+    "register_recourse",
 ]

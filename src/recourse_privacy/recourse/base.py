@@ -1,15 +1,58 @@
-"""The recourse interface: a batch of rejected points in, counterfactuals and costs out."""
+"""The recourse interface: a batch of rejected points in, counterfactuals and costs out.
+
+One driver, :func:`generate_recourse`, does what every method's ``generate`` shares; a method
+writes only its search step. ``generate(model, X)`` is, for every registered method::
+
+    return generate_recourse(self, model, X, info={...static hyperparameters...})
+
+and the driver, in this order:
+
+1. checks that the method runs on the model (:func:`check_supports`, i.e.
+   :func:`~recourse_privacy.recourse.registry.check_compatible`, the one place that decides);
+2. checks ``X`` (:func:`~recourse_privacy.validation.check_matrix` with the model's feature
+   count), then, where the method has them, ``method._check_fitted(X)`` (fitted, and on as
+   many features as ``X``) and ``method.action_set.check(d)``;
+3. starts the clock and makes the state shared by every chunk of this call:
+   ``method._begin(model)`` where defined (a random generator, a search seed), else the
+   model's ``torch_module()`` for a method that needs ``gradients``, else None;
+4. with ``skip_accepted=True``, keeps the rows the model already accepts unchanged
+   (``n_iter`` 0) and searches only the others;
+5. calls ``method._search(model, rows, state) -> SearchOutput`` on chunks of at most
+   ``method.batch_size`` rows (all rows at once when the method has no ``batch_size`` or it
+   is None; a batch of zero rows is one call on the empty array, so every search step must
+   accept zero rows), and joins the chunks in order;
+6. judges validity with the model itself, ``model.predict(X_cf) == 1`` (and ``found`` where
+   the search step reports rows it gave up on, FACE's unreachable queries), and assembles the
+   :class:`RecourseResult` (factuals, counterfactuals, valid, ``method.name``, ``n_iter``,
+   seconds, ``info`` = the static ``info`` plus the search step's, ``paths``).
+
+The search step returns a :class:`SearchOutput`; only ``counterfactuals`` is required.
+"""
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.recourse.registry import check_compatible, model_capabilities
+from recourse_privacy.validation import check_matrix
 
 NORMS = ("l0", "l1", "l2", "linf")
+#: the norms a recourse method's ``norm`` parameter may take (the search norms; costs use any of NORMS)
+SEARCH_NORMS = ("l1", "l2")
+#: the order of each search norm, for ``np.linalg.norm(..., ord=)``
+NORM_ORD = {"l1": 1, "l2": 2}
+
+
+def check_norm(norm, name: str = "norm", allowed: tuple[str, ...] = SEARCH_NORMS) -> str:
+    """Return ``norm`` if it is one of ``allowed`` (``"l1"``, ``"l2"``), else raise naming the parameter."""
+    if not isinstance(norm, str) or norm not in allowed:
+        raise InvalidInputError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {norm!r}")
+    return norm
 
 
 def distances(X: np.ndarray, X_cf: np.ndarray, norm: str = "l1") -> np.ndarray:
@@ -23,7 +66,7 @@ def distances(X: np.ndarray, X_cf: np.ndarray, norm: str = "l1") -> np.ndarray:
         return np.abs(delta).max(axis=1, initial=0.0)
     if norm == "l0":
         return (np.abs(delta) > 1e-8).sum(axis=1).astype(np.float64)
-    raise ValueError(f"unknown norm {norm!r}; choose one of {', '.join(NORMS)}")
+    raise InvalidInputError(f"unknown norm {norm!r}; choose one of {', '.join(NORMS)}")
 
 
 @dataclass(frozen=True)
@@ -83,29 +126,82 @@ def fit_for(method, X: np.ndarray, y: np.ndarray, model):
     return copy.deepcopy(method).fit(X, y, model)
 
 
-def run_in_chunks(method, model, X: np.ndarray, info: dict) -> RecourseResult:
-    """Driver shared by the batched gradient methods (SCFE, CADEX).
+@dataclass(frozen=True)
+class SearchOutput:
+    """What a method's search step (``_search``) returns for the rows it was given, in their order.
 
-    Checks the input, runs ``method._run(module, rows)`` on chunks of ``method.batch_size`` rows
-    (all rows at once when it is None; 1 reproduces CARLA's one-at-a-time loop), and judges
-    validity with the model itself. ``_run`` returns (counterfactuals, first-valid iteration).
+    ``counterfactuals`` (m, d) float64; ``n_iter`` (m,) int, the iteration where each row's
+    search stopped (-1: never found), or None where the method has no iterations; ``found``
+    (m,) bool, only for a method that can give up on a row whose counterfactual the model might
+    still accept (FACE: a query with no reachable candidate keeps itself): such rows are
+    flagged invalid; ``paths``, one (k_i, d) array per row (FACE); ``info``, extras of this
+    call (per-row arrays, whose first axis is the rows, are joined across chunks; any other
+    value is taken from the last chunk).
     """
-    import time
 
-    from recourse_privacy.validation import check_matrix
+    counterfactuals: np.ndarray
+    n_iter: np.ndarray | None = None
+    found: np.ndarray | None = None
+    paths: tuple | None = None
+    info: dict = field(default_factory=dict)
 
+
+def generate_recourse(method, model, X: np.ndarray, *, info: dict | None = None,
+                      skip_accepted: bool = False) -> RecourseResult:
+    """The shared ``generate``: checks, chunking, timing, validity and the result (see the module docstring).
+
+    ``info`` holds the method's static description (hyperparameters), merged with the search
+    step's ``SearchOutput.info``. ``skip_accepted``: rows the model already accepts are
+    returned unchanged with ``n_iter`` 0 and never searched.
+    """
     check_supports(method, model)
     X = check_matrix(X, n_features=model.n_features_in_)
-    if method.action_set is not None:
-        method.action_set.check(X.shape[1])
+    if callable(getattr(method, "_check_fitted", None)):
+        method._check_fitted(X)
+    action_set = getattr(method, "action_set", None)
+    if action_set is not None:
+        action_set.check(X.shape[1])
     t0 = time.perf_counter()
-    module = model.torch_module()
-    step = method.batch_size or max(len(X), 1)
-    parts = [method._run(module, X[i : i + step]) for i in range(0, len(X), step)]
-    X_cf = np.concatenate([p[0] for p in parts]) if parts else X.copy()
-    n_iter = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
-    valid = model.predict(X_cf) == 1 if len(X) else np.zeros(0, bool)
-    return RecourseResult(X, X_cf, valid, method.name, n_iter=n_iter, seconds=time.perf_counter() - t0, info=info)
+    if callable(getattr(method, "_begin", None)):
+        state = method._begin(model)
+    else:
+        state = model.torch_module() if "gradients" in getattr(method, "needs", ()) else None
+    if skip_accepted:
+        todo = np.flatnonzero(model.predict(X) == 0) if len(X) else np.zeros(0, np.int64)
+        out = _search_in_chunks(method, model, X[todo], state)
+        X_cf, n_iter = X.copy(), np.zeros(len(X), dtype=np.int64)
+        X_cf[todo] = out.counterfactuals
+        if out.n_iter is not None:
+            n_iter[todo] = out.n_iter
+        out = SearchOutput(X_cf, n_iter, info=out.info)
+    else:
+        out = _search_in_chunks(method, model, X, state)
+    valid = model.predict(out.counterfactuals) == 1 if len(X) else np.zeros(0, bool)
+    if out.found is not None:
+        valid &= out.found
+    return RecourseResult(X, out.counterfactuals, valid, method.name, n_iter=out.n_iter,
+                          seconds=time.perf_counter() - t0, info={**(info or {}), **out.info}, paths=out.paths)
+
+
+def _search_in_chunks(method, model, X: np.ndarray, state) -> SearchOutput:
+    """``method._search`` on chunks of ``method.batch_size`` rows (once on all rows, even none), joined in order."""
+    step = getattr(method, "batch_size", None) or max(len(X), 1)
+    parts = [method._search(model, X[i : i + step], state) for i in range(0, max(len(X), 1), step)]
+    if len(parts) == 1:
+        return parts[0]
+
+    def join(values):
+        return None if values[0] is None else np.concatenate(values)
+
+    last = parts[-1].info
+    return SearchOutput(
+        join([p.counterfactuals for p in parts]),
+        n_iter=join([p.n_iter for p in parts]),
+        found=join([p.found for p in parts]),
+        paths=None if parts[0].paths is None else tuple(q for p in parts for q in p.paths),
+        info={k: np.concatenate([p.info[k] for p in parts]) if isinstance(v, np.ndarray) else v
+              for k, v in last.items()},
+    )
 
 
 def check_supports(method, model) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import check_positive_int
-from recourse_privacy.recourse.base import RecourseResult, run_in_chunks
+from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.scfe import compact_adam
 from recourse_privacy.recourse.registry import register_recourse
@@ -49,7 +50,7 @@ class CADEX:
         batch_size: int | None = None,
     ):
         if not lr > 0:
-            raise ValueError(f"lr must be > 0; got {lr!r}")
+            raise InvalidInputError(f"lr must be > 0; got {lr!r}")
         self.lr = lr
         self.max_iter = check_positive_int(max_iter, "max_iter")
         self.n_changed = None if n_changed is None else check_positive_int(n_changed, "n_changed")
@@ -58,12 +59,16 @@ class CADEX:
 
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their last iterate, flagged invalid."""
-        return run_in_chunks(self, model, X, {"lr": self.lr, "max_iter": self.max_iter, "n_changed": self.n_changed})
+        return generate_recourse(self, model, X,
+                                 info={"lr": self.lr, "max_iter": self.max_iter, "n_changed": self.n_changed})
 
-    def _run(self, module, X: np.ndarray):
+    def _search(self, model, X: np.ndarray, module) -> SearchOutput:
+        """Masked Adam on the rows of ``X``: (counterfactuals, first-valid iteration, -1 where none)."""
         import torch
         import torch.nn.functional as F
 
+        if not len(X):
+            return SearchOutput(X.copy(), np.zeros(0, dtype=np.int64))
         dtype = next(module.parameters()).dtype
         n, d = X.shape
         x0 = torch.as_tensor(X, dtype=dtype)
@@ -83,7 +88,7 @@ class CADEX:
                 n_iter[rows[found].numpy()] = it
                 keep = ~found
                 if not keep.any():
-                    return self._exact(X, out, x0), n_iter
+                    return SearchOutput(self._exact(X, out, x0), n_iter)
                 x, opt = compact_adam(x, opt, keep)
                 rows, x0a = rows[keep], x0a[keep]
                 mask = mask[keep] if mask is not None else None
@@ -99,7 +104,7 @@ class CADEX:
             opt.step()
             _project(x, x0a, bounds, torch)
         out[rows] = x.detach()  # rows still searching keep their last iterate (n_iter stays -1)
-        return self._exact(X, out, x0), n_iter
+        return SearchOutput(self._exact(X, out, x0), n_iter)
 
     def _exact(self, X: np.ndarray, out, x0) -> np.ndarray:
         """float64 counterfactuals: the factual plus the step taken, so untouched features keep their exact value."""

@@ -1,14 +1,12 @@
 """CCHVAE (Pawelczyk et al. 2020): growing-shell search in a VAE's latent space, for all points at once."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from recourse_privacy.validation import check_positive_float, check_positive_int
-from recourse_privacy.recourse.base import RecourseResult, check_supports
+from recourse_privacy.recourse.base import RecourseResult, SearchOutput, check_norm, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
-from recourse_privacy.recourse.growing_spheres import check_p_norm, search_seed, shell_search
+from recourse_privacy.recourse.growing_spheres import search_seed, shell_search
 from recourse_privacy.recourse.vae import VAEBackedMethod, make_vae
 from recourse_privacy.recourse.registry import register_recourse
 
@@ -21,10 +19,10 @@ class CCHVAE(VAEBackedMethod):
     ``fit`` trains a :class:`~recourse_privacy.recourse.vae.VAE` on the data (in the audit:
     the owner's training set; each shadow model's copy on its own). ``generate`` encodes
     each factual to z = encode(x) and samples ``n_search_samples`` latents in the shells
-    [k * step, (k + 1) * step) of the ``p_norm`` around z (k = 0, 1, ...), decodes them
+    [k * step, (k + 1) * step) of the ``norm`` around z (k = 0, 1, ...), decodes them
     (immutable features are copied from the factual, as CARLA does), projects them onto the
     ``action_set`` and stops each row at the first shell where the model accepts a decoded
-    point, keeping the accepted one closest to x in the input-space ``p_norm``. Defaults
+    point, keeping the accepted one closest to x in the input-space ``norm``. Defaults
     are CARLA's ``cchvae``: 300 samples, L1, step 0.1, 1,000 shells; the VAE's in
     ``vae_params`` (see :class:`VAE`: 8 latent dimensions, one hidden layer of 20 on each
     side, 5 epochs). Rows with no recourse after ``max_iter`` shells keep their factual,
@@ -38,7 +36,7 @@ class CCHVAE(VAEBackedMethod):
         self,
         *,
         n_search_samples: int = 300,
-        p_norm: int = 1,
+        norm: str = "l1",
         step: float = 0.1,
         max_iter: int = 1000,
         vae_params: dict | None = None,
@@ -46,7 +44,7 @@ class CCHVAE(VAEBackedMethod):
         random_state=None,
     ):
         self.n_search_samples = check_positive_int(n_search_samples, "n_search_samples")
-        self.p_norm = check_p_norm(p_norm)
+        self.norm = check_norm(norm)
         self.step = check_positive_float(step, "step")
         self.max_iter = check_positive_int(max_iter, "max_iter")
         self.vae_params = dict(vae_params or {})
@@ -56,30 +54,28 @@ class CCHVAE(VAEBackedMethod):
 
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their factual, flagged invalid."""
-        check_supports(self, model)
-        X = self._check_fitted_input(model, X)
+        return generate_recourse(self, model, X, skip_accepted=True, info={
+            "n_search_samples": self.n_search_samples, "norm": self.norm, "step": self.step,
+            "max_iter": self.max_iter})
+
+    def _begin(self, model) -> int:
+        """This call's search seed (this world's, set by :meth:`fit`)."""
+        return search_seed(self.seed_)
+
+    def _search(self, model, X: np.ndarray, seed: int) -> SearchOutput:
+        """The shell search in the latent space around the codes of the rows of ``X`` (all rejected by the model)."""
+        vae = self.vae_
+        info = {"latent_dim": vae.latent_dim}
+        if not len(X):
+            return SearchOutput(X.copy(), np.zeros(0, dtype=np.int64), info=info)
         aset = self.action_set or ActionSet.unconstrained(X.shape[1])
-        aset.check(X.shape[1])
-        t0 = time.perf_counter()
-        seed = search_seed(self.seed_)
-        X_cf = X.copy()
-        n_iter = np.zeros(len(X), dtype=np.int64)
-        todo = np.flatnonzero(model.predict(X) == 0) if len(X) else np.zeros(0, int)
-        if len(todo):
-            Xt = X[todo]
-            vae = self.vae_
 
-            def candidates(rows, latents):
-                m, s, k = latents.shape
-                x = np.repeat(Xt[rows], s, axis=0)
-                out = vae.decode(latents.reshape(m * s, k), x)
-                return aset.project(out, x).reshape(m, s, -1)
+        def candidates(rows, latents):
+            m, s, k = latents.shape
+            x = np.repeat(X[rows], s, axis=0)
+            out = vae.decode(latents.reshape(m * s, k), x)
+            return aset.project(out, x).reshape(m, s, -1)
 
-            cf, _, it = shell_search(Xt, vae.encode(Xt), candidates, model, n_samples=self.n_search_samples,
-                                     p_norm=self.p_norm, step=self.step, max_iter=self.max_iter, seed=seed)
-            X_cf[todo], n_iter[todo] = cf, it
-        valid = model.predict(X_cf) == 1 if len(X) else np.zeros(0, bool)
-        return RecourseResult(X, X_cf, valid, self.name, n_iter=n_iter, seconds=time.perf_counter() - t0,
-                              info={"n_search_samples": self.n_search_samples, "p_norm": self.p_norm,
-                                    "step": self.step, "max_iter": self.max_iter,
-                                    "latent_dim": self.vae_.latent_dim})
+        X_cf, _, n_iter = shell_search(X, vae.encode(X), candidates, model, n_samples=self.n_search_samples,
+                                       norm=self.norm, step=self.step, max_iter=self.max_iter, seed=seed)
+        return SearchOutput(X_cf, n_iter, info=info)

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from recourse_privacy.errors import InvalidInputError
+
 
 @dataclass(frozen=True)
 class ActionSet:
@@ -44,7 +46,7 @@ class ActionSet:
     def check(self, n_features: int) -> None:
         """Raise where the action set does not match the model's feature count."""
         if self.n_features != n_features:
-            raise ValueError(f"action set covers {self.n_features} features; the data has {n_features}")
+            raise InvalidInputError(f"action set covers {self.n_features} features; the data has {n_features}")
 
     def project(self, X_cf: np.ndarray, X: np.ndarray) -> np.ndarray:
         """Feasible version of ``X_cf`` for factuals ``X`` (numpy)."""

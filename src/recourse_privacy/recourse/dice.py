@@ -1,14 +1,13 @@
 """DiCE-style diverse counterfactuals (Mothilal, Sharma and Tan 2020), gradient method, batched."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
+from recourse_privacy.errors import InvalidInputError, NotFittedError
 from recourse_privacy.validation import (
     as_generator, check_matrix, check_positive_float, check_positive_int,
 )
-from recourse_privacy.recourse.base import RecourseResult, check_supports
+from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.scfe import compact_adam
 from recourse_privacy.recourse.registry import register_recourse
@@ -75,7 +74,7 @@ class DiverseCounterfactuals:
     ):
         self.total_cfs = check_positive_int(total_cfs, "total_cfs")
         if proximity_weight < 0 or diversity_weight < 0:
-            raise ValueError(f"proximity_weight and diversity_weight must be >= 0; got {proximity_weight!r}, "
+            raise InvalidInputError(f"proximity_weight and diversity_weight must be >= 0; got {proximity_weight!r}, "
                              f"{diversity_weight!r}")
         self.proximity_weight = float(proximity_weight)
         self.diversity_weight = float(diversity_weight)
@@ -85,14 +84,14 @@ class DiverseCounterfactuals:
         self.loss_diff_thresh = float(loss_diff_thresh)
         self.loss_converge_maxiter = check_positive_int(loss_converge_maxiter, "loss_converge_maxiter")
         if not 0 < stopping_threshold < 1:
-            raise ValueError(f"stopping_threshold must be in (0, 1); got {stopping_threshold!r}")
+            raise InvalidInputError(f"stopping_threshold must be in (0, 1); got {stopping_threshold!r}")
         self.stopping_threshold = float(stopping_threshold)
         self.init_near_query = bool(init_near_query)
         if feature_weights not in FEATURE_WEIGHTS:
-            raise ValueError(f"feature_weights must be one of {FEATURE_WEIGHTS}; got {feature_weights!r}")
+            raise InvalidInputError(f"feature_weights must be one of {FEATURE_WEIGHTS}; got {feature_weights!r}")
         self.feature_weights = feature_weights
         if posthoc_sparsity_param is not None and not 0 <= posthoc_sparsity_param <= 1:
-            raise ValueError(f"posthoc_sparsity_param must be in [0, 1] or None; got {posthoc_sparsity_param!r}")
+            raise InvalidInputError(f"posthoc_sparsity_param must be in [0, 1] or None; got {posthoc_sparsity_param!r}")
         self.posthoc_sparsity_param = posthoc_sparsity_param
         self.posthoc_steps = check_positive_int(posthoc_steps, "posthoc_steps")
         self.action_set = action_set
@@ -104,7 +103,7 @@ class DiverseCounterfactuals:
         """Learn what dice-ml reads from the training data: ranges, MADs and the post-hoc quantiles."""
         X = check_matrix(X)
         if len(X) < 2:
-            raise ValueError("DiverseCounterfactuals.fit needs at least 2 training rows")
+            raise InvalidInputError("DiverseCounterfactuals.fit needs at least 2 training rows")
         self.lower_, self.upper_ = X.min(axis=0), X.max(axis=0)
         scale = self.upper_ - self.lower_
         self.scale_ = np.where(scale > 0, scale, 1.0)
@@ -131,42 +130,44 @@ class DiverseCounterfactuals:
     # ------------------------------------------------------------------ generate
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """k diverse counterfactuals for every row of ``X``; the closest valid one per row in ``counterfactuals``."""
-        check_supports(self, model)
+        return generate_recourse(self, model, X, info={
+            "total_cfs": self.total_cfs, "proximity_weight": self.proximity_weight,
+            "diversity_weight": self.diversity_weight, "learning_rate": self.learning_rate,
+            "min_iter": self.min_iter, "max_iter": self.max_iter})
+
+    def _check_fitted(self, X: np.ndarray) -> None:
         if not hasattr(self, "weights_"):
-            raise RuntimeError("DiverseCounterfactuals needs fit(X_train, y_train, model) first: it reads the "
-                               "training ranges and MADs (use recourse_privacy.recourse.fit_for)")
-        X = check_matrix(X, n_features=model.n_features_in_)
+            raise NotFittedError("DiverseCounterfactuals needs fit(X_train, y_train, model) first: it reads the "
+                                 "training ranges and MADs (use recourse_privacy.recourse.fit_for)")
         if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features; DiverseCounterfactuals was fitted on {self.n_features_in_}")
-        if self.action_set is not None:
-            self.action_set.check(X.shape[1])
-        t0 = time.perf_counter()
-        n, d, k = len(X), X.shape[1], self.total_cfs
-        module = model.torch_module()
-        rng = as_generator(self.random_state)
-        step = self.batch_size or max(n, 1)
-        parts = [self._run(module, X[i: i + step], rng) for i in range(0, n, step)]
-        cfs = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, k, d))
-        n_iter = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+            raise InvalidInputError(f"X has {X.shape[1]} features; DiverseCounterfactuals was fitted on "
+                                    f"{self.n_features_in_}")
+
+    def _begin(self, model):
+        """The torch module and one random generator for all chunks of this call."""
+        return model.torch_module(), as_generator(self.random_state)
+
+    def _search(self, model, X: np.ndarray, state) -> SearchOutput:
+        """k counterfactuals per row, sparsified; the closest valid one (the closest one where none is)."""
+        module, rng = state
+        n, d = X.shape
+        cfs, n_iter = self._run(module, X, rng)
         cfs = self._posthoc_sparsity(model, X, cfs)
-        valid_k = (model.predict(cfs.reshape(-1, d)) == 1).reshape(n, k) if n else np.zeros((0, k), bool)
+        valid_k = (model.predict(cfs.reshape(-1, d)) == 1).reshape(n, -1) if n else np.zeros((0, self.total_cfs), bool)
         dist = (np.abs(cfs - X[:, None, :]) / self.scale_ * self.weights_).sum(axis=2)
         best = np.argmin(np.where(valid_k, dist, np.inf), axis=1) if n else np.zeros(0, int)
         none_valid = ~valid_k.any(axis=1)
         best[none_valid] = np.argmin(dist[none_valid], axis=1) if none_valid.any() else best[none_valid]
-        X_cf = cfs[np.arange(n), best] if n else X.copy()
-        valid = valid_k[np.arange(n), best] if n else np.zeros(0, bool)
-        info = {"diverse": cfs, "diverse_valid": valid_k, "total_cfs": k,
-                "proximity_weight": self.proximity_weight, "diversity_weight": self.diversity_weight,
-                "learning_rate": self.learning_rate, "min_iter": self.min_iter, "max_iter": self.max_iter}
-        return RecourseResult(X, X_cf, valid, self.name, n_iter=n_iter, seconds=time.perf_counter() - t0, info=info)
+        return SearchOutput(cfs[np.arange(n), best], n_iter, info={"diverse": cfs, "diverse_valid": valid_k})
 
     def _run(self, module, X: np.ndarray, rng: np.random.Generator):
         import torch
 
-        dtype = next(module.parameters()).dtype
         m, d = X.shape
         k = self.total_cfs
+        if not m:
+            return np.zeros((0, k, d)), np.zeros(0, dtype=np.int64)
+        dtype = next(module.parameters()).dtype
         lo = torch.as_tensor(self.lower_, dtype=dtype)
         sc = torch.as_tensor(self.scale_, dtype=dtype)
         w = torch.as_tensor(self.weights_, dtype=dtype)

@@ -6,7 +6,8 @@ import time
 import numpy as np
 
 from recourse_privacy.validation import as_generator, check_matrix, check_positive_float, check_positive_int
-from recourse_privacy.recourse.base import RecourseResult
+from recourse_privacy.errors import InvalidInputError, NotFittedError
+from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.registry import register_recourse
 
@@ -74,11 +75,11 @@ class FACE:
         random_state=None,
     ):
         if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}; got {mode!r}")
+            raise InvalidInputError(f"mode must be one of {MODES}; got {mode!r}")
         if density_weight not in DENSITY_WEIGHTS:
-            raise ValueError(f"density_weight must be one of {DENSITY_WEIGHTS}; got {density_weight!r}")
+            raise InvalidInputError(f"density_weight must be one of {DENSITY_WEIGHTS}; got {density_weight!r}")
         if min_confidence is not None and not 0 < min_confidence < 1:
-            raise ValueError(f"min_confidence must be in (0, 1) or None; got {min_confidence!r}")
+            raise InvalidInputError(f"min_confidence must be in (0, 1) or None; got {min_confidence!r}")
         if not (isinstance(bandwidth, str) and bandwidth in ("scott", "silverman")):
             check_positive_float(bandwidth, "bandwidth")
         self.mode = mode
@@ -101,7 +102,7 @@ class FACE:
 
         X = check_matrix(X)
         if len(X) < 2:
-            raise ValueError("FACE.fit needs at least 2 data points")
+            raise InvalidInputError("FACE.fit needs at least 2 data points")
         if self.action_set is not None:
             self.action_set.check(X.shape[1])
         t0 = time.perf_counter()
@@ -156,13 +157,19 @@ class FACE:
     # ------------------------------------------------------------------ queries
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """The cheapest path from each row of ``X`` to a node the model accepts; its end is the counterfactual."""
+        return generate_recourse(self, model, X, info={"mode": self.mode, "density_weight": self.density_weight})
+
+    def _check_fitted(self, X: np.ndarray) -> None:
+        if not hasattr(self, "graph_"):
+            raise NotFittedError("FACE needs fit(X_train, y_train, model) first: it builds its graph on data "
+                                 "points (use recourse_privacy.recourse.fit_for)")
+        if X.shape[1] != self.nodes_.shape[1]:
+            raise InvalidInputError(f"X has {X.shape[1]} features; FACE's graph was built on {self.nodes_.shape[1]}")
+
+    def _search(self, model, X: np.ndarray, state=None) -> SearchOutput:
+        """One multi-source Dijkstra for all rows; the paths walked back from every query at once."""
         from scipy.sparse.csgraph import dijkstra
 
-        if not hasattr(self, "graph_"):
-            raise RuntimeError("FACE needs fit(X_train, y_train, model) first: it builds its graph on data "
-                               "points (use recourse_privacy.recourse.fit_for)")
-        X = check_matrix(X, n_features=self.nodes_.shape[1])
-        t0 = time.perf_counter()
         nodes, n = self.nodes_, len(X)
         target = self._candidates(model)
         cost = np.full(len(nodes), np.inf)
@@ -194,12 +201,10 @@ class FACE:
         end = np.where(found, chain[np.arange(n), (chain >= 0).sum(axis=1) - 1], -1)
         X_cf = np.where(found[:, None], nodes[np.maximum(end, 0)], X)
         paths = tuple(np.vstack([X[i], nodes[chain[i][chain[i] >= 0]]]) for i in range(n))
-        valid = found & (model.predict(X_cf) == 1) if n else np.zeros(0, bool)
         info = {"path_cost": best_cost, "path_nodes": chain, "graph_nodes": len(nodes),
                 "graph_edges": int(self.graph_.nnz), "n_candidates": int(target.sum()),
-                "fit_seconds": getattr(self, "fit_seconds_", float("nan")), "mode": self.mode,
-                "density_weight": self.density_weight}
-        return RecourseResult(X, X_cf, valid, self.name, seconds=time.perf_counter() - t0, info=info, paths=paths)
+                "fit_seconds": getattr(self, "fit_seconds_", float("nan"))}
+        return SearchOutput(X_cf, found=found, paths=paths, info=info)
 
     def _candidates(self, model) -> np.ndarray:
         """Nodes the model accepts (FACE's I_CT), with the optional confidence and density thresholds."""

@@ -5,7 +5,6 @@ the same loop in a VAE's latent space instead of the input space.
 """
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 import numpy as np
@@ -16,19 +15,14 @@ from recourse_privacy.validation import (
     check_positive_int,
     derive_seed,
 )
-from recourse_privacy.recourse.base import RecourseResult, check_supports
+from recourse_privacy.recourse.base import (
+    NORM_ORD, RecourseResult, SearchOutput, check_norm, generate_recourse,
+)
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.registry import register_recourse
 
 #: candidates evaluated per model call at most (rows x samples), which bounds memory
 MAX_CANDIDATES = 1 << 17
-
-
-def check_p_norm(p_norm) -> int:
-    """Return ``p_norm`` if it is 1 or 2, else raise a ValueError naming it."""
-    if isinstance(p_norm, bool) or p_norm not in (1, 2):
-        raise ValueError(f"p_norm must be 1 or 2; got {p_norm!r}")
-    return int(p_norm)
 
 
 def search_seed(random_state) -> int:
@@ -52,9 +46,10 @@ def world_seed(random_state, X: np.ndarray, y=None) -> int:
     return derive_seed(random_state, tag)
 
 
-def shell_draws(seed: int, shell: int, n_samples: int, dim: int, p_norm: int, step: float) -> np.ndarray:
+def shell_draws(seed: int, shell: int, n_samples: int, dim: int, p: int, step: float) -> np.ndarray:
     """``n_samples`` offsets of p-norm in [shell * step, (shell + 1) * step), shape (n_samples, dim).
 
+    ``p`` is the norm's order, 1 or 2 (``NORM_ORD[norm]`` for a method's ``norm``).
     Directions are uniform on the unit p-sphere (normalised Gaussian for p = 2, normalised
     Laplace for p = 1); the radius is uniform on the shell's interval, as in CARLA's
     ``hyper_sphere_coordindates``. The draws depend only on ``(seed, shell)``: every row of a
@@ -62,8 +57,8 @@ def shell_draws(seed: int, shell: int, n_samples: int, dim: int, p_norm: int, st
     of the other rows in its batch (common random numbers).
     """
     rng = np.random.default_rng(derive_seed(seed, shell))
-    g = rng.standard_normal((n_samples, dim)) if p_norm == 2 else rng.laplace(size=(n_samples, dim))
-    norm = np.linalg.norm(g, ord=p_norm, axis=1, keepdims=True)
+    g = rng.standard_normal((n_samples, dim)) if p == 2 else rng.laplace(size=(n_samples, dim))
+    norm = np.linalg.norm(g, ord=p, axis=1, keepdims=True)
     norm[norm == 0] = 1.0
     radius = (shell + rng.random((n_samples, 1))) * step
     return g / norm * radius
@@ -76,7 +71,7 @@ def shell_search(
     model,
     *,
     n_samples: int,
-    p_norm: int,
+    norm: str,
     step: float,
     max_iter: int,
     seed: int,
@@ -88,11 +83,13 @@ def shell_search(
     centers of ``rows`` to feasible input-space candidates (m, s, d). For each shell, all
     rows still searching are scored at once (chunked to ``max_candidates`` per model call);
     a row stops at the first shell holding a candidate the model accepts and keeps the
-    accepted candidate closest to its factual in the input-space ``p_norm``. Returns
+    accepted candidate closest to its factual in the input-space ``norm`` ("l1" or "l2", also the
+    norm of the shells). Returns
     ``(X_cf, found, n_iter)``: rows never accepted keep their factual, ``found`` False and
     ``n_iter`` -1; ``n_iter`` is the (1-based) shell where recourse was found.
     """
     n, d = X.shape
+    p = NORM_ORD[check_norm(norm)]
     X_cf = X.copy()
     found = np.zeros(n, dtype=bool)
     n_iter = np.full(n, -1, dtype=np.int64)
@@ -101,13 +98,13 @@ def shell_search(
     for shell in range(max_iter):
         if not len(active):
             break
-        offsets = shell_draws(seed, shell, n_samples, centers.shape[1], p_norm, step)
+        offsets = shell_draws(seed, shell, n_samples, centers.shape[1], p, step)
         hit = np.zeros(len(active), dtype=bool)
         for lo in range(0, len(active), chunk):
             rows = active[lo : lo + chunk]
             cand = candidates(rows, centers[rows, None, :] + offsets[None])  # (m, s, d)
             ok = (model.predict(cand.reshape(-1, d)) == 1).reshape(len(rows), n_samples)
-            dist = np.linalg.norm(cand - X[rows, None, :], ord=p_norm, axis=2)
+            dist = np.linalg.norm(cand - X[rows, None, :], ord=p, axis=2)
             dist[~ok] = np.inf
             best = dist.argmin(axis=1)
             got = ok.any(axis=1)
@@ -124,13 +121,13 @@ def shell_search(
 class GrowingSpheres:
     """Growing Spheres (Laugel et al. 2017; paper 000, Appendix C.2), batched over all points.
 
-    For shell k = 0, 1, ... (radii [k * step, (k + 1) * step) in the ``p_norm``), sample
+    For shell k = 0, 1, ... (radii [k * step, (k + 1) * step) in the ``norm``), sample
     ``n_search_samples`` points around every factual still without recourse, and stop a row
     at the first shell where the model accepts a sample, keeping the accepted sample
     closest to the factual. Defaults are CARLA's ``growing_spheres``: 1,000 samples, L2,
     step 0.2, 1,000 shells at most (CARLA's loop ignores its own limit; here a row with no
     recourse after ``max_iter`` shells keeps its factual and is flagged invalid).
-    ``p_norm=1`` samples in L1 shells (the L1 ball of paper 000, Appendix C.2).
+    ``norm="l1"`` samples in L1 shells (the L1 ball of paper 000, Appendix C.2).
 
     ``action_set``: immutable features are never sampled (the search runs in the mutable
     coordinates only); increase-only features take the absolute value of their offset (a
@@ -149,7 +146,7 @@ class GrowingSpheres:
         self,
         *,
         n_search_samples: int = 1000,
-        p_norm: int = 2,
+        norm: str = "l2",
         step: float = 0.2,
         max_iter: int = 1000,
         feature_selection: bool = False,
@@ -157,7 +154,7 @@ class GrowingSpheres:
         random_state=None,
     ):
         self.n_search_samples = check_positive_int(n_search_samples, "n_search_samples")
-        self.p_norm = check_p_norm(p_norm)
+        self.norm = check_norm(norm)
         self.step = check_positive_float(step, "step")
         self.max_iter = check_positive_int(max_iter, "max_iter")
         self.feature_selection = bool(feature_selection)
@@ -171,39 +168,34 @@ class GrowingSpheres:
 
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their factual, flagged invalid."""
-        check_supports(self, model)
-        X = check_matrix(X, n_features=model.n_features_in_)
+        return generate_recourse(self, model, X, skip_accepted=True, info={
+            "n_search_samples": self.n_search_samples, "norm": self.norm, "step": self.step,
+            "max_iter": self.max_iter, "feature_selection": self.feature_selection})
+
+    def _begin(self, model) -> int:
+        """This call's search seed (after :meth:`fit`, this world's)."""
+        return search_seed(getattr(self, "seed_", self.random_state))
+
+    def _search(self, model, X: np.ndarray, seed: int) -> SearchOutput:
+        """The shell search in the mutable coordinates of the rows of ``X`` (all rejected by the model)."""
         aset = self.action_set or ActionSet.unconstrained(X.shape[1])
-        aset.check(X.shape[1])
-        t0 = time.perf_counter()
-        seed = search_seed(getattr(self, "seed_", self.random_state))
-        X_cf = X.copy()
-        n_iter = np.zeros(len(X), dtype=np.int64)
-        todo = np.flatnonzero(model.predict(X) == 0) if len(X) else np.zeros(0, int)
         mutable = np.flatnonzero(aset.mutable)
-        if len(todo) and len(mutable):
-            Xt = X[todo]
+        if not len(mutable):  # nothing may move: no recourse
+            return SearchOutput(X.copy(), np.full(len(X), -1, dtype=np.int64))
 
-            def candidates(rows, points):
-                x = Xt[rows, None, :]
-                out = np.broadcast_to(x, points.shape[:2] + (X.shape[1],)).copy()
-                delta = points - x[..., mutable]
-                delta = np.where(aset.increasing[mutable], np.abs(delta), delta)
-                out[..., mutable] = x[..., mutable] + delta
-                return aset.project(out, x)
+        def candidates(rows, points):
+            x = X[rows, None, :]
+            out = np.broadcast_to(x, points.shape[:2] + (X.shape[1],)).copy()
+            delta = points - x[..., mutable]
+            delta = np.where(aset.increasing[mutable], np.abs(delta), delta)
+            out[..., mutable] = x[..., mutable] + delta
+            return aset.project(out, x)
 
-            cf, _, it = shell_search(Xt, Xt[:, mutable], candidates, model, n_samples=self.n_search_samples,
-                                     p_norm=self.p_norm, step=self.step, max_iter=self.max_iter, seed=seed)
-            X_cf[todo], n_iter[todo] = cf, it
-        elif len(todo):
-            n_iter[todo] = -1
-        if self.feature_selection and len(X):
+        X_cf, _, n_iter = shell_search(X, X[:, mutable], candidates, model, n_samples=self.n_search_samples,
+                                       norm=self.norm, step=self.step, max_iter=self.max_iter, seed=seed)
+        if self.feature_selection:
             X_cf = select_features(model, X, X_cf, n_iter > 0)
-        valid = model.predict(X_cf) == 1 if len(X) else np.zeros(0, bool)
-        return RecourseResult(X, X_cf, valid, self.name, n_iter=n_iter, seconds=time.perf_counter() - t0,
-                              info={"n_search_samples": self.n_search_samples, "p_norm": self.p_norm,
-                                    "step": self.step, "max_iter": self.max_iter,
-                                    "feature_selection": self.feature_selection})
+        return SearchOutput(X_cf, n_iter)
 
 
 def select_features(model, X: np.ndarray, X_cf: np.ndarray, rows: np.ndarray) -> np.ndarray:

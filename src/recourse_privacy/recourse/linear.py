@@ -1,12 +1,9 @@
 """Exact recourse for linear models: the closed-form minimum-cost move across the boundary."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
-from recourse_privacy.validation import check_matrix
-from recourse_privacy.recourse.base import RecourseResult
+from recourse_privacy.recourse.base import RecourseResult, SearchOutput, check_norm, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.registry import register_recourse
 
@@ -27,24 +24,18 @@ class LinearRecourse:
 
 
     def __init__(self, *, norm: str = "l2", margin: float = 1e-6, action_set: ActionSet | None = None):
-        if norm not in ("l1", "l2"):
-            raise ValueError(f"norm must be 'l1' or 'l2'; got {norm!r}")
-        self.norm = norm
+        self.norm = check_norm(norm)
         self.margin = margin
         self.action_set = action_set
 
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X`` under the linear ``model``."""
-        from recourse_privacy.recourse.base import check_supports
+        return generate_recourse(self, model, X, info={"norm": self.norm, "margin": self.margin})
 
-        check_supports(self, model)
-        t0 = time.perf_counter()
-        X = check_matrix(X, n_features=model.n_features_in_)
+    def _search(self, model, X: np.ndarray, state=None) -> SearchOutput:
+        """The closed-form move of every row (rows already accepted get a zero move)."""
         w = np.asarray(model.coef_, dtype=np.float64)
-        mutable = np.ones_like(w, dtype=bool)
-        if self.action_set is not None:
-            self.action_set.check(w.shape[0])
-            mutable = self.action_set.mutable
+        mutable = self.action_set.mutable if self.action_set is not None else np.ones_like(w, dtype=bool)
         w_m = np.where(mutable, w, 0.0)
         gap = self.margin - model.decision_function(X)  # > 0 where a move is needed
         need = gap > 0
@@ -57,7 +48,4 @@ class LinearRecourse:
             j = int(np.argmax(np.abs(w_m)))
             if w_m[j] != 0:
                 delta[:, j] = np.where(need, gap, 0.0) / w_m[j]
-        X_cf = X + delta
-        valid = model.predict(X_cf) == 1
-        return RecourseResult(X, X_cf, valid, self.name, seconds=time.perf_counter() - t0,
-                              info={"norm": self.norm, "margin": self.margin})
+        return SearchOutput(X + delta)

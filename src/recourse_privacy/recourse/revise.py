@@ -1,12 +1,11 @@
 """REVISE (Joshi et al. 2019): gradient search in a VAE's latent space, batched over all points."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import check_positive_float, check_positive_int
-from recourse_privacy.recourse.base import RecourseResult, check_supports
+from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.scfe import compact_adam
 from recourse_privacy.recourse.vae import VAEBackedMethod, make_vae
@@ -46,7 +45,7 @@ class REVISE(VAEBackedMethod):
         random_state=None,
     ):
         if not np.isfinite(lam) or lam < 0:
-            raise ValueError(f"lam must be a finite number >= 0; got {lam!r}")
+            raise InvalidInputError(f"lam must be a finite number >= 0; got {lam!r}")
         self.lam = float(lam)
         self.lr = check_positive_float(lr, "lr")
         self.max_iter = check_positive_int(max_iter, "max_iter")
@@ -59,23 +58,8 @@ class REVISE(VAEBackedMethod):
 
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their last iterate, flagged invalid."""
-        check_supports(self, model)
-        X = self._check_fitted_input(model, X)
-        if self.action_set is not None:
-            self.action_set.check(X.shape[1])
-        t0 = time.perf_counter()
-        module = model.torch_module()
-        X_cf = X.copy()
-        n_iter = np.zeros(len(X), dtype=np.int64)
-        todo = np.flatnonzero(model.predict(X) == 0) if len(X) else np.zeros(0, int)
-        step = self.batch_size or max(len(todo), 1)
-        for i in range(0, len(todo), step):
-            rows = todo[i : i + step]
-            X_cf[rows], n_iter[rows] = self._run(module, X[rows])
-        valid = model.predict(X_cf) == 1 if len(X) else np.zeros(0, bool)
-        return RecourseResult(X, X_cf, valid, self.name, n_iter=n_iter, seconds=time.perf_counter() - t0,
-                              info={"lam": self.lam, "lr": self.lr, "max_iter": self.max_iter,
-                                    "early_stop": self.early_stop, "latent_dim": self.vae_.latent_dim})
+        return generate_recourse(self, model, X, skip_accepted=True, info={
+            "lam": self.lam, "lr": self.lr, "max_iter": self.max_iter, "early_stop": self.early_stop})
 
     def _feasible(self, xp, x0, torch):
         """Project decoded rows onto the action set (differentiable almost everywhere)."""
@@ -87,11 +71,15 @@ class REVISE(VAEBackedMethod):
         hi = torch.maximum(torch.as_tensor(a.upper, dtype=xp.dtype), x0)
         return torch.minimum(torch.maximum(xp, lo), hi)
 
-    def _run(self, module, X: np.ndarray):
+    def _search(self, model, X: np.ndarray, module) -> SearchOutput:
+        """Adam in the latent space for the rows of ``X``: (counterfactuals, iteration kept, -1 where none)."""
         import torch
         import torch.nn.functional as F
 
         vae = self.vae_
+        info = {"latent_dim": vae.latent_dim}
+        if not len(X):
+            return SearchOutput(X.copy(), np.zeros(0, dtype=np.int64), info=info)
         mdtype = next(module.parameters()).dtype
         x0 = torch.as_tensor(X, dtype=torch.float64)
         out = x0.clone()
@@ -117,7 +105,7 @@ class REVISE(VAEBackedMethod):
                 n_iter[rows[ok].numpy()] = it
                 keep = ~ok
                 if not keep.any():
-                    return out.numpy(), n_iter
+                    return SearchOutput(out.numpy(), n_iter, info=info)
                 z, opt = compact_adam(z, opt, keep)
                 rows, x0a = rows[keep], x0a[keep]
                 xp, logit, loss = objective(z, x0a)
@@ -134,4 +122,4 @@ class REVISE(VAEBackedMethod):
             opt.step()
         missing = torch.as_tensor(n_iter[rows.numpy()] < 0)
         out[rows[missing]] = xp.detach()[missing]
-        return out.numpy(), n_iter
+        return SearchOutput(out.numpy(), n_iter, info=info)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from recourse_privacy.validation import check_positive_int
-from recourse_privacy.recourse.base import RecourseResult, run_in_chunks
+from recourse_privacy.recourse.base import RecourseResult, SearchOutput, check_norm, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.registry import register_recourse
 
@@ -24,6 +24,7 @@ class SCFE:
     elementwise, so a batch gives each row the same trajectory as running it alone
     (``batch_size=1``, CARLA's way); finished rows are dropped from the batch with their
     Adam state carried over. ``action_set`` projects every iterate onto the feasible set.
+    ``norm="l2"`` puts the (unsquared) L2 distance in the objective instead of the L1.
     """
 
 
@@ -35,25 +36,23 @@ class SCFE:
         max_iter: int = 1000,
         lam_decay: float = 0.05,
         max_rounds: int = 3,
-        norm: int = 1,
+        norm: str = "l1",
         action_set: ActionSet | None = None,
         batch_size: int | None = None,
     ):
-        if norm not in (1, 2):
-            raise ValueError(f"norm must be 1 or 2; got {norm!r}")
         self.lr = lr
         self.lam = lam
         self.max_iter = check_positive_int(max_iter, "max_iter")
         self.lam_decay = lam_decay
         self.max_rounds = check_positive_int(max_rounds, "max_rounds")
-        self.norm = norm
+        self.norm = check_norm(norm)
         self.action_set = action_set
-        self.batch_size = batch_size
+        self.batch_size = None if batch_size is None else check_positive_int(batch_size, "batch_size")
 
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their last iterate, flagged invalid."""
-        return run_in_chunks(self, model, X, {"lr": self.lr, "lam": self.lam, "max_iter": self.max_iter,
-                                              "max_rounds": self.max_rounds, "norm": self.norm})
+        return generate_recourse(self, model, X, info={"lr": self.lr, "lam": self.lam, "max_iter": self.max_iter,
+                                                       "max_rounds": self.max_rounds, "norm": self.norm})
 
     def _project(self, x, x0, torch):
         a = self.action_set
@@ -68,10 +67,13 @@ class SCFE:
             hi = torch.maximum(torch.as_tensor(a.upper, dtype=x.dtype), x0)
             x.copy_(torch.clamp(x, lo, hi))
 
-    def _run(self, module, X: np.ndarray):
+    def _search(self, model, X: np.ndarray, module) -> SearchOutput:
+        """Adam on the rows of ``X``: (counterfactuals, first-valid iteration, -1 where none)."""
         import torch
         import torch.nn.functional as F
 
+        if not len(X):
+            return SearchOutput(X.copy(), np.zeros(0, dtype=np.int64))
         dtype = next(module.parameters()).dtype
         x0 = torch.as_tensor(X, dtype=dtype)
         out = x0.clone()
@@ -90,11 +92,11 @@ class SCFE:
                     n_iter[rows[found].numpy()] = it
                     keep = ~found
                     if not keep.any():
-                        return X + (out - x0).numpy().astype(np.float64), n_iter
+                        return SearchOutput(X + (out - x0).numpy().astype(np.float64), n_iter)
                     x, opt, rows, x0a = self._compact(x, opt, rows, x0a, keep, torch)
                     z = module(x)
                 diff = x - x0a
-                cost = diff.abs().sum(1) if self.norm == 1 else diff.pow(2).sum(1).clamp_min(1e-24).sqrt()
+                cost = diff.abs().sum(1) if self.norm == "l1" else diff.pow(2).sum(1).clamp_min(1e-24).sqrt()
                 loss = (F.softplus(-z) + lam * cost).sum()
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -107,7 +109,7 @@ class SCFE:
         found = z >= 0
         out[rows] = x.detach()
         n_iter[rows[found].numpy()] = it
-        return X + (out - x0).numpy().astype(np.float64), n_iter
+        return SearchOutput(X + (out - x0).numpy().astype(np.float64), n_iter)
 
     @staticmethod
     def _compact(x, opt, rows, x0a, keep, torch):

@@ -5,6 +5,7 @@ from typing import Sequence
 
 import numpy as np
 
+from recourse_privacy.errors import InvalidInputError, NotFittedError
 from recourse_privacy.validation import (
     check_matrix,
     check_positive_float,
@@ -51,7 +52,7 @@ class VAE:
         self.lr = check_positive_float(lr, "lr")
         self.batch_size = check_positive_int(batch_size, "batch_size")
         if kl_weight < 0 or weight_decay < 0:
-            raise ValueError(f"kl_weight and weight_decay must be >= 0; got {kl_weight!r}, {weight_decay!r}")
+            raise InvalidInputError(f"kl_weight and weight_decay must be >= 0; got {kl_weight!r}, {weight_decay!r}")
         self.kl_weight = float(kl_weight)
         self.weight_decay = float(weight_decay)
         self.random_state = random_state
@@ -65,11 +66,11 @@ class VAE:
         d = X.shape[1]
         mutable = np.ones(d, bool) if mutable is None else np.asarray(mutable, dtype=bool)
         if mutable.shape != (d,):
-            raise ValueError(f"mutable must be a boolean mask of {d} features; got shape {mutable.shape}")
+            raise InvalidInputError(f"mutable must be a boolean mask of {d} features; got shape {mutable.shape}")
         if not mutable.any():
-            raise ValueError("mutable: at least one feature must be mutable for a VAE to encode")
+            raise InvalidInputError("mutable: at least one feature must be mutable for a VAE to encode")
         if len(X) < 2:
-            raise ValueError(f"X: a VAE needs at least 2 rows to fit; got {len(X)}")
+            raise InvalidInputError(f"X: a VAE needs at least 2 rows to fit; got {len(X)}")
         self.n_features_in_ = d
         self.mutable_ = mutable
         self.mean_ = X.mean(axis=0)
@@ -145,7 +146,7 @@ class VAE:
 
     def _check_fitted(self) -> None:
         if not getattr(self, "fitted_", False):
-            raise RuntimeError("VAE is not fitted; call fit(X) first")
+            raise NotFittedError("VAE is not fitted; call fit(X) first")
 
     # ------------------------------------------------------------------ torch API (for gradients)
     def encode_tensor(self, x):
@@ -159,7 +160,7 @@ class VAE:
 
         if len(self._imm):
             if x is None:
-                raise ValueError("x: decoding needs the factual rows, whose immutable features condition the decoder")
+                raise InvalidInputError("x: decoding needs the factual rows, whose immutable features condition the decoder")
             cond = ((x - self._mean) / self._scale)[:, self._imm]
             out_m = self.decoder_(torch.cat([z, cond], dim=1))
         else:
@@ -189,7 +190,7 @@ class VAE:
         if X is not None:
             X = check_matrix(X, n_features=self.n_features_in_)
             if len(X) != len(Z):
-                raise ValueError(f"X has {len(X)} rows but Z has {len(Z)}")
+                raise InvalidInputError(f"X has {len(X)} rows but Z has {len(Z)}")
             xt = torch.as_tensor(X, dtype=torch.float64)
         with torch.no_grad():
             return self.decode_tensor(torch.as_tensor(Z, dtype=torch.float64), xt).numpy()
@@ -205,7 +206,7 @@ def make_vae(vae_params: dict | None, random_state) -> VAE:
     known = {"latent_dim", "hidden_layers", "epochs", "lr", "batch_size", "kl_weight", "weight_decay"}
     unknown = sorted(set(params) - known)
     if unknown:
-        raise ValueError(f"vae_params: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        raise InvalidInputError(f"vae_params: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     return VAE(**params, random_state=random_state)
 
 
@@ -228,11 +229,10 @@ class VAEBackedMethod:
         self.vae_: VAE = make_vae(self.vae_params, derive_seed(self.seed_, 1)).fit(X, mutable)
         return self
 
-    def _check_fitted_input(self, model, X: np.ndarray) -> np.ndarray:
+    def _check_fitted(self, X: np.ndarray) -> None:
+        """Raise unless the VAE is fitted, on as many features as ``X`` (called by the recourse driver)."""
         if not hasattr(self, "vae_"):
-            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit(X, y, model) on the model's "
-                               "training data first")
-        X = check_matrix(X, n_features=model.n_features_in_)
+            raise NotFittedError(f"{type(self).__name__} is not fitted; call fit(X, y, model) on the model's "
+                                 "training data first")
         if X.shape[1] != self.vae_.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features; the VAE was fitted on {self.vae_.n_features_in_}")
-        return X
+            raise InvalidInputError(f"X has {X.shape[1]} features; the VAE was fitted on {self.vae_.n_features_in_}")
