@@ -378,7 +378,8 @@ def results_command(
 
 @_command("reproduce")
 def reproduce_command(
-    name: str = typer.Argument(..., help="pawelczyk2023-table2, pawelczyk2023-fig2, pawelczyk2023-fig3, huang2023"),
+    name: str = typer.Argument(..., help="a shipped reproduction: pawelczyk2023-table2, pawelczyk2023-fig2, "
+                               "pawelczyk2023-fig3, huang2023, or another `recourse-privacy list` does not show"),
     out: Optional[Path] = typer.Option(None, help="results store (default: ./<name>-results)"),
     shadow_models: Optional[int] = typer.Option(None, help="override the spec's number of shadow models"),
     seeds: Optional[str] = typer.Option(None, help="comma-separated seeds instead of the spec's"),
@@ -388,20 +389,23 @@ def reproduce_command(
     threads_per_cell: int = typer.Option(1, help="torch/BLAS threads of each cell"),
 ) -> None:
     """Run a shipped reproduction and print the paper's figures beside ours, with the known differences."""
+    from recourse_privacy.experiments.reproductions import REPRODUCTIONS
     from recourse_privacy.experiments.spec import list_reproductions, load_spec
 
     console = _wide_console()
-    try:
-        if name not in list_reproductions():
-            raise UnknownNameError(f"unknown reproduction {name!r}; shipped: {', '.join(list_reproductions())}")
-        spec = load_spec(name)
-        fixed = {"shadow_models": shadow_models} if shadow_models is not None else None
-        seed_list = _numbers(seeds, int, "--seeds") if seeds else None
-        if fixed or seed_list:
-            spec = spec.with_overrides(fixed=fixed, seeds=seed_list)
-    except RecoursePrivacyError as err:
-        _fail(err)
-    _run_and_report(spec, out or Path(f"{name}-results"), backend, address, n_jobs, threads_per_cell, console)
+    seed_list = _numbers(seeds, int, "--seeds") if seeds else None
+    out_dir = out or Path(f"{name}-results")
+    if name in REPRODUCTIONS:  # a reproduction that is not a grid of audits
+        REPRODUCTIONS.get(name).obj(out_dir, seeds=seed_list, console=console)
+        return
+    if name not in list_reproductions():
+        known = sorted([*list_reproductions(), *REPRODUCTIONS.names()])
+        raise UnknownNameError(f"unknown reproduction {name!r}; shipped: {', '.join(known)}")
+    spec = load_spec(name)
+    fixed = {"shadow_models": shadow_models} if shadow_models is not None else None
+    if fixed or seed_list:
+        spec = spec.with_overrides(fixed=fixed, seeds=seed_list)
+    _run_and_report(spec, out_dir, backend, address, n_jobs, threads_per_cell, console)
 
 
 @_command("audit-dp")
