@@ -240,7 +240,13 @@ def test_audit_with_laplace_writes_the_dp_block(tmp_path):
     n_targets = len(r.is_member)
     assert dp["defense"] == "laplace" and dp["epsilon_per_query"] == 0.5
     assert dp["epsilon_total"] == dp["budget"] == n_targets * 0.5 and dp["n_queries"] == n_targets
-    assert dp["ba_bound"] == pytest.approx(theorem2_bound(0.5)) and "basic" in dp["composition"]
+    assert dp["ba_bound_paper"] == pytest.approx(theorem2_bound(0.5)) and "basic" in dp["composition"]
+    # the verdict's bound: tight, at the selected-target epsilon 2 x 0.5
+    assert dp["ba_bound"] == pytest.approx(np.exp(1.0) / (1 + np.exp(1.0))) and dp["selected_epsilon"] == 1.0
+    assert dp["ba_bound_tight"] == pytest.approx(np.exp(0.5) / (1 + np.exp(0.5)))
+    v = dp["verdict"]
+    assert v["attack"] in ("cfd", "cfd-lrt-global") and v["exceeds"] == (v["balanced_accuracy"] > dp["ba_bound"])
+    assert v["balanced_accuracy"] == max(r.attacks[a].balanced_accuracy for a in ("cfd", "cfd-lrt-global"))
     assert r.recourse.method == "laplace" and 0 < dp["clamped_share"] < 1
     assert "Differential privacy" in (tmp_path / "report.html").read_text()
     # LR's moves reveal w's direction: projecting the targets on it ranks them exactly as the baseline's CFD
@@ -253,7 +259,8 @@ def test_audit_with_dpm_trains_the_dp_model(tmp_path):
     m = json.loads((tmp_path / "metrics.json").read_text())
     assert m["model"]["name"] == "dp-logistic" and m["config"]["model"] == "logistic"
     assert m["dp"]["epsilon_per_query"] == m["dp"]["epsilon_total"] == 1.0
-    assert m["dp"]["ba_bound"] == pytest.approx(theorem2_bound(1.0))
+    assert m["dp"]["ba_bound_paper"] == pytest.approx(theorem2_bound(1.0))
+    assert m["dp"]["ba_bound"] == pytest.approx(np.exp(2.0) / (1 + np.exp(2.0)))
     assert r.recourse.method == "linear"
 
 

@@ -281,3 +281,31 @@ def test_plot_score_histogram(tmp_path):
     assert ax3.get_xscale() == "linear" and ax3.get_title() == ""
     with pytest.raises(ValueError, match="member_values"):
         plot_score_histogram([], non, tmp_path / "h2.png")
+
+
+def test_tight_ba_bound_is_randomized_response_and_below_theorem2():
+    from recourse_privacy.metrics import tight_ba_bound
+
+    eps = np.array([0.01, 0.1, 0.5, 1.0, 3.0, 10.0])
+    tight = np.array([tight_ba_bound(e) for e in eps])
+    # randomized response with P[truth] = e^eps / (1 + e^eps) is eps-DP and reaches exactly this BA
+    assert np.allclose(tight, np.exp(eps) / (1 + np.exp(eps)), rtol=0, atol=1e-15)
+    assert np.all(tight < np.array([theorem2_bound(e) for e in eps]))
+    assert tight_ba_bound(0.5) == pytest.approx(0.6225, abs=5e-5) and theorem2_bound(0.5) == pytest.approx(0.6967, abs=5e-5)
+    d = 1e-3  # the delta form: 1/2 + delta/2 + (1 - delta)(e^eps - 1)/(2(e^eps + 1))
+    assert tight_ba_bound(1.0, d) == pytest.approx(0.5 + d / 2 + (1 - d) * (np.e - 1) / (2 * (np.e + 1)), rel=1e-12)
+    assert tight_ba_bound(1e4) == 1.0
+    with pytest.raises(ValueError, match="delta"):
+        tight_ba_bound(1.0, 1.0)
+    with pytest.raises(ValueError, match="epsilon"):
+        tight_ba_bound(0.0)
+
+
+def test_selected_target_privacy_doubles_epsilon():
+    from recourse_privacy.metrics import selected_target_privacy
+
+    assert selected_target_privacy(0.5) == (1.0, 0.0)
+    eps, delta = selected_target_privacy(1.0, 1e-5, 0.5)
+    assert eps == pytest.approx(2.0 + math.log(0.5 / (0.5 - 1e-5))) and delta == pytest.approx(1e-5 * math.e / (0.5 - 1e-5))
+    with pytest.raises(ValueError, match="selected_share"):
+        selected_target_privacy(1.0, 1e-3, 1e-4)

@@ -168,9 +168,12 @@ def _print_summary(console, result) -> None:
     dp = result.dp
     if dp is not None:
         console.print(f"DP defense {dp.defense} (model {model.name}): epsilon per query "
-                      f"{dp.epsilon_per_query:.4g}, total {dp.epsilon_total:.4g}; Theorem 2 bound on "
-                      f"{'any' if dp.defense == 'dpm' else 'a noisy-distance'} attack's BA: {dp.ba_bound:.4f}",
+                      f"{dp.epsilon_per_query:.4g}, total {dp.epsilon_total:.4g}; bound on BA among the rejected "
+                      f"targets (tight, selected epsilon {dp.selected_epsilon:.4g}): {dp.ba_bound:.4f}; Pawelczyk "
+                      f"et al. (2023) Theorem 2 at epsilon {dp.bound_epsilon:.4g}: {dp.ba_bound_paper:.4f}",
                       highlight=False)
+        if dp.verdict is not None:
+            console.print(f"verdict: {dp.verdict.text}", style="red" if dp.verdict.exceeds else None, highlight=False)
         if dp.direction_attack is not None:
             da = dp.direction_attack
             console.print(f"warning: LR's counterfactuals reveal w's direction, which is not private: ranking the "

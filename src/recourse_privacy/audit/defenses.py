@@ -10,16 +10,20 @@ Recourse), both of Huang et al. (2023); a new defense is one class registered wi
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from recourse_privacy.attacks.direction import direction_attack
-from recourse_privacy.audit.summaries import DirectionAttackSummary, DPSummary
+from dataclasses import replace
+
+from recourse_privacy.attacks.registry import ATTACKS
+from recourse_privacy.audit.summaries import AttackResult, DirectionAttackSummary, DPSummary, DPVerdict
 from recourse_privacy.defenses.accounting import RecourseSession, dp_ba_bound
 from recourse_privacy.defenses.laplace import LaplaceRecourse, SimulatedLaplaceRecourse
 from recourse_privacy.errors import IncompatibleError, InvalidInputError
-from recourse_privacy.metrics.membership import attack_metrics
+from recourse_privacy.metrics.membership import attack_metrics, selected_target_privacy, tight_ba_bound
 from recourse_privacy.models.registry import MODELS, dp_counterpart
 from recourse_privacy.recourse.base import RecourseResult, fit_for
 from recourse_privacy.recourse.constraints import ActionSet
@@ -30,7 +34,41 @@ from recourse_privacy.validation import check_epsilon, derive_seed
 if TYPE_CHECKING:  # the config module imports this one
     from recourse_privacy.audit.config import AuditConfig
 
-__all__ = ["DEFENSES", "Defense", "DPMDefense", "LaplaceDefense", "NoDefense", "register_defense"]
+__all__ = ["DEFENSES", "Defense", "DPMDefense", "LaplaceDefense", "NoDefense", "dp_bounds", "dp_verdict",
+           "register_defense"]
+
+SELECTION = ("the targets are the points the owner's model rejects, and every BA is measured on them only. "
+             "Conditioning an (eps, delta)-DP release on an event that the release itself decides (the model's "
+             "rejection) can multiply the likelihood ratio by up to e^eps, so the bound that covers the measured "
+             "BA is the tight bound at selected_epsilon = 2 eps (for delta > 0: 2 eps + log(p/(p - delta)) and "
+             "selected_delta = delta e^eps/(p - delta), p the rejected share); ba_bound_tight is the bound for an "
+             "attacker scored on every point (the rejection being part of the release)")
+
+
+def dp_bounds(epsilon: float, delta: float, selected_share: float) -> dict:
+    """The DPSummary bound fields for an (epsilon, delta)-DP claim measured on the selected (rejected) targets."""
+    eps_sel, delta_sel = selected_target_privacy(epsilon, delta, selected_share)
+    return {"ba_bound": tight_ba_bound(eps_sel, delta_sel), "ba_bound_paper": dp_ba_bound(epsilon, delta),
+            "ba_bound_tight": tight_ba_bound(epsilon, delta), "selected_epsilon": eps_sel,
+            "selected_delta": delta_sel, "selection": SELECTION}
+
+
+def dp_verdict(dp: DPSummary, attacks: Mapping[str, AttackResult], covered_signals: tuple[str, ...]) -> DPSummary:
+    """``dp`` with its verdict: the worst case (highest BA) over the attacks whose signal the claim covers."""
+    covered = tuple(n for n in attacks if n in ATTACKS and ATTACKS.get(n).meta.get("signal") in covered_signals)
+    if not covered:
+        return dp
+    worst = max(covered, key=lambda n: (attacks[n].balanced_accuracy, attacks[n].auc))
+    a = attacks[worst]
+    exceeds = bool(a.balanced_accuracy > dp.ba_bound)
+    text = (f"worst case over {len(covered)} attack(s) reading {' or '.join(covered_signals)}: {worst}, BA "
+            f"{a.balanced_accuracy:.4f} (AUC {a.auc:.4f}) {'>' if exceeds else '<='} the tight bound "
+            f"{dp.ba_bound:.4f} at selected epsilon {dp.selected_epsilon:.4g}: "
+            + ("the DP claim is refuted for this release" if exceeds else
+               "consistent with the claim (not a proof of privacy)"))
+    return replace(dp, verdict=DPVerdict(attack=worst, balanced_accuracy=a.balanced_accuracy, auc=a.auc,
+                                         tpr_at_fpr_001=a.tpr("0.01"), ba_bound=dp.ba_bound, exceeds=exceeds,
+                                         covered=covered, text=text))
 
 DEFENSES: Registry[Defense] = Registry("defense")
 
@@ -49,6 +87,8 @@ class Defense:
     """No defense: the owner's model and recourse as configured. Subclasses override what they change."""
 
     name = "none"
+    #: which attack signals (see :func:`~recourse_privacy.attacks.registry.register_attack`) the claim covers
+    covered_signals: tuple[str, ...] = ()
 
     def validate(self, config: AuditConfig) -> None:
         """Refuse settings this defense cannot play, before any work."""
@@ -108,6 +148,7 @@ class DPMDefense(_DPDefense):
     """DPM: the owner (and every shadow model) trains the DP counterpart of the configured model."""
 
     name = "dpm"
+    covered_signals = ("distance", "score")  # the model is DP: its scores and every recourse are post-processing
 
     def validate(self, config: AuditConfig) -> None:
         super().validate(config)
@@ -129,7 +170,7 @@ class DPMDefense(_DPDefense):
         return DPSummary(
             defense="dpm", mechanism=f"DP-trained model {self.model(config)[0]!r} (Huang et al. 2023, DPM)",
             epsilon_target=float(config.epsilon), epsilon_per_query=eps, epsilon_total=eps, delta=delta,
-            bound_epsilon=eps, ba_bound=dp_ba_bound(eps, delta),
+            bound_epsilon=eps, **dp_bounds(eps, delta, _selected_share(config, is_member)),
             composition="the model is trained once with (epsilon, delta)-DP; every recourse is post-processing "
             "of it, so any number of queries costs nothing more: epsilon_total = epsilon_per_query = the model's "
             "epsilon" + (" (Opacus' accountant, achieved)" if delta > 0 else ""))
@@ -141,6 +182,7 @@ class LaplaceDefense(_DPDefense):
     """Laplace Recourse replaces the configured recourse; the owner answers through a budget session."""
 
     name = "laplace"
+    covered_signals = ("distance",)  # the claim is about the released recourse; the model's scores are not protected
 
     def validate(self, config: AuditConfig) -> None:
         super().validate(config)
@@ -173,7 +215,8 @@ class LaplaceDefense(_DPDefense):
         return DPSummary(
             defense="laplace", mechanism=f"Laplace Recourse (Huang et al. 2023, sec. 4.2.2), sensitivity "
             f"{recourse.info['sensitivity']:g}", epsilon_per_query=eps, epsilon_total=session.spent, delta=0.0,
-            budget=session.budget, n_queries=session.n_queries, bound_epsilon=eps, ba_bound=dp_ba_bound(eps),
+            budget=session.budget, n_queries=session.n_queries, bound_epsilon=eps,
+            **dp_bounds(eps, 0.0, _selected_share(config, is_member)),
             clamped_share=float(clamped.mean()) if len(clamped) else 0.0,
             composition="basic (sequential): every target's recourse is one query costing epsilon_per_query, "
             "so the release costs epsilon_total = n_queries x epsilon_per_query (the session's budget, all spent). "
@@ -186,6 +229,12 @@ class LaplaceDefense(_DPDefense):
             "holds only for attacks that read the noisy distance (CFD, CFD-LRT); direction_attack shows one that "
             "reads the direction",
             direction_attack=_direction_summary(recourse, is_member, X_pool, y_pool))
+
+
+def _selected_share(config: AuditConfig, is_member: np.ndarray) -> float:
+    """The share of the members and non-members that the owner's model rejects (the targets)."""
+    n_mem, n_non, _ = config.pool_sizes
+    return max(len(is_member) / (n_mem + n_non), 1e-300)
 
 
 def _direction_summary(recourse: RecourseResult, is_member, X_pool, y_pool) -> DirectionAttackSummary | None:

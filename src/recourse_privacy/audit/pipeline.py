@@ -12,7 +12,7 @@ from pathlib import Path
 
 import recourse_privacy.audit.stages as stages
 from recourse_privacy.audit.config import AuditConfig
-from recourse_privacy.audit.defenses import DEFENSES
+from recourse_privacy.audit.defenses import DEFENSES, dp_verdict
 from recourse_privacy.audit.result import AuditArrays, AuditResult
 from recourse_privacy.audit.stages import Progress
 from recourse_privacy.audit.summaries import DataSummary, ModelSummary, PoolSizes
@@ -92,6 +92,8 @@ def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = No
         warns.append(f"{recourse.n_invalid} of {recourse.n} targets got no valid recourse; their "
                      "distance to the last iterate is still scored")
     dp = defense.summary(config, targets.model, session, res, targets.is_member, game.X_pool, game.y_pool)
+    if dp is not None:  # the worst case over the attacks the claim covers, against the tight bound
+        dp = dp_verdict(dp, attacks, defense.covered_signals)
     shadow_info = None
     if shadow is not None:
         shadow_info, more = stages.shadow_summary(config, shadow)

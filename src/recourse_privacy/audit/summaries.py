@@ -17,7 +17,7 @@ from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics.membership import AttackMetrics
 
 __all__ = [
-    "AttackResult", "DataSummary", "DPSummary", "DirectionAttackSummary", "ModelSummary", "PoolSizes",
+    "AttackResult", "DataSummary", "DPSummary", "DPVerdict", "DirectionAttackSummary", "ModelSummary", "PoolSizes",
     "RecourseSummary", "ShadowSummary", "plain", "take",
 ]
 
@@ -186,11 +186,42 @@ class DirectionAttackSummary:
 
 
 @dataclass(frozen=True)
+class DPVerdict:
+    """The worst case over the attacks a DP claim covers, against the bound that claim implies.
+
+    ``attack`` is the attack with the highest measured balanced accuracy (best threshold, on the
+    rejected targets) among ``covered`` attacks; ``exceeds`` is whether that BA is above
+    ``ba_bound`` (the tight bound at the selected-target epsilon): then the claim is refuted for
+    this release. ``auc`` and ``tpr_at_fpr_001`` are that attack's. A BA below the bound does not
+    prove privacy.
+    """
+
+    attack: str
+    balanced_accuracy: float
+    auc: float
+    tpr_at_fpr_001: float
+    ba_bound: float
+    exceeds: bool
+    covered: tuple[str, ...]
+    text: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "covered", tuple(self.covered))
+
+
+@dataclass(frozen=True)
 class DPSummary:
     """What a DP defense claims: epsilon per query and in total, delta, Theorem 2's bound, and how they compose.
 
     Fields that one defense does not have are None (``epsilon_target`` for DPM only; ``budget``,
     ``n_queries``, ``clamped_share``, ``guarantee`` and ``direction_attack`` for Laplace Recourse).
+
+    Bounds on balanced accuracy (BA): ``ba_bound_paper`` is Theorem 2 of Pawelczyk et al. (2023)
+    at (bound_epsilon, delta), 1/2 + (1 - e^-eps)/2 (+ delta e^-eps / 2); ``ba_bound_tight`` the
+    tight bound e^eps / (1 + e^eps) (with delta: 1/2 + delta/2 + (1 - delta)(e^eps - 1)/(2(e^eps + 1)));
+    ``ba_bound``, used in ``verdict``, is the tight bound at (``selected_epsilon``, ``selected_delta``):
+    the audit measures BA only on the targets the model rejects, and conditioning on that decision
+    doubles epsilon (see ``selection`` and :func:`~recourse_privacy.metrics.selected_target_privacy`).
     """
 
     defense: str
@@ -207,8 +238,16 @@ class DPSummary:
     clamped_share: float | None = None
     guarantee: str | None = None
     direction_attack: DirectionAttackSummary | None = None
+    ba_bound_paper: float | None = None
+    ba_bound_tight: float | None = None
+    selected_epsilon: float | None = None
+    selected_delta: float | None = None
+    selection: str | None = None
+    verdict: DPVerdict | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.verdict, Mapping):
+            object.__setattr__(self, "verdict", take(DPVerdict, self.verdict, "dp.verdict") if self.verdict else None)
         if isinstance(self.direction_attack, Mapping):
             da = self.direction_attack
             object.__setattr__(self, "direction_attack", take(DirectionAttackSummary, da, "dp.direction_attack")

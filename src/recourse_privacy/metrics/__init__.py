@@ -17,6 +17,8 @@ from recourse_privacy.metrics.membership import (
     fpr_key,
     roc,
     theorem2_bound,
+    tight_ba_bound,
+    selected_target_privacy,
     tpr_at_fpr,
 )
 from recourse_privacy.metrics.quality import (
@@ -46,6 +48,8 @@ __all__ = [
     "fpr_key",
     "roc",
     "theorem2_bound",
+    "tight_ba_bound",
+    "selected_target_privacy",
     "tpr_at_fpr",
     "constraint_violations",
     "path_metrics",

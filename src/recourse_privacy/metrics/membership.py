@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 
-from recourse_privacy.validation import check_positive_float
+from recourse_privacy.validation import check_delta, check_interval, check_positive_float
 from recourse_privacy.errors import InvalidInputError
 
 __all__ = [
@@ -38,6 +38,8 @@ __all__ = [
     "balanced_accuracy",
     "tpr_at_fpr",
     "theorem2_bound",
+    "tight_ba_bound",
+    "selected_target_privacy",
     "attack_metrics",
     "auc_null_halfwidth",
     "fpr_key",
@@ -253,6 +255,41 @@ def theorem2_bound(epsilon: float) -> float:
     """
     eps = check_positive_float(epsilon, "epsilon")
     return 0.5 + (1.0 - math.exp(-eps)) / 2.0
+
+
+def tight_ba_bound(epsilon: float, delta: float = 0.0) -> float:
+    """The tight bound on any attacker's balanced accuracy against an (epsilon, delta)-DP release.
+
+    BA <= 1/2 + delta/2 + (1 - delta) (e^eps - 1) / (2 (e^eps + 1)), which is e^eps / (1 + e^eps)
+    for delta = 0 (the hypothesis-testing region of DP: Kairouz, Oh and Viswanath 2015). It is
+    attained by randomized response, so no smaller bound holds for every epsilon-DP mechanism;
+    Pawelczyk et al. (2023)'s Theorem 2, 1/2 + (1 - e^-eps)/2 (:func:`theorem2_bound`), is looser
+    (0.697 against 0.622 at epsilon 0.5). Capped at 1.
+    """
+    eps = check_positive_float(epsilon, "epsilon")
+    delta = check_delta(delta)
+    # (e^eps - 1) / (e^eps + 1) = tanh(eps / 2): no overflow at large epsilon
+    return min(1.0, 0.5 + delta / 2.0 + (1.0 - delta) * math.tanh(eps / 2.0) / 2.0)
+
+
+def selected_target_privacy(epsilon: float, delta: float = 0.0, selected_share: float = 1.0) -> tuple[float, float]:
+    """(epsilon, delta) of the release *conditioned on the target being selected* by the DP output.
+
+    The audit's targets are the points the owner's model rejects. Under DPM that decision is
+    itself part of the epsilon-DP output, and the attacks are measured only on the selected
+    (rejected) targets: a test between the two conditional distributions P[. | rejected, D] and
+    P[. | rejected, D']. Conditioning on an event E of probability p (under the neighbour without
+    the target) multiplies the likelihood ratio by at most P[E | D'] / P[E | D] <= e^eps p / (p -
+    delta), so the conditional release is (2 eps + log(p / (p - delta)), delta e^eps / (p - delta))-DP.
+    For delta = 0 this is (2 epsilon, 0), whatever p. ``selected_share`` is p, estimated by the
+    share of rejected points (only used when delta > 0; it must exceed delta).
+    """
+    eps = check_positive_float(epsilon, "epsilon")
+    delta = check_delta(delta)
+    if delta == 0:
+        return 2.0 * eps, 0.0
+    p = check_interval(selected_share, "selected_share", delta, 1.0, closed="right")
+    return 2.0 * eps + math.log(p / (p - delta)), min(1.0, delta * math.exp(eps) / (p - delta))
 
 
 def auc_null_halfwidth(n_members: int, n_nonmembers: int, z: float = 1.96) -> float:
