@@ -169,3 +169,38 @@ def test_complementary_pairs_give_equal_shadow_sizes():
     assert set(keep.sum(axis=1)) <= {2, 3}
     odd = balanced_keep(100, 5, 0.5, 0)  # LiRA's design: each point in round(2.5) = 2 shadows
     assert set(odd.sum(axis=1)) == {2}
+
+
+def test_equal_out_references_keeps_exactly_n_per_row():
+    from recourse_privacy.attacks.lrt import equal_out_references
+
+    rng = np.random.default_rng(0)
+    out = rng.random((500, 9)) < 0.6
+    out[:, :3] = True  # every row has at least 3
+    kept = equal_out_references(out, 3, np.random.default_rng(1))
+    assert (kept.sum(axis=1) == 3).all() and not (kept & ~out).any()
+
+
+@pytest.mark.parametrize("n_shadow", [4, 5])
+def test_direction_calibration_on_a_null_game_falls_back(n_shadow):
+    """No signal at all (the statistic ignores membership): the shadow AUC stays in its null band."""
+    from recourse_privacy.attacks.lrt import resolve_direction
+
+    fired, aucs = 0, []
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        n = 400
+        keep = balanced_keep(n, n_shadow, 0.5, rng)
+        stat = rng.normal(size=(n, 1)) + rng.normal(scale=0.5, size=(n, n_shadow))
+        stat = np.where(rng.random((n, n_shadow)) < 0.6, 3.0, stat)  # a spike of ties, as LR's clamp makes
+        usable = rng.random((n, n_shadow)) < 0.7  # validity filtering, independent of membership
+        conv: dict = {}
+        d = resolve_direction("auto", conv, stat, usable, usable, keep, random_state=seed)
+        aucs.append(conv["shadow_auc"])
+        fired += conv["direction_fallback"]
+        assert conv["n_out_references"] == {4: 1, 5: 2}[n_shadow]  # the fewer out-shadows of a pseudo-non-member
+        assert d == "greater" or not conv["direction_fallback"]
+    # each game's AUC is null: at most one of six outside its 95% band (binomial: P[>= 2] ~ 0.03)
+    assert fired >= 5
+    # with one more out-reference per pseudo-member (the old game) the mean AUC was 0.468 (4 shadows), 0.481 (5)
+    assert abs(np.mean(aucs) - 0.5) < 0.015

@@ -163,7 +163,8 @@ def _print_summary(console, result) -> None:
         table.add_column(col, justify="left" if col in ("attack", "direction") else "right", no_wrap=True)
     for name, a in result.attacks.items():
         cells = [f"{a.tpr_at_fpr[k]:.4f}" + ("" if a.tpr_at_fpr_reliable[k] else "*") for k in ("0.1", "0.01", "0.001")]
-        table.add_row(name, f"{a.auc:.4f}", f"{a.balanced_accuracy:.4f}", *cells, a.direction)
+        direction = a.direction + (" (paper's; shadow game null)" if a.conventions.get("direction_fallback") else "")
+        table.add_row(name, f"{a.auc:.4f}", f"{a.balanced_accuracy:.4f}", *cells, direction)
     console.print(table)
     dp = result.dp
     if dp is not None:

@@ -95,57 +95,105 @@ def lrt_scores(stat: np.ndarray, reference: GaussianReference, *, direction: str
 
 @dataclass(frozen=True)
 class DirectionDecision:
-    """The direction chosen on the adversary's shadow game, with the evidence for it."""
+    """The direction chosen on the adversary's shadow game, with the evidence for it.
+
+    ``fallback`` is True when the shadow AUC lies within its null band 0.5 +/- ``null_halfwidth``
+    (or could not be measured): the game shows no signal, so the direction is the paper's
+    (``direction``) rather than a coin flip of the game's noise.
+    """
 
     direction: str
     shadow_auc: float
     n_pseudo_targets: int
+    null_halfwidth: float = float("nan")
+    fallback: bool = False
+    n_out_references: int = 0
 
     def describe(self) -> str:
-        return (f"shadow calibration: AUC {self.shadow_auc:.4f} of the 'greater' direction on "
-                f"{self.n_pseudo_targets} pseudo-targets of the adversary's own shadow game")
+        game = (f"AUC {self.shadow_auc:.4f} of the 'greater' direction on {self.n_pseudo_targets} pseudo-targets "
+                f"of the adversary's own shadow game ({self.n_out_references} out-references each), null band "
+                f"0.5 +/- {self.null_halfwidth:.4f}")
+        if self.fallback:
+            return f"the paper's direction ({self.direction}): the shadow game shows no signal ({game})"
+        return f"shadow calibration: {game}"
+
+
+def equal_out_references(out: np.ndarray, n_keep: int, rng: np.random.Generator) -> np.ndarray:
+    """Keep exactly ``n_keep`` of each row's True entries of ``out`` (chosen at random, seeded); vectorized."""
+    keys = np.where(out, rng.random(out.shape), np.inf)
+    rank = keys.argsort(axis=1).argsort(axis=1)
+    return out & (rank < n_keep)
 
 
 def calibrate_direction(stat: np.ndarray, target_mask: np.ndarray, ref_mask: np.ndarray, keep: np.ndarray, *,
-                        center: str = "mean", variance: str = "per-example", cdf: str = "normal") -> DirectionDecision:
+                        center: str = "mean", variance: str = "per-example", cdf: str = "normal",
+                        default: str = "greater", z: float = 1.96, random_state=0) -> DirectionDecision:
     """Decide the test's direction from data the adversary owns (never from the targets' labels).
 
     ``stat``, masks and ``keep`` are (n_points, n_shadows) over the adversary's calibration
     points. Each shadow k in turn plays the target model: its pseudo-targets are the points in
     ``target_mask[:, k]``, labelled member where ``keep[:, k]``; each is scored against the other
-    shadows that did not train on it. The direction whose AUC on this game is >= 0.5 wins.
+    shadows that did not train on it. Every pseudo-target gets the same number of out-shadows
+    (the smallest number any of them has, drawn at random among its own): a pseudo-member is out
+    of one more of the other shadows than a pseudo-non-member, and that alone shifts the game's
+    AUC on data with no signal. The direction whose AUC is >= 0.5 wins unless the AUC lies within
+    the Mann-Whitney null band 0.5 +/- z sqrt((n1 + n0 + 1) / (12 n1 n0)); then ``default`` (the
+    paper's direction) is kept and ``fallback`` is set.
     """
+    from recourse_privacy.metrics.membership import auc_null_halfwidth
+    from recourse_privacy.validation import as_generator
+
+    if default not in ("greater", "less"):
+        raise InvalidInputError(f"default must be 'greater' or 'less'; got {default!r}")
     stat = np.asarray(stat, dtype=np.float64)
     keep = np.asarray(keep, dtype=bool)
+    target_mask = np.asarray(target_mask, dtype=bool)
     n_shadow = stat.shape[1]
     if n_shadow < 2:
         raise InvalidInputError("direction calibration needs at least 2 shadow models")
+    rng = as_generator(random_state)
+    # the common number of out-references: the fewest out-shadows (among the others) of any pseudo-target
+    out_counts = [(~keep[target_mask[:, k]][:, np.arange(n_shadow) != k]).sum(axis=1) for k in range(n_shadow)]
+    out_counts = [c for c in out_counts if c.size]
+    n_out = int(min(c.min() for c in out_counts)) if out_counts else 0
     scores, labels = [], []
     for k in range(n_shadow):
-        rows = np.asarray(target_mask[:, k], dtype=bool)
-        if not rows.any():
+        rows = target_mask[:, k]
+        if not rows.any() or n_out < 1:
             continue
         others = np.arange(n_shadow) != k
-        mask = (np.asarray(ref_mask, dtype=bool) & ~keep)[rows][:, others]
+        out = equal_out_references(~keep[rows][:, others], n_out, rng)
+        mask = out & np.asarray(ref_mask, dtype=bool)[rows][:, others]
         ref = fit_reference(stat[rows][:, others], mask, center=center, variance=variance)
         scores.append(lrt_scores(stat[rows, k], ref, direction="greater", cdf=cdf))
         labels.append(keep[rows, k])
     y = np.concatenate(labels) if labels else np.zeros(0, bool)
     if y.size == 0 or y.all() or not y.any():
-        return DirectionDecision("greater", float("nan"), int(y.size))
+        return DirectionDecision(default, float("nan"), int(y.size), float("nan"), True, n_out)
     from sklearn.metrics import roc_auc_score  # ~1 s: imported on first use, so the CLI starts fast
 
     auc = float(roc_auc_score(y, np.concatenate(scores)))
-    return DirectionDecision("greater" if auc >= 0.5 else "less", auc, int(y.size))
+    half = auc_null_halfwidth(int(y.sum()), int((~y).sum()), z)
+    if abs(auc - 0.5) <= half:
+        return DirectionDecision(default, auc, int(y.size), half, True, n_out)
+    return DirectionDecision("greater" if auc > 0.5 else "less", auc, int(y.size), half, False, n_out)
 
 
 def resolve_direction(direction: str, conventions: dict, stat: np.ndarray, target_mask: np.ndarray,
-                      ref_mask: np.ndarray, keep: np.ndarray, **fit) -> str:
-    """``direction`` as given, or decided on the shadow game when "auto"; records where it came from."""
+                      ref_mask: np.ndarray, keep: np.ndarray, *, default: str = "greater", **fit) -> str:
+    """``direction`` as given, or decided on the shadow game when "auto"; records where it came from.
+
+    ``conventions`` gains ``direction_source``, ``shadow_auc``, ``shadow_auc_null_halfwidth`` and
+    ``direction_fallback`` (True when the game showed no signal and ``default`` was kept).
+    """
     if direction != "auto":
         conventions["direction_source"] = "fixed by the caller"
+        conventions["direction_fallback"] = False
         return direction
-    decision = calibrate_direction(stat, target_mask, ref_mask, keep, **fit)
+    decision = calibrate_direction(stat, target_mask, ref_mask, keep, default=default, **fit)
     conventions["direction_source"] = decision.describe()
     conventions["shadow_auc"] = decision.shadow_auc
+    conventions["shadow_auc_null_halfwidth"] = decision.null_halfwidth
+    conventions["direction_fallback"] = decision.fallback
+    conventions["n_out_references"] = decision.n_out_references
     return decision.direction
