@@ -167,8 +167,17 @@ def test_complementary_pairs_give_equal_shadow_sizes():
     assert set(keep.sum(axis=0)) == {50}
     assert (keep[:, 0::2] & keep[:, 1::2]).sum() == 0  # the two shadows of a pair share no row
     assert set(keep.sum(axis=1)) <= {2, 3}
-    odd = balanced_keep(100, 5, 0.5, 0)  # LiRA's design: each point in round(2.5) = 2 shadows
-    assert set(odd.sum(axis=1)) == {2}
+    odd = balanced_keep(100, 5, 0.5, 0)  # exact sizes for an odd count: each shadow 50 rows, each point in 2 or 3
+    assert set(odd.sum(axis=0)) == {50} and set(odd.sum(axis=1)) == {2, 3}
+
+
+@pytest.mark.parametrize("n,k,f", [(1000, 5, 0.5), (1001, 3, 0.5), (10, 7, 0.3), (997, 9, 0.25)])
+def test_keep_sizes_are_exact_for_any_shadow_count(n, k, f):
+    keep = balanced_keep(n, k, f, 1)
+    m = int(np.floor(f * n))
+    assert (keep.sum(axis=0) == m).all()
+    per_point = keep.sum(axis=1)
+    assert per_point.max() - per_point.min() <= 1 and per_point.sum() == k * m
 
 
 def test_equal_out_references_keeps_exactly_n_per_row():

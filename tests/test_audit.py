@@ -41,7 +41,7 @@ def test_same_seed_same_numbers_and_pools_disjoint():
     p = a.pools
     assert not (set(p.members) & set(p.nonmembers) or set(p.members) & set(p.adversary)
                 or set(p.nonmembers) & set(p.adversary))
-    assert (len(p.members), len(p.nonmembers), len(p.adversary)) == (300, 300, 300)
+    assert (len(p.members), len(p.nonmembers), len(p.adversary)) == (300, 300, 600)  # adversary: 2 x members
 
 
 def test_targets_are_exactly_the_rejected_points():

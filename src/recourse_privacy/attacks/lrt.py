@@ -152,13 +152,18 @@ def calibrate_direction(stat: np.ndarray, target_mask: np.ndarray, ref_mask: np.
     if n_shadow < 2:
         raise InvalidInputError("direction calibration needs at least 2 shadow models")
     rng = as_generator(random_state)
-    # the common number of out-references: the fewest out-shadows (among the others) of any pseudo-target
-    out_counts = [(~keep[target_mask[:, k]][:, np.arange(n_shadow) != k]).sum(axis=1) for k in range(n_shadow)]
-    out_counts = [c for c in out_counts if c.size]
-    n_out = int(min(c.min() for c in out_counts)) if out_counts else 0
+    # the common number of out-references: the fewest out-shadows (among the others) of any pseudo-target;
+    # raised to 2 (a per-example fit needs two) when at least half the pseudo-members and half the
+    # pseudo-non-members have two, the others then taking no part in the game
+    counts = (~keep).sum(axis=1)[:, None] - (~keep)  # out-shadows among the others, per (point, k)
+    in_game = target_mask & (counts >= 1)
+    n_out = int(counts[in_game].min()) if in_game.any() else 0
+    if 0 < n_out < 2 and all(np.mean(counts[in_game & (keep == lab)] >= 2) >= 0.5
+                             for lab in (True, False) if (in_game & (keep == lab)).any()):
+        n_out = 2
     scores, labels = [], []
     for k in range(n_shadow):
-        rows = target_mask[:, k]
+        rows = target_mask[:, k] & (counts[:, k] >= n_out)
         if not rows.any() or n_out < 1:
             continue
         others = np.arange(n_shadow) != k

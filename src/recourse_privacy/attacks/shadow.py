@@ -26,13 +26,15 @@ _FIELDS = ("cfd_targets", "usable_targets", "conf_targets", "cfd_calib", "usable
 
 
 def balanced_keep(n_points: int, n_shadow: int, fraction: float, random_state=None) -> np.ndarray:
-    """(n_points, n_shadow) membership matrix: each point in round(fraction * n_shadow) shadows.
+    """(n_points, n_shadow) membership matrix: every shadow trains on exactly floor(fraction * n_points) rows.
 
     For ``fraction == 0.5`` and an even number of shadows, shadows come in complementary
     pairs (a random half of the pool and the other half), so that every point is in exactly
-    half of the shadows AND every shadow trains on the same number of rows (one point per
-    pair sits out when the pool is odd); equal sizes let :func:`fit_mlps_batched` train them
-    together. Otherwise LiRA's design: each point in exactly k shadows, sizes near fraction * n.
+    half of the shadows (one point per pair sits out when the pool is odd). Otherwise the
+    shadows take consecutive windows of m = floor(fraction * n_points) rows of one random
+    permutation, wrapping around: every shadow has exactly m rows, and every point is in
+    floor or ceil of n_shadow * m / n_points shadows (LiRA's balance, to within one). Equal
+    sizes let :func:`fit_mlps_batched` train the shadows together.
     """
     if not 0 < fraction < 1:
         raise InvalidInputError(f"shadow_fraction must be in (0, 1); got {fraction!r}")
@@ -45,9 +47,12 @@ def balanced_keep(n_points: int, n_shadow: int, fraction: float, random_state=No
             keep[perm[j, :half], 2 * j] = True
             keep[perm[j, half : 2 * half], 2 * j + 1] = True
         return keep
-    k = max(1, min(n_shadow - 1, int(round(fraction * n_shadow)))) if n_shadow > 1 else 1
-    order = rng.random((n_points, n_shadow)).argsort(axis=1)
-    return order < k
+    m = max(1, int(np.floor(fraction * n_points)))
+    perm = rng.permutation(n_points)
+    slots = (np.arange(n_shadow)[:, None] * m + np.arange(m)[None, :]) % n_points  # (n_shadow, m) windows
+    keep = np.zeros((n_points, n_shadow), dtype=bool)
+    keep[perm[slots], np.arange(n_shadow)[:, None]] = True
+    return keep
 
 
 @dataclass
@@ -63,6 +68,11 @@ class ShadowData:
     rejected_calib: np.ndarray
     conf_calib: np.ndarray
     train_accuracy: np.ndarray  # (n_shadow,)
+    train_rows: np.ndarray | None = None  # (n_shadow,) training rows of each shadow model
+
+    def __post_init__(self) -> None:
+        if self.train_rows is None:  # unknown (e.g. built by hand): every shadow as the calibration points suggest
+            self.train_rows = self.keep_calib.sum(axis=0)
 
     @property
     def n_shadow(self) -> int:
@@ -170,4 +180,4 @@ def run_shadow_models(
             finish(k, res)
 
     stack = {name: np.stack([results[k][name] for k in range(n_shadow)], axis=-1) for name in _FIELDS}
-    return ShadowData(keep_calib=keep[calib], **stack)
+    return ShadowData(keep_calib=keep[calib], **stack, train_rows=keep.sum(axis=0))

@@ -22,8 +22,9 @@ DEFAULT_ATTACKS = ("cfd", "cfd-lrt", "loss", "loss-lrt", "random")
 class AuditConfig:
     """One recourse-based membership-inference game (Pawelczyk et al. 2023, Definition 1).
 
-    ``n_members`` rows train the owner's model; ``n_nonmembers`` fresh rows and the
-    adversary's ``n_adversary`` rows (both default to ``n_members``) are disjoint from them.
+    ``n_members`` rows train the owner's model; ``n_nonmembers`` fresh rows (default
+    ``n_members``) and the adversary's ``n_adversary`` rows (default ``2 * n_members``, or all
+    the rows left when the dataset is smaller) are disjoint from them.
     The targets are the members and non-members that the owner's model rejects.
     """
 
@@ -114,8 +115,14 @@ class AuditConfig:
 
     @property
     def pool_sizes(self) -> tuple[int, int, int]:
-        """(members, non-members, adversary) pool sizes."""
-        return (self.n_members, self.n_nonmembers or self.n_members, self.n_adversary or self.n_members)
+        """(members, non-members, adversary) pool sizes as requested.
+
+        The adversary's pool defaults to twice the members, so that with ``shadow_fraction`` 0.5
+        every shadow model trains on as many rows as the owner's model (Pawelczyk et al. 2023;
+        Carlini et al. 2022's LiRA). A named dataset too small for that gives the adversary every
+        row that is left (:func:`~recourse_privacy.audit.stages.resolve_pool_sizes`).
+        """
+        return (self.n_members, self.n_nonmembers or self.n_members, self.n_adversary or 2 * self.n_members)
 
     def to_dict(self) -> dict:
         """JSON-ready configuration."""

@@ -76,7 +76,8 @@ def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = No
     cfd = res.distance(config.distance)
     clock.lap("recourse")
 
-    cache = Path(out_dir) / ".cache" / config.digest() if out_dir is not None else None
+    # the pool sizes as drawn are part of the key: the default adversary pool depends on the data
+    cache = (Path(out_dir) / ".cache" / f"{config.digest()}-{game.pool_sizes[2]}" if out_dir is not None else None)
     shadow = stages.train_shadow_models(config, make_model, method, game, targets, cache_dir=cache,
                                         progress=clock.progress)
     if shadow is not None:
@@ -96,9 +97,10 @@ def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = No
         dp = dp_verdict(dp, attacks, defense.covered_signals)
     shadow_info = None
     if shadow is not None:
-        shadow_info, more = stages.shadow_summary(config, shadow)
+        shadow_info, more = stages.shadow_summary(config, shadow, game.pool_sizes[0])
         warns += more
-    n_mem, n_non, n_adv = config.pool_sizes
+    warns = [*game.notes, *warns]
+    n_mem, n_non, n_adv = game.pool_sizes
     result = AuditResult(
         config=config,
         data=DataSummary(dataset=config.data or config.dataset, n_rows=game.dataset.n_rows,

@@ -47,6 +47,12 @@ class GameData:
     y_nonmembers: np.ndarray
     X_pool: np.ndarray
     y_pool: np.ndarray
+    notes: tuple[str, ...] = ()  # said once, in the result's warnings (e.g. an adversary pool smaller than 2 x members)
+
+    @property
+    def pool_sizes(self) -> tuple[int, int, int]:
+        """(members, non-members, adversary) as drawn."""
+        return len(self.X_members), len(self.X_nonmembers), len(self.X_pool)
 
 
 @dataclass(frozen=True)
@@ -69,15 +75,31 @@ def load_data(config: AuditConfig) -> Dataset:
     return load_dataset(config.dataset, config.data_dir, **config.data_params)
 
 
+def resolve_pool_sizes(config: AuditConfig, n_rows: int) -> tuple[tuple[int, int, int], str | None]:
+    """(members, non-members, adversary) for a dataset of ``n_rows``, and a note when the default shrank.
+
+    An adversary pool left at its default (2 x members) that the data cannot supply becomes the
+    largest possible, every row left after the members and non-members; the note says so. A pool
+    size given explicitly is never changed (too large a one raises in :func:`split_pools`).
+    """
+    n_mem, n_non, n_adv = config.pool_sizes
+    if config.n_adversary is None and n_mem + n_non + n_adv > n_rows and n_rows - n_mem - n_non >= 1:
+        left = n_rows - n_mem - n_non
+        return (n_mem, n_non, left), (f"the dataset has {n_rows} rows: the adversary's pool is the {left} left after "
+                                      f"the members and non-members, not 2 x {n_mem} (the default)")
+    return (n_mem, n_non, n_adv), None
+
+
 def prepare_game(config: AuditConfig, dataset: Dataset) -> GameData:
     """Draw the disjoint pools with one seeded permutation and preprocess them (fitted on the members)."""
-    n_mem, n_non, n_adv = config.pool_sizes
+    (n_mem, n_non, n_adv), note = resolve_pool_sizes(config, dataset.n_rows)
     pools = split_pools(dataset.n_rows, n_mem, n_non, n_adv, random_state=derive_seed(config.seed, 2))
     pre = Preprocessor(scaling=config.scaling, corr_threshold=config.corr_threshold,
                        normalize_rows=config.normalize_rows).fit(dataset.X.iloc[pools.members], dataset)
     Xm, Xn, Xa = (pre.transform(dataset.X.iloc[idx]) for idx in (pools.members, pools.nonmembers, pools.adversary))
     y = dataset.y
-    return GameData(dataset, pools, pre, Xm, y[pools.members], Xn, y[pools.nonmembers], Xa, y[pools.adversary])
+    return GameData(dataset, pools, pre, Xm, y[pools.members], Xn, y[pools.nonmembers], Xa, y[pools.adversary],
+                    notes=(note,) if note else ())
 
 
 def train_owner(make_model: Callable[[int], BaseClassifier], game: GameData, seed: int) -> Targets:
@@ -140,16 +162,17 @@ def summarize_recourse(res: RecourseResult, is_member: np.ndarray, distance: str
                            validity_nonmembers=float(res.valid[is_member == 0].mean()), distance=distance)
 
 
-def shadow_summary(config: AuditConfig, shadow: ShadowData) -> tuple[ShadowSummary, list[str]]:
-    """How many rows each shadow model trained on, and a warning where that is fewer than the owner's."""
-    n_mem, _, n_adv = config.pool_sizes
-    rows = int(round(config.shadow_fraction * shadow.n_shadow)) * n_adv // shadow.n_shadow
+def shadow_summary(config: AuditConfig, shadow: ShadowData, n_members: int) -> tuple[ShadowSummary, list[str]]:
+    """How many rows each shadow model trained on, and a warning where that is fewer than the owner's ``n_members``."""
+    rows = int(shadow.train_rows.min())
     warns = []
-    if rows < 0.9 * n_mem:
-        warns.append(f"each shadow model trains on about {rows} rows, the owner's model on {n_mem}: "
-                     "shadow models that see fewer rows overfit differently, which weakens the LRT attacks; "
-                     f"give the adversary a pool of {int(np.ceil(n_mem / config.shadow_fraction))} rows "
-                     "(--n-adversary) so that they match")
+    if rows < 0.9 * n_members:
+        need = int(np.ceil(n_members / config.shadow_fraction))
+        warns.append(f"each shadow model trains on {rows} rows (fewest), the owner's model on {n_members}: shadow "
+                     "models that see fewer rows overfit differently, which weakens the LRT attacks; give the "
+                     f"adversary a pool of at least {need} rows (--n-adversary; each shadow trains on "
+                     f"floor({config.shadow_fraction:g} x pool) rows) so that they match")
     return ShadowSummary(n=shadow.n_shadow, fraction=config.shadow_fraction, train_rows=rows,
                          mean_train_accuracy=float(shadow.train_accuracy.mean()),
-                         n_calibration=int(shadow.keep_calib.shape[0])), warns
+                         n_calibration=int(shadow.keep_calib.shape[0]),
+                         train_rows_each=tuple(int(r) for r in shadow.train_rows)), warns

@@ -170,6 +170,10 @@ class ShadowSummary:
     train_rows: int
     mean_train_accuracy: float
     n_calibration: int
+    train_rows_each: tuple[int, ...] = ()  # every shadow model's training rows (train_rows is the fewest)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "train_rows_each", tuple(self.train_rows_each))
 
 
 @dataclass(frozen=True)
