@@ -213,3 +213,26 @@ def test_direction_calibration_on_a_null_game_falls_back(n_shadow):
     assert fired >= 5
     # with one more out-reference per pseudo-member (the old game) the mean AUC was 0.468 (4 shadows), 0.481 (5)
     assert abs(np.mean(aucs) - 0.5) < 0.015
+
+
+def test_lr_reconstruction_rebuilds_the_model_from_the_release():
+    """Under Laplace Recourse the release gives u exactly and ||w|| from the clamping spike; b is fitted on the pool."""
+    from recourse_privacy.attacks.reconstruction import rebuild_linear_model
+    from recourse_privacy.data import load_dataset
+    from recourse_privacy.defenses import LaplaceRecourse
+    from recourse_privacy.models import make_model
+
+    ds = load_dataset("synthetic", n_samples=3000, n_features=20, random_state=0)
+    X = ds.X.to_numpy() / np.linalg.norm(ds.X.to_numpy(), axis=1, keepdims=True)
+    y = ds.y
+    model = make_model("logistic").fit(X[:1000], y[:1000])
+    rejected = X[1000:2000][model.predict(X[1000:2000]) == 0]
+    from diffprivlib.accountant import BudgetAccountant
+
+    res = LaplaceRecourse(epsilon=0.5, random_state=0, accountant=BudgetAccountant()).generate(model, rejected)
+    rb = rebuild_linear_model(res, X[2000:], y[2000:])
+    w = model.coef_
+    assert rb.u @ w / np.linalg.norm(w) == pytest.approx(1.0, abs=1e-12)
+    assert rb.norm == pytest.approx(np.linalg.norm(w), rel=1e-9) and "spike" in rb.norm_source
+    # b from 1,000 pool rows: the boundary offset b/||w|| within a tenth of the rows' spread along u
+    assert abs(rb.intercept / rb.norm - model.intercept_ / np.linalg.norm(w)) < 0.1 * np.std(X[2000:] @ rb.u)

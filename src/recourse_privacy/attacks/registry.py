@@ -35,7 +35,8 @@ Attack = Callable[["AttackInputs"], AttackScores]
 
 ATTACKS: Registry[Attack] = Registry(
     "attack", builtins=("recourse_privacy.attacks.distance", "recourse_privacy.attacks.loss",
-                        "recourse_privacy.attacks.random_guess", "recourse_privacy.attacks.direction"),
+                        "recourse_privacy.attacks.random_guess", "recourse_privacy.attacks.direction",
+                        "recourse_privacy.attacks.reconstruction"),
     needs_vocabulary=ATTACK_NEEDS)
 
 

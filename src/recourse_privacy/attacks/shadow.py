@@ -22,7 +22,7 @@ from recourse_privacy.recourse.base import fit_for
 from recourse_privacy.errors import InvalidInputError
 
 _FIELDS = ("cfd_targets", "usable_targets", "conf_targets", "cfd_calib", "usable_calib", "rejected_calib",
-           "conf_calib", "train_accuracy")
+           "conf_calib", "train_accuracy", "margin_targets", "margin_calib", "rejected_targets")
 
 
 def balanced_keep(n_points: int, n_shadow: int, fraction: float, random_state=None) -> np.ndarray:
@@ -69,6 +69,11 @@ class ShadowData:
     conf_calib: np.ndarray
     train_accuracy: np.ndarray  # (n_shadow,)
     train_rows: np.ndarray | None = None  # (n_shadow,) training rows of each shadow model
+    # linear shadow models only (zeros otherwise): the exact L2 distance |w_k.x + b_k| / ||w_k|| to shadow k's
+    # boundary (what the LR reconstruction attack compares a target's rebuilt distance with), and rejection
+    margin_targets: np.ndarray | None = None
+    margin_calib: np.ndarray | None = None
+    rejected_targets: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.train_rows is None:  # unknown (e.g. built by hand): every shadow as the calibration points suggest
@@ -94,8 +99,10 @@ def _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, X_t, y_t, 
         out[f"cfd_{tag}"] = cfd
         out[f"usable_{tag}"] = usable
         out[f"conf_{tag}"] = logit_confidence(model, X, y)
-        if tag == "calib":
-            out["rejected_calib"] = rejected
+        out[f"rejected_{tag}"] = rejected
+        w = getattr(model, "coef_", None)
+        norm = float(np.linalg.norm(w)) if w is not None else 0.0
+        out[f"margin_{tag}"] = (np.abs(model.decision_function(X)) / norm if norm > 0 else np.zeros(len(X)))
     return out
 
 
@@ -148,11 +155,13 @@ def run_shadow_models(
         path = cache / f"shadow_{k}.npz" if cache is not None else None
         if path is not None and path.exists():
             with np.load(path) as f:
-                results[k] = {name: f[name] for name in _FIELDS}
-            if on_done:
-                on_done(k)
-        else:
-            todo.append(k)
+                cached = {name: f[name] for name in _FIELDS if name in f.files}
+            if len(cached) == len(_FIELDS):  # a cache written before a field existed is recomputed
+                results[k] = cached
+                if on_done:
+                    on_done(k)
+                continue
+        todo.append(k)
 
     def finish(k, res):
         results[k] = res

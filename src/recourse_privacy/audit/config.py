@@ -94,14 +94,20 @@ class AuditConfig:
         return self
 
     @property
+    def attack_names(self) -> tuple[str, ...]:
+        """The attacks the audit runs: the configured ones, then the defense's adaptive attacks (Kerckhoffs)."""
+        extra = DEFENSES.get(self.defense).obj.adaptive_attacks
+        return tuple(self.attacks) + tuple(a for a in extra if a not in self.attacks)
+
+    @property
     def needs_shadow_models(self) -> bool:
-        """Whether any configured attack needs the adversary's shadow models."""
-        return any("shadow_models" in ATTACKS.get(a).needs for a in self.attacks)
+        """Whether any attack the audit runs needs the adversary's shadow models."""
+        return any("shadow_models" in ATTACKS.get(a).needs for a in self.attack_names)
 
     @property
     def needs_shadow_recourse(self) -> bool:
-        """Whether any configured attack needs recourse under every shadow model (the expensive part)."""
-        return any("shadow_recourse" in ATTACKS.get(a).needs for a in self.attacks)
+        """Whether any attack the audit runs needs recourse under every shadow model (the expensive part)."""
+        return any("shadow_recourse" in ATTACKS.get(a).needs for a in self.attack_names)
 
     @property
     def effective_model(self) -> tuple[str, dict]:

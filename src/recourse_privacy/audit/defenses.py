@@ -89,6 +89,8 @@ class Defense:
     name = "none"
     #: which attack signals (see :func:`~recourse_privacy.attacks.registry.register_attack`) the claim covers
     covered_signals: tuple[str, ...] = ()
+    #: attacks that know this mechanism, run by the audit whatever ``attacks`` says
+    adaptive_attacks: tuple[str, ...] = ()
 
     def validate(self, config: AuditConfig) -> None:
         """Refuse settings this defense cannot play, before any work."""
@@ -183,6 +185,7 @@ class LaplaceDefense(_DPDefense):
 
     name = "laplace"
     covered_signals = ("distance",)  # the claim is about the released recourse; the model's scores are not protected
+    adaptive_attacks = ("lr-direction", "lr-reconstruction")
 
     def validate(self, config: AuditConfig) -> None:
         super().validate(config)

@@ -136,7 +136,7 @@ def train_shadow_models(config: AuditConfig, make_model: Callable[[int], BaseCla
 
 def run_attacks(config: AuditConfig, inputs: AttackInputs) -> dict[str, AttackScores]:
     """Every configured attack's scores, by name, through the attack registry."""
-    return {name: run_attack(name, inputs) for name in config.attacks}
+    return {name: run_attack(name, inputs) for name in config.attack_names}
 
 
 def attack_inputs(config: AuditConfig, game: GameData, targets: Targets, recourse: RecourseResult, cfd: np.ndarray,
