@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from diffprivlib.utils import PrivacyLeakWarning
 
-from recourse_privacy.errors import BudgetExceededError
+from recourse_privacy.errors import BudgetExceededError, IncompatibleError
 
 from recourse_privacy import AuditConfig, run_audit
 from recourse_privacy.defenses import (
@@ -318,3 +318,23 @@ def test_tradeoff_writes_table_and_plots_and_resumes(tmp_path):
     assert lr["epsilon_per_query"] == 1.0 and lr["clamped_share"] > 0 and lr["cfd:auc"] is not None
     again = run_tradeoff(base, tmp_path, epsilons=(1.0,))
     assert again.skipped == ["baseline", "dpm-eps1", "laplace-eps1"] and again.rows == first.rows
+
+
+@pytest.mark.parametrize("recourse", ["face", "gs", "dice"])
+def test_dpm_refuses_recourse_fitted_on_members(recourse):
+    with pytest.raises(IncompatibleError, match="recourse-fit adversary"):
+        AuditConfig(recourse=recourse, defense="dpm", epsilon=1.0, normalize_rows=True).validate()
+    AuditConfig(recourse=recourse, defense="dpm", epsilon=1.0, normalize_rows=True,
+                recourse_fit="adversary").validate()  # fitted on data the adversary sees: accepted
+    with pytest.raises(ValueError, match="recourse_fit"):
+        AuditConfig(recourse_fit="public").validate()
+
+
+def test_dpm_laplace_is_the_sound_path(tmp_path):
+    r = run_audit(AuditConfig(**SMALL, defense="dpm-laplace", epsilon=1.0))
+    dp = r.dp
+    assert r.model.name == "dp-logistic" and r.recourse.method == "laplace"
+    assert dp.epsilon_total == dp.epsilon_per_query == 1.0 and "whole release" in dp.guarantee
+    assert "lr-reconstruction" in r.attacks and set(dp.verdict.covered) == set(r.attacks)  # DP model: all covered
+    with pytest.raises(IncompatibleError, match="dpm-laplace"):
+        AuditConfig(**{**SMALL, "model": "mlp"}, defense="dpm-laplace", epsilon=1.0).validate()

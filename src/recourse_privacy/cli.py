@@ -89,7 +89,8 @@ def audit(
     shadow_fraction: float = typer.Option(0.5, help="share of the adversary's pool each shadow model trains on"),
     n_members: int = typer.Option(2000, help="owner's training set size; the non-member and adversary pools default to the same size"),
     n_nonmembers: Optional[int] = typer.Option(None, help="non-member pool size (default: --n-members)"),
-    n_adversary: Optional[int] = typer.Option(None, help="adversary's pool size (default: --n-members)"),
+    n_adversary: Optional[int] = typer.Option(None, help="adversary's pool size (default: twice --n-members, or "
+                                              "every row left)"),
     distance: str = typer.Option("l1", help="cost c(x, x') the attacks read: l1 (paper 000) or l2"),
     variance: str = typer.Option("per-example", help="LRT variance: per-example or global"),
     center: str = typer.Option("mean", help="LRT center: mean (MLE, Algorithm 1) or median"),
@@ -101,7 +102,9 @@ def audit(
     recourse_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the recourse method (lam, lr, max_iter, ...)"),
     defense: str = typer.Option("none", help=f"a registered defense: {_names('defense')} (dpm: the model trained "
                                 "with DP, logistic -> diffprivlib, needs --normalize-rows; mlp* -> Opacus DP-SGD; "
-                                "laplace: Laplace Recourse, linear models)"),
+                                "laplace: plain Laplace Recourse, not DP; dpm-laplace: LR over a DP model)"),
+    recourse_fit: str = typer.Option("members", help="data a fitted recourse method (face, cchvae, revise, dice, "
+                                     "gs) learns from: members, or adversary (the adversary's pool: needed under dpm)"),
     epsilon: Optional[float] = typer.Option(None, help="DP epsilon: the model's (dpm) or per recourse query (laplace)"),
     seed: int = typer.Option(0, help="seed of every random step"),
     n_jobs: int = typer.Option(1, help="parallel shadow-model trainings (joblib processes)"),
@@ -126,7 +129,7 @@ def audit(
             data_params=_parse_params(data_param, "--data-param"),
             model_params=_parse_params(model_param, "--model-param"),
             recourse_params=_parse_params(recourse_param, "--recourse-param"), seed=seed, n_jobs=n_jobs,
-            defense=defense, epsilon=epsilon,
+            defense=defense, epsilon=epsilon, recourse_fit=recourse_fit,
         ).validate()
     except RecoursePrivacyError as err:
         _fail(err)

@@ -169,6 +169,8 @@ def calibrate_direction(stat: np.ndarray, target_mask: np.ndarray, ref_mask: np.
         others = np.arange(n_shadow) != k
         out = equal_out_references(~keep[rows][:, others], n_out, rng)
         mask = out & np.asarray(ref_mask, dtype=bool)[rows][:, others]
+        if (mask & np.isfinite(stat[rows][:, others])).sum() < 2:  # this shadow's game has no usable reference
+            continue
         ref = fit_reference(stat[rows][:, others], mask, center=center, variance=variance)
         scores.append(lrt_scores(stat[rows, k], ref, direction="greater", cdf=cdf))
         labels.append(keep[rows, k])

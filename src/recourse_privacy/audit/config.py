@@ -15,6 +15,7 @@ from recourse_privacy.recourse.registry import RECOURSE_METHODS, check_compatibl
 from recourse_privacy.validation import check_choice, check_interval, check_positive_int
 
 DISTANCES = ("l1", "l2")
+RECOURSE_FIT = ("members", "adversary")
 DEFAULT_ATTACKS = ("cfd", "cfd-lrt", "loss", "loss-lrt", "random")
 
 
@@ -53,6 +54,7 @@ class AuditConfig:
     data_params: dict = field(default_factory=dict)      # e.g. synthetic {"class_sep": 0.5, "flip_y": 0.05}
     model_params: dict = field(default_factory=dict)     # e.g. {"epochs": 50} or {"C": 0.1}
     recourse_params: dict = field(default_factory=dict)  # e.g. {"lam": 0.1}
+    recourse_fit: str = "members"        # data a fitted recourse method (FACE, VAEs, DiCE, GS) learns from: members | adversary
     defense: str = "none"                # a registered defense: none | dpm | laplace (Huang et al. 2023)
     epsilon: float | None = None         # DPM: the model's epsilon; laplace: epsilon per recourse query
     seed: int = 0
@@ -72,6 +74,7 @@ class AuditConfig:
             raise InvalidInputError("--data needs --target COLUMN (the binary label column)")
         MODELS.check(self.model)
         RECOURSE_METHODS.check(self.recourse)
+        check_choice(self.recourse_fit, "recourse_fit", RECOURSE_FIT)
         DEFENSES.get(self.defense).obj.validate(self)
         model_name = self.effective_model[0]
         check_compatible(self.effective_recourse, MODELS.get(model_name).meta["capabilities"], f"model {self.model!r}")

@@ -72,7 +72,9 @@ def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = No
     clock.lap("owner model")
 
     clock.begin("recourse")
-    res, session = defense.owner_recourse(config, method, targets.model, game.X_members, game.y_members, targets.X)
+    fit_X, fit_y = (game.X_pool, game.y_pool) if config.recourse_fit == "adversary" else (game.X_members,
+                                                                                           game.y_members)
+    res, session = defense.owner_recourse(config, method, targets.model, fit_X, fit_y, targets.X)
     cfd = res.distance(config.distance)
     clock.lap("recourse")
 
