@@ -137,7 +137,10 @@ def test_audit_is_reproducible_and_validates_input():
         audit_mechanism(lambda w, r, n: np.zeros(3), n_trials=100, claimed_epsilon=1.0)
     with pytest.raises(ValueError, match="mechanism must be one of"):
         make_experiment("nope", 1.0)
-    assert set(MECHANISMS) == {"laplace", "laplace-broken", "dpm-logistic"}
+    assert set(MECHANISMS) == {"laplace-score", "laplace-score-broken", "dpm-logistic-label-flip", "trained-lr",
+                               "trained-dpm-logistic", "trained-dpm-lr", "trained-dpm-scfe"}
+    with pytest.raises(ValueError, match="now 'laplace-score'"):  # renamed: it audits the score, not the release
+        make_experiment("laplace", 1.0)
 
 
 # ---------------------------------------------------------------------------- the mechanisms
@@ -148,14 +151,14 @@ def test_laplace_recourse_audit_never_exceeds_the_claim_and_comes_close(eps):
     # Neighbours p = 0 and p' = 1. The atom test "p' >= 1" is exactly tight: FPR = e^-eps / 2,
     # FNR = 1/2, (1 - FNR)/FPR = e^eps. With 10,000 measurement runs the CP ends add ~2-3% to each
     # rate, so the bound lands 0.03-0.1 below eps (measured 0.42, 0.93, 1.88): assert within 0.15.
-    a = make_experiment("laplace", eps).audit(n_trials=20_000, random_state=0)
+    a = make_experiment("laplace-score", eps).audit(n_trials=20_000, random_state=0)
     assert a.epsilon_lower_bound <= eps
     assert a.epsilon_lower_bound >= eps - 0.15
     assert a.verdict == "consistent with the claim"
 
 
 def test_laplace_probability_release_audit():
-    a = make_experiment("laplace", 1.0, release="probability").audit(n_trials=20_000, random_state=1)
+    a = make_experiment("laplace-score", 1.0, release="probability").audit(n_trials=20_000, random_state=1)
     assert 0.85 <= a.epsilon_lower_bound <= 1.0
     assert a.statistic == "noisy probability"
 
@@ -165,7 +168,7 @@ def test_broken_laplace_audit_exceeds_the_claim(eps):
     # Noise scale divided by 10: the true epsilon is 10 * eps. The atom test gives FPR = e^(-10 eps)/2
     # (<= 0.0034) and FNR = 1/2; with 1,000 measurement runs FPR_hi <= 0.0088 and FNR_hi ~ 0.53, so the
     # bound is >= log(0.47 / 0.0088) = 4.0 (measured 4.7 at eps 1): far above the claim.
-    a = make_experiment("laplace-broken", eps).audit(n_trials=2000, random_state=0)
+    a = make_experiment("laplace-score-broken", eps).audit(n_trials=2000, random_state=0)
     assert a.epsilon_lower_bound > max(2 * eps, 3.0)
     assert a.violates_claim and a.verdict == "VIOLATES the claim"
 
@@ -180,7 +183,7 @@ def test_dpm_canary_data_are_neighbours_within_the_norm():
 
 
 def test_dpm_logistic_audit_is_consistent_with_the_claim():
-    a = make_experiment("dpm-logistic", 1.0).audit(n_trials=200, random_state=0)
+    a = make_experiment("dpm-logistic-label-flip", 1.0).audit(n_trials=200, random_state=0)
     assert 0.0 <= a.epsilon_lower_bound <= 1.0
     assert a.n_trials == 200 and a.statistic == "logit at the canary"
 
@@ -205,14 +208,63 @@ def test_dpm_experiment_catches_a_non_private_model():
 def test_audit_dp_command(tmp_path):
     runner = CliRunner()
     out = tmp_path / "audit.json"
-    res = runner.invoke(app, ["audit-dp", "--mechanism", "laplace-broken", "--epsilon", "1", "--trials", "2000",
+    res = runner.invoke(app, ["audit-dp", "--mechanism", "laplace-score-broken", "--epsilon", "1", "--trials", "2000",
                               "--seed", "0", "--out", str(out)])
     assert res.exit_code == 0, res.output
-    assert "VIOLATES the claim" in res.output and "laplace-broken" in res.output
+    assert "VIOLATES the claim" in res.output and "laplace-score-broken" in res.output
     d = json.loads(out.read_text())
     assert d["violates_claim"] and d["epsilon_lower_bound"] > 3 and d["claimed_epsilon"] == 1.0
     assert d["n_trials"] == 2000 and d["seed"] == 0 and "test" in d
-    res = runner.invoke(app, ["audit-dp", "--mechanism", "laplace", "--epsilon", "1", "--trials", "2000"])
+    res = runner.invoke(app, ["audit-dp", "--mechanism", "laplace-score", "--epsilon", "1", "--trials", "2000"])
     assert res.exit_code == 0 and "consistent with the claim" in res.output
     res = runner.invoke(app, ["audit-dp", "--mechanism", "nope"])
     assert res.exit_code == 2 and "mechanism must be one of" in res.output
+
+
+# ---------------------------------------------------------------------------- trained neighbours
+
+
+def test_trained_lr_release_violates_its_claim():
+    # D vs D + an outlier canary on its own coordinate: the non-private model's weight on it is 0 without the
+    # canary and not with it, so the move's direction separates the neighbours in every run. 150 measurement
+    # runs without error certify log((1 - h)/h), h = 1 - 0.025^(1/150) = 0.0243: 3.69 > 1.
+    a = make_experiment("trained-lr", 1.0).audit(n_trials=300, random_state=0)
+    h = 1 - 0.025 ** (1 / 150)
+    assert a.false_positives == a.false_negatives == 0 and a.violates_claim
+    assert a.epsilon_lower_bound == pytest.approx(np.log((1 - h) / h), rel=1e-9)
+
+
+def test_trained_dpm_releases_are_consistent():
+    for name in ("trained-dpm-logistic", "trained-dpm-lr"):
+        a = make_experiment(name, 1.0).audit(n_trials=200, random_state=0)
+        assert a.epsilon_lower_bound <= 1.0 and not a.violates_claim
+
+
+def test_trained_audits_refuse_bad_input_before_training():
+    with pytest.raises(ValueError, match="canary_norm"):
+        make_experiment("trained-lr", 1.0, canary_norm=2.0)  # outside the declared data_norm = 1
+    with pytest.raises(ValueError, match="trials"):  # 5 measurement runs can certify at most 0.5
+        make_experiment("trained-lr", 1.0).audit(n_trials=10, random_state=0)
+    with pytest.raises(ValueError, match="epsilon"):
+        make_experiment("trained-dpm-lr", -1.0)
+
+
+def test_one_run_bound_matches_the_binomial_tail():
+    from scipy.stats import binom
+
+    from recourse_privacy.dp_audit import one_run_bound
+
+    eps = one_run_bound(500, 400, beta=0.05)
+    p = 1 / (1 + np.exp(-eps))
+    assert binom.sf(399, 500, p) == pytest.approx(0.05, abs=1e-6)  # the tail reaches beta exactly at the bound
+    assert one_run_bound(500, 250) == 0.0  # chance-level guessing certifies nothing
+    assert one_run_bound(500, 500) > one_run_bound(500, 450) > one_run_bound(100, 90) > 0
+
+
+def test_one_run_audit_catches_lr_and_passes_dpm():
+    from recourse_privacy.dp_audit import one_run_audit
+
+    lr = one_run_audit("lr", 1.0, n_canaries=400, random_state=0)
+    assert lr.n_correct == lr.n_guesses == 200 and lr.violates_claim
+    dpm = one_run_audit("dpm-logistic", 1.0, n_canaries=400, random_state=0)
+    assert not dpm.violates_claim

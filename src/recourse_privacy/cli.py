@@ -417,13 +417,17 @@ def reproduce_command(
 
 @_command("audit-dp")
 def audit_dp_command(
-    mechanism: str = typer.Option("laplace", help="laplace, laplace-broken (noise scale / 10), dpm-logistic"),
+    mechanism: str = typer.Option("trained-lr", help="trained-lr, trained-dpm-logistic, trained-dpm-lr, "
+                                  "trained-dpm-scfe (trained neighbours, the whole release); laplace-score, "
+                                  "laplace-score-broken, dpm-logistic-label-flip (scalar audits)"),
     epsilon: float = typer.Option(1.0, help="the epsilon the mechanism claims"),
     trials: int = typer.Option(20000, help="runs per neighbouring input (half choose the test, half measure it); dpm-logistic trains a model per run, about 10 ms each"),
     seed: int = typer.Option(0, help="seed of every run"),
     alpha: float = typer.Option(0.05, help="1 - confidence of the Clopper-Pearson bounds"),
     param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the experiment (laplace: release=probability; "
                                               "dpm-logistic: n_rows, n_features, statistic=cfd, C, ...)"),
+    one_run: int = typer.Option(0, help="trained-* only: also run the one-run audit of Steinke, Nasr and Jagielski "
+                                "(2023) with this many canaries (0: no)"),
     out: Optional[Path] = typer.Option(None, help="also write the audit as JSON to this file"),
 ) -> None:
     """Empirical epsilon audit: a lower bound on a DP mechanism's epsilon (Jagielski et al. 2020).
@@ -440,8 +444,16 @@ def audit_dp_command(
         console = Console(width=max(console.width, 150))
     try:
         experiment = make_experiment(mechanism, epsilon, **_parse_params(param, "--param"))
+        if one_run and not mechanism.startswith("trained-"):
+            raise InvalidInputError("--one-run needs a trained-* mechanism")
         with Console(stderr=True).status(f"auditing {mechanism}: {trials} runs on each of two neighbours"):
             result = experiment.audit(n_trials=trials, alpha=alpha, random_state=seed)
+            one = None
+            if one_run:
+                from recourse_privacy.dp_audit import one_run_audit
+
+                one = one_run_audit(mechanism.removeprefix("trained-"), epsilon, n_canaries=one_run, beta=alpha,
+                                    random_state=seed)
     except RecoursePrivacyError as err:
         _fail(err)
     table = Table(title=f"Empirical epsilon audit ({1 - alpha:.0%} confidence lower bound)")
@@ -454,10 +466,15 @@ def audit_dp_command(
     console.print(table)
     console.print(f"neighbours: {result.neighbours}\ntest: {result.test} (chosen on {result.n_selection} runs per "
                   f"neighbour, measured on {result.n_measurement} others); {result.seconds:.1f} s", highlight=False)
+    if one is not None:
+        console.print(f"one-run audit (Steinke, Nasr and Jagielski 2023): {one.n_canaries} canaries "
+                      f"({one.n_included} included), {one.n_correct} of {one.n_guesses} guesses correct: epsilon >= "
+                      f"{one.epsilon_lower_bound:.4f} at confidence {1 - one.beta:g}, one training run: {one.verdict}",
+                      highlight=False)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"command": "audit-dp", "params": _parse_params(param, "--param"), "seed": seed,
-                                   **result.to_dict()}, indent=2))
+                                   **result.to_dict(), "one_run": one.to_dict() if one else None}, indent=2))
         console.print(f"wrote {out}", highlight=False)
 
 

@@ -206,6 +206,27 @@ def _check_outputs(s: np.ndarray, n: int, which: int) -> np.ndarray:
     return arr
 
 
+def max_certifiable_epsilon(n_measurement: int, delta: float = 0.0, alpha: float = 0.05) -> float:
+    """The largest bound ``n_measurement`` runs per neighbour can give at confidence 1 - alpha (no errors at all)."""
+    _, hi = clopper_pearson(0, int(n_measurement), alpha)
+    return float(_bound_from_upper(hi, hi, delta))
+
+
+def check_trials_can_refute(n_measurement: int, claimed_epsilon: float, delta: float = 0.0, alpha: float = 0.05,
+                            *, n_trials: int | None = None) -> None:
+    """Raise (naming ``trials``) when even a perfect test on these runs could not exceed the claim."""
+    cap = max_certifiable_epsilon(n_measurement, delta, alpha)
+    if cap <= claimed_epsilon:
+        need = int(n_measurement)
+        while max_certifiable_epsilon(need, delta, alpha) <= claimed_epsilon and need < 10**9:
+            need *= 2
+        total = need * (n_trials or 2 * n_measurement) // max(int(n_measurement), 1)
+        raise InvalidInputError(
+            f"trials: {n_trials or n_measurement} runs per neighbour ({n_measurement} measure the test) can certify "
+            f"at most epsilon {cap:.3g} at confidence {1 - alpha:g}, not above the claimed {claimed_epsilon:g}: "
+            f"the audit could never refute the claim; use at least about {total} trials")
+
+
 def audit_mechanism(
     sample: Sampler,
     *,
@@ -236,6 +257,7 @@ def audit_mechanism(
     n_sel = round(n_trials * float(selection_fraction))
     n_sel = min(max(n_sel, 1), n_trials - 1)
     n_meas = n_trials - n_sel
+    check_trials_can_refute(n_meas, claimed_epsilon, delta, alpha, n_trials=n_trials)
     seed = random_state if isinstance(random_state, (int, np.integer)) else as_generator(random_state).integers(2**31)
     start = time.perf_counter()
     outs = []

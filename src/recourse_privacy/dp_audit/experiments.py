@@ -194,14 +194,24 @@ def dpm_logistic_experiment(
 
 #: name -> (builder(epsilon, **params) -> DistinguishingExperiment, description)
 MECHANISMS: dict[str, tuple[Callable[..., DistinguishingExperiment], str]] = {
-    "laplace": (laplace_experiment, "Laplace Recourse (paper 001, sec. 4.2.2), probabilities 0 vs 1"),
-    "laplace-broken": (broken_laplace_experiment, "Laplace Recourse with the noise scale divided by 10"),
-    "dpm-logistic": (dpm_logistic_experiment, "diffprivlib DP logistic regression, canary label flip"),
+    "laplace-score": (laplace_experiment, "the scalar Laplace mechanism on LR's score only: one query, hand-set "
+                      "probabilities 0 vs 1 (not the release: see trained-lr)"),
+    "laplace-score-broken": (broken_laplace_experiment, "laplace-score with the noise scale divided by 10"),
+    "dpm-logistic-label-flip": (dpm_logistic_experiment, "diffprivlib DP logistic regression, canary label flip, "
+                                "the logit at the canary"),
 }
+
+#: names before the trained-neighbour audits existed: they audited the score, not the release
+RENAMED = {"laplace": "laplace-score", "laplace-broken": "laplace-score-broken",
+           "dpm-logistic": "dpm-logistic-label-flip"}
 
 
 def make_experiment(name: str, epsilon: float, **params) -> DistinguishingExperiment:
     """The distinguishing experiment registered as ``name`` for a mechanism claimed ``epsilon``-DP."""
+    if name in RENAMED:
+        raise InvalidInputError(f"mechanism {name!r} is now {RENAMED[name]!r} (it audits "
+                                f"{MECHANISMS[RENAMED[name]][1]}); the whole release with trained neighbours is "
+                                "audited by trained-lr, trained-dpm-logistic, trained-dpm-lr, trained-dpm-scfe")
     if name not in MECHANISMS:
         raise InvalidInputError(f"mechanism must be one of {sorted(MECHANISMS)}; got {name!r}")
     return MECHANISMS[name][0](epsilon, **params)
