@@ -194,9 +194,10 @@ class DPVerdict:
     """The worst case over the attacks a DP claim covers, against the bound that claim implies.
 
     ``attack`` is the attack with the highest measured balanced accuracy (best threshold, on the
-    rejected targets) among ``covered`` attacks; ``exceeds`` is whether that BA is above
-    ``ba_bound`` (the tight bound at the selected-target epsilon): then the claim is refuted for
-    this release. ``auc`` and ``tpr_at_fpr_001`` are that attack's. A BA below the bound does not
+    rejected targets) among ``covered`` attacks; ``exceeds`` is whether the largest lower confidence
+    bound on a covered attack's BA (``ba_lower_confidence``, Kolmogorov-Smirnov, union bound over the
+    attacks) is above ``ba_bound`` (the tight bound at the selected-target epsilon): then the claim
+    is refuted for this release. ``auc`` and ``tpr_at_fpr_001`` are that attack's. A BA below the bound does not
     prove privacy.
     """
 
@@ -208,6 +209,7 @@ class DPVerdict:
     exceeds: bool
     covered: tuple[str, ...]
     text: str
+    ba_lower_confidence: float = float("nan")  # the largest 95% lower confidence bound on BA over covered attacks
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "covered", tuple(self.covered))
