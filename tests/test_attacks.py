@@ -236,3 +236,11 @@ def test_lr_reconstruction_rebuilds_the_model_from_the_release():
     assert rb.norm == pytest.approx(np.linalg.norm(w), rel=1e-9) and "spike" in rb.norm_source
     # b from 1,000 pool rows: the boundary offset b/||w|| within a tenth of the rows' spread along u
     assert abs(rb.intercept / rb.norm - model.intercept_ / np.linalg.norm(w)) < 0.1 * np.std(X[2000:] @ rb.u)
+
+
+def test_keep_sets_differ_between_shadows():
+    # 5 shadows of half a pool: no two shadows may train on the same rows (a wrap-around window design would
+    # give shadows 0, 2 and 4 identical sets when 5 x m is a multiple of the pool)
+    keep = balanced_keep(1000, 5, 0.5, 0)
+    overlap = keep.T.astype(int) @ keep.astype(int)
+    assert (overlap[~np.eye(5, dtype=bool)] < 400).all()  # about 250 shared rows expected for independent halves

@@ -30,11 +30,12 @@ def balanced_keep(n_points: int, n_shadow: int, fraction: float, random_state=No
 
     For ``fraction == 0.5`` and an even number of shadows, shadows come in complementary
     pairs (a random half of the pool and the other half), so that every point is in exactly
-    half of the shadows (one point per pair sits out when the pool is odd). Otherwise the
-    shadows take consecutive windows of m = floor(fraction * n_points) rows of one random
-    permutation, wrapping around: every shadow has exactly m rows, and every point is in
-    floor or ceil of n_shadow * m / n_points shadows (LiRA's balance, to within one). Equal
-    sizes let :func:`fit_mlps_batched` train the shadows together.
+    half of the shadows (one point per pair sits out when the pool is odd). Otherwise each
+    shadow in turn takes the m = floor(fraction * n_points) points that are in the fewest
+    shadows so far, ties broken at random: every shadow has exactly m rows, and every point is
+    in floor or ceil of n_shadow * m / n_points shadows (LiRA's balance, to within one), with
+    training sets that differ from shadow to shadow. Equal sizes let :func:`fit_mlps_batched`
+    train the shadows together.
     """
     if not 0 < fraction < 1:
         raise InvalidInputError(f"shadow_fraction must be in (0, 1); got {fraction!r}")
@@ -48,10 +49,12 @@ def balanced_keep(n_points: int, n_shadow: int, fraction: float, random_state=No
             keep[perm[j, half : 2 * half], 2 * j + 1] = True
         return keep
     m = max(1, int(np.floor(fraction * n_points)))
-    perm = rng.permutation(n_points)
-    slots = (np.arange(n_shadow)[:, None] * m + np.arange(m)[None, :]) % n_points  # (n_shadow, m) windows
     keep = np.zeros((n_points, n_shadow), dtype=bool)
-    keep[perm[slots], np.arange(n_shadow)[:, None]] = True
+    load = np.zeros(n_points)
+    for k in range(n_shadow):  # a loop over shadows: each takes the m least-used points, ties broken at random
+        chosen = np.argpartition(load + rng.random(n_points), m - 1)[:m]
+        keep[chosen, k] = True
+        load[chosen] += 1
     return keep
 
 
