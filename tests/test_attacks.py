@@ -55,7 +55,8 @@ def test_lrt_scores_are_log_cdfs():
     z = (stat - ref.mu) / ref.sigma
     np.testing.assert_allclose(lrt_scores(stat, ref), stats.norm.logcdf(z))
     np.testing.assert_allclose(lrt_scores(stat, ref, direction="less"), stats.norm.logsf(z))
-    np.testing.assert_allclose(lrt_scores(stat, ref, cdf="t"), stats.t.logcdf(z, df=1))
+    # Student-t: the predictive scale of one new value, s sqrt(1 + 1/n) with s^2 = 2 x MLE (n = 2, dof 1)
+    np.testing.assert_allclose(lrt_scores(stat, ref, cdf="t"), stats.t.logcdf(z / np.sqrt(3.0), df=1))
     far = lrt_scores(np.array([1e9, -1e9]), ref)
     assert np.isfinite(far).all() and far[0] > far[1]
 
@@ -244,3 +245,14 @@ def test_keep_sets_differ_between_shadows():
     keep = balanced_keep(1000, 5, 0.5, 0)
     overlap = keep.T.astype(int) @ keep.astype(int)
     assert (overlap[~np.eye(5, dtype=bool)] < 400).all()  # about 250 shared rows expected for independent halves
+
+
+
+def test_student_t_scores_are_calibrated_for_a_new_draw():
+    # 4 reference values and one new value from the same normal: the t predictive p-value is exactly uniform
+    rng = np.random.default_rng(0)
+    n_rows = 40_000
+    ref = fit_reference(rng.normal(size=(n_rows, 4)), np.ones((n_rows, 4), bool))
+    p = np.exp(lrt_scores(rng.normal(size=n_rows), ref, cdf="t"))
+    se = np.sqrt(0.05 * 0.95 / n_rows)
+    assert abs(np.mean(p <= 0.05) - 0.05) < 4 * se  # MLE sigma with t(3) would give about 0.09

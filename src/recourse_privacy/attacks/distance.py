@@ -22,22 +22,32 @@ def cfd_attack(cfd: np.ndarray, *, direction: str = "greater") -> AttackScores:
     })
 
 
+def _rejected(shadow: ShadowData) -> tuple[np.ndarray, np.ndarray]:
+    """(targets, calibration) masks: the shadow rejects the point and its recourse moved it (valid or not)."""
+    if shadow.rejected_targets is None:  # built by hand without the rejection arrays: the valid ones
+        return shadow.usable_targets, shadow.usable_calib
+    return (shadow.rejected_targets & (shadow.cfd_targets > 0), shadow.rejected_calib & (shadow.cfd_calib > 0))
+
+
 def cfd_lrt_attack(cfd: np.ndarray, shadow: ShadowData, *, name: str = "cfd-lrt", direction: str = "auto",
                    center: str = "mean", variance: str = "per-example", cdf: str = "normal") -> AttackScores:
     """One-sided offline LRT on log c(x, x') (paper 000, Algorithm 1).
 
     Each target's out-distribution is fitted to its log-distances under the shadow models that
-    reject it with valid recourse. ``direction="auto"`` decides the tail on the adversary's own
+    reject it (valid recourse or not, as the targets themselves are scored). ``direction="auto"`` decides the tail on the adversary's own
     shadow game (paper 000 found the reverse direction for CCHVAE).
     """
     log_t = np.log(np.maximum(np.asarray(cfd, dtype=np.float64), _TINY))
     log_ref = np.log(np.maximum(shadow.cfd_targets, _TINY))
-    ref = fit_reference(log_ref, shadow.usable_targets, center=center, variance=variance)
+    # both sides conditioned alike: every target the owner rejects is scored, valid recourse or not, so the
+    # reference keeps every shadow that rejects it (with a non-zero distance), valid recourse or not
+    ref_mask, calib_mask = _rejected(shadow)
+    ref = fit_reference(log_ref, ref_mask, center=center, variance=variance)
     conventions = {"statistic": "log c(x, x') under shadow models that reject x", "center": center,
                    "variance": variance, "cdf": cdf, "n_shadow": shadow.n_shadow,
                    "targets_on_fallback_reference": ref.n_fallback}
     direction = resolve_direction(direction, conventions, np.log(np.maximum(shadow.cfd_calib, _TINY)),
-                                  shadow.usable_calib, shadow.usable_calib, shadow.keep_calib,
+                                  calib_mask, calib_mask, shadow.keep_calib,
                                   center=center, variance=variance, cdf=cdf)
     return AttackScores(name, lrt_scores(log_t, ref, direction=direction, cdf=cdf), direction, conventions)
 

@@ -34,6 +34,7 @@ class GaussianReference:
     sigma: np.ndarray
     dof: np.ndarray
     n_fallback: int
+    n: np.ndarray | None = None  # reference values behind each row's fit (for the Student-t predictive scale)
 
 
 def fit_reference(ref: np.ndarray, mask: np.ndarray, *, center: str = "mean", variance: str = "per-example",
@@ -75,7 +76,8 @@ def fit_reference(ref: np.ndarray, mask: np.ndarray, *, center: str = "mean", va
     else:
         sigma = np.full(ref.shape[0], pooled_sigma)
         dof = np.full(ref.shape[0], max(total - int(used.sum()), 1))
-    return GaussianReference(mu, sigma, dof.astype(np.float64), int((~used).sum()))
+    n = np.where(used, counts, total).astype(np.float64)
+    return GaussianReference(mu, sigma, dof.astype(np.float64), int((~used).sum()), n)
 
 
 def lrt_scores(stat: np.ndarray, reference: GaussianReference, *, direction: str = "greater",
@@ -85,7 +87,14 @@ def lrt_scores(stat: np.ndarray, reference: GaussianReference, *, direction: str
         raise InvalidInputError(f"cdf must be one of {CDFS}; got {cdf!r}")
     if direction not in ("greater", "less"):
         raise InvalidInputError(f"direction must be 'greater' or 'less'; got {direction!r}")
-    z = np.clip((np.asarray(stat, dtype=np.float64) - reference.mu) / reference.sigma, -_Z_CLIP, _Z_CLIP)
+    scale = reference.sigma
+    if cdf == "t" and reference.n is not None:
+        # the predictive distribution of one new value: t(dof) with scale s sqrt(1 + 1/n), s the unbiased
+        # estimate (MLE sigma^2 x n_used / dof; n_used = n for a row's own fit, the pooled count otherwise)
+        n = np.maximum(reference.n, 1.0)
+        scale = reference.sigma * np.sqrt(np.maximum(n, reference.dof + 1) / np.maximum(reference.dof, 1.0)
+                                          * (1.0 + 1.0 / n))
+    z = np.clip((np.asarray(stat, dtype=np.float64) - reference.mu) / scale, -_Z_CLIP, _Z_CLIP)
     if direction == "less":
         z = -z
     if cdf == "normal":

@@ -11,6 +11,10 @@ number not match the paper?" is the most common question about these metrics):
 * TPR at a fixed FPR: the largest TPR among ROC points whose FPR is <= the target,
   with no interpolation between points; the FPR actually achieved is reported too.
   With fewer than ``1/target`` non-members the number is flagged unreliable.
+* Ties: targets with the same score share one ROC point (no random tie-breaking), so a spike of
+  tied scores (Laplace Recourse's clamp) is one jump; TPR at a fixed FPR is read at the last point
+  before the jump and can lie below the random line (TPR < FPR) there. That is the convention, not
+  a leak or an anti-leak; breaking the ties at random would put that point on the diagonal.
 * Balanced accuracy: the best (TPR + 1 - FPR) / 2 over all thresholds, i.e. the
   attacker is assumed to know the optimal threshold, as in Pawelczyk et al. (2023).
 * AUC: :func:`sklearn.metrics.roc_auc_score` (ties count one half).
