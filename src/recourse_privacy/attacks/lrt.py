@@ -142,14 +142,14 @@ def calibrate_direction(stat: np.ndarray, target_mask: np.ndarray, ref_mask: np.
     ``stat``, masks and ``keep`` are (n_points, n_shadows) over the adversary's calibration
     points. Each shadow k in turn plays the target model: its pseudo-targets are the points in
     ``target_mask[:, k]``, labelled member where ``keep[:, k]``; each is scored against the other
-    shadows that did not train on it. Every pseudo-target gets the same number of out-shadows
+    shadows that did not train on it; the AUC is taken per shadow and averaged (weights n1 n0).
+    Every pseudo-target gets the same number of out-shadows
     (the smallest number any of them has, drawn at random among its own): a pseudo-member is out
     of one more of the other shadows than a pseudo-non-member, and that alone shifts the game's
     AUC on data with no signal. The direction whose AUC is >= 0.5 wins unless the AUC lies within
-    the Mann-Whitney null band 0.5 +/- z sqrt((n1 + n0 + 1) / (12 n1 n0)); then ``default`` (the
-    paper's direction) is kept and ``fallback`` is set.
+    its null band 0.5 +/- z sqrt(sum_k w_k^2 (n1k + n0k + 1) / (12 n1k n0k)) (Mann-Whitney per
+    shadow); then ``default`` (the paper's direction) is kept and ``fallback`` is set.
     """
-    from recourse_privacy.metrics.membership import auc_null_halfwidth
     from recourse_privacy.validation import as_generator
 
     if default not in ("greater", "less"):
@@ -188,8 +188,21 @@ def calibrate_direction(stat: np.ndarray, target_mask: np.ndarray, ref_mask: np.
         return DirectionDecision(default, float("nan"), int(y.size), float("nan"), True, n_out)
     from sklearn.metrics import roc_auc_score  # ~1 s: imported on first use, so the CLI starts fast
 
-    auc = float(roc_auc_score(y, np.concatenate(scores)))
-    half = auc_null_halfwidth(int(y.sum()), int((~y).sum()), z)
+    # stratified by shadow: each shadow's game has its own scale (its own ||w||, its own clamping spike), so
+    # pooling the scores of all shadows would mix those scales with the labels; the AUC is the mean of the
+    # per-shadow AUCs weighted by n1 n0, and its null band the matching combination of Mann-Whitney variances
+    aucs, weights, variances = [], [], []
+    for lab, sc in zip(labels, scores):
+        n1, n0 = int(lab.sum()), int((~lab).sum())
+        if n1 and n0:
+            aucs.append(roc_auc_score(lab, sc))
+            weights.append(n1 * n0)
+            variances.append((n1 + n0 + 1) / (12.0 * n1 * n0))
+    if not aucs:
+        return DirectionDecision(default, float("nan"), int(y.size), float("nan"), True, n_out)
+    w = np.asarray(weights, dtype=np.float64) / np.sum(weights)
+    auc = float(w @ np.asarray(aucs))
+    half = float(z * np.sqrt(w**2 @ np.asarray(variances)))
     if abs(auc - 0.5) <= half:
         return DirectionDecision(default, auc, int(y.size), half, True, n_out)
     return DirectionDecision("greater" if auc > 0.5 else "less", auc, int(y.size), half, False, n_out)
