@@ -18,7 +18,7 @@ the search does not bias the bound. A bound above the claim refutes the claim; a
 proves nothing (a pass is not a proof of privacy).
 
 Ready-made distinguishing experiments (``MECHANISMS``): Laplace Recourse on the worst-case
-neighbouring probabilities (paper 001, sec. 4.2.2), a deliberately broken Laplace Recourse (noise
+neighbouring probabilities (Huang et al. 2023, sec. 4.2.2), a deliberately broken Laplace Recourse (noise
 scale divided by 10), and diffprivlib's objective-perturbation logistic regression (DPM) on two
 datasets that differ in the label of one canary row.
 """
@@ -332,7 +332,7 @@ def laplace_experiment(
     release: str = "recourse",
     name: str = "laplace",
 ) -> DistinguishingExperiment:
-    """Laplace Recourse (paper 001, sec. 4.2.2) on the worst-case neighbouring inputs.
+    """Laplace Recourse (Huang et al. 2023, sec. 4.2.2) on the worst-case neighbouring inputs.
 
     The neighbours are the predicted probabilities ``p`` (D) and ``p + sensitivity`` (D') of one
     query, the largest change the claimed sensitivity allows (0 and 1 by default). The mechanism
@@ -478,7 +478,7 @@ def dpm_logistic_experiment(
 
 #: name -> (builder(epsilon, **params) -> DistinguishingExperiment, description)
 MECHANISMS: dict[str, tuple[Callable[..., DistinguishingExperiment], str]] = {
-    "laplace": (laplace_experiment, "Laplace Recourse (paper 001, sec. 4.2.2), probabilities 0 vs 1"),
+    "laplace": (laplace_experiment, "Laplace Recourse (Huang et al. 2023, sec. 4.2.2), probabilities 0 vs 1"),
     "laplace-broken": (broken_laplace_experiment, "Laplace Recourse with the noise scale divided by 10"),
     "dpm-logistic": (dpm_logistic_experiment, "diffprivlib DP logistic regression, canary label flip"),
 }
