@@ -7,6 +7,7 @@ directory on ``PYTHONPATH``. The CLI then runs in subprocesses, as a user would 
 commands and the grid spec are read from docs/extending.md itself, so the page cannot drift
 from what works.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,10 +64,17 @@ def plugin_env(tmp_path_factory) -> dict[str, str]:
 
 
 def _cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "recourse_privacy.cli", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"recourse-privacy {shlex.join(args)} exited {proc.returncode}:\n" \
-                                 f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "recourse_privacy.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, (
+        f"recourse-privacy {shlex.join(args)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
     return proc
 
 

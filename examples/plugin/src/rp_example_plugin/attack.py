@@ -24,6 +24,8 @@ def cfd_rank(inputs: AttackInputs) -> AttackScores:
         "cfd-rank",
         ranks,
         direction="greater",  # members are farther from the boundary (Pawelczyk et al. 2023, eq. 3)
-        conventions={"statistic": "percentile rank of c(x, x') among the targets",
-                     "direction_source": "fixed, as cfd (Pawelczyk et al. 2023, eq. 3)"},
+        conventions={
+            "statistic": "percentile rank of c(x, x') among the targets",
+            "direction_source": "fixed, as cfd (Pawelczyk et al. 2023, eq. 3)",
+        },
     )

@@ -17,13 +17,17 @@ from recourse_privacy.recourse import ActionSet, RecourseResult, check_supports,
 from recourse_privacy.validation import check_matrix
 
 
-@register_recourse("coordinate", description="black-box: the smallest move along one feature that the model "
-                   "accepts (grid of steps, then bisection); example plugin")
+@register_recourse(
+    "coordinate",
+    description="black-box: the smallest move along one feature that the model "
+    "accepts (grid of steps, then bisection); example plugin",
+)
 class CoordinateRecourse:
     """Smallest accepted move along a single feature; rows with no such move keep their factual (invalid)."""
 
-    def __init__(self, *, step: float = 0.1, max_steps: int = 100, n_bisect: int = 20,
-                 action_set: ActionSet | None = None):
+    def __init__(
+        self, *, step: float = 0.1, max_steps: int = 100, n_bisect: int = 20, action_set: ActionSet | None = None
+    ):
         self.step, self.max_steps, self.n_bisect = float(step), int(max_steps), int(n_bisect)
         self.action_set = action_set
 
@@ -59,8 +63,15 @@ class CoordinateRecourse:
             n_iter[rows] = k
             todo = todo[~hit]
         valid = model.predict(X_cf) == 1 if n else np.zeros(0, dtype=bool)
-        return RecourseResult(X, X_cf, valid, self.name, n_iter=n_iter, seconds=time.perf_counter() - t0,
-                              info={"step": self.step, "max_steps": self.max_steps, "n_bisect": self.n_bisect})
+        return RecourseResult(
+            X,
+            X_cf,
+            valid,
+            self.name,
+            n_iter=n_iter,
+            seconds=time.perf_counter() - t0,
+            info={"step": self.step, "max_steps": self.max_steps, "n_bisect": self.n_bisect},
+        )
 
     @staticmethod
     def _moved(X, t, moves, aset):
