@@ -28,7 +28,7 @@ def _metrics(aucs=None, n1=1400, n0=1500, dp=False):
     attacks = {}
     for name, a in aucs.items():
         conv = {"direction": "greater",
-                "convention": "member if counterfactual distance >= threshold (paper 000 eq. 3)"}
+                "convention": "member if counterfactual distance >= threshold (Pawelczyk et al. 2023 eq. 3)"}
         if name.endswith("lrt"):
             conv.update(direction_source="shadow calibration (AUC 0.56 on the adversary's shadow game)",
                         variance="per-example", center="mean", cdf="normal")
@@ -82,7 +82,7 @@ def test_report_contents(tmp_path):
     assert "random" in verdict  # the control is explained, not counted
     # Sections and conventions.
     for needle in ("Configuration", "train accuracy", "0.67", "validity", "mean L1 cost",
-                   "per-example", "shadow calibration", "paper 000 eq. 3",
+                   "per-example", "shadow calibration", "Pawelczyk et al. 2023 eq. 3",
                    "How to read these numbers", "no interpolation", "knows the optimal threshold",
                    "Theorem 2", "3 counterfactuals were invalid", "80.1"):
         assert needle in text, needle

@@ -192,7 +192,7 @@ def plot_score_histogram(
 ) -> Path:
     """Save overlaid member / non-member density histograms (shared bins) as a PNG.
 
-    As in paper 000 Figure 2a: log-spaced bins on a log x axis when ``log`` and all
+    As in Pawelczyk et al. 2023 Figure 2a: log-spaced bins on a log x axis when ``log`` and all
     values are > 0, else linear bins (noted in the title). Returns the path.
     """
     fig = score_histogram_figure(

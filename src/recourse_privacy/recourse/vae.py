@@ -17,7 +17,7 @@ from recourse_privacy.validation import (
 class VAE:
     """CARLA's recourse VAE (``VariationalAutoencoder``), seeded, in float64 PyTorch.
 
-    Architecture with the defaults (paper 000, Appendix C.2: 8 latent dimensions, 20 nodes
+    Architecture with the defaults (Pawelczyk et al. 2023, Appendix C.2: 8 latent dimensions, 20 nodes
     in the first and third hidden layers; CARLA ``layers=[d, 20, 8]``):
     encoder ``d_m -> 20 (ReLU) -> mu, log-variance (8 each)``; decoder
     ``8 + d_i -> 20 (ReLU) -> d_m`` (linear output), where ``d_m`` / ``d_i`` count the

@@ -408,7 +408,7 @@ def _conventions_table(attacks: list[_Attack]) -> str:
     return (
         "<table>" + head + "".join(rows) + "</table>"
         '<p class="small">&ldquo;greater&rdquo;: a larger statistic means &ldquo;member&rdquo; '
-        "(e.g. counterfactual distance, paper 000 eq. 3); &ldquo;less&rdquo;: a smaller one does "
+        "(e.g. counterfactual distance, Pawelczyk et al. 2023 eq. 3); &ldquo;less&rdquo;: a smaller one does "
         "(e.g. loss, eq. 2). Variance / center / cdf describe how likelihood-ratio attacks "
         "model the shadow-model statistics; &mdash; means not applicable or not reported.</p>"
     )
@@ -459,7 +459,7 @@ def _dp_section(dp: Mapping, attacks: list[_Attack]) -> str:
         return "".join(out)
     vacuous = bound >= 0.9995
     out.append(
-        f"<p>Theorem 2 (paper 000): if the recourse mechanism is (&epsilon;, 0)-differentially "
+        f"<p>Theorem 2 (Pawelczyk et al. 2023): if the recourse mechanism is (&epsilon;, 0)-differentially "
         f"private, no attacker's balanced accuracy exceeds 1/2 + (1 &minus; e<sup>&minus;&epsilon;</sup>)/2"
         f" = <strong>{_fmt(bound, '.4f')}</strong> ({source})."
         + (" This bound is vacuous (close to 1): it rules nothing out." if vacuous else "")
@@ -535,7 +535,7 @@ _HOW_TO_READ = """
 <li><strong>Labels and scores.</strong> Members are the model's training points, non-members
 points it never saw. Every attack gives each point a score; a higher score means
 &ldquo;more likely a member&rdquo; (the table of conventions says how each attack's statistic
-was oriented, e.g. a larger counterfactual distance means member, paper 000 eq. 3).</li>
+was oriented, e.g. a larger counterfactual distance means member, Pawelczyk et al. 2023 eq. 3).</li>
 <li><strong>TPR at a fixed FPR.</strong> The false-positive rate (FPR) is the share of
 non-members wrongly flagged as members; the true-positive rate (TPR) is the share of members
 correctly identified. &ldquo;TPR at FPR 0.01&rdquo; is the <em>largest TPR among the points of
@@ -543,7 +543,7 @@ the ROC curve whose FPR is at most 0.01</em>, with no interpolation between poin
 that point actually achieves is shown in brackets. Random guessing gives TPR = FPR. With
 fewer than 1/FPR non-members the smallest non-zero FPR the data can show is larger than the
 target, so such cells are marked unreliable. This low-FPR reading is the one advocated by
-Carlini et al. (LiRA) and used by paper 000: an attack that identifies even a few members
+Carlini et al. (LiRA) and used by Pawelczyk et al. 2023: an attack that identifies even a few members
 with high confidence is a privacy failure.</li>
 <li><strong>AUC</strong> is the area under the ROC curve (ties count one half): the
 probability that a random member scores higher than a random non-member. 0.5 is random
@@ -552,7 +552,7 @@ n<sub>0</sub> + 1) / (12&middot;n<sub>1</sub>&middot;n<sub>0</sub>)) about 95% o
 (Mann&ndash;Whitney null variance; n<sub>1</sub> members, n<sub>0</sub> non-members); the
 verdict calls leakage &ldquo;detected&rdquo; when some attack falls outside this band.</li>
 <li><strong>Balanced accuracy (BA)</strong> is (TPR + 1 &minus; FPR) / 2 at the <em>best</em>
-threshold, i.e. it assumes the attacker knows the optimal threshold, as in paper 000. It is
+threshold, i.e. it assumes the attacker knows the optimal threshold, as in Pawelczyk et al. 2023. It is
 therefore optimistic for the attacker and never below 0.5.</li>
 <li><strong>Theorem 2 bound.</strong> If the recourse is (&epsilon;, 0)-differentially private
 in the training data, any attacker's BA is at most 1/2 + (1 &minus; e<sup>&minus;&epsilon;</sup>)/2
