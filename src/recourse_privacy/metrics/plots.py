@@ -186,7 +186,12 @@ def score_histogram_figure(
         draw(ax, np.geomspace(a, b, n_bins + 1))
         ax.set_xscale("log")
         if b / a < 1000:  # over a few decades the default log ticks overlap or vanish: plain numbers
-            from matplotlib.ticker import FormatStrFormatter, LogLocator, MaxNLocator, NullLocator
+            from matplotlib.ticker import (
+                FormatStrFormatter,
+                LogLocator,
+                MaxNLocator,
+                NullLocator,
+            )
 
             ax.xaxis.set_major_locator(MaxNLocator(nbins=5) if b / a < 10 else LogLocator(subs=(1.0, 2.0, 5.0)))
             ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
