@@ -150,6 +150,10 @@ def test_laplace_report_has_dp_section(laplace_run):
     assert "What is private." in dp  # the mechanism's own statement of its guarantee
     assert "Huang et al. 2023" in dp
     assert "1.0000" in dp  # total epsilon over every recourse: the bound is vacuous
+    v = verdict_of(result)
+    assert v.dp is not None and v.dp.exceeded == ()
+    assert "within Theorem 2&#x27;s bound of 0.8161" in re.search(r'<div class="verdict[^"]*">(.*?)</div>', text,
+                                                                  re.DOTALL).group(1)
     # The spike of clamped distances is named on the histogram and the report embeds it.
     assert result.dp.clamped_share > 0.05
 

@@ -61,7 +61,8 @@ _CITATIONS = (
 _CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
        max-width: 64em; padding: 0 1em; color: #222; line-height: 1.45; }
-h1 { font-size: 1.5em; margin-bottom: 0.2em; }
+h1 { font-size: 1.5em; margin-bottom: 0.3em; }
+h1 .label { font-size: 0.8em; font-weight: normal; color: #333; }
 h2 { font-size: 1.25em; border-bottom: 1px solid #ccc; padding-bottom: 0.2em; margin-top: 1.8em; }
 h3 { font-size: 1.05em; margin-top: 1.4em; }
 .subtitle { margin: 0 0 0.3em 0; color: #333; }
@@ -189,12 +190,9 @@ def report_title(result: AuditResult) -> str:
 
 def _subtitle(result: AuditResult) -> str:
     cfg = result.config
-    parts = [f"data: {_dataset_label(result)}", f"model: {result.model.name}",
-             f"recourse: {result.recourse.method}"]
-    defense = _defense_label(result)
-    parts.append(defense if defense else "no defense")
-    parts.append(f"{result.n_members} members / {result.n_nonmembers} non-members attacked")
-    parts.append(f"seed {cfg.seed}")
+    parts = [f"target column {cfg.target}"] if cfg.data and cfg.target else []
+    parts += [f"model trained: {result.model.name}", f"recourse released: {result.recourse.method}",
+              f"{result.n_members} members / {result.n_nonmembers} non-members attacked", f"seed {cfg.seed}"]
     return '<p class="subtitle">' + " &middot; ".join(_e(p) for p in parts) + "</p>"
 
 
@@ -490,7 +488,7 @@ def _render(result: AuditResult, images: Mapping[str, str | Path]) -> str:
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
     sections = [
-        f"<h1>{_e(title)}</h1>",
+        f'<h1>Recourse membership-inference audit<br><span class="label">{_e(audit_label(result))}</span></h1>',
         _subtitle(result),
         f'<p class="small">Generated {_e(stamp)} by recourse-privacy {_e(version)}.</p>',
         _verdict_box(verdict),

@@ -348,10 +348,15 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
     if controls:
         parts.append("The " + ", ".join(a.name for a in controls) + " attack is a random-guessing control and "
                      "is not counted in this verdict (its numbers show the noise level of this audit).")
-    if comparison is not None and comparison.exceeded and comparison.bound is not None:
-        parts.append(f"Under the {comparison.defense or 'DP'} defense, " + ", ".join(comparison.exceeded)
-                     + f" exceed(s) Theorem 2's bound of {_g(comparison.bound, '.4f')} on balanced accuracy "
-                     "(Pawelczyk et al. 2023): see the differential-privacy section.")
+    if comparison is not None and comparison.bound is not None and not comparison.vacuous:
+        defense = f"the {comparison.defense} defense" if comparison.defense else "the DP defense"
+        if comparison.exceeded:
+            parts.append(f"Under {defense}, " + ", ".join(comparison.exceeded)
+                         + f" exceed(s) Theorem 2's bound of {_g(comparison.bound, '.4f')} on balanced accuracy "
+                         "(Pawelczyk et al. 2023): see the differential-privacy section.")
+        elif any(c.status == "within" for c in comparison.checks):
+            parts.append(f"Under {defense}, every attack's balanced accuracy is within Theorem 2's bound of "
+                         f"{_g(comparison.bound, '.4f')} (Pawelczyk et al. 2023).")
     return Verdict(
         level=level, headline=head, explanation=tuple(parts), attack=best.name, auc=best.auc,
         tpr_at_1pct_fpr=t01, achieved_fpr=ach, tpr_reliable=rel, band_halfwidth=band,
