@@ -6,6 +6,7 @@ from typing import Sequence
 import numpy as np
 
 from recourse_privacy.errors import InvalidInputError, NotFittedError
+from recourse_privacy.recourse.growing_spheres import world_seed
 from recourse_privacy.validation import (
     check_matrix,
     check_positive_float,
@@ -218,8 +219,6 @@ class VAEBackedMethod:
 
     def fit(self, X: np.ndarray, y=None, model=None):
         """Train the VAE on ``X`` (``y`` and ``model`` are not used: the VAE models the data, not the labels)."""
-        from recourse_privacy.recourse.growing_spheres import world_seed
-
         X = check_matrix(X)
         mutable = None
         if self.action_set is not None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from recourse_privacy import __version__ as version
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.report.verdict import (
     AttackAssessment,
@@ -469,8 +470,6 @@ def _render(result: AuditResult, images: Mapping[str, str | Path]) -> str:
     roc_html = _figure(*figures[0], problems, css="roc") if figures else ""
     other_figs = "".join(_figure(c, p, problems) for c, p in figures[1:])
     title = report_title(result)
-    # imported at call time: the package's __init__ imports the audit, which imports the report
-    from recourse_privacy import __version__ as version
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
     sections = [
