@@ -52,7 +52,7 @@ def laplace_experiment(
     release: str = "recourse",
     name: str = "laplace",
 ) -> DistinguishingExperiment:
-    """Laplace Recourse (paper 001, sec. 4.2.2) on the worst-case neighbouring inputs.
+    """Laplace Recourse (Huang et al. 2023, sec. 4.2.2) on the worst-case neighbouring inputs.
 
     The neighbours are the predicted probabilities ``p`` (D) and ``p + sensitivity`` (D') of one
     query, the largest change the claimed sensitivity allows (0 and 1 by default). The mechanism
