@@ -116,3 +116,26 @@ def test_randomized_recourse_is_seeded_by_the_audit():
     a, b = run_audit(cfg), run_audit(cfg)
     np.testing.assert_array_equal(a.cfd, b.cfd)
     assert a.attacks == b.attacks
+
+
+def test_default_adversary_pool_is_twice_the_members_or_all_that_is_left():
+    from recourse_privacy.audit.stages import resolve_pool_sizes
+
+    cfg = AuditConfig(dataset="heloc", n_members=3000)
+    assert cfg.pool_sizes == (3000, 3000, 6000)
+    sizes, note = resolve_pool_sizes(cfg, 9871)  # HELOC's rows: 3,871 left for the adversary
+    assert sizes == (3000, 3000, 3871) and "3871" in note and "2 x 3000" in note
+    assert resolve_pool_sizes(cfg, 20000) == ((3000, 3000, 6000), None)
+    explicit = AuditConfig(dataset="heloc", n_members=3000, n_adversary=5000)
+    assert resolve_pool_sizes(explicit, 9871) == ((3000, 3000, 5000), None)  # given explicitly: never changed
+
+
+def test_shadow_warning_formula_matches_the_keep_matrix():
+    from recourse_privacy.audit.stages import shadow_summary
+
+    r = run_audit(AuditConfig(n_features=10, n_members=200, n_adversary=250, shadow_models=3, n_calibration=100,
+                              attacks=("cfd-lrt",)))
+    assert r.shadow.train_rows_each == (125, 125, 125)  # floor(0.5 x 250), exact for an odd shadow count
+    assert any("at least 400 rows" in w for w in r.warnings)  # ceil(200 / 0.5): the pool that makes them match
+    ok = run_audit(AuditConfig(n_features=10, n_members=200, shadow_models=3, n_calibration=100, attacks=("cfd-lrt",)))
+    assert ok.shadow.train_rows_each == (200, 200, 200) and not any("shadow model trains" in w for w in ok.warnings)
