@@ -50,7 +50,7 @@ def laplace_experiment(
     noise_sensitivity: float | None = None,
     p: float = 0.0,
     release: str = "recourse",
-    name: str = "laplace",
+    name: str = "laplace-score",
 ) -> DistinguishingExperiment:
     """Laplace Recourse (Huang et al. 2023, sec. 4.2.2) on the worst-case neighbouring inputs.
 
@@ -103,7 +103,7 @@ def broken_laplace_experiment(epsilon: float, *, factor: float = 10.0, **params)
     """
     factor = check_positive_float(factor, "factor")
     return laplace_experiment(epsilon, noise_sensitivity=params.pop("sensitivity", 1.0) / factor,
-                              name="laplace-broken", **params)
+                              name="laplace-score-broken", **params)
 
 
 def dpm_canary_data(n_rows: int = 200, n_features: int = 2, data_norm: float = 1.0, random_state: RandomState = 0):
@@ -186,7 +186,7 @@ def dpm_logistic_experiment(
         return out
 
     return DistinguishingExperiment(
-        name="dpm-logistic", sample=sample, claimed_epsilon=epsilon,
+        name="dpm-logistic-label-flip", sample=sample, claimed_epsilon=epsilon,
         statistic="logit at the canary" if statistic == "logit" else "recourse distance of the canary",
         neighbours=f"{n_rows} rows x {n_features} features, canary data_norm*e_1 labelled 1 (D) vs 0 (D')",
     )
