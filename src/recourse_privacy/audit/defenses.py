@@ -212,8 +212,8 @@ class DPMDefense(_DPDefense):
             "epsilon" + (" (Opacus' accountant, achieved)" if delta > 0 else ""))
 
 
-@register_defense("laplace", description="Laplace Recourse (Huang et al. 2023): an epsilon-DP noisy score, then a "
-                  "move along w; linear models")
+@register_defense("laplace", description="plain Laplace Recourse (Huang et al. 2023): an epsilon-DP noisy score, then "
+                  "a move along the non-private w; NOT a DP release (the move reveals the model); linear models")
 class LaplaceDefense(_DPDefense):
     """Laplace Recourse replaces the configured recourse; the owner answers through a budget session."""
 

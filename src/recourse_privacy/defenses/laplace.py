@@ -9,11 +9,18 @@ For a logistic-regression model f(x) = w.x + b with p(x) = sigmoid(f(x)):
 
 Huang et al. 2023 write step 4 as c = (s - f'(x)) / ||w|| * w; the counterfactual that moves the
 *true* logit by s - f'(x) along w is x + (s - f'(x)) / ||w||^2 * w, whose L2 length is
-|s - f'(x)| / ||w||: the paper's noisy counterfactual distance. Only step 1 reads the
-training data (through the model); p(x) lies in [0, 1] whatever the training set, so its
-global sensitivity is 1 and step 1 is epsilon-DP in the training data for one query; steps
-2-4 are post-processing (Huang et al. 2023, Theorem 3.4). ``k`` answered queries cost ``k * epsilon``
-under basic composition (see :mod:`recourse_privacy.defenses.accounting`).
+|s - f'(x)| / ||w||: the paper's noisy counterfactual distance.
+
+What is private: p(x) lies in [0, 1] whatever the training set, so its global sensitivity is 1
+and steps 1-3 (the noisy score f'(x)) are epsilon-DP in the training data for one query;
+``k`` answered queries cost ``k * epsilon`` under basic composition (see
+:mod:`recourse_privacy.defenses.accounting`). What is NOT: step 4 reads w, a non-private function
+of the training data, so the released counterfactual is not post-processing of the noisy score.
+Its direction is w / ||w|| exactly, a clamped move's length gives ||w||, and with an intercept
+fitted on public data the adversary rebuilds the exact distance of every target (the attack
+``lr-reconstruction``, :mod:`recourse_privacy.attacks.reconstruction`). Over a non-private model
+the release is therefore not epsilon-DP for any epsilon; over a DP-trained model (the audit's
+``dpm-laplace`` defense) it is, with the model's epsilon, by post-processing.
 
 What carries over to non-linear models: steps 1-3 (a noisy probability and the noisy score it
 implies) are epsilon-DP for any classifier, since any probability lies in [0, 1] and the rest
@@ -66,7 +73,10 @@ def noisy_logit(p_noisy: np.ndarray) -> np.ndarray:
 @register_recourse("laplace", description="Laplace Recourse (Huang et al. 2023): epsilon-DP noisy score, move along w; linear models",
                    needs=("linear",))
 class LaplaceRecourse:
-    """Laplace Recourse (Huang et al. 2023, sec. 4.2.2): epsilon-DP recourse for a linear model.
+    """Laplace Recourse (Huang et al. 2023, sec. 4.2.2) for a linear model: an epsilon-DP noisy score, then a move along w.
+
+    The noisy score is epsilon-DP per query; the counterfactual is not, unless the model itself
+    is DP (see the module docstring).
 
     Each row of ``generate`` is one query: it spends ``epsilon`` from ``accountant`` (a
     diffprivlib ``BudgetAccountant``; None means diffprivlib's default accountant, so
