@@ -10,20 +10,78 @@ import typer
 
 from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError, UnknownNameError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+
+def check_output_dir(path, name: str = "--out"):
+    """:func:`recourse_privacy.validation.check_output_dir`, imported when used (keeps --help fast)."""
+    from recourse_privacy.validation import check_output_dir as check
+
+    return check(path, name)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Measure how much algorithmic recourse leaks about a model's training data.")
 
 
+_STATE = {"debug": False}
+
+
+@app.callback()
+def _options(debug: bool = typer.Option(False, "--debug", help="on an error, print the full traceback too "
+                                        "(also: RECOURSE_PRIVACY_DEBUG=1)")) -> None:
+    """Measure how much algorithmic recourse leaks about a model's training data."""
+    _STATE["debug"] = debug
+
+
+def _debug() -> bool:
+    import os
+
+    return _STATE["debug"] or os.environ.get("RECOURSE_PRIVACY_DEBUG", "") not in ("", "0")
+
+
+def _stop_workers() -> None:
+    """Kill joblib's worker processes (shadow models, cells) so that none outlives an interrupted command."""
+    import sys
+
+    if "joblib.externals.loky" not in sys.modules:
+        return
+    try:
+        from joblib.externals.loky import get_reusable_executor
+
+        get_reusable_executor().shutdown(wait=False, kill_workers=True)
+    except Exception:  # noqa: BLE001 - best effort on the way out
+        pass
+
+
 def _command(*args, **kwargs):
-    """``app.command`` whose function has the CLI's one error path: a package error prints one line, exit 2."""
+    """``app.command`` whose function has the CLI's one error path.
+
+    A package error (bad input) prints one line and exits 2; an interrupt (Ctrl-C, SIGTERM)
+    stops the worker processes and exits 130; a file-system error prints one line and exits 2;
+    anything else is a bug: one line saying so, exit 1. ``--debug`` adds the traceback.
+    """
 
     def decorate(fn):
         @functools.wraps(fn)
         def wrapped(*a, **k):
+            import click
+
             try:
                 return fn(*a, **k)
+            except (typer.Exit, click.exceptions.Exit, click.exceptions.ClickException, click.exceptions.Abort):
+                raise
             except RecoursePrivacyError as err:
                 _fail(err)
+            except KeyboardInterrupt:
+                _stop_workers()
+                _fail("interrupted; finished shadow models and cells are kept, rerun the same command to resume",
+                      code=130)
+            except MemoryError:
+                _fail("out of memory: use fewer rows, features or shadow models")
+            except OSError as err:
+                where = f" ({err.filename})" if getattr(err, "filename", None) else ""
+                _fail(f"{err.strerror or err}{where}")
+            except Exception as err:  # noqa: BLE001 - the one error path: no traceback unless --debug
+                _fail(f"internal error ({type(err).__name__}: {err}); this is a bug in recourse-privacy, please "
+                      "report it with the output of the same command run with --debug", code=1)
 
         return app.command(*args, **kwargs)(wrapped)
 
@@ -46,7 +104,7 @@ def _parse_params(items: list[str] | None, option: str) -> dict:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
+            raise InvalidInputError(f"{option} expects KEY=VALUE; got {item!r}")
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -66,11 +124,19 @@ def _numbers(text: str, kind: type, option: str) -> list:
     return out
 
 
-def _fail(err: Exception) -> None:
-    from rich.console import Console
+def _fail(err: Exception | str, code: int = 2) -> None:
+    import sys
 
-    Console(stderr=True).print(f"[bold red]Error:[/] {err}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code=2)
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(stderr=True)
+    if _debug() and sys.exc_info()[0] is not None:
+        import traceback
+
+        console.print(escape(traceback.format_exc()), highlight=False, soft_wrap=True)
+    console.print(f"[bold red]Error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code=code)
 
 
 @_command()
@@ -128,6 +194,7 @@ def audit(
             recourse_params=_parse_params(recourse_param, "--recourse-param"), seed=seed, n_jobs=n_jobs,
             defense=defense, epsilon=epsilon,
         ).validate()
+        check_output_dir(out)
     except RecoursePrivacyError as err:
         _fail(err)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -264,6 +331,7 @@ def tradeoff(
     if not console.is_terminal:
         console = Console(width=max(console.width, 170))
     try:
+        check_output_dir(out)
         eps = _numbers(epsilons, float, "--epsilons")
         base = tradeoff_base_config(
             dataset=dataset, data_dir=str(data_dir) if data_dir else None, n_features=n_features, model=model,
@@ -431,6 +499,11 @@ def audit_dp_command(
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 150))
+    if out is not None:
+        if out.is_dir() or str(out) in ("/dev/null",) or (out.exists() and not out.is_file()):
+            _fail(InvalidInputError(f"--out {str(out)!r} must be a file to write the audit's JSON into, "
+                                    "not a directory or a device"))
+        check_output_dir(out.parent if str(out.parent) else Path("."), "--out's directory")
     try:
         experiment = make_experiment(mechanism, epsilon, **_parse_params(param, "--param"))
         with Console(stderr=True).status(f"auditing {mechanism}: {trials} runs on each of two neighbours"):
@@ -479,6 +552,7 @@ def recourse_command(
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 170))
+    check_output_dir(out)
     names = list(RECOURSE_METHODS) if methods.strip() == "all" else [m.strip() for m in methods.split(",") if m.strip()]
     per_method: dict[str, dict] = {}
     for key, value in _parse_params(method_param, "--method-param").items():
@@ -528,8 +602,15 @@ def _fmt(v) -> str:
     return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.3e}"
 
 
+def _on_sigterm(signum, frame) -> None:
+    raise KeyboardInterrupt  # the one error path stops the workers and exits 130
+
+
 def main() -> None:
     """Console entry point."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
     app()
 
 

@@ -5,6 +5,7 @@ import time
 
 import numpy as np
 
+from recourse_privacy.hyperparams import Float, Int
 from recourse_privacy.validation import as_generator, check_matrix, check_positive_float, check_positive_int
 from recourse_privacy.errors import InvalidInputError, NotFittedError
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
@@ -58,6 +59,10 @@ class FACE:
     subsamples once, seeded) and increase-only features are honoured.
     """
 
+
+    #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
+    PARAMS = {"n_neighbors": Int(1, 10**6), "radius": Float(0, 1e12, low_open=True), "max_nodes": Int(2, 10**8, optional=True),
+              "tol": Float(0, 1)}
 
     def __init__(
         self,
