@@ -504,6 +504,9 @@ def audit_dp_command(
             _fail(InvalidInputError(f"--out {str(out)!r} must be a file to write the audit's JSON into, "
                                     "not a directory or a device"))
         check_output_dir(out.parent if str(out.parent) else Path("."), "--out's directory")
+    from recourse_privacy.validation import check_interval
+
+    check_interval(epsilon, "--epsilon", 0, 1e4, closed="right")  # beyond, every DP claim is vacuous
     try:
         experiment = make_experiment(mechanism, epsilon, **_parse_params(param, "--param"))
         with Console(stderr=True).status(f"auditing {mechanism}: {trials} runs on each of two neighbours"):

@@ -21,6 +21,7 @@ DEFAULT_ATTACKS = ("cfd", "cfd-lrt", "loss", "loss-lrt", "random")
 #: e^epsilon overflows
 MAX_EPSILON = 1e4
 MAX_FEATURES = 1_000_000
+MAX_CELLS = 500_000_000   # rows x features of generated data (float64: 4 GB)
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,9 @@ class AuditConfig:
             raise InvalidInputError(f"seed must be an integer in [0, 2**63); got {self.seed!r}")
         if self.n_features > MAX_FEATURES:
             raise InvalidInputError(f"n_features must be an integer in [1, {MAX_FEATURES:_}]; got {self.n_features!r}")
+        if self.data is None and self.dataset == "synthetic" and sum(self.pool_sizes) * self.n_features > MAX_CELLS:
+            raise InvalidInputError(f"the synthetic data would have {sum(self.pool_sizes):_} rows x {self.n_features:_} "
+                                    f"features, more than {MAX_CELLS:_} values (4 GB): use fewer rows or features")
         if self.epsilon is not None:
             check_interval(self.epsilon, "epsilon", 0, MAX_EPSILON, closed="right")
         for name in ("data_params", "model_params", "recourse_params"):

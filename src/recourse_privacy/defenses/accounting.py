@@ -164,9 +164,11 @@ class RecourseSession:
         self.budget = _check_epsilon(budget, "budget")
         delta = check_delta(delta)
         self.delta = delta
-        # with a ledger, the ledger is the authority (exact integer sums); the local accountant only counts
-        self.accountant = BudgetAccountant(epsilon=self.budget if ledger is None else float("inf"), delta=delta,
-                                           slack=0.0)
+        # the session's exact integer count (or the shared ledger) is the authority; diffprivlib's
+        # accountant, which the method spends from, only keeps the running total (its float sums
+        # would refuse the 20th query of 0.1 in a budget of 2.0)
+        self.accountant = BudgetAccountant(epsilon=float("inf"), delta=delta, slack=0.0)
+        self._spent_units = 0
         self.method = copy.copy(method)
         self.method.accountant = self.accountant
         self.model = model
@@ -182,7 +184,7 @@ class RecourseSession:
         with self._lock:
             if self.ledger is not None:
                 return self.ledger.spent
-            return float(self.accountant.total()[0])
+            return self._spent_units / _UNITS
 
     @property
     def remaining(self) -> float:
@@ -193,13 +195,23 @@ class RecourseSession:
         """Recourse for every row of ``X`` (one query each), or a BudgetExceededError if the batch would exceed the budget."""
         n = int(np.asarray(X).shape[0]) if np.ndim(X) == 2 else 1
         with self._lock:  # check and spend as one step: concurrent callers cannot overspend
+            eps = float(self.method.epsilon)
+            cost = _units(n * eps, up=True)
             try:
                 if self.ledger is not None and n > 0:
-                    self.ledger.spend(n * float(self.method.epsilon))
+                    self.ledger.spend(n * eps)
+                elif self._spent_units + cost > _units(self.budget, up=False):
+                    spent = self._spent_units / _UNITS
+                    raise BudgetExceededError(
+                        f"privacy budget exceeded: the batch asks for epsilon {n * eps:g} ({n} recourse "
+                        f"quer{'y' if n == 1 else 'ies'} at epsilon {eps:g}), but the budget is epsilon "
+                        f"{self.budget:g} and {spent:g} is already spent ({max(self.budget - spent, 0.0):g} remains); "
+                        "the batch was refused and no noise was drawn")
                 res = self.method.generate(self.model, X)
             except BudgetExceededError:
                 self.n_refused += n
                 raise
+            self._spent_units += cost
             self.n_queries += len(res.valid)
             return res
 
