@@ -31,7 +31,7 @@ from recourse_privacy.provenance import package_version, sha256_file
 runner = CliRunner()
 
 
-def _table(path: Path, n: int = 900, seed: int = 0, shift: float = 0.0) -> Path:
+def _table(path: Path, n: int = 600, seed: int = 0, shift: float = 0.0) -> Path:
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 8))
     y = (X[:, 0] + 0.5 * rng.normal(size=n) > shift).astype(int)
@@ -41,7 +41,7 @@ def _table(path: Path, n: int = 900, seed: int = 0, shift: float = 0.0) -> Path:
 
 
 def _config(path: Path, **kw) -> AuditConfig:
-    return AuditConfig(data=str(path), target="y", n_members=kw.pop("n_members", 300), shadow_models=4,
+    return AuditConfig(data=str(path), target="y", n_members=kw.pop("n_members", 150), shadow_models=4,
                        attacks=("loss-lrt", "cfd-lrt", "cfd"), **kw)
 
 
@@ -70,7 +70,7 @@ def test_edited_data_recomputes_the_shadow_cache(tmp_path):
     fresh = run_audit(_config(data), tmp_path / "fresh")
     assert _aucs(rerun) == _aucs(fresh)
     assert _aucs(rerun) != _aucs(first)
-    _table(data, n=1200, seed=2)  # another number of rows, hence of targets: no broadcasting error
+    _table(data, n=900, seed=2)  # another number of rows, hence of targets: no broadcasting error
     assert _aucs(run_audit(_config(data), tmp_path / "out")) == _aucs(run_audit(_config(data), tmp_path / "f2"))
 
 
@@ -308,3 +308,64 @@ def test_debug_flag_and_one_error_path(tmp_path):
     assert res.exit_code == 2 and "Traceback" in res.output and "seed" in res.output
     res = runner.invoke(app, ["reproduce", "pawelczyk2023-table2", "--seeds", "a,b", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "--seeds" in res.output and "'a'" in res.output
+
+
+# ----------------------------------------------------------------------------- processes
+_WORKERS_SCRIPT = """
+import os, sys, time
+from joblib import Parallel, delayed
+from recourse_privacy.processes import workers_die_with_parent
+with workers_die_with_parent():
+    pids = Parallel(n_jobs=2)(delayed(os.getpid)() for _ in range(8))
+    print(" ".join(map(str, sorted(set(pids)))), flush=True)
+    Parallel(n_jobs=2)(delayed(time.sleep)(60) for _ in range(2))
+"""
+
+
+def test_workers_die_when_the_parent_is_killed():
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _WORKERS_SCRIPT], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert pids and all(_alive(p) for p in pids)
+    time.sleep(0.5)
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 10
+    while any(_alive(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_two_runners_share_the_cells(tmp_path):
+    import subprocess
+    import sys
+
+    data = _table(tmp_path / "t.csv")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"name: share\nfixed: {{data: {data}, target: y, n_members: 150, shadow_models: 2, "
+                    "attacks: [cfd, cfd-lrt]}\ngrid:\n  distance: [l1, l2]\nseeds: [0, 1]\n")
+    code = ("import sys, json; from recourse_privacy.experiments.engine import run_spec; "
+            "s = run_spec(sys.argv[1], sys.argv[2], n_jobs=1, progress=False); "
+            "print(json.dumps([s.n_computed, len(s.shared), s.n_skipped, s.n_failed]))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(spec), str(tmp_path / "store")],
+                              stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outs = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
+    computed = sum(o[0] for o in outs)
+    assert computed == 4, outs                    # every cell computed exactly once between the two
+    assert all(o[0] + o[1] + o[2] == 4 and o[3] == 0 for o in outs), outs
+    from recourse_privacy.experiments.store import ResultStore
+
+    rows = ResultStore(tmp_path / "store").summary_frame()
+    assert rows["spec"].eq("share").all() and rows["spec_digest"].nunique() == 1

@@ -19,6 +19,7 @@ from recourse_privacy.audit.summaries import DataSummary, ModelSummary, PoolSize
 from recourse_privacy.data import dataset_file
 from recourse_privacy.models.base import accuracy
 from recourse_privacy.models.registry import model_factory
+from recourse_privacy.processes import workers_die_with_parent
 from recourse_privacy.provenance import content_key, sha256_file
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.report.outputs import write_outputs
@@ -97,8 +98,9 @@ def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = No
     # run_shadow_models, each entry by the exact arrays it was computed from)
     cache = (Path(out_dir) / ".cache" / content_key(config.digest(), provenance.data_sha256)
              if out_dir is not None else None)
-    shadow = stages.train_shadow_models(config, make_model, method, game, targets, cache_dir=cache,
-                                        progress=clock.progress)
+    with workers_die_with_parent():  # no shadow-model worker outlives a killed run
+        shadow = stages.train_shadow_models(config, make_model, method, game, targets, cache_dir=cache,
+                                            progress=clock.progress)
     if shadow is not None:
         clock.lap("shadow models", report=False)
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from recourse_privacy.audit import AuditConfig, data_provenance, run_audit
+from recourse_privacy.processes import exit_with_parent
 from recourse_privacy.provenance import content_key, sha256_json
 from recourse_privacy.experiments.spec import Cell, ExperimentSpec, load_spec
 from recourse_privacy.experiments.store import ResultStore
@@ -94,25 +95,7 @@ class _FileReporter:
             pass
 
 
-_WATCHDOG: threading.Thread | None = None
-
-
-def _exit_with_parent(parent_pid: int | None) -> None:
-    """In a local worker process: exit when the driver dies (even by ``kill -9``), not linger as an orphan.
-
-    The cell in progress is lost but its finished shadow models are cached; finished cells are on disk.
-    """
-    global _WATCHDOG
-    if parent_pid is None or _WATCHDOG is not None or os.getpid() == parent_pid or os.getppid() != parent_pid:
-        return
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(0.5)
-        os._exit(70)
-
-    _WATCHDOG = threading.Thread(target=watch, name="exit-with-parent", daemon=True)
-    _WATCHDOG.start()
+_exit_with_parent = exit_with_parent  # a local worker exits when the driver dies (recourse_privacy.processes)
 
 
 def cell_content_key(config: AuditConfig) -> str:
@@ -126,7 +109,7 @@ def run_cell(config: dict, labels: dict, spec_name: str, root: str, reporter: Ca
     """Run one cell's audit in ``root/runs/<hash>/`` and write its record to ``root/cells/<hash>.json``.
 
     Returns the record (``status`` "complete"), or ``status`` "failed" with the error; an
-    existing trusted record computed from the same content is returned as is (a stale or
+    existing trusted record computed from the same content is returned with ``shared``: True (a stale or
     altered one is recomputed). While it computes, the cell's lock is held: another runner's
     ``run_cell`` returns ``status`` "busy" at once, or, with ``wait``, waits for the lock and
     then returns the record the other runner wrote (``shared``: True). ``threads`` caps torch
@@ -148,8 +131,8 @@ def run_cell(config: dict, labels: dict, spec_name: str, root: str, reporter: Ca
         return {"hash": cell_hash, "label": label, "status": "failed", "error": f"{type(err).__name__}: {err}",
                 "seconds": 0.0}
     existing = store.read(cell_hash, key)
-    if existing is not None:
-        return existing
+    if existing is not None:  # finished since the driver listed its cells (another runner)
+        return {**existing, "shared": True}
     _exit_with_parent(parent_pid)
     with store.cell_lock(cell_hash, wait=wait) as mine:
         if not mine:
