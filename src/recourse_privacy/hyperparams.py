@@ -45,6 +45,7 @@ class Param:
     high_open: bool = False
     optional: bool = False
     choices: tuple = ()
+    finite: bool = True    # False: +-inf allowed where the range holds it (e.g. FACE's radius)
 
     def describe(self) -> str:
         """What is allowed, in words: ``an integer in [1, 100_000]``."""
@@ -79,7 +80,8 @@ class Param:
             return False
         if self.kind == "int" and not isinstance(value, numbers.Integral):
             return False
-        return math.isfinite(float(value)) and self._in_range(value)
+        v = float(value)
+        return (math.isfinite(v) or (not self.finite and not math.isnan(v))) and self._in_range(v)
 
 
 def Int(low: int = 0, high: int = 10**9, *, optional: bool = False) -> Param:  # noqa: N802 - a type-like factory
@@ -88,9 +90,9 @@ def Int(low: int = 0, high: int = 10**9, *, optional: bool = False) -> Param:  #
 
 
 def Float(low: float, high: float, *, low_open: bool = False, high_open: bool = False,  # noqa: N802
-          optional: bool = False) -> Param:
-    """A finite number in [low, high] (open at either end on request)."""
-    return Param("float", float(low), float(high), low_open, high_open, optional)
+          optional: bool = False, finite: bool = True) -> Param:
+    """A number in [low, high] (open at either end on request); finite unless ``finite=False``."""
+    return Param("float", float(low), float(high), low_open, high_open, optional, finite=finite)
 
 
 def Bool() -> Param:  # noqa: N802

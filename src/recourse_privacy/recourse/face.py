@@ -1,6 +1,8 @@
 """FACE (Poyiadzi et al. 2020): recourse paths along a density-weighted graph of data points."""
 from __future__ import annotations
 
+import math
+
 import time
 
 import numpy as np
@@ -61,7 +63,7 @@ class FACE:
 
 
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
-    PARAMS = {"n_neighbors": Int(1, 10**6), "radius": Float(0, 1e12, low_open=True), "max_nodes": Int(2, 10**8, optional=True),
+    PARAMS = {"n_neighbors": Int(1, 10**6), "radius": Float(0, math.inf, low_open=True, finite=False), "max_nodes": Int(2, 10**8, optional=True),
               "tol": Float(0, 1)}
 
     def __init__(
