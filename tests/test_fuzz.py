@@ -137,7 +137,7 @@ option_values = st.one_of(st.sampled_from(["-1", "0", "abc", "1e308", "nan", "in
                           st.text(max_size=6))
 
 
-@FEW
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(opt=options, value=option_values)
 def test_fuzz_cli_audit(tmp_path_factory, opt, value):
     out = tmp_path_factory.mktemp("cli")

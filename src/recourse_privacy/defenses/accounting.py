@@ -69,6 +69,13 @@ class BudgetLedger:
         self._budget_units = _units(self.budget, up=False)
         self._local = threading.local()
         con = self._connect()
+        try:
+            row = con.execute("SELECT value FROM meta WHERE key = 'budget_units'").fetchone()
+        except sqlite3.OperationalError:  # a new ledger: no table yet
+            row = None
+        if row is not None:
+            self._check_budget(row[0])
+            return
         con.execute("BEGIN IMMEDIATE")
         try:
             con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
@@ -77,13 +84,17 @@ class BudgetLedger:
             row = con.execute("SELECT value FROM meta WHERE key = 'budget_units'").fetchone()
             if row is None:
                 con.execute("INSERT INTO meta VALUES ('budget_units', ?)", (self._budget_units,))
-            elif row[0] != self._budget_units:
-                raise InvalidInputError(f"the ledger {self.path} holds a budget of epsilon {row[0] / _UNITS:g}, not "
-                                        f"{self.budget:g}; a budget is fixed when its ledger is created")
+            else:
+                self._check_budget(row[0])
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
+
+    def _check_budget(self, stored_units: int) -> None:
+        if stored_units != self._budget_units:
+            raise InvalidInputError(f"the ledger {self.path} holds a budget of epsilon {stored_units / _UNITS:g}, not "
+                                    f"{self.budget:g}; a budget is fixed when its ledger is created")
 
     def _connect(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
