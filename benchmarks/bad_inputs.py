@@ -229,6 +229,17 @@ def cases() -> list[Case]:
         Case("--recourse-param max_iter=0", _cli([*MLP, "--recourse-param", "max_iter=0"])),
         Case("--recourse-param norm=l7", _cli([*MLP, "--recourse-param", "norm=l7"])),
         Case("--data-param bogus=1", _cli([*A, "--data-param", "bogus=1"])),
+        Case("--data-param class_sep=abc", _cli([*A, "--data-param", "class_sep=abc"])),
+        Case("--data-param class_sep=1e308", _cli([*A, "--data-param", "class_sep=1e308"])),
+        Case("--data-param flip_y=2", _cli([*A, "--data-param", "flip_y=2"])),
+        Case("recourse --methods nope", _cli(["recourse", "--dataset", "synthetic", "--model", "logistic",
+                                              "--methods", "nope", "--n-train", "200", "--n-points", "20"])),
+        Case("recourse --method-param face.n_neighbors=0", _cli(
+            ["recourse", "--dataset", "synthetic", "--model", "logistic", "--methods", "face",
+             "--method-param", "face.n_neighbors=0", "--n-train", "200", "--n-points", "20"])),
+        Case("recourse --method-param noseparator=1", _cli(
+            ["recourse", "--dataset", "synthetic", "--model", "logistic", "--methods", "face",
+             "--method-param", "noseparator=1", "--n-train", "200", "--n-points", "20"])),
         Case("--seed -1", _cli([*A, "--seed", "-1"])),
         Case("--seed abc", _cli([*A, "--seed", "abc"])),
         Case("--seed 2**64", _cli([*A, "--seed", str(2**64)])),

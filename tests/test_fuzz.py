@@ -131,9 +131,10 @@ def test_fuzz_specs(spec):
 
 options = st.sampled_from(["--seed", "--n-members", "--shadow-models", "--epsilon", "--model-param",
                            "--recourse-param", "--attacks", "--distance", "--defense", "--shadow-fraction",
-                           "--n-features", "--data", "--target", "--dataset", "--model", "--recourse"])
+                           "--n-features", "--data", "--target", "--dataset", "--model", "--recourse",
+                           "--data-param"])
 option_values = st.one_of(st.sampled_from(["-1", "0", "abc", "1e308", "nan", "inf", "epochs=-5", "lam=-1", "a,b",
-                                           "x=", "=", "$5", "../..", "/dev/null", "cfd,nope", "mlp", "scfe", "dpm"]),
+                                           "class_sep=abc", "flip_y=2", "x=", "=", "$5", "../..", "/dev/null", "cfd,nope", "mlp", "scfe", "dpm"]),
                           st.text(max_size=6))
 
 

@@ -11,6 +11,7 @@ from recourse_privacy.attacks.registry import ATTACKS, check_attack_names
 from recourse_privacy.audit.defenses import DEFENSES
 from recourse_privacy.data import DATASETS
 from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError, UnknownNameError
+from recourse_privacy.hyperparams import Float, check_params
 from recourse_privacy.models.registry import MODELS, make_model
 from recourse_privacy.recourse.registry import RECOURSE_METHODS, check_compatible
 from recourse_privacy.validation import check_choice, check_interval, check_positive_int
@@ -22,6 +23,8 @@ DEFAULT_ATTACKS = ("cfd", "cfd-lrt", "loss", "loss-lrt", "random")
 MAX_EPSILON = 1e4
 MAX_FEATURES = 1_000_000
 MAX_CELLS = 500_000_000   # rows x features of generated data (float64: 4 GB)
+#: the synthetic data's options (beyond 1e6 the class centres overflow the scaling)
+SYNTHETIC_PARAMS = {"class_sep": Float(0, 1e6), "flip_y": Float(0, 1)}
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,8 @@ class AuditConfig:
             bad = [k for k in getattr(self, name) if not isinstance(k, str)]
             if bad:
                 raise InvalidInputError(f"{name} keys must be parameter names; got {bad[0]!r}")
+        if self.data is None and self.dataset == "synthetic":
+            check_params("synthetic data", self.data_params, SYNTHETIC_PARAMS)
         self._check_component_params()
         return self
 
