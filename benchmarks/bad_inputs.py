@@ -329,7 +329,7 @@ def cases() -> list[Case]:
         Case("store record edited by hand", _py(lambda t: None), "ok", _tampered_record),
         Case("20 threads on one session budget", _py(lambda t: None), "ok", _session_threads),
         Case("data file named cost_$5_to_$10.csv", _with_data(lambda t: _data(t, name="cost_$5_to_$10.csv"), A), "ok",
-             None),
+             lambda t: not ((t / "out" / "roc.png").is_file() and (t / "out" / "metrics.json").is_file())),
     ]
     return c
 
@@ -368,8 +368,9 @@ def main() -> None:
                 wrong = code == 0   # refused input that ran anyway
             elif case.wrong is not None:
                 wrong = bool(case.wrong(tmp))
-                text = ("numbers DIFFER from a fresh computation" if wrong else
-                        "recomputed or refused: numbers equal a fresh computation / never over budget (notes below)")
+                text = ("WRONG: numbers differ from a fresh computation, or outputs missing" if wrong else
+                        "ran; numbers equal a fresh computation (recomputed), never over budget, outputs written "
+                        "(notes below)")
             elif code != 0:
                 text = "(expected a result) " + text
         except Exception as err:  # noqa: BLE001 - the harness itself must report, not stop
