@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recourse_privacy.metrics.plots import plot_roc_loglog, plot_score_histogram
-from recourse_privacy.report.html import write_html_report
+from recourse_privacy.report.html import audit_label, write_html_report
 
 if TYPE_CHECKING:  # the audit layer imports this module; the report only reads the result's fields
     from recourse_privacy.audit.result import AuditResult
@@ -29,7 +29,7 @@ def write_outputs(result: AuditResult, out_dir: str | Path) -> Mapping[str, str]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cfg = result.config
-    title = f"{cfg.data or cfg.dataset} / {cfg.model} / {cfg.recourse}"
+    title = audit_label(result)
     member = result.is_member == 1
     metrics = write_metrics_json(result, out / "metrics.json")  # first: a failing plot cannot lose the numbers
     files = {
@@ -39,7 +39,7 @@ def write_outputs(result: AuditResult, out_dir: str | Path) -> Mapping[str, str]
                                               xlabel=f"counterfactual distance ({cfg.distance})", title=title),
         "metrics": metrics,
     }
-    files["report"] = write_html_report(result.to_dict(), out, images={
+    files["report"] = write_html_report(result, out, images={
         "Log-log ROC of every attack against random guessing": files["roc"],
         "Counterfactual distances of members and non-members": files["cfd_histogram"]})
     return {k: str(v) for k, v in files.items()}
