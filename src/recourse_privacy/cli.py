@@ -389,7 +389,8 @@ def _run_and_report(spec, out: Path, backend: str, address: Optional[str], n_job
     except RecoursePrivacyError as err:
         _fail(err)
     console.print(f"{spec.name}: {summary.n_cells} cells, {summary.n_skipped} already finished, "
-                  f"{summary.n_computed} computed, {summary.n_failed} failed, in {summary.seconds:.1f} s "
+                  f"{summary.n_computed} computed, {len(summary.shared)} computed meanwhile by another runner, "
+                  f"{summary.n_failed} failed, in {summary.seconds:.1f} s "
                   f"({backend} backend); store {summary.out_dir}", highlight=False)
     tables = result_tables(out, spec)
     print_tables(tables, console)
