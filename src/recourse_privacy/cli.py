@@ -564,6 +564,7 @@ def recourse_command(
         if not dot or not param:
             _fail(InvalidInputError(f"--method-param expects METHOD.KEY=VALUE; got {key!r}"))
         per_method.setdefault(name, {})[param] = value
+    _check_params_before_work(model, _parse_params(model_param, "--model-param"), per_method)
     try:
         with console.status("measuring recourse quality") as status:
             def progress(stage: str, done: int, total: int) -> None:
@@ -598,6 +599,21 @@ def recourse_command(
                   "L2 not squared", style="dim")
     console.print(f"wrote {', '.join(Path(p).name for p in result.files.values())} to {out} "
                   f"in {run['total_seconds']:.1f} s", highlight=False)
+
+
+def _check_params_before_work(model: str, model_params: dict, per_method: dict[str, dict]) -> None:
+    """Construct the model and each method once, so that their bounded parameters are checked before training."""
+    import inspect
+
+    from recourse_privacy.models.registry import make_model
+    from recourse_privacy.recourse import RECOURSE_METHODS
+
+    make_model(model, random_state=0, **model_params)
+    for name, params in per_method.items():
+        cls = RECOURSE_METHODS.get(name).obj
+        if "epsilon" in inspect.signature(cls).parameters and "epsilon" not in params:
+            params = {**params, "epsilon": 1.0}
+        cls(**params)
 
 
 def _fmt(v) -> str:
