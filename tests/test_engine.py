@@ -96,7 +96,7 @@ metrics: [auc]
     assert cells[2].config.model_params == {"C": 0.5} and cells[2].config.distance == "l2"
     assert {(c.config.n_features, c.config.variance) for c in cells} >= {(20, "global"), (10, "per-example")}
     # YAML's 1e-3 is a float here (plain YAML 1.1 reads a string)
-    s = load_spec(_write(tmp_path, "name: y\nfixed: {model_params: {lr: 1e-3}}\n", "lr.yaml"))
+    s = load_spec(_write(tmp_path, "name: y\nfixed: {model: mlp, recourse: scfe, model_params: {lr: 1e-3}}\n", "lr.yaml"))
     assert s.cells[0].config.model_params["lr"] == pytest.approx(0.001)
 
 

@@ -23,7 +23,7 @@ import recourse_privacy
 
 ROOT = Path(recourse_privacy.__file__).parent
 LAYERS = [
-    {"errors", "validation", "registry"},
+    {"errors", "validation", "registry", "provenance", "hyperparams", "processes"},
     {"data", "models"},
     {"recourse", "metrics"},
     {"attacks"},

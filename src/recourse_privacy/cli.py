@@ -10,20 +10,78 @@ import typer
 
 from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError, UnknownNameError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+
+def check_output_dir(path, name: str = "--out"):
+    """:func:`recourse_privacy.validation.check_output_dir`, imported when used (keeps --help fast)."""
+    from recourse_privacy.validation import check_output_dir as check
+
+    return check(path, name)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Measure how much algorithmic recourse leaks about a model's training data.")
 
 
+_STATE = {"debug": False}
+
+
+@app.callback()
+def _options(debug: bool = typer.Option(False, "--debug", help="on an error, print the full traceback too "
+                                        "(also: RECOURSE_PRIVACY_DEBUG=1)")) -> None:
+    """Measure how much algorithmic recourse leaks about a model's training data."""
+    _STATE["debug"] = debug
+
+
+def _debug() -> bool:
+    import os
+
+    return _STATE["debug"] or os.environ.get("RECOURSE_PRIVACY_DEBUG", "") not in ("", "0")
+
+
+def _stop_workers() -> None:
+    """Kill joblib's worker processes (shadow models, cells) so that none outlives an interrupted command."""
+    import sys
+
+    if "joblib.externals.loky" not in sys.modules:
+        return
+    try:
+        from joblib.externals.loky import get_reusable_executor
+
+        get_reusable_executor().shutdown(wait=False, kill_workers=True)
+    except Exception:  # noqa: BLE001 - best effort on the way out
+        pass
+
+
 def _command(*args, **kwargs):
-    """``app.command`` whose function has the CLI's one error path: a package error prints one line, exit 2."""
+    """``app.command`` whose function has the CLI's one error path.
+
+    A package error (bad input) prints one line and exits 2; an interrupt (Ctrl-C, SIGTERM)
+    stops the worker processes and exits 130; a file-system error prints one line and exits 2;
+    anything else is a bug: one line saying so, exit 1. ``--debug`` adds the traceback.
+    """
 
     def decorate(fn):
         @functools.wraps(fn)
         def wrapped(*a, **k):
+            import click
+
             try:
                 return fn(*a, **k)
+            except (typer.Exit, click.exceptions.Exit, click.exceptions.ClickException, click.exceptions.Abort):
+                raise
             except RecoursePrivacyError as err:
                 _fail(err)
+            except KeyboardInterrupt:
+                _stop_workers()
+                _fail("interrupted; finished shadow models and cells are kept, rerun the same command to resume",
+                      code=130)
+            except MemoryError:
+                _fail("out of memory: use fewer rows, features or shadow models")
+            except OSError as err:
+                where = f" ({err.filename})" if getattr(err, "filename", None) else ""
+                _fail(f"{err.strerror or err}{where}")
+            except Exception as err:  # noqa: BLE001 - the one error path: no traceback unless --debug
+                _fail(f"internal error ({type(err).__name__}: {err}); this is a bug in recourse-privacy, please "
+                      "report it with the output of the same command run with --debug", code=1)
 
         return app.command(*args, **kwargs)(wrapped)
 
@@ -46,7 +104,7 @@ def _parse_params(items: list[str] | None, option: str) -> dict:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
+            raise InvalidInputError(f"{option} expects KEY=VALUE; got {item!r}")
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -66,11 +124,19 @@ def _numbers(text: str, kind: type, option: str) -> list:
     return out
 
 
-def _fail(err: Exception) -> None:
-    from rich.console import Console
+def _fail(err: Exception | str, code: int = 2) -> None:
+    import sys
 
-    Console(stderr=True).print(f"[bold red]Error:[/] {err}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code=2)
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(stderr=True)
+    if _debug() and sys.exc_info()[0] is not None:
+        import traceback
+
+        console.print(escape(traceback.format_exc()), highlight=False, soft_wrap=True)
+    console.print(f"[bold red]Error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code=code)
 
 
 @_command()
@@ -131,6 +197,7 @@ def audit(
             recourse_params=_parse_params(recourse_param, "--recourse-param"), seed=seed, n_jobs=n_jobs,
             defense=defense, epsilon=epsilon, recourse_fit=recourse_fit,
         ).validate()
+        check_output_dir(out)
     except RecoursePrivacyError as err:
         _fail(err)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -271,6 +338,7 @@ def tradeoff(
     if not console.is_terminal:
         console = Console(width=max(console.width, 170))
     try:
+        check_output_dir(out)
         eps = _numbers(epsilons, float, "--epsilons")
         base = tradeoff_base_config(
             dataset=dataset, data_dir=str(data_dir) if data_dir else None, n_features=n_features, model=model,
@@ -328,7 +396,8 @@ def _run_and_report(spec, out: Path, backend: str, address: Optional[str], n_job
     except RecoursePrivacyError as err:
         _fail(err)
     console.print(f"{spec.name}: {summary.n_cells} cells, {summary.n_skipped} already finished, "
-                  f"{summary.n_computed} computed, {summary.n_failed} failed, in {summary.seconds:.1f} s "
+                  f"{summary.n_computed} computed, {len(summary.shared)} computed meanwhile by another runner, "
+                  f"{summary.n_failed} failed, in {summary.seconds:.1f} s "
                   f"({backend} backend); store {summary.out_dir}", highlight=False)
     tables = result_tables(out, spec)
     print_tables(tables, console)
@@ -442,6 +511,14 @@ def audit_dp_command(
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 150))
+    if out is not None:
+        if out.is_dir() or str(out) in ("/dev/null",) or (out.exists() and not out.is_file()):
+            _fail(InvalidInputError(f"--out {str(out)!r} must be a file to write the audit's JSON into, "
+                                    "not a directory or a device"))
+        check_output_dir(out.parent if str(out.parent) else Path("."), "--out's directory")
+    from recourse_privacy.validation import check_interval
+
+    check_interval(epsilon, "--epsilon", 0, 1e4, closed="right")  # beyond, every DP claim is vacuous
     try:
         experiment = make_experiment(mechanism, epsilon, **_parse_params(param, "--param"))
         if one_run and not mechanism.startswith("trained-"):
@@ -503,6 +580,7 @@ def recourse_command(
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 170))
+    check_output_dir(out)
     names = list(RECOURSE_METHODS) if methods.strip() == "all" else [m.strip() for m in methods.split(",") if m.strip()]
     per_method: dict[str, dict] = {}
     for key, value in _parse_params(method_param, "--method-param").items():
@@ -510,6 +588,7 @@ def recourse_command(
         if not dot or not param:
             _fail(InvalidInputError(f"--method-param expects METHOD.KEY=VALUE; got {key!r}"))
         per_method.setdefault(name, {})[param] = value
+    _check_params_before_work(model, _parse_params(model_param, "--model-param"), per_method)
     try:
         with console.status("measuring recourse quality") as status:
             def progress(stage: str, done: int, total: int) -> None:
@@ -546,14 +625,36 @@ def recourse_command(
                   f"in {run['total_seconds']:.1f} s", highlight=False)
 
 
+def _check_params_before_work(model: str, model_params: dict, per_method: dict[str, dict]) -> None:
+    """Construct the model and each method once, so that their bounded parameters are checked before training."""
+    import inspect
+
+    from recourse_privacy.models.registry import make_model
+    from recourse_privacy.recourse import RECOURSE_METHODS
+
+    make_model(model, random_state=0, **model_params)
+    for name, params in per_method.items():
+        cls = RECOURSE_METHODS.get(name).obj
+        if "epsilon" in inspect.signature(cls).parameters and "epsilon" not in params:
+            params = {**params, "epsilon": 1.0}
+        cls(**params)
+
+
 def _fmt(v) -> str:
     if v is None or (isinstance(v, float) and v != v):
         return "-"
     return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.3e}"
 
 
+def _on_sigterm(signum, frame) -> None:
+    raise KeyboardInterrupt  # the one error path stops the workers and exits 130
+
+
 def main() -> None:
     """Console entry point."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
     app()
 
 

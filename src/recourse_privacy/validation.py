@@ -137,3 +137,29 @@ def check_is_fitted(estimator, attribute: str) -> None:
     """Raise :class:`NotFittedError` where ``estimator`` lacks the fitted ``attribute`` (trailing underscore)."""
     if getattr(estimator, attribute, None) is None:
         raise NotFittedError(f"{type(estimator).__name__} is not fitted; call fit first")
+
+
+def check_output_dir(path, name: str = "--out"):
+    """Return ``path`` as a Path to a directory this process can write, creating it; else raise naming it.
+
+    Runs before any long computation, so that an output directory that is a file, ``/dev/null``,
+    read-only or on a missing device fails at once rather than after the work.
+    """
+    import os
+    import tempfile
+    from pathlib import Path
+
+    try:
+        p = Path(path).expanduser()
+    except TypeError:
+        raise InvalidInputError(f"{name} must be a directory path; got {path!r}") from None
+    if p.exists() and not p.is_dir():
+        raise InvalidInputError(f"{name} {str(p)!r} exists and is not a directory; give a directory to write into")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-test.", dir=p)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise InvalidInputError(f"{name} {str(p)!r} is not a writable directory: {err.strerror or err}") from None
+    return p

@@ -9,6 +9,7 @@ and others did not form the adversary's own labelled game, used to decide test d
 from __future__ import annotations
 
 import os
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -20,6 +21,7 @@ from recourse_privacy.models.base import logit_confidence
 from recourse_privacy.models.batched import can_batch, fit_mlps_batched
 from recourse_privacy.recourse.base import fit_for
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.provenance import sha256_arrays
 
 _FIELDS = ("cfd_targets", "usable_targets", "conf_targets", "cfd_calib", "usable_calib", "rejected_calib",
            "conf_calib", "train_accuracy", "margin_targets", "margin_calib", "rejected_targets")
@@ -87,6 +89,28 @@ class ShadowData:
         return int(self.cfd_targets.shape[1])
 
 
+def _entry_digest(res: dict) -> str:
+    return sha256_arrays(*(np.asarray(res[name]) for name in _FIELDS))
+
+
+def _read_entry(path: Path, inputs_key: str, n_targets: int, n_calib: int) -> dict | None:
+    """A cached shadow's statistics if computed from these very inputs and unaltered since; else None."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            if str(f["_inputs"]) != inputs_key:
+                return None
+            res = {name: f[name] for name in _FIELDS}
+            digest = str(f["_digest"])
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):  # absent, truncated, an older layout
+        return None
+    if digest != _entry_digest(res):
+        return None
+    if any(res[f"{n}_targets"].shape != (n_targets,) for n in ("cfd", "usable", "conf")) or \
+            any(res[f"{n}_calib"].shape != (n_calib,) for n in ("cfd", "usable", "rejected", "conf")):
+        return None
+    return res
+
+
 def _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, X_t, y_t, X_c, y_c, need_cfd):
     idx = np.flatnonzero(keep[:, k])
     recourse = fit_for(recourse, X_pool[idx], y_pool[idx], model)
@@ -152,25 +176,27 @@ def run_shadow_models(
         cache.mkdir(parents=True, exist_ok=True)
     args = (make_model, recourse, distance, X_pool, y_pool, keep, X_targets, y_targets, X_c, y_c, need_cfd)
 
+    # every entry is keyed by the exact inputs it was computed from and carries a digest of its
+    # own numbers; an entry whose key or digest does not match is recomputed, never used
+    inputs_key = sha256_arrays(X_pool, y_pool, X_targets, y_targets, keep, calib,
+                               np.frombuffer(repr((fraction, distance, need_cfd, n_calibration)).encode(), np.uint8))
     results: dict[int, dict] = {}
     todo = []
     for k in range(n_shadow):
-        path = cache / f"shadow_{k}.npz" if cache is not None else None
-        if path is not None and path.exists():
-            with np.load(path) as f:
-                cached = {name: f[name] for name in _FIELDS if name in f.files}
-            if len(cached) == len(_FIELDS):  # a cache written before a field existed is recomputed
-                results[k] = cached
-                if on_done:
-                    on_done(k)
-                continue
-        todo.append(k)
+        cached = _read_entry(cache / f"shadow_{k}.npz", inputs_key, len(X_targets), len(calib)) \
+            if cache is not None else None
+        if cached is not None:
+            results[k] = cached
+            if on_done:
+                on_done(k)
+        else:
+            todo.append(k)
 
     def finish(k, res):
         results[k] = res
         if cache is not None:
             tmp = cache / f".shadow_{k}.{os.getpid()}.tmp.npz"
-            np.savez(tmp, **res)
+            np.savez(tmp, **res, _inputs=np.array(inputs_key), _digest=np.array(_entry_digest(res)))
             os.replace(tmp, cache / f"shadow_{k}.npz")
         if on_done:
             on_done(k)

@@ -6,7 +6,7 @@ can be played against.
 """
 from recourse_privacy.audit.config import DEFAULT_ATTACKS, DISTANCES, AuditConfig
 from recourse_privacy.audit.defenses import DEFENSES, Defense, register_defense
-from recourse_privacy.audit.pipeline import run_audit
+from recourse_privacy.audit.pipeline import data_provenance, run_audit
 from recourse_privacy.audit.result import SCHEMA_VERSION, AuditArrays, AuditResult
 from recourse_privacy.audit.summaries import (
     AttackResult, DataSummary, DPSummary, ModelSummary, RecourseSummary, ShadowSummary,
@@ -15,5 +15,5 @@ from recourse_privacy.audit.summaries import (
 __all__ = [
     "DEFAULT_ATTACKS", "DEFENSES", "DISTANCES", "SCHEMA_VERSION", "AttackResult", "AuditArrays", "AuditConfig",
     "AuditResult", "DPSummary", "DataSummary", "Defense", "ModelSummary", "RecourseSummary", "ShadowSummary",
-    "register_defense", "run_audit",
+    "data_provenance", "register_defense", "run_audit",
 ]

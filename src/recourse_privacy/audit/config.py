@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 from dataclasses import asdict, dataclass, field, fields
 
@@ -9,14 +10,22 @@ from recourse_privacy.attacks.lrt import CDFS, CENTERS, VARIANCES
 from recourse_privacy.attacks.registry import ATTACKS, check_attack_names
 from recourse_privacy.audit.defenses import DEFENSES
 from recourse_privacy.data import DATASETS
-from recourse_privacy.errors import InvalidInputError, UnknownNameError
-from recourse_privacy.models.registry import MODELS
+from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError, UnknownNameError
+from recourse_privacy.hyperparams import Float, check_params
+from recourse_privacy.models.registry import MODELS, make_model
 from recourse_privacy.recourse.registry import RECOURSE_METHODS, check_compatible
 from recourse_privacy.validation import check_choice, check_interval, check_positive_int
 
 DISTANCES = ("l1", "l2")
 RECOURSE_FIT = ("members", "adversary")
 DEFAULT_ATTACKS = ("cfd", "cfd-lrt", "loss", "loss-lrt", "random")
+#: beyond this epsilon every DP guarantee is vacuous (Theorem 2's bound is 1 from about 40) and
+#: e^epsilon overflows
+MAX_EPSILON = 1e4
+MAX_FEATURES = 1_000_000
+MAX_CELLS = 500_000_000   # rows x features of generated data (float64: 4 GB)
+#: the synthetic data's options (beyond 1e6 the class centres overflow the scaling)
+SYNTHETIC_PARAMS = {"class_sep": Float(0, 1e6), "flip_y": Float(0, 1)}
 
 
 @dataclass(frozen=True)
@@ -94,7 +103,41 @@ class AuditConfig:
         check_choice(self.center, "center", CENTERS)
         check_choice(self.cdf, "cdf", CDFS)
         check_interval(self.shadow_fraction, "shadow_fraction", 0, 1)
+        check_positive_int(self.seed, "seed", minimum=0)
+        if self.seed >= 2**63:
+            raise InvalidInputError(f"seed must be an integer in [0, 2**63); got {self.seed!r}")
+        if self.n_features > MAX_FEATURES:
+            raise InvalidInputError(f"n_features must be an integer in [1, {MAX_FEATURES:_}]; got {self.n_features!r}")
+        if self.data is None and self.dataset == "synthetic" and sum(self.pool_sizes) * self.n_features > MAX_CELLS:
+            raise InvalidInputError(f"the synthetic data would have {sum(self.pool_sizes):_} rows x {self.n_features:_} "
+                                    f"features, more than {MAX_CELLS:_} values (4 GB): use fewer rows or features")
+        if self.epsilon is not None:
+            check_interval(self.epsilon, "epsilon", 0, MAX_EPSILON, closed="right")
+        for name in ("data_params", "model_params", "recourse_params"):
+            bad = [k for k in getattr(self, name) if not isinstance(k, str)]
+            if bad:
+                raise InvalidInputError(f"{name} keys must be parameter names; got {bad[0]!r}")
+        if self.data is None and self.dataset == "synthetic":
+            check_params("synthetic data", self.data_params, SYNTHETIC_PARAMS)
+        self._check_component_params()
         return self
+
+    def _check_component_params(self) -> None:
+        """Construct the model and the recourse method once, so that their typed, bounded parameters
+        (:mod:`recourse_privacy.hyperparams`) are checked now, not when the first cell trains."""
+        model_name, model_params = self.effective_model
+        recourse_cls = RECOURSE_METHODS.get(self.effective_recourse).obj
+        recourse_params = dict(self.recourse_params)
+        if "epsilon" in inspect.signature(recourse_cls).parameters and "epsilon" not in recourse_params:
+            recourse_params["epsilon"] = self.epsilon if self.epsilon is not None else 1.0
+        for what, make in ((f"model {model_name!r}", lambda: make_model(model_name, random_state=0, **model_params)),
+                           (f"recourse {self.effective_recourse!r}", lambda: recourse_cls(**recourse_params))):
+            try:
+                make()
+            except RecoursePrivacyError:
+                raise
+            except (TypeError, ValueError) as err:
+                raise InvalidInputError(f"{what}: {err}") from None
 
     @property
     def attack_names(self) -> tuple[str, ...]:

@@ -15,13 +15,17 @@ from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.defenses import DEFENSES, dp_verdict
 from recourse_privacy.audit.result import AuditArrays, AuditResult
 from recourse_privacy.audit.stages import Progress
-from recourse_privacy.audit.summaries import DataSummary, ModelSummary, PoolSizes
+from recourse_privacy.audit.summaries import DataSummary, ModelSummary, PoolSizes, Provenance
+from recourse_privacy.data import dataset_file
 from recourse_privacy.models.base import accuracy
 from recourse_privacy.models.registry import model_factory
+from recourse_privacy.processes import workers_die_with_parent
+from recourse_privacy.provenance import content_key, sha256_file
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.report.outputs import write_outputs
+from recourse_privacy.validation import check_output_dir
 
-__all__ = ["run_audit"]
+__all__ = ["data_provenance", "run_audit"]
 
 
 class _Clock:
@@ -46,6 +50,17 @@ class _Clock:
         return {**self.timing, "total": round(time.perf_counter() - self.start, 3)}
 
 
+def data_provenance(config: AuditConfig) -> Provenance:
+    """Where the audit's data comes from: the file read and its SHA-256 (None for generated data)."""
+    if config.data is not None:
+        path = Path(config.data).expanduser()
+        return Provenance.current(str(path.resolve()), sha256_file(path) if path.is_file() else None)
+    path = dataset_file(config.dataset, config.data_dir)
+    if path is None:
+        return Provenance.current(config.dataset, None)
+    return Provenance.current(str(path.resolve()), sha256_file(path))
+
+
 def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = None, *,
               progress: Progress | None = None, **overrides) -> AuditResult:
     """Play the recourse membership-inference game once and measure every attack.
@@ -56,10 +71,13 @@ def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = No
     resumes where it stopped.
     """
     config = AuditConfig.from_dict({**(config or AuditConfig()).to_dict(), **overrides}).validate()
+    if out_dir is not None:
+        out_dir = check_output_dir(out_dir)
     clock = _Clock(progress or (lambda stage, done, total: None))
     defense = DEFENSES.get(config.defense).obj
 
     clock.begin("data")
+    provenance = data_provenance(config)
     game = stages.prepare_game(config, stages.load_data(config))
     method = defense.shadow_recourse(config, ActionSet.from_preprocessor(game.preprocessor) if config.actionable
                                      else None)
@@ -78,10 +96,13 @@ def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = No
     cfd = res.distance(config.distance)
     clock.lap("recourse")
 
-    # the pool sizes as drawn are part of the key: the default adversary pool depends on the data
-    cache = (Path(out_dir) / ".cache" / f"{config.digest()}-{game.pool_sizes[2]}" if out_dir is not None else None)
-    shadow = stages.train_shadow_models(config, make_model, method, game, targets, cache_dir=cache,
-                                        progress=clock.progress)
+    # keyed by content: the configuration, the data's SHA-256 and the package version (and, inside
+    # run_shadow_models, each entry by the exact arrays it was computed from)
+    cache = (Path(out_dir) / ".cache" / content_key(config.digest(), provenance.data_sha256, game.pool_sizes[2])
+             if out_dir is not None else None)
+    with workers_die_with_parent():  # no shadow-model worker outlives a killed run
+        shadow = stages.train_shadow_models(config, make_model, method, game, targets, cache_dir=cache,
+                                            progress=clock.progress)
     if shadow is not None:
         clock.lap("shadow models", report=False)
 
@@ -112,6 +133,7 @@ def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = No
                            test_accuracy=accuracy(targets.model, game.X_nonmembers, game.y_nonmembers)),
         recourse=recourse, n_members=int(targets.is_member.sum()), n_nonmembers=int((targets.is_member == 0).sum()),
         attacks=attacks, warnings=tuple(warns), dp=dp, shadow=shadow_info, timing_seconds=clock.total(),
+        provenance=provenance,
         arrays=AuditArrays(scores=scores, is_member=targets.is_member, cfd=cfd, recourse=res, pools=game.pools))
     if out_dir is not None:
         result = result.with_files(write_outputs(result, out_dir))

@@ -16,7 +16,8 @@ import numpy as np
 from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.summaries import (
-    AttackResult, DataSummary, DPSummary, ModelSummary, RecourseSummary, ShadowSummary, frozen_map, plain, take,
+    AttackResult, DataSummary, DPSummary, ModelSummary, Provenance, RecourseSummary, ShadowSummary, frozen_map, plain,
+    take,
 )
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.recourse.base import RecourseResult
@@ -58,6 +59,7 @@ class AuditResult:
     dp: DPSummary | None = None
     shadow: ShadowSummary | None = None
     timing_seconds: Mapping[str, float] = field(default_factory=dict)
+    provenance: Provenance | None = None   # data source and SHA-256, package version, platform (None: older files)
     schema_version: int = SCHEMA_VERSION
     arrays: AuditArrays | None = field(default=None, compare=False, repr=False)
     files: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -131,6 +133,8 @@ class AuditResult:
         if self.shadow is not None:
             d["shadow"] = plain(self.shadow)
         d["timing_seconds"] = dict(self.timing_seconds)
+        if self.provenance is not None:
+            d["provenance"] = self.provenance.to_dict()
         return plain(d)
 
     @classmethod
@@ -155,5 +159,6 @@ class AuditResult:
             dp=take(DPSummary, d["dp"], "dp") if d.get("dp") else None,
             shadow=take(ShadowSummary, d["shadow"], "shadow") if d.get("shadow") else None,
             timing_seconds=d.get("timing_seconds", {}),
+            provenance=take(Provenance, d["provenance"], "provenance") if d.get("provenance") else None,
             schema_version=SCHEMA_VERSION,
         )

@@ -15,9 +15,11 @@ import numpy as np
 from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics.membership import AttackMetrics
+from recourse_privacy.provenance import Provenance
 
 __all__ = [
     "AttackResult", "DataSummary", "DPSummary", "DPVerdict", "DirectionAttackSummary", "ModelSummary", "PoolSizes",
+    "Provenance",
     "RecourseSummary", "ShadowSummary", "plain", "take",
 ]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from recourse_privacy.data.dataset import ChecksumError, Dataset
 from recourse_privacy.data.datasets import (
     ENV_VAR,
+    dataset_file,
     default_cache_dir,
     fetch_file,
     load_dataset,
@@ -42,6 +43,7 @@ __all__ = [
     "Pools",
     "Preprocessor",
     "as_generator",
+    "dataset_file",
     "default_cache_dir",
     "fetch_file",
     "load_dataset",

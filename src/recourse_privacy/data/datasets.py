@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from recourse_privacy.data.dataset import ChecksumError, Dataset
+from recourse_privacy.provenance import sha256_file
 from recourse_privacy.data.registry import (
     DATASET_DESCRIPTIONS,
     DATASETS,
@@ -55,6 +56,8 @@ __all__ = [
     "default_cache_dir",
     "resolve_data_dir",
     "fetch_file",
+    "dataset_file",
+    "verify_file",
     "source_url",
 ]
 
@@ -141,16 +144,39 @@ def _expected_sha256(filename: str) -> str:
     text = resources.files("recourse_privacy.data").joinpath("checksums.json").read_text()
     sums = json.loads(text)
     if filename not in sums:
-        raise KeyError(f"checksums.json has no entry for {filename!r}")
+        raise MissingFileError(f"checksums.json has no entry for {filename!r}")
     return sums[filename]
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return sha256_file(path)
+
+
+def verify_file(path: Path) -> Path:
+    """``path`` if its SHA-256 is the one in ``checksums.json``, else a :class:`ChecksumError`.
+
+    Runs whenever a data file is read, not only after a download; the hash is computed once
+    per file and modification time (:func:`~recourse_privacy.provenance.sha256_file`).
+    """
+    expected = _expected_sha256(path.name)
+    actual = sha256_file(path)
+    if actual != expected:
+        raise ChecksumError(
+            f"{path} has SHA-256 {actual}, but checksums.json expects {expected}: the file is corrupted or "
+            f"was edited. Delete it (it is downloaded again) or restore the original; to audit a modified "
+            f"table on purpose, pass it as --data FILE --target COLUMN"
+        )
+    return path
+
+
+def dataset_file(name: str, data_dir: str | Path | None = None, *, download: bool = True) -> Path | None:
+    """The verified file a named dataset is read from, or None for generated data (synthetic, scikit-learn's)."""
+    entry = _lookup(name)
+    if entry.meta.get("source") != "file":
+        return None
+    filename = entry.meta["file"]
+    return (fetch_file(filename, data_dir, download=download) if filename in _SOURCES
+            else _local_file(filename, data_dir))
 
 
 def _not_found_message(filename: str, looked_in: list[Path], reason: str = "") -> str:
@@ -223,7 +249,7 @@ def fetch_file(
     looked_in = [primary, cache]
     for directory in looked_in:
         if (directory / filename).is_file():
-            return directory / filename
+            return verify_file(directory / filename)
     if not download:
         raise MissingFileError(
             _not_found_message(filename, looked_in) + " (Not downloaded: download=False.)"

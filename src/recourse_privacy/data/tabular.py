@@ -36,10 +36,27 @@ def _read(path: Path) -> pd.DataFrame:
                 f"reading {path.name} needs pyarrow; install it with "
                 "`pip install recourse-privacy[parquet]`"
             ) from None
-        return pd.read_parquet(path)
+        try:
+            return pd.read_parquet(path)
+        except (OSError, ValueError) as err:
+            raise InvalidInputError(f"cannot read {path.name} as a Parquet table: {err}") from None
     if name.endswith(_CSV_SUFFIXES):
         sep = "\t" if name.endswith(".tsv") else ","
-        return pd.read_csv(path, sep=sep, keep_default_na=False, na_values=_NA_VALUES)
+        try:
+            header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False)
+            raw = [str(c) for c in header.iloc[0]] if len(header) else []
+            dupes = sorted({c for c in raw if raw.count(c) > 1})
+            if dupes:
+                raise InvalidInputError(f"{path.name} has duplicate column names {dupes} in its header; "
+                                        "rename or drop the copies (a copy of the target would leak the label)")
+            return pd.read_csv(path, sep=sep, keep_default_na=False, na_values=_NA_VALUES)
+        except pd.errors.EmptyDataError:
+            raise InvalidInputError(f"{path.name} is empty: no header and no rows") from None
+        except (pd.errors.ParserError, UnicodeDecodeError, ValueError, EOFError, OSError) as err:
+            if isinstance(err, InvalidInputError):
+                raise
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise InvalidInputError(f"cannot read {path.name} as a CSV table: {first}") from None
     raise InvalidInputError(
         f"cannot tell the format of {path.name}: use a file ending in "
         f"{', '.join(_CSV_SUFFIXES + _PARQUET_SUFFIXES)}"
@@ -82,6 +99,51 @@ def _encode_target(values: pd.Series, target: str, positive_label: Any) -> np.nd
             f"{target!r}: {levels[0]!r}, {levels[1]!r}"
         )
     return (values.map(_plain) == matches[0]).to_numpy(dtype=np.int64)
+
+
+_MAX_ABS_VALUE = 1e100     # beyond this, the scaler's squares overflow to inf
+_LABEL_AGREEMENT = 0.99    # a feature that agrees with the label this often is a copy of it
+
+
+def _check_features(X: dict[str, pd.Series], y: np.ndarray, target: str) -> None:
+    """Refuse non-finite or overflowing numbers, all-constant features and copies of the label."""
+    numeric = [c for c, s in X.items() if s.dtype == np.float64]
+    if numeric:
+        M = np.column_stack([X[c].to_numpy() for c in numeric])
+        bad = ~np.isfinite(M)
+        if bad.any():
+            cols = [numeric[j] for j in np.unique(np.nonzero(bad)[1])]
+            raise InvalidInputError(f"columns {cols[:10]} hold infinite values ({int(bad.sum())} cells); "
+                                    "drop or clip them first")
+        big = np.abs(M) > _MAX_ABS_VALUE
+        if big.any():
+            j = int(np.unique(np.nonzero(big)[1])[0])
+            raise InvalidInputError(
+                f"column {numeric[j]!r} holds values as large as {np.abs(M[:, j]).max():.3g}; values beyond "
+                f"+-{_MAX_ABS_VALUE:.0e} overflow the feature scaling: rescale the column (e.g. to thousands)")
+    constant = [c for c, s in X.items() if s.nunique(dropna=False) <= 1]
+    if len(constant) == len(X):
+        raise InvalidInputError(f"every feature column is constant ({_preview(constant)}): nothing to learn from; "
+                                "the table needs at least one feature that varies")
+    copies = []
+    yc = y - y.mean()
+    if numeric and yc.any():
+        M = np.column_stack([X[c].to_numpy() for c in numeric])
+        Mc = M - M.mean(axis=0)
+        norms = np.linalg.norm(Mc, axis=0) * np.linalg.norm(yc)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            corr = np.abs(Mc.T @ yc) / norms
+        copies += [c for c, r in zip(numeric, corr) if norms[numeric.index(c)] > 0 and r >= _LABEL_AGREEMENT]
+    for c, s in X.items():
+        if s.dtype == object and s.nunique() == 2:
+            first = (s == s.iloc[0]).to_numpy()
+            agree = max(np.mean(first == y), np.mean(first != y))
+            if agree >= _LABEL_AGREEMENT:
+                copies.append(c)
+    if copies:
+        raise InvalidInputError(
+            f"feature column(s) {copies} duplicate the target {target!r} (correlation or agreement >= "
+            f"{_LABEL_AGREEMENT}): they leak the label and would make any audit meaningless; drop them")
 
 
 def validate_frame(
@@ -168,6 +230,7 @@ def validate_frame(
             X[col] = df[col].astype(str).astype(object)
         else:
             X[col] = df[col].astype(np.float64)
+    _check_features(X, y, target)
     return Dataset(
         name=name,
         X=pd.DataFrame(X, columns=features).reset_index(drop=True),

@@ -26,13 +26,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from recourse_privacy.audit import AuditConfig, run_audit
+from recourse_privacy.audit import AuditConfig, data_provenance, run_audit
+from recourse_privacy.processes import exit_with_parent
+from recourse_privacy.provenance import content_key, sha256_json
 from recourse_privacy.experiments.spec import Cell, ExperimentSpec, load_spec
 from recourse_privacy.experiments.store import ResultStore
-from recourse_privacy.validation import check_positive_int
+from recourse_privacy.validation import check_output_dir, check_positive_int
 from recourse_privacy.errors import InvalidInputError
 
-__all__ = ["BACKENDS", "RunSummary", "run_cell", "run_spec", "RichProgress"]
+__all__ = ["BACKENDS", "RunSummary", "cell_content_key", "run_cell", "run_spec", "RichProgress"]
 
 BACKENDS = ("local", "ray")
 
@@ -52,6 +54,7 @@ class RunSummary:
     n_skipped: int                                   # cells already finished before this run
     computed: list[str] = field(default_factory=list)  # hashes of the cells this run computed
     failed: list[tuple[str, str]] = field(default_factory=list)   # (cell label, error)
+    shared: list[str] = field(default_factory=list)   # cells another runner computed while this one waited
     invalid: list[tuple[str, str]] = field(default_factory=list)  # cells the spec dropped (on_invalid: skip)
     seconds: float = 0.0
     summary_path: Path | None = None
@@ -92,57 +95,62 @@ class _FileReporter:
             pass
 
 
-_WATCHDOG: threading.Thread | None = None
+_exit_with_parent = exit_with_parent  # a local worker exits when the driver dies (recourse_privacy.processes)
 
 
-def _exit_with_parent(parent_pid: int | None) -> None:
-    """In a local worker process: exit when the driver dies (even by ``kill -9``), not linger as an orphan.
-
-    The cell in progress is lost but its finished shadow models are cached; finished cells are on disk.
-    """
-    global _WATCHDOG
-    if parent_pid is None or _WATCHDOG is not None or os.getpid() == parent_pid or os.getppid() != parent_pid:
-        return
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(0.5)
-        os._exit(70)
-
-    _WATCHDOG = threading.Thread(target=watch, name="exit-with-parent", daemon=True)
-    _WATCHDOG.start()
+def cell_content_key(config: AuditConfig) -> str:
+    """What a cell's record is keyed by: its configuration, its data's SHA-256 and the package version."""
+    return content_key(config.digest(), data_provenance(config).data_sha256)
 
 
 def run_cell(config: dict, labels: dict, spec_name: str, root: str, reporter: Callable | None = None,
-             threads: int = 1, parent_pid: int | None = None) -> dict:
+             threads: int = 1, parent_pid: int | None = None, spec_digest: str | None = None,
+             wait: bool = False) -> dict:
     """Run one cell's audit in ``root/runs/<hash>/`` and write its record to ``root/cells/<hash>.json``.
 
     Returns the record (``status`` "complete"), or ``status`` "failed" with the error; an
-    existing trusted record is returned as is. ``threads`` caps torch and BLAS threads, so
-    that the numbers do not depend on the machine's core count. ``reporter`` None writes the
-    audit's stages to ``runs/<hash>/.progress.json`` for the driver to poll; a local worker
-    given ``parent_pid`` exits when that process dies.
+    existing trusted record computed from the same content is returned with ``shared``: True (a stale or
+    altered one is recomputed). While it computes, the cell's lock is held: another runner's
+    ``run_cell`` returns ``status`` "busy" at once, or, with ``wait``, waits for the lock and
+    then returns the record the other runner wrote (``shared``: True). ``threads`` caps torch
+    and BLAS threads, so that the numbers do not depend on the machine's core count.
+    ``reporter`` None writes the audit's stages to ``runs/<hash>/.progress.json`` for the
+    driver to poll; a local worker given ``parent_pid`` exits when that process dies.
     """
     os.environ.setdefault("MPLBACKEND", "Agg")
     from threadpoolctl import threadpool_limits
 
-
     store = ResultStore(root)
     cfg = AuditConfig.from_dict(config)
     cell_hash = cfg.digest()
-    existing = store.read(cell_hash)
-    if existing is not None:
-        return existing
     label = " ".join([*(f"{a}={v}" for a, v in labels.items()), f"seed={cfg.seed}"])
+    t0 = time.perf_counter()
+    try:
+        key = cell_content_key(cfg)
+    except Exception as err:  # the data is missing or corrupted: the cell fails by name
+        return {"hash": cell_hash, "label": label, "status": "failed", "error": f"{type(err).__name__}: {err}",
+                "seconds": 0.0}
+    existing = store.read(cell_hash, key)
+    if existing is not None:  # finished since the driver listed its cells (another runner)
+        return {**existing, "shared": True}
     _exit_with_parent(parent_pid)
+    with store.cell_lock(cell_hash, wait=wait) as mine:
+        if not mine:
+            return {"hash": cell_hash, "label": label, "status": "busy"}
+        existing = store.read(cell_hash, key)  # written by the runner that held the lock
+        if existing is not None:
+            return {**existing, "shared": True}
+        return _compute_cell(store, cfg, cell_hash, key, labels, label, spec_name, spec_digest, reporter,
+                             threads, t0, threadpool_limits)
+
+
+def _compute_cell(store, cfg, cell_hash, key, labels, label, spec_name, spec_digest, reporter, threads, t0,
+                  threadpool_limits) -> dict:
     if reporter is None:
         run_dir = store.run_dir(cell_hash)
         run_dir.mkdir(parents=True, exist_ok=True)
         reporter = _FileReporter(str(run_dir / PROGRESS_FILE))
-    t0 = time.perf_counter()
     try:
-        import json
-
         import torch
 
         old_threads = torch.get_num_threads()
@@ -153,7 +161,8 @@ def run_cell(config: dict, labels: dict, spec_name: str, root: str, reporter: Ca
         finally:
             torch.set_num_threads(old_threads)
         record = {
-            "hash": cell_hash, "spec": spec_name, "labels": dict(labels), "label": label,
+            "hash": cell_hash, "content_key": key, "spec": spec_name, "spec_digest": spec_digest,
+            "labels": dict(labels), "label": label,
             "group_label": " ".join(f"{a}={v}" for a, v in labels.items()) or "(single cell)",
             "config": cfg.to_dict(),
             "metrics": result.to_dict(),
@@ -256,25 +265,26 @@ class _ProgressPoller:
 
 
 def _local(cells: list[Cell], args: Callable, n_jobs: int, threads: int, store: ResultStore, on_stage,
-           on_result) -> None:
+           on_result, spec_digest: str | None = None) -> None:
     if n_jobs == 1 or len(cells) == 1:
         for cell in cells:
             report = (lambda c: (lambda stage, done, total: on_stage((c.hash, stage, done, total))))(cell)
-            on_result(cell, run_cell(*args(cell), reporter=report, threads=threads))
+            on_result(cell, run_cell(*args(cell), reporter=report, threads=threads, spec_digest=spec_digest))
         return
     from joblib import Parallel, delayed
 
     by_hash = {c.hash: c for c in cells}
     with _ProgressPoller(store, cells, on_stage) as poller:
         par = Parallel(n_jobs=min(n_jobs, len(cells)), return_as="generator_unordered")
-        jobs = (delayed(run_cell)(*args(c), threads=threads, parent_pid=os.getpid()) for c in cells)
+        jobs = (delayed(run_cell)(*args(c), threads=threads, parent_pid=os.getpid(), spec_digest=spec_digest)
+                for c in cells)
         for rec in par(jobs):
             poller.forget(rec["hash"])
             on_result(by_hash[rec["hash"]], rec)
 
 
 def _ray(cells: list[Cell], args: Callable, n_jobs: int | None, address: str | None, threads: int,
-         store: ResultStore, on_stage, on_result) -> None:
+         store: ResultStore, on_stage, on_result, spec_digest: str | None = None) -> None:
     try:
         import ray
     except ImportError:
@@ -295,7 +305,7 @@ def _ray(cells: list[Cell], args: Callable, n_jobs: int | None, address: str | N
             cell = next(todo, None)
             if cell is None:
                 return False
-            pending[task.remote(*args(cell), threads=threads)] = cell
+            pending[task.remote(*args(cell), threads=threads, spec_digest=spec_digest)] = cell
             return True
 
         with _ProgressPoller(store, cells, on_stage) as poller:
@@ -338,14 +348,21 @@ def run_spec(spec: ExperimentSpec | str | Path, out_dir: str | Path, backend: st
     if address is not None and backend != "ray":
         raise InvalidInputError("--address is for --backend ray")
     t0 = time.perf_counter()
-    store = ResultStore(out_dir)
-    store.root.mkdir(parents=True, exist_ok=True)
+    store = ResultStore(check_output_dir(out_dir))
     store.clean_temp()
     store.save_spec(spec.to_dict())
+    spec_digest = sha256_json(spec.to_dict())[:16]
 
     cells = spec.cells
-    done = store.done()
-    todo = [c for c in cells if c.hash not in done]
+
+    def finished(cell: Cell) -> bool:
+        try:
+            return store.read(cell.hash, cell_content_key(cell.config)) is not None
+        except Exception:  # noqa: BLE001 - data missing: the cell runs and fails by name
+            return False
+
+    todo = [c for c in cells if not finished(c)]
+    busy: list[Cell] = []
     summary = RunSummary(spec.name, store.root, backend, len(cells), len(cells) - len(todo),
                          invalid=spec.skipped)
     labels = {c.hash: c.label for c in cells}
@@ -358,6 +375,13 @@ def run_spec(spec: ExperimentSpec | str | Path, out_dir: str | Path, backend: st
         callback("stage", labels.get(cell_hash, cell_hash), {"stage": stage, "done": d, "total": total})
 
     def on_result(cell: Cell, rec: dict) -> None:
+        if rec.get("status") == "busy":  # another runner computes it; waited for below
+            busy.append(cell)
+            return
+        if rec.get("shared"):
+            summary.shared.append(cell.hash)
+            callback("finished", cell.label, {"seconds": rec.get("seconds")})
+            return
         if rec.get("status") == "complete" or rec.get("complete") is True:
             if not store.is_done(cell.hash):  # a remote worker without our filesystem
                 store.write(rec)
@@ -371,15 +395,21 @@ def run_spec(spec: ExperimentSpec | str | Path, out_dir: str | Path, backend: st
     def args(cell: Cell) -> tuple:
         return (cell.config.to_dict(), dict(cell.labels), spec.name, str(store.root))
 
+    def wait_for_busy() -> None:
+        for cell in busy:
+            on_result(cell, run_cell(*args(cell), threads=threads_per_cell, spec_digest=spec_digest, wait=True))
+
     if display is not None:
         display.__enter__()
     try:
         callback("start", None, {"total": len(cells), "done": summary.n_skipped})
         if todo:
             if backend == "local":
-                _local(todo, args, n_jobs or os.cpu_count() or 1, threads_per_cell, store, on_stage, on_result)
+                _local(todo, args, n_jobs or os.cpu_count() or 1, threads_per_cell, store, on_stage, on_result,
+                       spec_digest)
             else:
-                _ray(todo, args, n_jobs, address, threads_per_cell, store, on_stage, on_result)
+                _ray(todo, args, n_jobs, address, threads_per_cell, store, on_stage, on_result, spec_digest)
+            wait_for_busy()
         if store.records():
             summary.summary_path = store.write_summary()
         summary.seconds = round(time.perf_counter() - t0, 3)

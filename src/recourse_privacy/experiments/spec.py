@@ -52,6 +52,9 @@ _REPRO_PACKAGE = "recourse_privacy.experiments"
 _REPRO_DIR = "reproductions"
 
 
+_AXIS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+
+
 class SpecError(InvalidInputError):
     """A spec that does not load: the message names the file and the bad key."""
 
@@ -202,6 +205,11 @@ class ExperimentSpec(BaseModel):
     def _grid_axes(cls, v: dict) -> dict:
         known = config_fields()
         for axis, values in v.items():
+            if not isinstance(axis, str) or not _AXIS_NAME.fullmatch(axis):
+                raise InvalidInputError(f"axis name {axis!r} may hold only letters, digits and _ . - (starting with a "
+                                        "letter or digit): it names columns, files and plot labels")
+            if not isinstance(values, list):
+                raise InvalidInputError(f"axis {axis!r} must list its values; got {values!r}")
             if axis in _RESERVED:
                 raise InvalidInputError(f"axis {axis!r}: list the seeds under 'seeds', not in the grid")
             if not values:
@@ -225,6 +233,10 @@ class ExperimentSpec(BaseModel):
                     if key not in known:
                         raise InvalidInputError(_unknown_field(key, f"grid axis {axis!r} value {i}"))
             labels = [_label_of(x) for x in values]
+            odd = [x for x in labels if "$" in x or "\n" in x]
+            if odd:
+                raise InvalidInputError(f"axis {axis!r} has the label {odd[0]!r}: labels may not hold '$' or newlines "
+                                        "(give the value a plain 'label')")
             dup = sorted({x for x in labels if labels.count(x) > 1})
             if dup:
                 raise InvalidInputError(f"axis {axis!r} has repeated labels {dup}; give each value a distinct 'label'")

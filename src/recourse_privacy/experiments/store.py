@@ -15,9 +15,21 @@ killed at any moment (even ``kill -9``) leaves either the complete record or non
 is trusted only if it parses, its ``hash`` matches its file name and it carries the
 completion marker ``"complete": true`` (written last). Leftover temporary files are ignored
 and removed by the next run.
+
+Provenance: a record (format 2) carries the ``checksum`` (SHA-256) of its own content and the
+``content_key`` of what it was computed from (configuration, the data's SHA-256, the package
+version; :mod:`recourse_privacy.provenance`). A record whose checksum does not match (edited by
+hand, damaged) or whose key differs from the cell's current one (the data file changed, the
+package was upgraded), or one of format 1 (no checksum), is not trusted: the cell is recomputed.
+
+Two runners on one store share the work: a runner takes ``DIR/locks/<hash>.lock`` (``flock``,
+released by the kernel when its process dies, even by ``kill -9``) while it computes a cell,
+and another runner skips that cell, then waits for its record instead of computing it twice.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -29,10 +41,11 @@ from typing import Any
 from recourse_privacy.audit.result import AuditResult
 from recourse_privacy.audit.summaries import plain
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.provenance import sha256_json
 
-__all__ = ["ResultStore", "atomic_write_json", "RECORD_FORMAT", "flatten_record"]
+__all__ = ["ResultStore", "atomic_write_json", "RECORD_FORMAT", "flatten_record", "record_checksum"]
 
-RECORD_FORMAT = 1
+RECORD_FORMAT = 2   # 2: records carry their checksum and content key
 _TMP_SUFFIX = ".tmp"
 
 
@@ -122,18 +135,47 @@ class ResultStore:
 
     # ------------------------------------------------------------------ reading
     @staticmethod
-    def _trusted(record: Any, cell_hash: str) -> bool:
+    def _trusted(record: Any, cell_hash: str, content_key: str | None = None) -> bool:
         return (isinstance(record, dict) and record.get("complete") is True and record.get("hash") == cell_hash
-                and isinstance(record.get("metrics"), dict) and isinstance(record["metrics"].get("attacks"), dict))
+                and record.get("format") == RECORD_FORMAT
+                and isinstance(record.get("metrics"), dict) and isinstance(record["metrics"].get("attacks"), dict)
+                and record.get("checksum") == record_checksum(record)
+                and (content_key is None or record.get("content_key") == content_key))
 
-    def read(self, cell_hash: str) -> dict | None:
-        """The cell's record if it exists and is trusted (parses, right hash, completion marker); else None."""
+    def read(self, cell_hash: str, content_key: str | None = None) -> dict | None:
+        """The cell's record if it exists and is trusted, else None.
+
+        Trusted: it parses, has the right hash, format and completion marker, its checksum matches
+        its content, and (given ``content_key``) it was computed from that content.
+        """
         path = self.record_path(cell_hash)
         try:
             record = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
-        return record if self._trusted(record, cell_hash) else None
+        return record if self._trusted(record, cell_hash, content_key) else None
+
+    @contextlib.contextmanager
+    def cell_lock(self, cell_hash: str, *, wait: bool = False):
+        """Hold the cell's lock while computing it; yields False (without waiting) when another runner holds it.
+
+        ``flock`` on ``locks/<hash>.lock``: the kernel releases it when the holder dies.
+        """
+        lock_dir = self.root / "locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_dir / f"{cell_hash}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
     def is_done(self, cell_hash: str) -> bool:
         return self.read(cell_hash) is not None
@@ -160,9 +202,11 @@ class ResultStore:
         """Write a finished cell's record atomically; the completion marker is set here, last."""
         if "hash" not in record or "metrics" not in record:
             raise InvalidInputError("a cell record needs 'hash' and 'metrics'")
-        rec = {k: v for k, v in record.items() if k != "complete"}
-        rec.setdefault("format", RECORD_FORMAT)
+        rec = {k: v for k, v in record.items() if k not in ("complete", "checksum")}
+        rec["format"] = RECORD_FORMAT
         rec["complete"] = True
+        rec = json.loads(json.dumps(rec, default=_json_default))  # the checksum of exactly what is read back
+        rec["checksum"] = record_checksum(rec)
         path = atomic_write_json(self.record_path(rec["hash"]), rec)
         (self.failed_dir / f"{rec['hash']}.json").unlink(missing_ok=True)
         return path
@@ -239,6 +283,11 @@ class ResultStore:
         return atomic_write_bytes(self.root / "summary.parquet", buf.getvalue())
 
 
+def record_checksum(record: dict) -> str:
+    """The SHA-256 of a record's content (every key but ``checksum``), as canonical JSON."""
+    return sha256_json({k: v for k, v in record.items() if k != "checksum"})
+
+
 def _config_value(v):
     if isinstance(v, (dict, list, tuple)):
         return json.dumps(v, sort_keys=True, default=str)
@@ -262,7 +311,8 @@ def flatten_record(record: dict) -> list[dict]:
     record of another schema fails here, by name, rather than giving empty columns.
     """
     result = AuditResult.from_dict(record["metrics"])
-    base = {"hash": record["hash"], "spec": record.get("spec"), "cell": record.get("group_label"),
+    base = {"hash": record["hash"], "spec": record.get("spec"), "spec_digest": record.get("spec_digest"),
+            "cell": record.get("group_label"),
             "seed": result.config.seed}
     base.update({f"axis.{a}": v for a, v in (record.get("labels") or {}).items()})
     base.update({f"config.{k}": _config_value(v) for k, v in record["config"].items()})

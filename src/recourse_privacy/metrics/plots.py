@@ -35,6 +35,11 @@ __all__ = [
 _DPI = 150
 
 
+def plain_text(text: str) -> str:
+    """``text`` with ``$`` escaped, so matplotlib shows it as written instead of parsing ``$...$`` as math."""
+    return str(text).replace("\\$", "$").replace("$", "\\$")
+
+
 def _new_figure(figsize: tuple[float, float]) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -85,7 +90,7 @@ def roc_loglog_figure(
     ax = fig.add_subplot(1, 1, 1)
     for name, curve, a, t01 in prepared:
         flag = "" if t01.reliable else " (few non-members)"
-        label = f"{name}  AUC {a:.2f}, TPR@1%FPR {t01.tpr:.3g}{flag}"
+        label = f"{plain_text(name)}  AUC {a:.2f}, TPR@1%FPR {t01.tpr:.3g}{flag}"
         ax.plot(
             np.clip(curve.fpr, lo, 1.0),
             np.clip(curve.tpr, lo, 1.0),
@@ -103,7 +108,7 @@ def roc_loglog_figure(
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     if title:
-        ax.set_title(title)
+        ax.set_title(plain_text(title))
     return fig
 
 
@@ -176,7 +181,7 @@ def score_histogram_figure(
     def draw(ax, bins: np.ndarray) -> None:
         ax.hist(n, bins=bins, alpha=0.55, color="tab:blue", label=f"non-members (n={n.size})")
         ax.hist(m, bins=bins, alpha=0.55, color="tab:orange", label=f"members (n={m.size})")
-        ax.set_xlabel(xlabel)
+        ax.set_xlabel(plain_text(xlabel))
         ax.set_ylabel("count")
 
     if use_log:
@@ -211,9 +216,9 @@ def score_histogram_figure(
         full_title = (title + " " if title else "") + "(" + "; ".join(notes) + ")"
     if full_title:
         if use_log:
-            fig.suptitle(full_title, fontsize=10)
+            fig.suptitle(plain_text(full_title), fontsize=10)
         else:
-            ax.set_title(full_title, fontsize=10)
+            ax.set_title(plain_text(full_title), fontsize=10)
     return fig
 
 

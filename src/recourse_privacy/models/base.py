@@ -12,6 +12,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from recourse_privacy.hyperparams import enforce_params
 from recourse_privacy.validation import check_binary_labels, check_matrix
 from recourse_privacy.errors import NotFittedError
 
@@ -36,6 +37,11 @@ class BaseClassifier:
     is_linear: bool = False
     #: True when ``torch_module()`` gives a differentiable logit.
     is_differentiable: bool = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        """A subclass that declares ``PARAMS`` has them checked at every construction (hyperparams)."""
+        super().__init_subclass__(**kwargs)
+        enforce_params(cls)
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from recourse_privacy.hyperparams import Bool, Float, Int, Ints
 from recourse_privacy.validation import check_binary_labels, check_matrix, check_positive_int, derive_seed
 from recourse_privacy.validation import check_epsilon as _check_epsilon
 from recourse_privacy.models.base import LinearClassifier, TorchBackedClassifier
@@ -37,6 +38,10 @@ class DPLogisticModel(LinearClassifier):
     ``data_norm`` bounds every row's L2 norm and must hold for the data (ValueError naming
     data_norm otherwise); ``C`` is the inverse L2 regularisation (diffprivlib's default 1.0).
     """
+
+    #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
+    PARAMS = {"epsilon": Float(0, 1e4, low_open=True), "data_norm": Float(0, 1e6, low_open=True),
+              "C": Float(0, 1e12, low_open=True), "max_iter": Int(1, 10**7), "fit_intercept": Bool()}
 
     def __init__(self, *, epsilon: float, data_norm: float = 1.0, C: float = 1.0, max_iter: int = 1000,
                  fit_intercept: bool = True, random_state=None):
@@ -99,6 +104,11 @@ class DPMLPModel(TorchBackedClassifier):
     Noise and Poisson sampling use torch generators seeded from ``random_state`` (reproducible;
     a deployment would use Opacus' ``secure_mode``).
     """
+
+    #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
+    PARAMS = {"epsilon": Float(0, 1e4, low_open=True), "delta": Float(0, 1, low_open=True, high_open=True),
+              "max_grad_norm": Float(0, 1e6, low_open=True), "hidden_layers": Ints(1, 100_000),
+              "lr": Float(0, 10, low_open=True), "epochs": Int(1, 100_000), "batch_size": Int(1, 10**7)}
 
     def __init__(self, *, epsilon: float, delta: float = 1e-5, max_grad_norm: float = 1.0,
                  hidden_layers: Sequence[int] = (1000,), lr: float = 1e-3, epochs: int = 20,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recourse_privacy.hyperparams import Bool, Float, Int
 from recourse_privacy.validation import check_binary_labels, check_matrix
 from recourse_privacy.models.base import LinearClassifier
 from recourse_privacy.errors import InvalidInputError
@@ -14,6 +15,9 @@ class LogisticModel(LinearClassifier):
     ``C`` is scikit-learn's inverse regularisation strength (its default 1.0: Pawelczyk et al. 2023 name
     no value). ``random_state`` is accepted for a uniform interface; lbfgs is deterministic.
     """
+
+    #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
+    PARAMS = {"C": Float(0, 1e12, low_open=True), "max_iter": Int(1, 10**7), "fit_intercept": Bool()}
 
     def __init__(self, *, C: float = 1.0, max_iter: int = 1000, fit_intercept: bool = True, random_state=None):
         self.C = C

@@ -5,6 +5,7 @@ from typing import Sequence
 
 import numpy as np
 
+from recourse_privacy.hyperparams import Float, Int, Ints
 from recourse_privacy.validation import check_binary_labels, check_matrix, derive_seed
 from recourse_privacy.models.base import TorchBackedClassifier
 
@@ -15,6 +16,10 @@ class MLPModel(TorchBackedClassifier):
     Defaults are the paper's: one hidden layer of 1,000 ReLU units, Adam with learning rate
     1e-4, 250 epochs. The batch size is not given in the paper; 64 is our default.
     """
+
+    #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
+    PARAMS = {"hidden_layers": Ints(1, 100_000), "lr": Float(0, 10, low_open=True), "epochs": Int(1, 100_000),
+              "batch_size": Int(1, 10**7), "weight_decay": Float(0, 10)}
 
     def __init__(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recourse_privacy.hyperparams import Float, Int
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import check_positive_int
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
@@ -39,6 +40,10 @@ class CADEX:
     group structure). A row without recourse keeps its last iterate and is flagged invalid.
     """
 
+
+    #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
+    PARAMS = {"lr": Float(0, 100, low_open=True), "max_iter": Int(1, 10**7), "n_changed": Int(1, 10**6, optional=True),
+              "batch_size": Int(1, 10**7, optional=True)}
 
     def __init__(
         self,

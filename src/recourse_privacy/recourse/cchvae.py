@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recourse_privacy.hyperparams import Float, Int
 from recourse_privacy.validation import check_positive_float, check_positive_int
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, check_norm, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
@@ -31,6 +32,9 @@ class CCHVAE(VAEBackedMethod):
     fitting rows, so each world of the audit is independent and reproducible.
     """
 
+
+    #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
+    PARAMS = {"n_search_samples": Int(1, 10**7), "step": Float(0, 1e6, low_open=True), "max_iter": Int(1, 10**7)}
 
     def __init__(
         self,

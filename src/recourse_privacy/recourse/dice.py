@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recourse_privacy.hyperparams import Bool, Float, Int
 from recourse_privacy.errors import InvalidInputError, NotFittedError
 from recourse_privacy.validation import (
     as_generator, check_matrix, check_positive_float, check_positive_int,
@@ -51,6 +52,14 @@ class DiverseCounterfactuals:
     no group structure) and its rounding of continuous features to their data precision.
     """
 
+
+    #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
+    PARAMS = {"total_cfs": Int(1, 1000), "proximity_weight": Float(0, 1e6), "diversity_weight": Float(0, 1e6),
+              "learning_rate": Float(0, 100, low_open=True), "min_iter": Int(0, 10**7), "max_iter": Int(1, 10**7),
+              "loss_diff_thresh": Float(0, 1e6), "loss_converge_maxiter": Int(1, 10**6),
+              "stopping_threshold": Float(0, 1, low_open=True, high_open=True), "init_near_query": Bool(),
+              "posthoc_sparsity_param": Float(0, 1e6, optional=True), "posthoc_steps": Int(0, 10**6),
+              "batch_size": Int(1, 10**7, optional=True)}
 
     def __init__(
         self,

@@ -1,10 +1,13 @@
 """FACE (Poyiadzi et al. 2020): recourse paths along a density-weighted graph of data points."""
 from __future__ import annotations
 
+import math
+
 import time
 
 import numpy as np
 
+from recourse_privacy.hyperparams import Float, Int
 from recourse_privacy.validation import as_generator, check_matrix, check_positive_float, check_positive_int
 from recourse_privacy.errors import InvalidInputError, NotFittedError
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
@@ -58,6 +61,10 @@ class FACE:
     subsamples once, seeded) and increase-only features are honoured.
     """
 
+
+    #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
+    PARAMS = {"n_neighbors": Int(1, 10**6), "radius": Float(0, math.inf, low_open=True, finite=False), "max_nodes": Int(2, 10**8, optional=True),
+              "tol": Float(0, 1)}
 
     def __init__(
         self,

@@ -9,6 +9,7 @@ from typing import Callable
 
 import numpy as np
 
+from recourse_privacy.hyperparams import Bool, Float, Int
 from recourse_privacy.validation import (
     check_matrix,
     check_positive_float,
@@ -141,6 +142,10 @@ class GrowingSpheres:
     rows, so the owner's and each shadow model's searches are independent and reproducible.
     """
 
+
+    #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
+    PARAMS = {"n_search_samples": Int(1, 10**7), "step": Float(0, 1e6, low_open=True), "max_iter": Int(1, 10**7),
+              "feature_selection": Bool()}
 
     def __init__(
         self,

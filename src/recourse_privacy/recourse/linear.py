@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recourse_privacy.hyperparams import Float
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, check_norm, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.registry import register_recourse
@@ -22,6 +23,9 @@ class LinearRecourse:
     honoured exactly: bounds and monotone directions have no closed form here.
     """
 
+
+    #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
+    PARAMS = {"margin": Float(0, 1e6)}
 
     def __init__(self, *, norm: str = "l2", margin: float = 1e-6, action_set: ActionSet | None = None):
         self.norm = check_norm(norm)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 
 from recourse_privacy.errors import IncompatibleError
+from recourse_privacy.hyperparams import enforce_params
 from recourse_privacy.registry import Entry, Registry
 
 __all__ = [
@@ -51,6 +52,7 @@ def register_recourse(name: str, *, description: str, needs=(), replace: bool = 
     def decorate(cls: type) -> type:
         cls.needs = frozenset(needs)
         cls.name = name
+        enforce_params(cls, name)  # its declared PARAMS checked at every construction
         RECOURSE_METHODS.add(name, cls, description=description, needs=needs, replace=replace,
                              randomized="random_state" in inspect.signature(cls).parameters)
         return cls

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recourse_privacy.hyperparams import Bool, Float, Int
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import check_positive_float, check_positive_int
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
@@ -31,6 +32,10 @@ class REVISE(VAEBackedMethod):
     ``random_state`` and a fingerprint of the fitting rows (one independent VAE per world).
     """
 
+
+    #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
+    PARAMS = {"lam": Float(0, 1e6), "lr": Float(0, 100, low_open=True), "max_iter": Int(1, 10**7), "early_stop": Bool(),
+              "batch_size": Int(1, 10**7, optional=True)}
 
     def __init__(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from recourse_privacy.hyperparams import Float, Int
 from recourse_privacy.validation import check_positive_int
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, check_norm, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
@@ -27,6 +28,10 @@ class SCFE:
     ``norm="l2"`` puts the (unsquared) L2 distance in the objective instead of the L1.
     """
 
+
+    #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
+    PARAMS = {"lr": Float(0, 100, low_open=True), "lam": Float(0, 1e6), "max_iter": Int(1, 10**7),
+              "lam_decay": Float(0, 1), "max_rounds": Int(1, 10_000), "batch_size": Int(1, 10**7, optional=True)}
 
     def __init__(
         self,

@@ -31,12 +31,13 @@ def write_outputs(result: AuditResult, out_dir: str | Path) -> Mapping[str, str]
     cfg = result.config
     title = audit_label(result)
     member = result.is_member == 1
+    metrics = write_metrics_json(result, out / "metrics.json")  # first: a failing plot cannot lose the numbers
     files = {
         "roc": plot_roc_loglog({n: (result.is_member, s.scores) for n, s in result.scores.items()},
                                out / "roc.png", title=title),
         "cfd_histogram": plot_score_histogram(result.cfd[member], result.cfd[~member], out / "cfd_histogram.png",
                                               xlabel=f"counterfactual distance ({cfg.distance})", title=title),
-        "metrics": write_metrics_json(result, out / "metrics.json"),
+        "metrics": metrics,
     }
     files["report"] = write_html_report(result, out, images={
         "Log-log ROC of every attack against random guessing": files["roc"],
