@@ -104,3 +104,105 @@ def test_fm_logistic_regression_converges_to_the_non_private_fit_as_epsilon_grow
 
     acc_lr = LogisticRegression(C=1e6).fit(X, y).score(X, y)
     assert abs(acc_ref - acc_lr) < 0.02
+
+
+# ---------------------------------------------------------------- the FM autoencoder and DPC
+
+from recourse_privacy.dpc.autoencoder import FMAutoencoder, PublicBounds, fm_autoencoder_sensitivity  # noqa: E402
+from recourse_privacy.dpc.core import DPCExplainer, class_prototypes  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def digits():
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    return d.data / 16.0, d.target
+
+
+@pytest.fixture(scope="module")
+def digits_model(digits):
+    from recourse_privacy.dpc.classifier import MulticlassMLP
+
+    X, y = digits
+    return MulticlassMLP(epochs=40, random_state=0).fit(X[:1200], y[:1200])
+
+
+def test_autoencoder_sensitivity_and_reconstruction_error_over_epsilon(digits):
+    """Delta = 8 d with d = max(n_in, widths); MSE falls as epsilon grows (Yang et al.'s Figure 2 trend)."""
+    assert fm_autoencoder_sensitivity(64, (128, 32)) == (8 * 128, 128)
+    assert fm_autoencoder_sensitivity(64, (32, 16), sensitivity_mode="6d", d_mode="paper") == (6 * 32, 32)
+    X, _ = digits
+    mse = {eps: FMAutoencoder(encoder_layers=(32, 16), epsilon=eps, epochs=15, random_state=0).fit(X)
+           .reconstruction_mse(X) for eps in (1e-3, 1.0, math.inf)}
+    assert mse[1e-3] > mse[1.0] > mse[math.inf]
+    ae = FMAutoencoder(encoder_layers=(32, 16), epsilon=0.5, epochs=1, random_state=0).fit(X[:100])
+    assert ae.noise_scale_ == pytest.approx(8 * 64 / 0.5)
+
+
+def test_bad_input_is_refused_before_training(digits):
+    X, y = digits
+    with pytest.raises(InvalidInputError, match="public bounds"):
+        DPCExplainer(ae_epochs=1).fit(X * 16, y)  # pixels 0..16 declared as [0, 1]
+    DPCExplainer(ae_epochs=1, encoder_layers=(8,), bounds=(0, 16), max_iter=1).fit(X[:50] * 16, y[:50])
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(InvalidInputError, match="epsilon"):
+            DPCExplainer(epsilon=bad)
+    with pytest.raises(InvalidInputError, match="latent size 80 exceeds"):
+        DPCExplainer(encoder_layers=(128, 80)).fit(X, y)
+    with pytest.raises(InvalidInputError, match="public bounds"):
+        DPCExplainer(mode="hardened", bounds="data")
+    with pytest.raises(InvalidInputError, match="mode"):
+        DPCExplainer(mode="strict")
+    e = DPCExplainer(ae_epochs=1, encoder_layers=(8,), max_iter=1).fit(X[:60], y[:60], n_classes=10)
+    with pytest.raises(InvalidInputError, match="class 12 is not a class"):
+        e.explain(X[:3], lambda x: x[:, :10], targets=12)
+
+
+def test_hardened_prototypes_noise_and_ledger():
+    rng = np.random.default_rng(0)
+    codes, labels = rng.uniform(size=(400, 4)), rng.integers(0, 2, 400)
+    exact = class_prototypes(codes, labels, 2)
+    np.testing.assert_allclose(exact.centers[1], codes[labels == 1].mean(0))
+    noisy = class_prototypes(codes, labels, 2, epsilon=2.0, random_state=1)
+    assert noisy.sum_noise_scale == pytest.approx(2 * 4 / 1.0) and noisy.count_noise_scale == pytest.approx(2 / 1.0)
+    assert not np.allclose(noisy.centers, exact.centers)
+    from sklearn.datasets import load_digits
+
+    X = load_digits().data[:200] / 16
+    e = DPCExplainer(mode="hardened", epsilon=1.0, epsilon_prototypes=0.5, ae_epochs=1, encoder_layers=(8,)).fit(
+        X, (load_digits().target[:200] > 4).astype(int))
+    assert e.ledger.epsilon_total == pytest.approx(1.5)
+    faithful = DPCExplainer(epsilon=1.0, ae_epochs=1, encoder_layers=(8,)).fit(X, (load_digits().target[:200] > 4))
+    assert faithful.ledger.epsilon_total is None and "prototypes" in faithful.ledger.not_covered[0]
+
+
+def test_dpc_multiclass_specific_and_nonspecific_targets(digits, digits_model):
+    X, y = digits
+    Q = X[1200:1300]
+    pred = digits_model.predict(Q)
+    e = DPCExplainer(epsilon=math.inf, encoder_layers=(48, 24), ae_epochs=25, max_iter=200, random_state=0)
+    e.fit(X[:1200], y[:1200], n_classes=10)
+    spec = e.explain(Q, digits_model.logits_fn, targets=(pred + 3) % 10, predicted=pred)
+    non = e.explain(Q, digits_model.logits_fn, targets="nonspecific", predicted=pred)
+    assert (non.targets != pred).all() and (spec.targets == (pred + 3) % 10).all()
+    assert spec.flip_ratio > 0.8 and non.flip_ratio > 0.8
+    np.testing.assert_array_equal(digits_model.predict(spec.counterfactuals)[spec.valid], spec.targets[spec.valid])
+    again = e.explain(Q, digits_model.logits_fn, targets=(pred + 3) % 10, predicted=pred)
+    np.testing.assert_array_equal(again.counterfactuals, spec.counterfactuals)
+
+
+def test_dpc_is_a_registered_recourse_method_on_a_binary_model(digits):
+    from recourse_privacy.models.mlp import MLPModel
+    from recourse_privacy.recourse import fit_for
+    from recourse_privacy.recourse.registry import RECOURSE_METHODS, make_recourse
+
+    assert "dpc" in RECOURSE_METHODS and RECOURSE_METHODS.get("dpc").needs == frozenset({"gradients", "fitting_data"})
+    X, t = digits
+    y = (t >= 5).astype(int)
+    model = MLPModel(hidden_layers=(32,), epochs=20, lr=1e-3, random_state=0).fit(X[:1000], y[:1000])
+    method = fit_for(make_recourse("dpc", epsilon=math.inf, encoder_layers=(32, 16), ae_epochs=20, max_iter=150,
+                                   random_state=0), X[:1000], y[:1000], model)
+    Q = X[1000:1200][model.predict(X[1000:1200]) == 0][:60]
+    res = method.generate(model, Q)
+    assert res.method == "dpc" and res.validity > 0.8 and res.info["mode"] == "faithful"
