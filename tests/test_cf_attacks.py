@@ -96,3 +96,45 @@ def test_attribute_inference_recovers_an_attribute_the_surrogate_depends_on():
     assert res.accuracy > 0.85 and res.accuracy >= res.baseline_accuracy - 0.02
     with pytest.raises(InvalidInputError, match="column"):
         attribute_inference(g.predict_proba, X[:10], y[:10], 9, (0, 1), X[10:], y[10:])
+
+
+# ---------------------------------------------------------------- Purchase-100 / Texas-100 loaders
+
+
+def _write_purchase(path, n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = np.column_stack([rng.integers(1, 101, n), rng.integers(0, 2, (n, 600))])
+    np.savetxt(path, rows, fmt="%d", delimiter=",")
+    return rows
+
+
+def test_purchase_and_texas_loaders_read_the_authors_format(tmp_path):
+    import hashlib
+
+    from recourse_privacy.data import load_dataset
+    from recourse_privacy.data.dataset import ChecksumError
+    from recourse_privacy.data.purchase_texas import read_purchase100, read_texas100
+    from recourse_privacy.errors import MissingFileError
+
+    rows = _write_purchase(tmp_path / "dataset_purchase")
+    X, y = read_purchase100(tmp_path / "dataset_purchase")
+    assert X.shape == (30, 600) and (y == rows[:, 0] - 1).all()
+    ds = load_dataset("purchase100", data_dir=tmp_path, positive=int(y[0]))
+    assert ds.X.shape == (30, 600) and ds.y.sum() == (y == y[0]).sum()
+    sha = hashlib.sha256((tmp_path / "dataset_purchase").read_bytes()).hexdigest()
+    read_purchase100(tmp_path / "dataset_purchase", sha256=sha)
+    with pytest.raises(ChecksumError):
+        read_purchase100(tmp_path / "dataset_purchase", sha256="0" * 64)
+    rng = np.random.default_rng(1)
+    np.savetxt(tmp_path / "texas100_feats", rng.integers(0, 2, (12, 6169)), fmt="%d", delimiter=",")
+    np.savetxt(tmp_path / "texas100_labels", rng.integers(1, 101, 12), fmt="%d")
+    X, y = read_texas100(tmp_path / "texas100_feats")
+    assert X.shape == (12, 6169) and y.min() >= 0 and y.max() <= 99
+    assert load_dataset("texas100", data_dir=tmp_path).n_rows == 12
+    np.savetxt(tmp_path / "bad", np.column_stack([np.ones(3), 2 * np.ones((3, 600))]), fmt="%d", delimiter=",")
+    with pytest.raises(InvalidInputError, match="binary"):
+        read_purchase100(tmp_path / "bad")
+    with pytest.raises(MissingFileError, match="privacytrustlab"):
+        read_purchase100(tmp_path / "absent")
+    with pytest.raises(MissingFileError, match="dataset_purchase not found"):
+        load_dataset("purchase100", data_dir=tmp_path / "empty")
