@@ -138,3 +138,30 @@ def test_purchase_and_texas_loaders_read_the_authors_format(tmp_path):
         read_purchase100(tmp_path / "absent")
     with pytest.raises(MissingFileError, match="dataset_purchase not found"):
         load_dataset("purchase100", data_dir=tmp_path / "empty")
+
+
+# ---------------------------------------------------------------- the shipped reproduction
+
+
+def test_yang2022_is_a_registered_reproduction():
+    from recourse_privacy.experiments.reproductions import REPRODUCTIONS
+
+    assert "yang2022" in REPRODUCTIONS
+    from recourse_privacy.experiments.yang2022 import PAPER
+
+    assert PAPER["adult"]["t4"]["target"] == 85.6 and set(PAPER) == {"adult", "hospital", "digits"}
+
+
+@pytest.mark.slow
+def test_yang2022_runs_end_to_end_at_tiny_sizes(tmp_path):
+    import json
+
+    from recourse_privacy.experiments.yang2022 import Yang2022Config, run_yang2022
+
+    cfg = Yang2022Config(datasets=("digits",), n_train=300, n_nonmembers=200, n_adv=300, n_eval=300, ks=(100, 200),
+                         n_fr_queries=30, n_mi_targets=100, target_epochs=20, ae_epochs=5, dpc_max_iter=30,
+                         n_timing=0, baselines=("cadex",), dice_params={"total_cfs": 1, "max_iter": 100, "min_iter": 10})
+    run_yang2022(tmp_path, config=cfg, console=None)
+    res = json.loads((tmp_path / "results.json").read_text())["results"]["digits"]
+    assert set(res["table4"]) >= {"base", "nondp", "nondp_dualcf", "dpc_faithful", "dpc_hardened"}
+    assert res["quality"]["dpc_hardened_low"]["epsilon_total"] == pytest.approx(2 * cfg.eps_low)
