@@ -133,8 +133,8 @@ def test_autoencoder_sensitivity_and_reconstruction_error_over_epsilon(digits):
     assert fm_autoencoder_sensitivity(64, (128, 32)) == (8 * 128, 128)
     assert fm_autoencoder_sensitivity(64, (32, 16), sensitivity_mode="6d", d_mode="paper") == (6 * 32, 32)
     X, _ = digits
-    mse = {eps: FMAutoencoder(encoder_layers=(32, 16), epsilon=eps, epochs=15, random_state=0).fit(X)
-           .reconstruction_mse(X) for eps in (1e-3, 1.0, math.inf)}
+    mse = {eps: FMAutoencoder(encoder_layers=(32, 16), epsilon=eps, epochs=12, random_state=0).fit(X[:900])
+           .reconstruction_mse(X[900:]) for eps in (1e-3, 1.0, math.inf)}
     assert mse[1e-3] > mse[1.0] > mse[math.inf]
     ae = FMAutoencoder(encoder_layers=(32, 16), epsilon=0.5, epochs=1, random_state=0).fit(X[:100])
     assert ae.noise_scale_ == pytest.approx(8 * 64 / 0.5)
