@@ -39,7 +39,8 @@ PARAMS: dict[str, dict] = {
     "gs": {"n_search_samples": 50, "max_iter": 100},
     "cchvae": {"n_search_samples": 30, "max_iter": 50, "vae_params": SMALL_VAE},
     "revise": {"max_iter": 50, "vae_params": SMALL_VAE},
-    "laplace": {"epsilon": 1.0, "accountant": BudgetAccountant()},  # deep-copied: a fresh accountant each time
+    "laplace": {"epsilon": 1.0, "accountant": BudgetAccountant()},
+    "dpc": {"bounds": "data", "encoder_layers": (4,), "ae_epochs": 2, "max_iter": 30},  # deep-copied: a fresh accountant each time
 }
 
 #: entries whose ``valid`` may be stricter than the model's verdict on the counterfactual, and why

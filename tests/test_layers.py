@@ -27,7 +27,7 @@ LAYERS = [
     {"data", "models"},
     {"recourse", "metrics"},
     {"attacks"},
-    {"defenses", "dp_audit", "report"},
+    {"defenses", "dp_audit", "report", "dpc"},
     {"audit"},
     {"experiments", "catalog", "cli"},
 ]

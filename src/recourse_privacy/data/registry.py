@@ -43,7 +43,8 @@ SIZING_OPTIONS = ("n_samples", "n_features", "random_state")
 DatasetLoader = Callable[..., Dataset]
 L = TypeVar("L", bound=DatasetLoader)
 
-DATASETS: Registry[DatasetLoader] = Registry("dataset", builtins=("recourse_privacy.data.datasets",))
+DATASETS: Registry[DatasetLoader] = Registry("dataset", builtins=("recourse_privacy.data.datasets",
+                                                                  "recourse_privacy.data.purchase_texas"))
 
 
 def register_dataset(name: str, *, description: str, source: str, file: str | None = None,

@@ -36,6 +36,8 @@ RECOURSE_METHODS: Registry[type] = Registry(
         "recourse_privacy.recourse.cchvae", "recourse_privacy.recourse.revise",
         # Laplace Recourse is a defense; its module registers it here (a string, not an upward import)
         "recourse_privacy.defenses.laplace",
+        # DPC (Yang et al. 2022) lives in its own package above recourse
+        "recourse_privacy.dpc.recourse",
     ),
     needs_vocabulary=RECOURSE_NEEDS,
 )
