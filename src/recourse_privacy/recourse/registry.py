@@ -35,6 +35,8 @@ RECOURSE_METHODS: Registry[type] = Registry(
         "recourse_privacy.recourse.cchvae", "recourse_privacy.recourse.revise",
         # Laplace Recourse is a defense; its module registers it here (a string, not an upward import)
         "recourse_privacy.defenses.laplace",
+        # PrivRecourse (Pentyala et al. 2023) and its baselines, a layer-4 package like defenses
+        "recourse_privacy.privrecourse.core",
     ),
     needs_vocabulary=RECOURSE_NEEDS,
 )
