@@ -277,14 +277,14 @@ def test_reproduction_small_on_adult(tmp_path):
 
     assert "pentyala2023" in REPRODUCTIONS and "pentyala2023-audit" in REPRODUCTIONS
     out = run_pentyala2023(tmp_path, seeds=[0], datasets=("adult",), n_clusters=100, with_table3=False,
-                           readings={k: READINGS[k] for k in ("FACE", "Ours[em_point]", "Ours[noisy_mean_strict]")})
+                           readings={k: READINGS[k] for k in ("FACE", "Ours (em_point)", "Ours (noisy_mean_strict)")})
     df = out["table2"].set_index("method")
     assert (tmp_path / "table2.csv").exists() and (tmp_path / "ledger.json").exists()
     assert df.loc["FACE", "pdistance_manifold"] == 0.0           # FACE's nodes are training records
-    assert df.loc["Ours[em_point]", "pdistance_manifold"] == 0.0  # em_point publishes records too
-    assert df.loc["Ours[noisy_mean_strict]", "pdistance_manifold"] > 0
+    assert df.loc["Ours (em_point)", "pdistance_manifold"] == 0.0  # em_point publishes records too
+    assert df.loc["Ours (noisy_mean_strict)", "pdistance_manifold"] > 0
     assert (df["validity"] > 0.9).all() and (df["n_queries"] == 266).all()
-    assert not df.loc["Ours[em_point]", "is_dp"] and df.loc["Ours[noisy_mean_strict]", "is_dp"] == False  # noqa: E712
+    assert not df.loc["Ours (em_point)", "is_dp"] and df.loc["Ours (noisy_mean_strict)", "is_dp"] == False  # noqa: E712
 
 
 @pytest.mark.slow

@@ -56,11 +56,11 @@ READINGS = {
     "FACE": ("privrecourse-data", {}),
     "Baseline": ("privrecourse-laplace", {}),
     "DP-SD": ("privrecourse-mst", {}),
-    "Ours[em_point]": ("privrecourse", {"clustering_params": {"release": "em_point", "lap_use": "subzone"}}),
-    "Ours[noisy_mean_paper]": ("privrecourse", {"clustering_params": {"release": "noisy_mean_paper", "lap_use": "final"}}),
-    "Ours[noisy_mean_strict]": ("privrecourse", {"clustering_params": {"release": "noisy_mean_strict",
+    "Ours (em_point)": ("privrecourse", {"clustering_params": {"release": "em_point", "lap_use": "subzone"}}),
+    "Ours (noisy_mean_paper)": ("privrecourse", {"clustering_params": {"release": "noisy_mean_paper", "lap_use": "final"}}),
+    "Ours (noisy_mean_strict)": ("privrecourse", {"clustering_params": {"release": "noisy_mean_strict",
                                                                        "lap_use": "final"}}),
-    "Ours[diffprivlib]": ("privrecourse", {"clustering": "diffprivlib"}),
+    "Ours (diffprivlib)": ("privrecourse", {"clustering": "diffprivlib"}),
 }
 METRICS = ("validity", "pdensity", "pdistance_manifold", "pl1", "pl2", "pl0", "redundancy", "ynn", "seconds",
            "build_seconds", "n_nodes")
@@ -162,7 +162,7 @@ def run_pentyala2023(out_dir: Path, *, seeds=None, console=None, datasets=("adul
     out_dir.mkdir(parents=True, exist_ok=True)
     seeds = list(seeds) if seeds else [0, 1, 2]
     readings = READINGS if readings is None else readings
-    say = console.print if console is not None else print
+    say = _printer(console)
     rows, ledgers = [], {}
     for name in datasets:
         for seed in seeds:
@@ -186,6 +186,13 @@ def run_pentyala2023(out_dir: Path, *, seeds=None, console=None, datasets=("adul
     return {"table2": df, "table3": t3}
 
 
+def _printer(console):
+    """Plain lines on the rich console (no markup, no wrapping) or stdout."""
+    if console is None:
+        return print
+    return lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 def _format(agg, datasets) -> str:
     lines = ["Table 2 (paper 003): ours mean +- sd over runs | paper"]
     for name in datasets:
@@ -195,7 +202,7 @@ def _format(agg, datasets) -> str:
                                                                         "pl0", "redundancy", "ynn", "seconds",
                                                                         "validity")))
         for method in agg.loc[name].index:
-            paper = PAPER_TABLE2.get(method.split("[")[0], {})
+            paper = PAPER_TABLE2.get(method.split(" (")[0], {})
             cells = []
             for met in ("pdensity", "pdistance_manifold", "pl1", "pl2", "pl0", "redundancy", "ynn", "seconds",
                         "validity"):
@@ -212,9 +219,11 @@ KNOWN_DIFFERENCES = """Known differences (see docs/privrecourse.md):
   level differs; compare methods within a column.
 - T(s): ours is the time per path after the artefact is built (Algorithm 2 batched); the paper's 76 s / 32 s per path
   include per-query Dijkstra runs on a laptop. Build times are in the build_seconds column.
-- PrivRecourse readings: em_point publishes data records (not DP as written); noisy_mean_paper leaves the sum un-noised
-  (not DP); noisy_mean_strict and diffprivlib are DP. The reading closest to the paper's PDistanceManifold (0.01/0.03)
-  is em_point: only published records lie (almost) on the data, as the spec predicted.
+- PrivRecourse readings: em_point publishes data records; noisy_mean_paper leaves the sum un-noised; and in every
+  convergent reading the EM draws among the cluster's own records, so none is DP as written (the ledger marks those
+  steps dp=False). diffprivlib's KMeans is the DP reading. The reading closest to the paper's Table 2 (PDistanceManifold
+  0.01/0.03, yNN 0.94/0.74) is em_point: only published records lie on the data, as the spec predicted.
+- DP-SD: MST's 10-bin midpoints can leave a run with no node the model accepts (validity 0 for that run).
 - MST uses delta = 1e-9 (a zCDP mechanism cannot give delta = 0), 10 bins per feature decoded to bin midpoints."""
 
 
@@ -229,8 +238,8 @@ def reproduce_pentyala2023(out_dir: Path, *, seeds=None, console=None) -> None:
 GAME_METHODS = {
     "FACE (knn, existing)": ("face", {}),
     "FACE (Alg. 1/2 on raw data)": ("privrecourse-data", {"out_of_bounds": "clip"}),
-    "PrivRecourse[em_point]": ("privrecourse", {"out_of_bounds": "clip"}),
-    "PrivRecourse[noisy_mean_strict]": ("privrecourse", {"out_of_bounds": "clip", "clustering_params": {
+    "PrivRecourse (em_point)": ("privrecourse", {"out_of_bounds": "clip"}),
+    "PrivRecourse (noisy_mean_strict)": ("privrecourse", {"out_of_bounds": "clip", "clustering_params": {
         "release": "noisy_mean_strict", "lap_use": "final"}}),
     "Baseline (Laplace)": ("privrecourse-laplace", {"out_of_bounds": "clip"}),
     "DP-SD (MST)": ("privrecourse-mst", {"out_of_bounds": "clip"}),
@@ -267,7 +276,7 @@ def membership_game(out_dir: Path, *, seeds=None, console=None, methods=None, sh
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    say = console.print if console is not None else print
+    say = _printer(console)
     methods = GAME_METHODS if methods is None else methods
     rows = []
     for seed in (list(seeds) if seeds else [0]):
@@ -293,7 +302,7 @@ def membership_game(out_dir: Path, *, seeds=None, console=None, methods=None, sh
                                                          "the Laplace and MST baselines (distance attacks)")
 def reproduce_pentyala2023_audit(out_dir: Path, *, seeds=None, console=None) -> None:
     """The membership game (see :func:`membership_game`) and the record exposure of each method's output."""
-    membership_game(out_dir, seeds=seeds, console=console)
+    membership_game(out_dir, seeds=seeds, console=console, shadow_models=6)
     exposure_study(out_dir, console=console)
 
 
@@ -303,13 +312,13 @@ def exposure_study(out_dir: Path, *, console=None, seed: int = 0) -> dict:
     from recourse_privacy.recourse import make_recourse
     from recourse_privacy.validation import derive_seed
 
-    say = console.print if console is not None else print
+    say = _printer(console)
     Xtr, ytr, Xg, yg, Xte, yte = _split("adult", None, seed)
     model = DPLogisticModel(epsilon=1.0, data_norm=float(np.sqrt(5)), random_state=derive_seed(seed, 1)).fit(Xtr, ytr)
     Q = Xte[model.predict(Xte) == 0][:266]
     # control: test rows (non-members); adult's 5 features have many exact duplicates, so the control is not 0
     out = {}
-    for label, method in (("FACE", "privrecourse-data"), ("PrivRecourse[em_point]", "privrecourse"),
+    for label, method in (("FACE", "privrecourse-data"), ("PrivRecourse (em_point)", "privrecourse"),
                           ("Baseline", "privrecourse-laplace"), ("DP-SD", "privrecourse-mst")):
         m = make_recourse(method, random_state=derive_seed(seed, 3)).fit(Xg, yg, model)
         res = m.generate(model, Q)
