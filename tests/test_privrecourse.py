@@ -292,7 +292,7 @@ def test_reproduction_full(tmp_path):
     from recourse_privacy.experiments.pentyala2023 import run_pentyala2023
 
     out = run_pentyala2023(tmp_path)
-    assert len(out["table2"]) == 2 * 3 * 7 and out["table3"]["FACE"]["increase_only_respected"]
+    assert len(out["table2"]) == 2 * 3 * 8 and out["table3"]["FACE"]["increase_only_respected"]
 
 
 def test_truncated_density_matches_exact_on_sparse_graphs():

@@ -57,6 +57,8 @@ READINGS = {
     "Baseline": ("privrecourse-laplace", {}),
     "DP-SD": ("privrecourse-mst", {}),
     "Ours (em_point)": ("privrecourse", {"clustering_params": {"release": "em_point", "lap_use": "subzone"}}),
+    "Ours (em_point, init=data)": ("privrecourse", {"clustering_params": {"release": "em_point", "lap_use": "subzone",
+                                                                          "init": "data"}}),
     "Ours (noisy_mean_paper)": ("privrecourse", {"clustering_params": {"release": "noisy_mean_paper", "lap_use": "final"}}),
     "Ours (noisy_mean_strict)": ("privrecourse", {"clustering_params": {"release": "noisy_mean_strict",
                                                                        "lap_use": "final"}}),
@@ -194,11 +196,11 @@ def _printer(console):
 
 
 def _format(agg, datasets) -> str:
-    lines = ["Table 2 (paper 003): ours mean +- sd over runs | paper"]
+    lines = ["Table 2 (paper 003): ours mean +- sd over runs (paper); seconds = per path after the build"]
     for name in datasets:
         col = 0 if name == "adult" else 1
         lines.append(f"--- {name} ---")
-        lines.append(f"{'method':<26}" + "".join(f"{m:>22}" for m in ("pdensity", "pdistance_manifold", "pl1", "pl2",
+        lines.append(f"{'method':<28}" + "".join(f"{m:>24}" for m in ("pdensity", "pdistance_manifold", "pl1", "pl2",
                                                                         "pl0", "redundancy", "ynn", "seconds",
                                                                         "validity")))
         for method in agg.loc[name].index:
@@ -208,8 +210,8 @@ def _format(agg, datasets) -> str:
                         "validity"):
                 mu, sd = agg.loc[(name, method), (met, "mean")], agg.loc[(name, method), (met, "std")]
                 p = paper.get(met, (None, None))[col]
-                cells.append(f"{mu:8.3g}+-{sd:<5.2g}|{'' if p is None else format(p, '.3g'):>5}")
-            lines.append(f"{method:<26}" + "".join(f"{c:>22}" for c in cells))
+                cells.append(f"{mu:.3g}+-{sd:.2g} ({'-' if p is None else format(p, '.3g')})")
+            lines.append(f"{method:<28}" + "".join(f"{c:>24}" for c in cells))
     return "\n".join(lines)
 
 

@@ -70,7 +70,7 @@ class ConvergentDPKMeans:
     ``fit(X)`` gives ``cluster_centers_`` (the published nodes), ``ledger_`` (the budget
     ledger), ``n_rounds_`` (rounds run; an unchanged assignment stops early and spends less),
     ``objective_`` (the k-means objective after each round, for diagnostics only: it reads the
-    raw data) and ``updated_`` (which centres ever moved off their initial position).
+    raw data) and ``updated_`` (which centres ever had a non-empty cluster, i.e. became an EM-drawn record).
     """
 
     def __init__(self, n_clusters: int = 500, *, epsilon: float = 1.0, delta: float = 0.0, rounds: int = 10,
@@ -171,7 +171,7 @@ class ConvergentDPKMeans:
                 break
             labels = new_labels
             C_new = self._round(X, labels, C, C_prev, eps_e, eps_l, rng)
-            updated |= (C_new != C).any(axis=1)
+            updated |= np.bincount(labels, minlength=K) > 0  # an EM draw made this centre a record
             C_prev, C = C, C_new
             a = _assign(X, C)
             self.objective_.append(float(((X - C[a]) ** 2).sum()))
@@ -180,7 +180,9 @@ class ConvergentDPKMeans:
         labels = _assign(X, C)  # the final pass (the paper's 11th iteration)
         counts = np.bincount(labels, minlength=K).astype(np.float64)
         if self.release == "em_point":
-            keep = updated if self.drop_empty else np.ones(K, bool)
+            # uniform init: a centre whose cluster was never empty is a record; the others are data-independent
+            # random points, dropped (init="data": every centre is a record)
+            keep = (updated | (self.init == "data")) if self.drop_empty else np.ones(K, bool)
             centres = C
         else:
             sums = np.zeros((K, d))
