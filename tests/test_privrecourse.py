@@ -303,3 +303,15 @@ def test_truncated_density_matches_exact_on_sparse_graphs():
     M = (X[:50] + X[50:100]) / 2
     exact = direct_log_density(M, X, 0.05)
     assert np.abs(truncated_log_density(M, X, 0.05) - exact).max() < 1e-9
+
+
+def test_knn_density_graph_for_large_sparse_graphs():
+    from recourse_privacy.privrecourse.graph import knn_log_density
+
+    rng = np.random.default_rng(6)
+    X = rng.random((500, 2))
+    G, _ = build_graph(X, n_neighbors=5, density="knn")
+    assert G.nnz > 0 and np.isfinite(G.data).all() and (G.data > 0).all()
+    # uniform data on [0,1]^2: the k-NN estimate of the density (1) is within a factor 2 in the bulk
+    dens = np.exp(knn_log_density(np.full((1, 2), 0.5), X, 20))
+    assert 0.5 < dens[0] < 2.0
