@@ -238,13 +238,14 @@ def reproduce_pentyala2023(out_dir: Path, *, seeds=None, console=None) -> None:
 
 #: the owner's recourse in the membership game: label -> (registered method, parameters)
 GAME_METHODS = {
-    "FACE (knn, existing)": ("face", {}),
-    "FACE (Alg. 1/2 on raw data)": ("privrecourse-data", {"out_of_bounds": "clip"}),
     "PrivRecourse (em_point)": ("privrecourse", {"out_of_bounds": "clip"}),
     "PrivRecourse (noisy_mean_strict)": ("privrecourse", {"out_of_bounds": "clip", "clustering_params": {
         "release": "noisy_mean_strict", "lap_use": "final"}}),
-    "Baseline (Laplace)": ("privrecourse-laplace", {"out_of_bounds": "clip"}),
+    "PrivRecourse (diffprivlib)": ("privrecourse", {"out_of_bounds": "clip", "clustering": "diffprivlib"}),
+    "FACE (Alg. 1/2 on raw data)": ("privrecourse-data", {"out_of_bounds": "clip"}),
     "DP-SD (MST)": ("privrecourse-mst", {"out_of_bounds": "clip"}),
+    "Baseline (Laplace)": ("privrecourse-laplace", {"out_of_bounds": "clip"}),
+    "FACE (knn, existing)": ("face", {}),
 }
 
 
@@ -296,7 +297,7 @@ def membership_game(out_dir: Path, *, seeds=None, console=None, methods=None, sh
             rows.append(row)
             say(f"[game] {label} seed={seed}: " + ", ".join(f"{k}={v:.3f}" for k, v in row.items()
                                                             if isinstance(v, float)))
-    (out_dir / "membership_game.json").write_text(json.dumps(rows, indent=2))
+            (out_dir / "membership_game.json").write_text(json.dumps(rows, indent=2))  # after each method
     return rows
 
 
