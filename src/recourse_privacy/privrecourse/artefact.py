@@ -86,7 +86,9 @@ class PublishedGraph:
                                     f"published on {self.n_features}{names}: query in the artefact's feature space")
         X = check_matrix(X, n_features=self.n_features)
         self.prepare()
-        return recourse_paths(self.nodes, self.candidates, self._unit(X), self._cost, self._pred, nn_index=self._nn)
+        imm = np.asarray(self.config.get("immutable", np.zeros(self.n_features, bool)), bool)
+        return recourse_paths(self._unit(self.nodes), self.candidates, self._unit(X), self._cost, self._pred,
+                              nn_index=self._nn, immutable=imm if imm.any() else None)
 
     def _unit(self, X: np.ndarray) -> np.ndarray:
         """Model space -> the public-bounds-scaled space where distances are measured."""

@@ -234,16 +234,29 @@ def candidate_costs(graph, candidates: np.ndarray):
 
 
 def recourse_paths(nodes: np.ndarray, candidates: np.ndarray, queries: np.ndarray, cost: np.ndarray,
-                   pred: np.ndarray, nn_index=None) -> GraphPaths:
-    """Algorithm 2 for every row of ``queries`` from the precomputed :func:`candidate_costs`."""
+                   pred: np.ndarray, nn_index=None, immutable=None) -> GraphPaths:
+    """Algorithm 2 for every row of ``queries`` from the precomputed :func:`candidate_costs`.
+
+    With an ``immutable`` mask, the start node is the nearest non-favourable node with the
+    query's immutable values (none: a failure).
+    """
     from sklearn.neighbors import NearestNeighbors
 
     n = len(queries)
     non = np.flatnonzero(~candidates)
     start = np.full(n, -1, np.int64)
-    if len(non) and n:
+    imm = np.zeros(nodes.shape[1], bool) if immutable is None else np.asarray(immutable, bool)
+    if len(non) and n and not imm.any():
         nn = nn_index if nn_index is not None else NearestNeighbors(n_neighbors=1).fit(nodes[non])
         start = non[nn.kneighbors(queries, n_neighbors=1, return_distance=False)[:, 0]]
+    elif len(non) and n:  # Z_1 must share the query's immutable values (no edge changes them either)
+        keys, inv = np.unique(np.vstack([nodes[non][:, imm], queries[:, imm]]), axis=0, return_inverse=True)
+        inv = inv.ravel()
+        node_key, query_key = inv[: len(non)], inv[len(non):]
+        for g in np.intersect1d(node_key, query_key):  # one group per distinct immutable value (a few)
+            members, qi = non[node_key == g], np.flatnonzero(query_key == g)
+            ind = NearestNeighbors(n_neighbors=1).fit(nodes[members]).kneighbors(queries[qi], return_distance=False)
+            start[qi] = members[ind[:, 0]]
     c = np.where(start >= 0, cost[np.maximum(start, 0)], np.inf)
     found = np.isfinite(c)
     chain = [np.where(found, start, -1)]
