@@ -1,6 +1,6 @@
-"""FACE: time per recourse path for 1,000 queries on a 2,000-node adult graph (paper 003, Table 2: T(s)).
+"""FACE: time per recourse path for 1,000 queries on a 2,000-node adult graph (Pentyala et al. 2023, Table 2: T(s)).
 
-Paper 003 builds its graphs on 2,000 sampled adult training points with the features age,
+Pentyala et al. 2023 builds its graphs on 2,000 sampled adult training points with the features age,
 education-num, capital-gain, capital-loss and hours-per-week (min-max scaled), a logistic
 model, and reports 75.79 s per path for FACE and 31.96 s for PrivRecourse (2.6 GHz 6-core
 Core i7). This script does the same on our pipeline: 2,000 training rows (the graph's nodes),
@@ -11,7 +11,7 @@ logistic regression, 1,000 held-out queries the model rejects, and times
   path reconstruction);
 
 for the kNN graph (FACE's default here, 50 neighbours) and, with ``--complete``, the fully
-connected graph of paper 003's Table 2 (``mode="epsilon", radius=inf``). Time per path is
+connected graph of Pentyala et al.'s (2023) Table 2 (``mode="epsilon", radius=inf``). Time per path is
 (fit + generate) / queries, and generate / queries once the graph exists.
 
     python benchmarks/bench_face.py [--features paper003|all] [--actionable] [--complete]
@@ -36,7 +36,7 @@ def main() -> None:
     ap.add_argument("--n-queries", type=int, default=1000)
     ap.add_argument("--features", choices=("paper003", "all"), default="paper003")
     ap.add_argument("--actionable", action="store_true", help="age and education-num may only increase, etc.")
-    ap.add_argument("--complete", action="store_true", help="also the fully connected graph (paper 003, Table 2)")
+    ap.add_argument("--complete", action="store_true", help="also the fully connected graph (Pentyala et al. 2023, Table 2)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default="benchmarks/results/face.json")
@@ -54,7 +54,7 @@ def main() -> None:
                      tuple(c for c in ds.increasing if c in cols))
     perm = np.random.default_rng(args.seed).permutation(ds.n_rows)
     train, held = perm[: args.n_nodes], perm[args.n_nodes:]
-    pre = Preprocessor(scaling="minmax").fit(ds.X.iloc[train], ds)  # paper 003 min-max scales
+    pre = Preprocessor(scaling="minmax").fit(ds.X.iloc[train], ds)  # Pentyala et al. 2023 min-max scales
     X_train, y_train = pre.transform(ds.X.iloc[train]), ds.y[train]
     X_held = pre.transform(ds.X.iloc[held])
     model = make_model("logistic", random_state=args.seed).fit(X_train, y_train)
@@ -86,7 +86,7 @@ def main() -> None:
         print(f"  {label:<9} {r['graph_edges']:>8} edges: graph {r['fit_seconds']:7.2f} s, paths {r['generate_seconds']:7.2f} s"
               f" -> {r['seconds_per_path'] * 1e3:8.2f} ms per path ({r['seconds_per_path_graph_built'] * 1e3:.3f} ms "
               f"once the graph exists), validity {r['validity']:.3f}")
-    print("  paper 003 (Table 2, adult): 75.79 s per path for FACE, 31.96 s for PrivRecourse")
+    print("  Pentyala et al. 2023 (Table 2, adult): 75.79 s per path for FACE, 31.96 s for PrivRecourse")
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2))

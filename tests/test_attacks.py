@@ -142,7 +142,7 @@ def test_shadow_models_shapes_and_resume(tmp_path):
 
 
 def test_cfd_lrt_end_to_end_beats_random_on_overfit_linear_models():
-    draw = _linear_world(seed=4, d=300)  # d > n: the models interpolate, as at paper 000's high d
+    draw = _linear_world(seed=4, d=300)  # d > n: the models interpolate, as at Pawelczyk et al.'s (2023) high d
     Xm, ym = draw(200)
     Xn, yn = draw(200)
     Xa, ya = draw(400)

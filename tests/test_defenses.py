@@ -1,4 +1,4 @@
-"""DP defenses of paper 001: Laplace mechanism and Recourse, budget accounting, DP models, the audit's dp block."""
+"""DP defenses of Huang et al. 2023: Laplace mechanism and Recourse, budget accounting, DP models, the audit's dp block."""
 from __future__ import annotations
 
 import json

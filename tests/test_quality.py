@@ -1,4 +1,4 @@
-"""CADEX and DiCE (batched == alone, constraints, diversity); CARLA's metrics and paper 003's path
+"""CADEX and DiCE (batched == alone, constraints, diversity); CARLA's metrics and Pentyala et al.'s (2023) path
 metrics on hand-computed examples; the quality experiment and the `recourse` command end to end."""
 from __future__ import annotations
 

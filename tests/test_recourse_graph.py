@@ -105,7 +105,7 @@ def test_paths_start_at_the_query_and_end_at_the_counterfactual():
         np.testing.assert_array_equal(p[0], Q[i])
         np.testing.assert_array_equal(p[-1], res.counterfactuals[i])
         assert len(p) >= 2
-        assert (model.predict(p[1:-1]) == 0).all()  # only the end is accepted (paper 003, sec. 4.2)
+        assert (model.predict(p[1:-1]) == 0).all()  # only the end is accepted (Pentyala et al. 2023, sec. 4.2)
     assert len(res.info["path_cost"]) == 30
 
 

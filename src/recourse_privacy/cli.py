@@ -90,12 +90,12 @@ def audit(
     n_members: int = typer.Option(2000, help="owner's training set size; the non-member and adversary pools default to the same size"),
     n_nonmembers: Optional[int] = typer.Option(None, help="non-member pool size (default: --n-members)"),
     n_adversary: Optional[int] = typer.Option(None, help="adversary's pool size (default: --n-members)"),
-    distance: str = typer.Option("l1", help="cost c(x, x') the attacks read: l1 (paper 000) or l2"),
+    distance: str = typer.Option("l1", help="cost c(x, x') the attacks read: l1 (Pawelczyk et al. 2023) or l2"),
     variance: str = typer.Option("per-example", help="LRT variance: per-example or global"),
     center: str = typer.Option("mean", help="LRT center: mean (MLE, Algorithm 1) or median"),
     cdf: str = typer.Option("normal", help="LRT score: normal or t (Student-t) CDF"),
     actionable: bool = typer.Option(False, help="apply the dataset's actionability constraints to recourse"),
-    normalize_rows: bool = typer.Option(False, help="scale every row to unit L2 norm (paper 001)"),
+    normalize_rows: bool = typer.Option(False, help="scale every row to unit L2 norm (Huang et al. 2023)"),
     data_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the data (synthetic: class_sep, flip_y)"),
     model_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the model (epochs, batch_size, lr, C, ...)"),
     recourse_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the recourse method (lam, lr, max_iter, ...)"),
@@ -238,23 +238,23 @@ def version() -> None:
 def tradeoff(
     dataset: str = typer.Option("synthetic", help="adult, heloc, compas, diabetes, synthetic, breast_cancer, digits"),
     data_dir: Optional[Path] = typer.Option(None, help="directory of the real datasets"),
-    n_features: int = typer.Option(100, help="features of the synthetic data (paper 001: 100, 1000, ...)"),
+    n_features: int = typer.Option(100, help="features of the synthetic data (Huang et al. 2023: 100, 1000, ...)"),
     model: str = typer.Option("logistic", help="logistic (DPM and LR) or mlp* (DPM only: LR needs a linear model)"),
     recourse: str = typer.Option("linear", help="recourse of the baseline and DPM settings (LR replaces it)"),
     epsilons: str = typer.Option("0.5,1,5,10,20", help="comma-separated epsilons of DPM and LR"),
     attacks: str = typer.Option("cfd,cfd-lrt-global,cfd-lrt-per-example", help="attacks of every setting"),
-    shadow_models: int = typer.Option(5, help="shadow models (paper 001: 5)"),
-    n_members: int = typer.Option(5000, help="owner's training set (paper 001: 5,000)"),
+    shadow_models: int = typer.Option(5, help="shadow models (Huang et al. 2023: 5)"),
+    n_members: int = typer.Option(5000, help="owner's training set (Huang et al. 2023: 5,000)"),
     n_adversary: Optional[int] = typer.Option(None, help="adversary's pool (default: twice --n-members)"),
-    distance: str = typer.Option("l2", help="cost the attacks read (paper 001: l2)"),
-    normalize_rows: bool = typer.Option(True, help="unit-L2 rows (paper 001; needed by DPM logistic regression)"),
+    distance: str = typer.Option("l2", help="cost the attacks read (Huang et al. 2023: l2)"),
+    normalize_rows: bool = typer.Option(True, help="unit-L2 rows (Huang et al. 2023; needed by DPM logistic regression)"),
     data_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the data"),
     model_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the model"),
     seed: int = typer.Option(0, help="seed of every random step"),
     n_jobs: int = typer.Option(1, help="parallel shadow-model trainings"),
     out: Path = typer.Option(Path("tradeoff-results"), help="output directory (one sub-directory per setting)"),
 ) -> None:
-    """Baseline, DPM and Laplace Recourse over epsilon (paper 001): a table and plots of attacks and accuracy."""
+    """Baseline, DPM and Laplace Recourse over epsilon (Huang et al. 2023): a table and plots of attacks and accuracy."""
     from rich.console import Console
     from rich.table import Table
 
@@ -469,7 +469,7 @@ def recourse_command(
     seed: int = typer.Option(0, help="seed of every random step"),
     out: Path = typer.Option(Path("recourse-quality"), help="output directory"),
 ) -> None:
-    """Recourse quality per method (CARLA's metrics, paper 003's path metrics): a table, JSON, CSV and a plot."""
+    """Recourse quality per method (CARLA's metrics, the path metrics of Pentyala et al. 2023): a table, JSON, CSV and a plot."""
     from rich.console import Console
     from rich.table import Table
 

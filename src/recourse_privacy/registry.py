@@ -35,7 +35,7 @@ PLUGIN_GROUP = "recourse_privacy.plugins"
 
 T = TypeVar("T")
 
-_plugins_lock = threading.Lock()
+_plugins_lock = threading.RLock()  # re-entrant: a plugin may look up a registry while it loads
 _plugins_loaded: list[str] | None = None
 
 

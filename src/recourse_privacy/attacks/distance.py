@@ -1,4 +1,4 @@
-"""Counterfactual-distance attacks: CFD threshold and CFD-LRT (paper 000, sec. 4)."""
+"""Counterfactual-distance attacks: CFD threshold and CFD-LRT (Pawelczyk et al. 2023, sec. 4)."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,23 +12,23 @@ _TINY = 1e-12
 
 
 def cfd_attack(cfd: np.ndarray, *, direction: str = "greater") -> AttackScores:
-    """Member if c(x, x') >= tau (paper 000, eq. 3); the score is the distance itself (or its negative)."""
+    """Member if c(x, x') >= tau (Pawelczyk et al. 2023, eq. 3); the score is the distance itself (or its negative)."""
     cfd = np.asarray(cfd, dtype=np.float64)
     scores = cfd if direction == "greater" else -cfd
     return AttackScores("cfd", scores, direction, {
         "statistic": "counterfactual distance c(x, x')",
-        "direction_source": "fixed by paper 000, eq. 3 (members are farther from the boundary)"
+        "direction_source": "fixed by Pawelczyk et al. 2023, eq. 3 (members are farther from the boundary)"
         if direction == "greater" else "fixed by the caller",
     })
 
 
 def cfd_lrt_attack(cfd: np.ndarray, shadow: ShadowData, *, name: str = "cfd-lrt", direction: str = "auto",
                    center: str = "mean", variance: str = "per-example", cdf: str = "normal") -> AttackScores:
-    """One-sided offline LRT on log c(x, x') (paper 000, Algorithm 1).
+    """One-sided offline LRT on log c(x, x') (Pawelczyk et al. 2023, Algorithm 1).
 
     Each target's out-distribution is fitted to its log-distances under the shadow models that
     reject it with valid recourse. ``direction="auto"`` decides the tail on the adversary's own
-    shadow game (paper 000 found the reverse direction for CCHVAE).
+    shadow game (Pawelczyk et al. 2023 found the reverse direction for CCHVAE).
     """
     log_t = np.log(np.maximum(np.asarray(cfd, dtype=np.float64), _TINY))
     log_ref = np.log(np.maximum(shadow.cfd_targets, _TINY))

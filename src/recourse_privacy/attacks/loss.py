@@ -11,7 +11,7 @@ from recourse_privacy.models.base import logit_confidence, per_example_loss
 
 
 def loss_attack(loss: np.ndarray) -> AttackScores:
-    """Member if the loss of the true label is <= tau (paper 000, eq. 2); the score is -loss."""
+    """Member if the loss of the true label is <= tau (Pawelczyk et al. 2023, eq. 2); the score is -loss."""
     return AttackScores("loss", -np.asarray(loss, dtype=np.float64), "less", {
         "statistic": "binary cross-entropy of the true label",
         "direction_source": "fixed by Yeom et al. (members have lower loss)",

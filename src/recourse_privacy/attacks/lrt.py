@@ -1,6 +1,6 @@
 """The offline one-sided likelihood-ratio test shared by CFD-LRT and Loss-LRT.
 
-Paper 000, Algorithm 1 (lines 10-12): fit N(mu_out, sigma_out^2) to a statistic (log c(x, x')
+Pawelczyk et al. 2023, Algorithm 1 (lines 10-12): fit N(mu_out, sigma_out^2) to a statistic (log c(x, x')
 for CFD-LRT; the logit-scaled confidence for Loss-LRT) of each target under shadow models
 that never saw it, and score the target by where its own statistic falls in that fit. The
 score is the log of the normal (or Student-t) CDF in the decided direction, so that it keeps

@@ -3,7 +3,7 @@
 Each shadow model trains on a subset of the adversary's pool chosen by a balanced keep
 matrix (as in LiRA: every pool point is in the same number of shadow training sets). The
 targets are never in the pool, so every shadow model is an "out" model for every target
-(the offline setting of paper 000, Algorithm 1). Pool points that some shadows trained on
+(the offline setting of Pawelczyk et al. 2023, Algorithm 1). Pool points that some shadows trained on
 and others did not form the adversary's own labelled game, used to decide test directions.
 """
 from __future__ import annotations

@@ -88,7 +88,7 @@ class RecourseSession:
 
 
 def dp_ba_bound(epsilon: float, delta: float = 0.0) -> float:
-    """Theorem 2 of paper 000 (BA <= 1/2 + (1 - e^-eps)/2), extended to (epsilon, delta)-DP.
+    """Theorem 2 of Pawelczyk et al. 2023 (BA <= 1/2 + (1 - e^-eps)/2), extended to (epsilon, delta)-DP.
 
     With delta > 0, Lemma 1 of its proof becomes Pr[o | in] <= e^eps Pr[o | out] + delta, and
     the same steps give BA <= 1/2 + (1 - e^-eps)/2 + delta e^-eps / 2 (capped at 1).

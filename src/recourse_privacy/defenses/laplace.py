@@ -1,4 +1,4 @@
-"""Laplace Recourse (LR): paper 001 (Huang et al. 2023), section 4.2.2, steps 1-4.
+"""Laplace Recourse (LR): Huang et al. 2023, section 4.2.2, steps 1-4.
 
 For a logistic-regression model f(x) = w.x + b with p(x) = sigmoid(f(x)):
 
@@ -7,12 +7,12 @@ For a logistic-regression model f(x) = w.x + b with p(x) = sigmoid(f(x)):
 3. f'(x) = log(p'(x) / (1 - p'(x)))                   (the noisy score)
 4. x' = x + (s - f'(x)) / ||w||^2 * w                 (the noisy move along w to the target score s)
 
-Paper 001 writes step 4 as c = (s - f'(x)) / ||w|| * w; the counterfactual that moves the
+Huang et al. 2023 write step 4 as c = (s - f'(x)) / ||w|| * w; the counterfactual that moves the
 *true* logit by s - f'(x) along w is x + (s - f'(x)) / ||w||^2 * w, whose L2 length is
 |s - f'(x)| / ||w||: the paper's noisy counterfactual distance. Only step 1 reads the
 training data (through the model); p(x) lies in [0, 1] whatever the training set, so its
 global sensitivity is 1 and step 1 is epsilon-DP in the training data for one query; steps
-2-4 are post-processing (paper 001, Theorem 3.4). ``k`` answered queries cost ``k * epsilon``
+2-4 are post-processing (Huang et al. 2023, Theorem 3.4). ``k`` answered queries cost ``k * epsilon``
 under basic composition (see :mod:`recourse_privacy.defenses.accounting`).
 
 What carries over to non-linear models: steps 1-3 (a noisy probability and the noisy score it
@@ -40,7 +40,7 @@ PROB_CLIP = 2.0**-52
 
 def noisy_probability(p: np.ndarray, epsilon: float, *, sensitivity: float = 1.0,
                       random_state=None) -> np.ndarray:
-    """Paper 001 sec. 4.2.2 steps 1-2: ``p + Laplace(sensitivity / epsilon)``, clamped to [0, 1].
+    """Huang et al. 2023 sec. 4.2.2 steps 1-2: ``p + Laplace(sensitivity / epsilon)``, clamped to [0, 1].
 
     ``p`` holds probabilities (any shape, values in [0, 1]). With the default sensitivity 1
     (the global sensitivity of a probability) each entry is an epsilon-DP release. A
@@ -66,7 +66,7 @@ def noisy_logit(p_noisy: np.ndarray) -> np.ndarray:
 @register_recourse("laplace", description="Laplace Recourse (Huang et al. 2023): epsilon-DP noisy score, move along w; linear models",
                    needs=("linear",))
 class LaplaceRecourse:
-    """Laplace Recourse (paper 001, sec. 4.2.2): epsilon-DP recourse for a linear model.
+    """Laplace Recourse (Huang et al. 2023, sec. 4.2.2): epsilon-DP recourse for a linear model.
 
     Each row of ``generate`` is one query: it spends ``epsilon`` from ``accountant`` (a
     diffprivlib ``BudgetAccountant``; None means diffprivlib's default accountant, so
@@ -75,7 +75,7 @@ class LaplaceRecourse:
     budget, the spent and the requested epsilon. The counterfactual of row x is
     x + (s - f'(x)) / ||w||^2 * w with f' the noisy score (p' clipped to [2^-52, 1 - 2^-52]
     before the logit, so a clamped p' in {0, 1} gives f' = -/+ 36.04 and the distance
-    (s -/+ 36.04) / ||w||: the clamping spike of paper 001, Figure 4). Every row is moved by
+    (s -/+ 36.04) / ||w||: the clamping spike of Huang et al. 2023, Figure 4). Every row is moved by
     the formula, including rows whose noise pushed f' past s (they move away from the
     boundary); the model's own verdict on x' is ``valid``: invalid rows are reported, never
     dropped. ``target_logit`` is the paper's s (0: probability 1/2). ``info`` holds the noisy

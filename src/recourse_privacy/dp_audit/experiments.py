@@ -52,7 +52,7 @@ def laplace_experiment(
     release: str = "recourse",
     name: str = "laplace",
 ) -> DistinguishingExperiment:
-    """Laplace Recourse (paper 001, sec. 4.2.2) on the worst-case neighbouring inputs.
+    """Laplace Recourse (Huang et al. 2023, sec. 4.2.2) on the worst-case neighbouring inputs.
 
     The neighbours are the predicted probabilities ``p`` (D) and ``p + sensitivity`` (D') of one
     query, the largest change the claimed sensitivity allows (0 and 1 by default). The mechanism
@@ -194,7 +194,7 @@ def dpm_logistic_experiment(
 
 #: name -> (builder(epsilon, **params) -> DistinguishingExperiment, description)
 MECHANISMS: dict[str, tuple[Callable[..., DistinguishingExperiment], str]] = {
-    "laplace": (laplace_experiment, "Laplace Recourse (paper 001, sec. 4.2.2), probabilities 0 vs 1"),
+    "laplace": (laplace_experiment, "Laplace Recourse (Huang et al. 2023, sec. 4.2.2), probabilities 0 vs 1"),
     "laplace-broken": (broken_laplace_experiment, "Laplace Recourse with the noise scale divided by 10"),
     "dpm-logistic": (dpm_logistic_experiment, "diffprivlib DP logistic regression, canary label flip"),
 }

@@ -137,7 +137,7 @@ def run_quality(
     X_query = X_held[rejected[:n_points]]
     report("model", 1, 1)
     action_set = ActionSet.from_preprocessor(pre) if actionable else None
-    kde = KernelDensity(kernel="gaussian", bandwidth="scott").fit(X_train)  # PDensity's rho^D (paper 003, eq. 2)
+    kde = KernelDensity(kernel="gaussian", bandwidth="scott").fit(X_train)  # PDensity's rho^D (Pentyala et al. 2023, eq. 2)
 
     table: dict[str, dict] = {}
     results, skipped = {}, {}

@@ -1,4 +1,4 @@
-"""The privacy-utility trade-off of paper 001: baseline, DPM and Laplace Recourse over epsilon.
+"""The privacy-utility trade-off of Huang et al. 2023: baseline, DPM and Laplace Recourse over epsilon.
 
 :func:`run_tradeoff` plays one audit (:func:`~recourse_privacy.audit.run_audit`)
 per setting (the undefended baseline, then DPM and LR at each epsilon), each in its own
@@ -6,13 +6,13 @@ directory under ``out_dir`` (a finished setting with the same configuration is r
 not recomputed, so a killed sweep resumes), and writes
 
 - ``tradeoff.csv`` / ``tradeoff.json``: one row per setting: model train / test accuracy
-  (paper 001, Tables 1-2), recourse validity, the epsilon of one recourse and of the whole
+  (Huang et al. 2023, Tables 1-2), recourse validity, the epsilon of one recourse and of the whole
   release, the Theorem 2 bound, and per attack AUC, balanced accuracy and TPR at FPR 0.01;
 - ``attacks_vs_epsilon.png``: attack AUC, TPR at FPR 0.01 and BA (with the Theorem 2 bound)
-  against epsilon, baseline as horizontal lines (paper 001, Figures 1-3 as curves);
+  against epsilon, baseline as horizontal lines (Huang et al. 2023, Figures 1-3 as curves);
 - ``accuracy_vs_epsilon.png``: train / test accuracy against epsilon (Tables 1-2);
 - ``cfd_histograms.png``: member vs non-member counterfactual distances per setting
-  (paper 001, Figures 4-5); LR's clamped rows (p' = 0 or 1) form the spike at the right.
+  (Huang et al. 2023, Figures 4-5); LR's clamped rows (p' = 0 or 1) form the spike at the right.
 """
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ from recourse_privacy.metrics.plots import _new_figure, _save
 from recourse_privacy.metrics import theorem2_bound
 from recourse_privacy.errors import InvalidInputError
 
-#: paper 001's epsilons (main results 0.5 and 1; appendix 5, 10, 20)
+#: Huang et al.'s (2023) epsilons (main results 0.5 and 1; appendix 5, 10, 20)
 EPSILONS = (0.5, 1.0, 5.0, 10.0, 20.0)
-#: paper 001's attacks: CFD and CFD-LRT with global and per-example ("local") variance
+#: Huang et al.'s (2023) attacks: CFD and CFD-LRT with global and per-example ("local") variance
 TRADEOFF_ATTACKS = ("cfd", "cfd-lrt-global", "cfd-lrt-per-example")
 
 
@@ -46,7 +46,7 @@ class TradeoffResult:
 
 
 def tradeoff_base_config(**overrides) -> AuditConfig:
-    """Paper 001's setting: synthetic d = 100, 5,000 members, 5 shadow models, L2 distance, unit rows.
+    """Huang et al.'s (2023) setting: synthetic d = 100, 5,000 members, 5 shadow models, L2 distance, unit rows.
 
     The adversary gets twice the owner's rows so that each shadow model (trained on half of
     them) sees as many rows as the owner's model.

@@ -122,6 +122,14 @@ def plot_roc_loglog(
     return _save(fig, path)
 
 
+def _spike(values: np.ndarray) -> tuple[float, int] | None:
+    """The most frequent exact value and its count, if it holds at least 5% (and 5) of the values."""
+    uniq, counts = np.unique(values, return_counts=True)
+    i = int(np.argmax(counts))
+    c = int(counts[i])
+    return (float(uniq[i]), c) if c >= max(5, 0.05 * values.size) else None
+
+
 def score_histogram_figure(
     member_values: ArrayLike,
     nonmember_values: ArrayLike,
@@ -132,9 +140,13 @@ def score_histogram_figure(
 ) -> Figure:
     """Build (without saving) the member vs non-member histogram of :func:`plot_score_histogram`.
 
-    Non-finite values are dropped and counted in the title. With ``log=True`` and all
-    values > 0 the bins are log-spaced on a log x axis; otherwise linear bins are used
-    and, if log was requested, the title says why.
+    Bars are counts (not densities) on shared bins, so a spike, e.g. many targets with the
+    identical distance of Laplace Recourse's clamp, stands out; the most frequent exact value
+    is named in the title when it holds at least 5% of the values. Non-finite values are
+    dropped and counted in the title. With ``log=True`` and all values > 0 the first panel
+    (``fig.axes[0]``) has log-spaced bins on a log x axis and a second panel shows the same
+    values on a linear x axis; otherwise one panel of linear bins is drawn and, if log was
+    requested, the title says why.
     """
     m = np.asarray(member_values, dtype=np.float64).ravel()
     n = np.asarray(nonmember_values, dtype=np.float64).ravel()
@@ -153,31 +165,55 @@ def score_histogram_figure(
     use_log = bool(log and lo > 0)
     if log and not use_log:
         notes.append("linear bins: non-positive values present")
-    if use_log:
-        if hi <= lo:
-            lo, hi = lo / 1.5, hi * 1.5
-        bins = np.geomspace(lo, hi, n_bins + 1)
-    else:
-        if hi <= lo:
-            lo, hi = lo - 0.5, hi + 0.5
-        bins = np.linspace(lo, hi, n_bins + 1)
+    spike = _spike(both)
+    if spike is not None and hi > lo:
+        notes.append(f"{spike[1]} of {both.size} values are exactly {spike[0]:.4g}")
 
-    fig = _new_figure((6.0, 4.0))
-    ax = fig.add_subplot(1, 1, 1)
-    ax.hist(n, bins=bins, density=True, alpha=0.55, color="tab:blue",
-            label=f"non-members (n={n.size})")
-    ax.hist(m, bins=bins, density=True, alpha=0.55, color="tab:orange",
-            label=f"members (n={m.size})")
+    def linear_bins() -> np.ndarray:
+        a, b = (lo - 0.5, hi + 0.5) if hi <= lo else (lo, hi)
+        return np.linspace(a, b, n_bins + 1)
+
+    def draw(ax, bins: np.ndarray) -> None:
+        ax.hist(n, bins=bins, alpha=0.55, color="tab:blue", label=f"non-members (n={n.size})")
+        ax.hist(m, bins=bins, alpha=0.55, color="tab:orange", label=f"members (n={m.size})")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("count")
+
     if use_log:
+        a, b = (lo / 1.5, hi * 1.5) if hi <= lo else (lo, hi)
+        fig = _new_figure((9.0, 3.6))
+        ax = fig.add_subplot(1, 2, 1)
+        draw(ax, np.geomspace(a, b, n_bins + 1))
         ax.set_xscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("density")
-    ax.legend(fontsize=8)
+        if b / a < 1000:  # over a few decades the default log ticks overlap or vanish: plain numbers
+            from matplotlib.ticker import (
+                FormatStrFormatter,
+                LogLocator,
+                MaxNLocator,
+                NullLocator,
+            )
+
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=5) if b / a < 10 else LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+            ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_title("log x axis", fontsize=9)
+        ax_lin = fig.add_subplot(1, 2, 2)
+        draw(ax_lin, linear_bins())
+        ax_lin.set_title("linear x axis", fontsize=9)
+        ax_lin.legend(fontsize=8)
+    else:
+        fig = _new_figure((6.0, 3.6))
+        ax = fig.add_subplot(1, 1, 1)
+        draw(ax, linear_bins())
+        ax.legend(fontsize=8)
     full_title = title
     if notes:
         full_title = (title + " " if title else "") + "(" + "; ".join(notes) + ")"
     if full_title:
-        ax.set_title(full_title, fontsize=10)
+        if use_log:
+            fig.suptitle(full_title, fontsize=10)
+        else:
+            ax.set_title(full_title, fontsize=10)
     return fig
 
 
@@ -190,10 +226,12 @@ def plot_score_histogram(
     log: bool = True,
     title: str = "",
 ) -> Path:
-    """Save overlaid member / non-member density histograms (shared bins) as a PNG.
+    """Save overlaid member / non-member histograms (counts, shared bins) as a PNG.
 
-    As in paper 000 Figure 2a: log-spaced bins on a log x axis when ``log`` and all
-    values are > 0, else linear bins (noted in the title). Returns the path.
+    As in Pawelczyk et al. 2023, Figure 2a: log-spaced bins on a log x axis when ``log``
+    and all values are > 0 (with a second, linear-axis panel beside it), else linear bins
+    (noted in the title). Counts rather than densities keep a spike of identical values
+    visible. Returns the path.
     """
     fig = score_histogram_figure(
         member_values, nonmember_values, xlabel=xlabel, log=log, title=title

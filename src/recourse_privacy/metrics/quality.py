@@ -1,9 +1,9 @@
-"""Recourse quality: CARLA's metrics per method (Pawelczyk et al. 2021) and paper 003's path metrics.
+"""Recourse quality: CARLA's metrics per method (Pawelczyk et al. 2021) and Pentyala et al.'s (2023) path metrics.
 
-Per counterfactual: validity (the success rate; paper 004's flip ratio), costs L0/L1/L2/Linf
+Per counterfactual: validity (the success rate; the flip ratio of Yang et al. 2022), costs L0/L1/L2/Linf
 (true norms, L2 not squared), redundancy and yNN (CARLA), constraint violations
 (:func:`constraint_violations`). Per recourse path (FACE): PDensity, PDistanceManifold and
-PL0/PL1/PL2 (paper 003, equations 2-4). :func:`quality_metrics` aggregates them for one
+PL0/PL1/PL2 (Pentyala et al. 2023, equations 2-4). :func:`quality_metrics` aggregates them for one
 :class:`~recourse_privacy.recourse.RecourseResult` the way CARLA's benchmark does: costs,
 redundancy, yNN, violations and path metrics are means over the valid counterfactuals
 (CARLA drops the failed rows first); validity and time per counterfactual are over all rows.
@@ -78,11 +78,11 @@ def constraint_violations(action_set, X: np.ndarray, X_cf: np.ndarray, *, tol: f
 
 def path_metrics(paths, X_train: np.ndarray, *, kde=None, bandwidth: float | str = "scott",
                  tol: float = 1e-8) -> dict[str, np.ndarray]:
-    """Paper 003's path metrics per path; each path is (factual, Z_1, ..., Z_p), factual first.
+    """Pentyala et al.'s (2023) path metrics per path; each path is (factual, Z_1, ..., Z_p), factual first.
 
     - PDensity (eq. 2): mean over Z_1..Z_p of the log-likelihood under a Gaussian KDE of the
       training data (``kde``, a fitted scikit-learn ``KernelDensity``, else one fitted here
-      with ``bandwidth``, Scott's rule by default; paper 003 does not state its bandwidth);
+      with ``bandwidth``, Scott's rule by default; Pentyala et al. 2023 do not state its bandwidth);
     - PDistanceManifold (eq. 3): mean L1 distance of Z_1..Z_p to their nearest training point;
     - PL0 / PL1 / PL2 (eq. 4): (d(Z, Z_1) + sum_i d(Z_i, Z_{i+1})) / p with d the L0
       (changes above ``tol``), L1 and L2 distance.
@@ -122,7 +122,7 @@ def path_metrics(paths, X_train: np.ndarray, *, kde=None, bandwidth: float | str
 
 def quality_metrics(result, model, X_train: np.ndarray, *, action_set=None, k: int = 5, kde=None,
                     bandwidth: float | str = "scott", tol: float = 1e-6) -> dict[str, float]:
-    """CARLA's metric set for one recourse result (and paper 003's path metrics when it has paths).
+    """CARLA's metric set for one recourse result (and the path metrics of Pentyala et al. 2023 when it has paths).
 
     Returns a flat dict: ``n``, ``n_valid``, ``validity``, ``l0``/``l1``/``l2``/``linf``,
     ``redundancy``, ``ynn``, ``violations`` (means over valid rows; NaN when none is valid),

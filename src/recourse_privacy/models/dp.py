@@ -1,6 +1,6 @@
-"""DPM (paper 001, sec. 4.2.2): the model itself trained with differential privacy.
+"""DPM (Huang et al. 2023, sec. 4.2.2): the model itself trained with differential privacy.
 
-Recourse computed from an epsilon-DP model is epsilon-DP by post-processing (paper 001,
+Recourse computed from an epsilon-DP model is epsilon-DP by post-processing (Huang et al. 2023,
 Theorem 3.4) for any number of recourse queries: the privacy cost is paid once, at training.
 
 - :class:`DPLogisticModel`: diffprivlib's ``LogisticRegression`` (objective perturbation of

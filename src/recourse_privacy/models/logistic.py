@@ -11,7 +11,7 @@ from recourse_privacy.errors import InvalidInputError
 class LogisticModel(LinearClassifier):
     """L2-regularised logistic regression (scikit-learn's lbfgs); linear and differentiable.
 
-    ``C`` is scikit-learn's inverse regularisation strength (its default 1.0: paper 000 names
+    ``C`` is scikit-learn's inverse regularisation strength (its default 1.0: Pawelczyk et al. 2023 name
     no value). ``random_state`` is accepted for a uniform interface; lbfgs is deterministic.
     """
 

@@ -10,7 +10,7 @@ from recourse_privacy.models.base import TorchBackedClassifier
 
 
 class MLPModel(TorchBackedClassifier):
-    """ReLU network trained with Adam on binary cross-entropy (paper 000 and its slides, 002).
+    """ReLU network trained with Adam on binary cross-entropy (Pawelczyk et al. 2023 and the slides presenting it).
 
     Defaults are the paper's: one hidden layer of 1,000 ReLU units, Adam with learning rate
     1e-4, 250 epochs. The batch size is not given in the paper; 64 is our default.

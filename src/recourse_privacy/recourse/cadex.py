@@ -18,7 +18,7 @@ class CADEX:
     """Moore et al.'s CADEX: Adam on the input toward the favourable class, under a gradient mask.
 
     The objective is the cross-entropy of the favourable class, softplus(-f(x')) for the
-    favourable logit f (paper 004's baseline; no distance term: proximity comes from the
+    favourable logit f (a baseline of Yang et al. 2022; no distance term: proximity comes from the
     constrained, early-stopped search). CADEX's constraints act on the gradient, not on the
     iterate:
 

@@ -14,7 +14,7 @@ from recourse_privacy.recourse.registry import register_recourse
 @register_recourse('cchvae', description="C-CHVAE (Pawelczyk et al.): growing-shell search in a VAE's latent space, batched",
                    needs=('fitting_data',))
 class CCHVAE(VAEBackedMethod):
-    """C-CHVAE (Pawelczyk, Broelemann and Kasneci 2020; paper 000, Appendix C.2), batched.
+    """C-CHVAE (Pawelczyk, Broelemann and Kasneci 2020; Pawelczyk et al. 2023, Appendix C.2), batched.
 
     ``fit`` trains a :class:`~recourse_privacy.recourse.vae.VAE` on the data (in the audit:
     the owner's training set; each shadow model's copy on its own). ``generate`` encodes

@@ -26,8 +26,8 @@ class FACE:
 
     - **edges**: ``mode="knn"``: i and j are joined when one is among the other's
       ``n_neighbors`` nearest (L2); ``mode="epsilon"``: when ||x_i - x_j|| <= ``radius``
-      (``radius=inf`` gives the fully connected graph of paper 003, Table 2);
-    - **actionability** (paper 003, Algorithm 1, lines 5-10): an edge i -> j exists only
+      (``radius=inf`` gives the fully connected graph of Pentyala et al. 2023, Table 2);
+    - **actionability** (Pentyala et al. 2023, Algorithm 1, lines 5-10): an edge i -> j exists only
       if the move respects ``action_set``: immutable features equal (neighbours are searched
       within groups of equal immutable values), increase-only features not decreasing, and
       x_j inside the ranges. Both directions are kept when both are allowed, one when only
@@ -36,7 +36,7 @@ class FACE:
       ``KernelDensity`` on the nodes, ``bandwidth`` default Scott's rule) at the midpoint:
       ``density_weight="neglog"`` is FACE's w = -log p((x_i + x_j)/2) * ||x_i - x_j||
       (the density-weighted path integral with f = -log, floored at 1e-12 so that a density
-      above 1 cannot give a negative weight); ``"inverse"`` is paper 003's
+      above 1 cannot give a negative weight); ``"inverse"`` is the weight of Pentyala et al. 2023,
       w = ||x_i - x_j|| / p((x_i + x_j)/2) (Algorithm 1, line 4).
 
     :meth:`generate` joins each query to the graph by the same rule (its k nearest nodes or
@@ -264,7 +264,7 @@ class FACE:
         return np.maximum(w, _MIN_WEIGHT)
 
     def _allowed(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-        """Whether each move A[e] -> B[e] respects the action set (paper 003, Algorithm 1, lines 6-9)."""
+        """Whether each move A[e] -> B[e] respects the action set (Pentyala et al. 2023, Algorithm 1, lines 6-9)."""
         a = self._aset(A.shape[1])
         ok = ~((np.abs(B - A) > self.tol) & a.immutable).any(axis=1)
         ok &= ~((B < A - self.tol) & a.increasing).any(axis=1)

@@ -119,7 +119,7 @@ def shell_search(
 @register_recourse('gs', description='Growing Spheres (Laugel et al.): random search in growing L2 (or L1) shells, batched',
                    needs=('fitting_data',))
 class GrowingSpheres:
-    """Growing Spheres (Laugel et al. 2017; paper 000, Appendix C.2), batched over all points.
+    """Growing Spheres (Laugel et al. 2017; Pawelczyk et al. 2023, Appendix C.2), batched over all points.
 
     For shell k = 0, 1, ... (radii [k * step, (k + 1) * step) in the ``norm``), sample
     ``n_search_samples`` points around every factual still without recourse, and stop a row
@@ -127,7 +127,7 @@ class GrowingSpheres:
     closest to the factual. Defaults are CARLA's ``growing_spheres``: 1,000 samples, L2,
     step 0.2, 1,000 shells at most (CARLA's loop ignores its own limit; here a row with no
     recourse after ``max_iter`` shells keeps its factual and is flagged invalid).
-    ``norm="l1"`` samples in L1 shells (the L1 ball of paper 000, Appendix C.2).
+    ``norm="l1"`` samples in L1 shells (the L1 ball of Pawelczyk et al. 2023, Appendix C.2).
 
     ``action_set``: immutable features are never sampled (the search runs in the mutable
     coordinates only); increase-only features take the absolute value of their offset (a

@@ -11,7 +11,7 @@ from recourse_privacy.recourse.registry import register_recourse
 @register_recourse('linear', description='exact closed-form recourse for linear models',
                    needs=('linear',))
 class LinearRecourse:
-    """Closed-form recourse for a linear logit w.x + b (paper 000 sec. 6.3; paper 001 sec. 4.2.1).
+    """Closed-form recourse for a linear logit w.x + b (Pawelczyk et al. 2023 sec. 6.3; Huang et al. 2023 sec. 4.2.1).
 
     ``norm="l2"`` projects onto the hyperplane w.x + b = margin along w restricted to the
     mutable features: x' = x + (margin - w.x - b) / ||w_m||^2 * w_m, at L2 cost

@@ -15,7 +15,7 @@ from recourse_privacy.recourse.registry import register_recourse
 @register_recourse('revise', description="REVISE (Joshi et al.): Adam in a VAE's latent space (BCE + lam * L1), batched",
                    needs=('gradients', 'fitting_data'))
 class REVISE(VAEBackedMethod):
-    """REVISE (Joshi, Koyejo, Vijitbenjaronk, Kim and Ghosh 2019; paper 004's baseline).
+    """REVISE (Joshi, Koyejo, Vijitbenjaronk, Kim and Ghosh 2019; a baseline of Yang et al. 2022).
 
     ``fit`` trains a :class:`~recourse_privacy.recourse.vae.VAE` on the data (the same
     architecture as CCHVAE's). ``generate`` starts from z = encode(x) and runs Adam on

@@ -13,7 +13,7 @@ from recourse_privacy.recourse.registry import register_recourse
 @register_recourse('scfe', description='Wachter et al. gradient search (Adam, BCE + lam * L1), batched',
                    needs=('gradients',))
 class SCFE:
-    """Wachter et al.'s counterfactual: argmin BCE(f(x'), 1) + lam * ||x' - x||_1 (paper 000, eq. 1).
+    """Wachter et al.'s counterfactual: argmin BCE(f(x'), 1) + lam * ||x' - x||_1 (Pawelczyk et al. 2023, eq. 1).
 
     Adam on all rows at once; each row stops at its first valid iterate (f(x') >= 0.5), as
     CARLA's implementation does one point at a time. Defaults follow CARLA's ``wachter``:

@@ -6,6 +6,7 @@ from typing import Sequence
 import numpy as np
 
 from recourse_privacy.errors import InvalidInputError, NotFittedError
+from recourse_privacy.recourse.growing_spheres import world_seed
 from recourse_privacy.validation import (
     check_matrix,
     check_positive_float,
@@ -17,7 +18,7 @@ from recourse_privacy.validation import (
 class VAE:
     """CARLA's recourse VAE (``VariationalAutoencoder``), seeded, in float64 PyTorch.
 
-    Architecture with the defaults (paper 000, Appendix C.2: 8 latent dimensions, 20 nodes
+    Architecture with the defaults (Pawelczyk et al. 2023, Appendix C.2: 8 latent dimensions, 20 nodes
     in the first and third hidden layers; CARLA ``layers=[d, 20, 8]``):
     encoder ``d_m -> 20 (ReLU) -> mu, log-variance (8 each)``; decoder
     ``8 + d_i -> 20 (ReLU) -> d_m`` (linear output), where ``d_m`` / ``d_i`` count the
@@ -218,8 +219,6 @@ class VAEBackedMethod:
 
     def fit(self, X: np.ndarray, y=None, model=None):
         """Train the VAE on ``X`` (``y`` and ``model`` are not used: the VAE models the data, not the labels)."""
-        from recourse_privacy.recourse.growing_spheres import world_seed
-
         X = check_matrix(X)
         mutable = None
         if self.action_set is not None:

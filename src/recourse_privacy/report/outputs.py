@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recourse_privacy.metrics.plots import plot_roc_loglog, plot_score_histogram
-from recourse_privacy.report.html import write_html_report
+from recourse_privacy.report.html import audit_label, write_html_report
 
 if TYPE_CHECKING:  # the audit layer imports this module; the report only reads the result's fields
     from recourse_privacy.audit.result import AuditResult
@@ -29,7 +29,7 @@ def write_outputs(result: AuditResult, out_dir: str | Path) -> Mapping[str, str]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cfg = result.config
-    title = f"{cfg.data or cfg.dataset} / {cfg.model} / {cfg.recourse}"
+    title = audit_label(result)
     member = result.is_member == 1
     files = {
         "roc": plot_roc_loglog({n: (result.is_member, s.scores) for n, s in result.scores.items()},
@@ -38,7 +38,7 @@ def write_outputs(result: AuditResult, out_dir: str | Path) -> Mapping[str, str]
                                               xlabel=f"counterfactual distance ({cfg.distance})", title=title),
         "metrics": write_metrics_json(result, out / "metrics.json"),
     }
-    files["report"] = write_html_report(result.to_dict(), out, images={
+    files["report"] = write_html_report(result, out, images={
         "Log-log ROC of every attack against random guessing": files["roc"],
         "Counterfactual distances of members and non-members": files["cfd_histogram"]})
     return {k: str(v) for k, v in files.items()}
