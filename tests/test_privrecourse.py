@@ -9,11 +9,22 @@ import pytest
 from recourse_privacy.errors import BudgetExceededError, IncompatibleError, InvalidInputError, NotFittedError
 from recourse_privacy.models.dp import DPLogisticModel
 from recourse_privacy.privrecourse import (
-    BudgetLedger, ConvergentDPKMeans, DiffprivlibKMeans, PrivRecourse, PublicScaler, build_graph, load_artefact,
+    BudgetLedger,
+    ConvergentDPKMeans,
+    DiffprivlibKMeans,
+    PrivRecourse,
+    PublicScaler,
+    build_graph,
+    load_artefact,
 )
 from recourse_privacy.privrecourse.baselines import cdp_rho, laplace_noisy_data, mst_synthetic_data
 from recourse_privacy.privrecourse.clustering import exponential_mechanism_probabilities
-from recourse_privacy.privrecourse.graph import candidate_costs, direct_log_density, midpoint_log_density, recourse_paths
+from recourse_privacy.privrecourse.graph import (
+    candidate_costs,
+    direct_log_density,
+    midpoint_log_density,
+    recourse_paths,
+)
 from recourse_privacy.recourse import ActionSet, make_recourse
 from recourse_privacy.recourse.registry import RECOURSE_METHODS
 

@@ -21,7 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
+from recourse_privacy.audit.config import AuditConfig
+from recourse_privacy.audit.pipeline import run_audit
+from recourse_privacy.data import load_dataset
 from recourse_privacy.experiments.reproductions import register_reproduction
+from recourse_privacy.metrics.quality import quality_metrics
+from recourse_privacy.models.dp import DPLogisticModel
+from recourse_privacy.privrecourse import PublicScaler
+from recourse_privacy.recourse import ActionSet, make_recourse
+from recourse_privacy.validation import derive_seed
 
 __all__ = ["PAPER_TABLE2", "READINGS", "run_pentyala2023"]
 
@@ -72,9 +80,6 @@ def _split(name: str, data_dir, seed: int):
     """(X_train, y_train, X_graph, y_graph, X_test_sample, y_test_sample) in [0, 1]^5 (public bounds)."""
     from sklearn.model_selection import train_test_split
 
-    from recourse_privacy.data import load_dataset
-    from recourse_privacy.privrecourse import PublicScaler
-
     ds = load_dataset(name, data_dir)
     X = ds.X[list(FEATURES[name])].to_numpy(np.float64)
     y = ds.y
@@ -85,12 +90,10 @@ def _split(name: str, data_dir, seed: int):
         g = rng.choice(len(Xtr), N_GRAPH[name], replace=False)
         return Xtr, ytr, Xtr[g], ytr[g], Xte, yte
     Xtr, Xte, ytr, yte = train_test_split(Z, y, test_size=0.25, stratify=y, random_state=seed)
-
     def quarter(Xs, ys):
         idx = np.concatenate([rng.choice(np.flatnonzero(ys == c), int(round(0.25 * (ys == c).sum())), replace=False)
                               for c in (0, 1)])
         return Xs[np.sort(idx)], ys[np.sort(idx)]
-
     Xg, yg = quarter(Xtr, ytr)
     Xs, ys = quarter(Xte, yte)
     return Xtr, ytr, Xg, yg, Xs, ys
@@ -99,11 +102,6 @@ def _split(name: str, data_dir, seed: int):
 def run_once(name: str, seed: int, readings: dict, data_dir=None, n_clusters: int = 500) -> tuple[list[dict], dict]:
     """One run on one dataset: a row of metrics per reading, and the ledgers of the published artefacts."""
     from sklearn.neighbors import KernelDensity
-
-    from recourse_privacy.metrics.quality import quality_metrics
-    from recourse_privacy.models.dp import DPLogisticModel
-    from recourse_privacy.recourse import make_recourse
-    from recourse_privacy.validation import derive_seed
 
     Xtr, ytr, Xg, yg, Xte, yte = _split(name, data_dir, seed)
     model = DPLogisticModel(epsilon=MODEL_EPSILON[name], data_norm=float(np.sqrt(5)),
@@ -132,11 +130,6 @@ def run_once(name: str, seed: int, readings: dict, data_dir=None, n_clusters: in
 
 def table3(data_dir=None, seed: int = 0, n_clusters: int = 500) -> dict:
     """The constraint example on Adult: age and education-num may not decrease, d_th = 0.4."""
-    from recourse_privacy.models.dp import DPLogisticModel
-    from recourse_privacy.privrecourse import PublicScaler
-    from recourse_privacy.recourse import ActionSet, make_recourse
-    from recourse_privacy.validation import derive_seed
-
     Xtr, ytr, Xg, yg, Xte, yte = _split("adult", data_dir, seed)
     model = DPLogisticModel(epsilon=1.0, data_norm=float(np.sqrt(5)), random_state=derive_seed(seed, 1)).fit(Xtr, ytr)
     Q = Xte[model.predict(Xte) == 0][: N_QUERIES["adult"]]
@@ -159,7 +152,6 @@ def run_pentyala2023(out_dir: Path, *, seeds=None, console=None, datasets=("adul
                      data_dir=None, n_clusters: int = 500, with_table3: bool = True) -> dict:
     """Run the reproduction and write table2.csv, table3.json and ledger.json into ``out_dir``."""
     import pandas as pd
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     seeds = list(seeds) if seeds else [0, 1, 2]
@@ -252,13 +244,11 @@ GAME_METHODS = {
 def record_exposure(result, X_members, X_nonmembers, tol: float = 1e-9) -> dict:
     """Share of returned counterfactuals (and path nodes) that are exactly a member row / a non-member row."""
     from sklearn.neighbors import NearestNeighbors
-
     def share(P, X):
         if not len(P):
             return float("nan")
         d = NearestNeighbors(n_neighbors=1).fit(X).kneighbors(P)[0][:, 0]
         return float(np.mean(d <= tol))
-
     cf = result.counterfactuals[result.valid]
     nodes = np.concatenate([p[1:] for p in result.paths]) if result.paths is not None else cf
     return {"cf_is_member_row": share(cf, X_members), "cf_is_nonmember_row": share(cf, X_nonmembers),
@@ -269,14 +259,10 @@ def record_exposure(result, X_members, X_nonmembers, tol: float = 1e-9) -> dict:
 def membership_game(out_dir: Path, *, seeds=None, console=None, methods=None, shadow_models: int = 10,
                     n_members: int = 2000) -> list[dict]:
     """The recourse membership game (Pawelczyk et al. 2023) on Adult with each method as the owner's recourse.
-
     The adversary knows the mechanism: its shadow worlds run the same registered method,
     publishing their own artefacts from their own data. Reported: AUC and TPR at FPR 0.01 of
     the distance attacks (cfd, cfd-lrt) and what the returned rows expose.
     """
-    from recourse_privacy.audit.config import AuditConfig
-    from recourse_privacy.audit.pipeline import run_audit
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     say = _printer(console)
@@ -311,10 +297,6 @@ def reproduce_pentyala2023_audit(out_dir: Path, *, seeds=None, console=None) -> 
 
 def exposure_study(out_dir: Path, *, console=None, seed: int = 0) -> dict:
     """What the returned paths expose on Adult (paper 003's features): shares of outputs that are training rows."""
-    from recourse_privacy.models.dp import DPLogisticModel
-    from recourse_privacy.recourse import make_recourse
-    from recourse_privacy.validation import derive_seed
-
     say = _printer(console)
     Xtr, ytr, Xg, yg, Xte, yte = _split("adult", None, seed)
     model = DPLogisticModel(epsilon=1.0, data_norm=float(np.sqrt(5)), random_state=derive_seed(seed, 1)).fit(Xtr, ytr)

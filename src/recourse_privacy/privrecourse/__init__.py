@@ -12,7 +12,11 @@
 from recourse_privacy.privrecourse.artefact import ARTEFACT_VERSION, PublishedGraph, load_artefact
 from recourse_privacy.privrecourse.clustering import ConvergentDPKMeans, DiffprivlibKMeans
 from recourse_privacy.privrecourse.core import (
-    SOURCES, PrivRecourse, PrivRecourseData, PrivRecourseLaplace, PrivRecourseMST,
+    SOURCES,
+    PrivRecourse,
+    PrivRecourseData,
+    PrivRecourseLaplace,
+    PrivRecourseMST,
 )
 from recourse_privacy.privrecourse.graph import build_graph, recourse_paths
 from recourse_privacy.privrecourse.ledger import BudgetLedger

@@ -67,7 +67,7 @@ class PublishedGraph:
     def delta(self) -> float:
         return float(self.privacy.get("delta", float("nan")))
 
-    def prepare(self) -> "PublishedGraph":
+    def prepare(self) -> PublishedGraph:
         """Precompute every node's cost to its cheapest candidate (one Dijkstra) and the start-node index."""
         from sklearn.neighbors import NearestNeighbors
 

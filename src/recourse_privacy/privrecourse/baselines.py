@@ -25,7 +25,13 @@ import numpy as np
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.privrecourse.ledger import BudgetLedger
 from recourse_privacy.validation import (
-    as_generator, check_choice, check_delta, check_epsilon, check_matrix, check_positive_int, derive_seed,
+    as_generator,
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_matrix,
+    check_positive_int,
+    derive_seed,
 )
 
 __all__ = ["cdp_delta", "cdp_rho", "laplace_noisy_data", "mst_synthetic_data"]

@@ -33,7 +33,13 @@ import numpy as np
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.privrecourse.ledger import BudgetLedger
 from recourse_privacy.validation import (
-    as_generator, check_choice, check_delta, check_epsilon, check_interval, check_matrix, check_positive_int,
+    as_generator,
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_interval,
+    check_matrix,
+    check_positive_int,
 )
 
 __all__ = ["ConvergentDPKMeans", "DiffprivlibKMeans", "exponential_mechanism_probabilities", "CLUSTERINGS"]
@@ -145,7 +151,7 @@ class ConvergentDPKMeans:
         return led
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X: np.ndarray, y=None) -> "ConvergentDPKMeans":
+    def fit(self, X: np.ndarray, y=None) -> ConvergentDPKMeans:
         """Cluster ``X`` (rows in [0, 1]^d, the public bounds after scaling)."""
         X = check_matrix(X)
         n, d = X.shape
@@ -281,7 +287,7 @@ class DiffprivlibKMeans:
         self.drop_empty = drop_empty
         self.random_state = random_state
 
-    def fit(self, X: np.ndarray, y=None) -> "DiffprivlibKMeans":
+    def fit(self, X: np.ndarray, y=None) -> DiffprivlibKMeans:
         """Cluster ``X`` (rows in [0, 1]^d)."""
         import warnings
 

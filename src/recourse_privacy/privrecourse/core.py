@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from recourse_privacy.errors import InvalidInputError, NotFittedError
+from recourse_privacy.models.dp import DPLogisticModel
 from recourse_privacy.privrecourse.artefact import PublishedGraph
 from recourse_privacy.privrecourse.baselines import laplace_noisy_data, mst_synthetic_data
 from recourse_privacy.privrecourse.clustering import CLUSTERINGS
@@ -26,7 +27,12 @@ from recourse_privacy.privrecourse.scaling import check_unit_box
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
 from recourse_privacy.recourse.registry import register_recourse
 from recourse_privacy.validation import (
-    check_choice, check_delta, check_epsilon, check_matrix, check_positive_int, derive_seed,
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_matrix,
+    check_positive_int,
+    derive_seed,
 )
 
 __all__ = ["SOURCES", "PrivRecourse", "PrivRecourseLaplace", "PrivRecourseMST", "PrivRecourseData"]
@@ -98,8 +104,6 @@ class PrivRecourse:
     def publish(self, X: np.ndarray, y: np.ndarray | None = None, model=None, *,
                 feature_names=()) -> PublishedGraph:
         """Algorithm 1: nodes from ``source`` under (epsilon, delta), the graph, candidates f(C) = 1."""
-        from recourse_privacy.models.dp import DPLogisticModel
-
         X = check_matrix(X)
         n, d = X.shape
         lo, hi = self._bounds(d)
@@ -109,7 +113,6 @@ class PrivRecourse:
         if self.source == "clusters" and self.n_clusters > n:
             raise InvalidInputError(f"n_clusters={self.n_clusters} is larger than the data ({n} rows)")
         t0 = time.perf_counter()
-        lines = []
         if model is None:
             if y is None:
                 raise InvalidInputError("publish needs labels y to train the DP model (or a trained model)")
@@ -159,7 +162,7 @@ class PrivRecourse:
         return PublishedGraph(nodes, graph, candidates, lo, hi, tuple(feature_names), privacy, config)
 
     # ------------------------------------------------------------------ the recourse method
-    def fit(self, X: np.ndarray, y: np.ndarray | None = None, model=None) -> "PrivRecourse":
+    def fit(self, X: np.ndarray, y: np.ndarray | None = None, model=None) -> PrivRecourse:
         """Publish the artefact from ``(X, y)`` for ``model`` (the audit calls this in every world)."""
         self.artefact_ = self.publish(X, y, model).prepare()
         return self
@@ -173,7 +176,7 @@ class PrivRecourse:
             raise NotFittedError(f"{self.name} needs fit(X_train, y_train, model) first (or from_artefact)")
 
     @classmethod
-    def from_artefact(cls, artefact: PublishedGraph) -> "PrivRecourse":
+    def from_artefact(cls, artefact: PublishedGraph) -> PrivRecourse:
         """A method answering queries from a published (e.g. loaded) artefact, without the training data."""
         obj = cls.__new__(cls)
         obj.__init__(**{k: v for k, v in artefact.config.items() if k in ("n_clusters", "epsilon", "weight")})

@@ -82,7 +82,7 @@ class BudgetLedger:
                 "is_dp": self.is_dp, "overspent": self.overspent}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "BudgetLedger":
+    def from_dict(cls, d: dict) -> BudgetLedger:
         led = cls(d["cap"]["epsilon"], d["cap"]["delta"], allow_overspend=True)
         led.entries = [LedgerEntry(**e) for e in d["entries"]]
         return led
