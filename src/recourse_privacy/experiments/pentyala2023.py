@@ -242,18 +242,28 @@ GAME_METHODS = {
 
 
 def record_exposure(result, X_members, X_nonmembers, tol: float = 1e-9) -> dict:
-    """Share of returned counterfactuals (and path nodes) that are exactly a member row / a non-member row."""
+    """What the returned paths give an adversary who matches them against candidate records.
+
+    Attack: "x is a member iff x equals a node of a returned path". TPR = share of member rows
+    (the graph's training records) that some returned node equals; FPR = the same share among
+    non-member rows (exact duplicates on the five features make it non-zero). Also the share of
+    counterfactuals that are member rows.
+    """
     from sklearn.neighbors import NearestNeighbors
-    def share(P, X):
-        if not len(P):
-            return float("nan")
-        d = NearestNeighbors(n_neighbors=1).fit(X).kneighbors(P)[0][:, 0]
-        return float(np.mean(d <= tol))
+
     cf = result.counterfactuals[result.valid]
-    nodes = np.concatenate([p[1:] for p in result.paths]) if result.paths is not None else cf
-    return {"cf_is_member_row": share(cf, X_members), "cf_is_nonmember_row": share(cf, X_nonmembers),
-            "path_node_is_member_row": share(nodes, X_members), "n_distinct_member_rows_revealed":
-                int(len(np.unique(np.round(cf, 12), axis=0))) if share(cf, X_members) > 0 else 0}
+    nodes = np.concatenate([p[1:] for p in result.paths if len(p) > 1]) if result.paths is not None else cf
+    nodes = np.unique(nodes, axis=0) if len(nodes) else nodes
+
+    def hit(X):  # which rows of X equal a returned node
+        if not len(nodes):
+            return np.zeros(len(X), bool)
+        return NearestNeighbors(n_neighbors=1).fit(nodes).kneighbors(X)[0][:, 0] <= tol
+
+    cf_member = (NearestNeighbors(n_neighbors=1).fit(X_members).kneighbors(cf)[0][:, 0] <= tol) if len(cf) else []
+    return {"cf_is_member_row": float(np.mean(cf_member)) if len(cf) else float("nan"),
+            "distinct_nodes_returned": int(len(nodes)),
+            "match_attack_tpr": float(hit(X_members).mean()), "match_attack_fpr": float(hit(X_nonmembers).mean())}
 
 
 def membership_game(out_dir: Path, *, seeds=None, console=None, methods=None, shadow_models: int = 10,
@@ -309,5 +319,6 @@ def exposure_study(out_dir: Path, *, console=None, seed: int = 0) -> dict:
         res = m.generate(model, Q)
         out[label] = record_exposure(res, Xg, Xte)
         say(f"[exposure] {label}: {out[label]}")
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
     (Path(out_dir) / "exposure.json").write_text(json.dumps(out, indent=2))
     return out
