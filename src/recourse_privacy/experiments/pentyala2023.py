@@ -192,7 +192,7 @@ def _format(agg, datasets) -> str:
     for name in datasets:
         col = 0 if name == "adult" else 1
         lines.append(f"--- {name} ---")
-        lines.append(f"{'method':<28}" + "".join(f"{m:>24}" for m in ("pdensity", "pdistance_manifold", "pl1", "pl2",
+        lines.append(f"{'method':<28}" + "".join(f"{m:>27}" for m in ("pdensity", "pdistance_manifold", "pl1", "pl2",
                                                                         "pl0", "redundancy", "ynn", "seconds",
                                                                         "validity")))
         for method in agg.loc[name].index:
@@ -203,7 +203,7 @@ def _format(agg, datasets) -> str:
                 mu, sd = agg.loc[(name, method), (met, "mean")], agg.loc[(name, method), (met, "std")]
                 p = paper.get(met, (None, None))[col]
                 cells.append(f"{mu:.3g}+-{sd:.2g} ({'-' if p is None else format(p, '.3g')})")
-            lines.append(f"{method:<28}" + "".join(f"{c:>24}" for c in cells))
+            lines.append(f"{method:<28}" + "".join(f"{c:>27}" for c in cells))
     return "\n".join(lines)
 
 
@@ -215,8 +215,11 @@ KNOWN_DIFFERENCES = """Known differences (see docs/privrecourse.md):
   include per-query Dijkstra runs on a laptop. Build times are in the build_seconds column.
 - PrivRecourse readings: em_point publishes data records; noisy_mean_paper leaves the sum un-noised; and in every
   convergent reading the EM draws among the cluster's own records, so none is DP as written (the ledger marks those
-  steps dp=False). diffprivlib's KMeans is the DP reading. The reading closest to the paper's Table 2 (PDistanceManifold
-  0.01/0.03, yNN 0.94/0.74) is em_point: only published records lie on the data, as the spec predicted.
+  steps dp=False). diffprivlib's KMeans is the DP reading. Only em_point puts the nodes on the data (PDistanceManifold
+  0 vs the paper's 0.01/0.03), as the spec predicted; with the uniform start it keeps few nodes (high yNN, long steps),
+  with K records as start (init=data, leaks) it keeps 500 and matches the paper's PL1/PL2/redundancy best.
+- Baseline: no clipping after the Laplace noise (spec 7.1), so its nodes are far off the box; the paper's figures
+  suggest clipping (clip_noisy=True) or less noise.
 - DP-SD: MST's 10-bin midpoints can leave a run with no node the model accepts (validity 0 for that run).
 - MST uses delta = 1e-9 (a zCDP mechanism cannot give delta = 0), 10 bins per feature decoded to bin midpoints."""
 
