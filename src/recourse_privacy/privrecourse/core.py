@@ -50,7 +50,7 @@ class PrivRecourse:
     needs delta > 0 and defaults to 1e-9); ``clustering`` ``"convergent"`` (spec sec. 3.3) or
     ``"diffprivlib"``, ``clustering_params`` its options (``release``, ``lap_use``, ``zone`` ...);
     ``model_epsilon`` for the DP model trained when ``publish`` gets none; ``bounds``
-    ``(lower, upper)`` per feature, public (default the unit box), ``out_of_bounds`` ``"raise"``
+    ``(lower, upper)`` per feature or one pair for all, public (default the unit box), ``out_of_bounds`` ``"raise"``
     or ``"clip"``; the graph: ``weight`` ("inverse": d / rho, Algorithm 1 line 4), ``bandwidth``
     of the KDE on the nodes, ``max_distance`` d_th (inf: fully connected), ``n_neighbors`` (a
     sparse neighbour graph), ``action_set`` (increase-only features give directed edges,
@@ -93,7 +93,12 @@ class PrivRecourse:
     def _bounds(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         if self.bounds is None:
             return np.zeros(d), np.ones(d)
-        lo, hi = (np.asarray(b, np.float64).ravel() for b in self.bounds)
+        try:
+            lo, hi = (np.asarray(b, np.float64).ravel() for b in self.bounds)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"bounds must be (lower, upper); got {self.bounds!r}") from None
+        if lo.shape == (1,) and hi.shape == (1,):  # one public range for every feature, e.g. [-4, 4] sd
+            lo, hi = np.full(d, lo[0]), np.full(d, hi[0])
         if lo.shape != (d,) or hi.shape != (d,):
             raise InvalidInputError(f"bounds must give {d} lower and {d} upper values (the data has {d} features); "
                                     f"got {lo.shape} and {hi.shape}")
