@@ -226,6 +226,10 @@ def test_publish_bad_input(data):
         PrivRecourse(n_clusters=len(X) + 1).publish(X, y, model)
     with pytest.raises(InvalidInputError, match="bounds"):
         PrivRecourse(bounds=([0, 0], [1, 1])).publish(X, y, model)
+    with pytest.raises(InvalidInputError, match="bounds"):
+        PrivRecourse(bounds="wide").publish(X, y, model)
+    art = PrivRecourse(n_clusters=10, bounds=([-1], [2]), random_state=0).publish(X, y, model)  # one pair for all
+    assert np.array_equal(art.lower, np.full(4, -1.0)) and np.array_equal(art.upper, np.full(4, 2.0))
     with pytest.raises(InvalidInputError, match="delta"):
         make_recourse("privrecourse-mst", delta=0.0)
     with pytest.raises(InvalidInputError, match="epsilon"):
