@@ -40,13 +40,20 @@ PARAMS: dict[str, dict] = {
     "cchvae": {"n_search_samples": 30, "max_iter": 50, "vae_params": SMALL_VAE},
     "revise": {"max_iter": 50, "vae_params": SMALL_VAE},
     "laplace": {"epsilon": 1.0, "accountant": BudgetAccountant()},
-    "dpc": {"bounds": "data", "encoder_layers": (4,), "ae_epochs": 2, "max_iter": 30},  # deep-copied: a fresh accountant each time
+    "dpc": {"bounds": "data", "encoder_layers": (4,), "ae_epochs": 2, "max_iter": 30},  # laplace deep-copied: a fresh accountant each time
+    "privrecourse": {"n_clusters": 20, "out_of_bounds": "clip"},
+    "privrecourse-laplace": {"out_of_bounds": "clip"},
+    "privrecourse-mst": {"out_of_bounds": "clip", "mst_params": {"iters": 50}},
+    "privrecourse-data": {"out_of_bounds": "clip"},
 }
 
 #: entries whose ``valid`` may be stricter than the model's verdict on the counterfactual, and why
 GIVES_UP = {
     "face": "a query with no reachable accepted node keeps itself as counterfactual and is flagged invalid "
             "even where the model already accepts it (no path, no recourse)",
+    **{name: "Algorithm 2 (Pentyala et al. 2023): a query whose start node reaches no accepted node is flagged "
+             "invalid (no path, no recourse)"
+       for name in ("privrecourse", "privrecourse-laplace", "privrecourse-mst", "privrecourse-data")},
 }
 
 ENTRIES = RECOURSE_METHODS.entries()

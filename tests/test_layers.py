@@ -6,7 +6,7 @@ Layers, bottom to top (a package may import its own layer and the layers below):
 1. ``data``, ``models`` (the DP-trained models included)
 2. ``recourse``, ``metrics``
 3. ``attacks``
-4. ``defenses``, ``dp_audit``, ``report``
+4. ``defenses``, ``dp_audit``, ``report``, ``privrecourse``
 5. ``audit`` (the game, its defenses registry and its typed result)
 6. ``experiments``, ``catalog``, ``cli``
 
@@ -27,7 +27,7 @@ LAYERS = [
     {"data", "models"},
     {"recourse", "metrics"},
     {"attacks"},
-    {"defenses", "dp_audit", "report", "dpc"},
+    {"defenses", "dp_audit", "report", "dpc", "privrecourse"},
     {"audit"},
     {"experiments", "catalog", "cli"},
 ]

@@ -15,8 +15,8 @@ from recourse_privacy.registry import Registry
 __all__ = ["REPRODUCTIONS", "register_reproduction"]
 
 #: name -> fn(out_dir, *, seeds, console)
-REPRODUCTIONS: Registry[Callable[..., None]] = Registry("reproduction",
-                                                          builtins=("recourse_privacy.experiments.yang2022",))
+REPRODUCTIONS: Registry[Callable[..., None]] = Registry(
+    "reproduction", builtins=("recourse_privacy.experiments.yang2022", "recourse_privacy.experiments.pentyala2023"))
 
 
 def register_reproduction(name: str, *, description: str, replace: bool = False):

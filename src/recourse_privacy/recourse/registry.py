@@ -38,6 +38,8 @@ RECOURSE_METHODS: Registry[type] = Registry(
         "recourse_privacy.defenses.laplace",
         # DPC (Yang et al. 2022) lives in its own package above recourse
         "recourse_privacy.dpc.recourse",
+        # PrivRecourse (Pentyala et al. 2023) and its baselines, a layer-4 package like defenses
+        "recourse_privacy.privrecourse.core",
     ),
     needs_vocabulary=RECOURSE_NEEDS,
 )

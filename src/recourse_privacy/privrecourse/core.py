@@ -1,0 +1,224 @@
+"""PrivRecourse (Pentyala et al. 2023): publish a DP recourse graph once, answer any number of queries.
+
+:class:`PrivRecourse` is a registered recourse method (``privrecourse``) and the publisher:
+``publish(X, y, model)`` scales the data with the declared PUBLIC bounds, trains the DP model
+when none is given (diffprivlib logistic regression, Chaudhuri et al. 2011, published
+label-only), draws the graph's nodes from ``source`` and returns a
+:class:`~recourse_privacy.privrecourse.artefact.PublishedGraph` stating its total
+(epsilon, delta). The same graph machinery serves the baselines, registered as
+``privrecourse-laplace`` (per-record Laplace noise), ``privrecourse-mst`` (MST synthetic data)
+and ``privrecourse-data`` (the raw records: paper 003's non-private FACE column, Algorithm 1/2
+on V = D).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from recourse_privacy.errors import InvalidInputError, NotFittedError
+from recourse_privacy.models.dp import DPLogisticModel
+from recourse_privacy.privrecourse.artefact import PublishedGraph
+from recourse_privacy.privrecourse.baselines import laplace_noisy_data, mst_synthetic_data
+from recourse_privacy.privrecourse.clustering import CLUSTERINGS
+from recourse_privacy.privrecourse.graph import WEIGHTS, build_graph
+from recourse_privacy.privrecourse.ledger import BudgetLedger
+from recourse_privacy.privrecourse.scaling import check_unit_box
+from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
+from recourse_privacy.recourse.registry import register_recourse
+from recourse_privacy.validation import (
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_matrix,
+    check_positive_int,
+    derive_seed,
+)
+
+__all__ = ["SOURCES", "PrivRecourse", "PrivRecourseLaplace", "PrivRecourseMST", "PrivRecourseData"]
+
+SOURCES = ("clusters", "laplace", "mst", "data")
+
+
+@register_recourse("privrecourse", needs=("fitting_data",),
+                   description="Pentyala et al. 2023 PrivRecourse: recourse paths on a graph of DP k-means centres")
+class PrivRecourse:
+    """PrivRecourse's publisher and recourse method (paper 003, Algorithms 1 and 2).
+
+    Parameters (defaults from the paper's Table 2): ``source`` of the nodes (``"clusters"``);
+    ``n_clusters`` K = 500; ``epsilon``/``delta`` (epsilon_k, delta_k) for the nodes (1, 0; MST
+    needs delta > 0 and defaults to 1e-9); ``clustering`` ``"convergent"`` (spec sec. 3.3) or
+    ``"diffprivlib"``, ``clustering_params`` its options (``release``, ``lap_use``, ``zone`` ...);
+    ``model_epsilon`` for the DP model trained when ``publish`` gets none; ``bounds``
+    ``(lower, upper)`` per feature or one pair for all, public (default the unit box), ``out_of_bounds`` ``"raise"``
+    or ``"clip"``; the graph: ``weight`` ("inverse": d / rho, Algorithm 1 line 4), ``bandwidth``
+    of the KDE on the nodes, ``max_distance`` d_th (inf: fully connected), ``n_neighbors`` (a
+    sparse neighbour graph), ``action_set`` (increase-only features give directed edges,
+    immutable ones none); ``n_rows`` (rows of MST data; default as many as the data).
+    """
+
+    source = "clusters"
+
+    def __init__(self, *, n_clusters: int = 500, epsilon: float = 1.0, delta: float | None = None,
+                 clustering: str = "convergent", clustering_params: dict | None = None, model_epsilon: float = 1.0,
+                 bounds=None, out_of_bounds: str = "raise", weight: str = "inverse", bandwidth: float | str = "scott",
+                 max_distance: float = float("inf"), n_neighbors: int | None = None, action_set=None,
+                 clip_noisy: bool = False, n_rows: int | None = None, mst_params: dict | None = None,
+                 random_state=None):
+        check_choice(self.source, "source", SOURCES)
+        self.n_clusters = check_positive_int(n_clusters, "n_clusters")
+        self.epsilon = check_epsilon(epsilon, "epsilon")
+        default_delta = 1e-9 if self.source == "mst" else 0.0
+        self.delta = default_delta if delta is None else check_delta(delta, "delta")
+        if self.source == "mst" and self.delta == 0:
+            raise InvalidInputError("delta must be > 0 for MST (a zCDP mechanism); McKenna et al. use 1e-9")
+        self.clustering = check_choice(clustering, "clustering", tuple(CLUSTERINGS))
+        self.clustering_params = dict(clustering_params or {})
+        self.model_epsilon = check_epsilon(model_epsilon, "model_epsilon")
+        self.bounds = bounds
+        self.out_of_bounds = check_choice(out_of_bounds, "out_of_bounds", ("raise", "clip"))
+        self.weight = check_choice(weight, "weight", WEIGHTS)
+        self.bandwidth = bandwidth
+        self.max_distance = float(max_distance)
+        if not self.max_distance > 0:
+            raise InvalidInputError(f"max_distance must be > 0; got {max_distance!r}")
+        self.n_neighbors = None if n_neighbors is None else check_positive_int(n_neighbors, "n_neighbors")
+        self.action_set = action_set
+        self.clip_noisy = bool(clip_noisy)
+        self.n_rows = None if n_rows is None else check_positive_int(n_rows, "n_rows")
+        self.mst_params = dict(mst_params or {})
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ publishing
+    def _bounds(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.bounds is None:
+            return np.zeros(d), np.ones(d)
+        try:
+            lo, hi = (np.asarray(b, np.float64).ravel() for b in self.bounds)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"bounds must be (lower, upper); got {self.bounds!r}") from None
+        if lo.shape == (1,) and hi.shape == (1,):  # one public range for every feature, e.g. [-4, 4] sd
+            lo, hi = np.full(d, lo[0]), np.full(d, hi[0])
+        if lo.shape != (d,) or hi.shape != (d,):
+            raise InvalidInputError(f"bounds must give {d} lower and {d} upper values (the data has {d} features); "
+                                    f"got {lo.shape} and {hi.shape}")
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (hi > lo).all()):
+            raise InvalidInputError("bounds: every feature needs finite public lower < upper")
+        return lo, hi
+
+    def publish(self, X: np.ndarray, y: np.ndarray | None = None, model=None, *,
+                feature_names=()) -> PublishedGraph:
+        """Algorithm 1: nodes from ``source`` under (epsilon, delta), the graph, candidates f(C) = 1."""
+        X = check_matrix(X)
+        n, d = X.shape
+        lo, hi = self._bounds(d)
+        if self.action_set is not None:
+            self.action_set.check(d)
+        Z = check_unit_box((X - lo) / (hi - lo), out_of_bounds=self.out_of_bounds, names=tuple(feature_names))
+        if self.source == "clusters" and self.n_clusters > n:
+            raise InvalidInputError(f"n_clusters={self.n_clusters} is larger than the data ({n} rows)")
+        t0 = time.perf_counter()
+        if model is None:
+            if y is None:
+                raise InvalidInputError("publish needs labels y to train the DP model (or a trained model)")
+            model = DPLogisticModel(epsilon=self.model_epsilon, data_norm=float(np.linalg.norm(np.maximum(abs(lo), abs(hi)))),
+                                    random_state=derive_seed(self.random_state, 0)).fit(
+                np.clip(X, lo, hi) if self.out_of_bounds == "clip" else X, y)
+        if hasattr(model, "epsilon_"):
+            model_priv = {"step": "model", "epsilon": float(model.epsilon_), "delta": float(getattr(model, "delta_", 0.0)),
+                          "dp": True, "note": f"{type(model).__name__}, published label-only (predict)"}
+        else:
+            model_priv = {"step": "model", "epsilon": 0.0, "delta": 0.0, "dp": False,
+                          "note": f"{type(model).__name__} supplied, not DP-trained: not covered"}
+        seed = derive_seed(self.random_state, 1)
+        info = {}
+        if self.source == "clusters":
+            km = CLUSTERINGS[self.clustering](self.n_clusters, epsilon=self.epsilon, delta=self.delta,
+                                              random_state=seed, **self.clustering_params).fit(Z)
+            nodes_u, ledger = km.cluster_centers_, km.ledger_
+            info["rounds"] = km.n_rounds_
+        elif self.source == "laplace":
+            nodes_u, ledger = laplace_noisy_data(Z, epsilon=self.epsilon, clip=self.clip_noisy, random_state=seed)
+        elif self.source == "mst":
+            nodes_u, ledger, mst_info = mst_synthetic_data(Z, epsilon=self.epsilon, delta=self.delta,
+                                                           n_rows=self.n_rows, random_state=seed, **self.mst_params)
+            info.update({"avg_2way_tvd": mst_info["avg_2way_tvd"], "rho": mst_info["rho"]})
+        else:
+            nodes_u = Z.copy()
+            ledger = BudgetLedger(self.epsilon, self.delta)
+            ledger.spend("raw training records as nodes", 0.0, dp=False, note="non-private FACE (Poyiadzi et al. 2020)")
+        inc = np.zeros(d, bool) if self.action_set is None else np.asarray(self.action_set.increasing, bool)
+        imm = np.zeros(d, bool) if self.action_set is None else np.asarray(self.action_set.immutable, bool)
+        graph, _ = build_graph(nodes_u, weight=self.weight, bandwidth=self.bandwidth, max_distance=self.max_distance,
+                               n_neighbors=self.n_neighbors, increasing=inc, immutable=imm)
+        nodes = lo + nodes_u * (hi - lo)
+        candidates = model.predict(nodes) == 1
+        is_dp = bool(model_priv["dp"] and ledger.is_dp)
+        privacy = {"epsilon": model_priv["epsilon"] + ledger.total_epsilon,
+                   "delta": model_priv["delta"] + ledger.total_delta, "is_dp": is_dp,
+                   "composition": "sequential: model + nodes (Pentyala et al. 2023, sec. 4.1)",
+                   "model": model_priv, "nodes": ledger.to_dict()}
+        config = {"source": self.source, "n_clusters": self.n_clusters, "epsilon": self.epsilon, "delta": self.delta,
+                  "clustering": self.clustering, "clustering_params": self.clustering_params, "weight": self.weight,
+                  "bandwidth": self.bandwidth, "max_distance": self.max_distance, "n_neighbors": self.n_neighbors,
+                  "increasing": inc.tolist(), "immutable": imm.tolist(), "n_nodes": int(len(nodes)),
+                  "n_edges": int(graph.nnz), "n_candidates": int(candidates.sum()),
+                  "build_seconds": time.perf_counter() - t0, **info}
+        return PublishedGraph(nodes, graph, candidates, lo, hi, tuple(feature_names), privacy, config)
+
+    # ------------------------------------------------------------------ the recourse method
+    def fit(self, X: np.ndarray, y: np.ndarray | None = None, model=None) -> PrivRecourse:
+        """Publish the artefact from ``(X, y)`` for ``model`` (the audit calls this in every world)."""
+        self.artefact_ = self.publish(X, y, model).prepare()
+        return self
+
+    def generate(self, model, X: np.ndarray) -> RecourseResult:
+        """Algorithm 2 for every row of ``X``: the path on the published graph; its end is the counterfactual."""
+        return generate_recourse(self, model, X, info={"source": self.source, "epsilon": self.epsilon})
+
+    def _check_fitted(self, X: np.ndarray) -> None:
+        if not hasattr(self, "artefact_"):
+            raise NotFittedError(f"{self.name} needs fit(X_train, y_train, model) first (or from_artefact)")
+
+    @classmethod
+    def from_artefact(cls, artefact: PublishedGraph) -> PrivRecourse:
+        """A method answering queries from a published (e.g. loaded) artefact, without the training data."""
+        obj = cls.__new__(cls)
+        obj.__init__(**{k: v for k, v in artefact.config.items() if k in ("n_clusters", "epsilon", "weight")})
+        obj.artefact_ = artefact.prepare()
+        return obj
+
+    def _search(self, model, X: np.ndarray, state=None) -> SearchOutput:
+        art = self.artefact_
+        ans = art.query(X)
+        n = len(X)
+        X_cf = np.where(ans.found[:, None], art.nodes[np.maximum(ans.end, 0)], X)
+        paths = tuple(np.vstack([X[i], art.nodes[ans.node_paths[i][ans.node_paths[i] >= 0]]]) if ans.found[i]
+                      else X[i][None, :] for i in range(n))
+        return SearchOutput(X_cf, found=ans.found, paths=paths,
+                            info={"path_cost": ans.cost, "start_node": ans.start, "graph_nodes": len(art.nodes),
+                                  "n_failed": ans.n_failed, "epsilon_total": art.epsilon, "delta_total": art.delta})
+
+
+@register_recourse("privrecourse-laplace", needs=("fitting_data",),
+                   description="Pentyala et al. 2023 baseline: the PrivRecourse graph on per-record Laplace-noised data")
+class PrivRecourseLaplace(PrivRecourse):
+    """The graph on the records plus Laplace noise (scale d / epsilon per feature)."""
+
+    source = "laplace"
+
+
+@register_recourse("privrecourse-mst", needs=("fitting_data",),
+                   description="Pentyala et al. 2023 baseline: the PrivRecourse graph on MST synthetic data (mbi)")
+class PrivRecourseMST(PrivRecourse):
+    """The graph on MST synthetic data (McKenna et al. 2021) with as many rows as the data."""
+
+    source = "mst"
+
+
+@register_recourse("privrecourse-data", needs=("fitting_data",),
+                   description="non-private FACE as Pentyala et al. 2023 run it: Algorithms 1/2 on the raw records")
+class PrivRecourseData(PrivRecourse):
+    """The graph on the raw training records (not private; paper 003's FACE column)."""
+
+    source = "data"

@@ -1,0 +1,332 @@
+"""PrivRecourse (Pentyala et al. 2023): DP k-means, ledger, artefact, graph, Algorithm 2, baselines."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from recourse_privacy.errors import BudgetExceededError, IncompatibleError, InvalidInputError, NotFittedError
+from recourse_privacy.models.dp import DPLogisticModel
+from recourse_privacy.privrecourse import (
+    BudgetLedger,
+    ConvergentDPKMeans,
+    DiffprivlibKMeans,
+    PrivRecourse,
+    PublicScaler,
+    build_graph,
+    load_artefact,
+)
+from recourse_privacy.privrecourse.baselines import cdp_rho, laplace_noisy_data, mst_synthetic_data
+from recourse_privacy.privrecourse.clustering import exponential_mechanism_probabilities
+from recourse_privacy.privrecourse.graph import (
+    candidate_costs,
+    direct_log_density,
+    midpoint_log_density,
+    recourse_paths,
+)
+from recourse_privacy.recourse import ActionSet, make_recourse
+from recourse_privacy.recourse.registry import RECOURSE_METHODS
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.random((600, 4)) ** 2
+    y = (X.sum(axis=1) + rng.normal(0, 0.2, len(X)) > 1.2).astype(int)
+    model = DPLogisticModel(epsilon=5.0, data_norm=2.0, random_state=0).fit(X, y)
+    return X, y, model
+
+
+# ---------------------------------------------------------------- ledger and DP k-means
+def test_ledger_sums_and_refuses_overspend():
+    led = BudgetLedger(1.0)
+    for _ in range(10):
+        led.spend("em", 0.075)
+        led.spend("lap", 0.025)
+    assert led.total_epsilon == pytest.approx(1.0)
+    with pytest.raises(BudgetExceededError, match="overspends"):
+        led.spend("extra", 0.01)
+    assert BudgetLedger.from_dict(json.loads(json.dumps(led.to_dict()))).total_epsilon == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("lap_use,release", [("subzone", "em_point"), ("final", "noisy_mean_paper"),
+                                             ("final", "noisy_mean_strict")])
+def test_planned_ledger_totals_epsilon_k(lap_use, release):
+    km = ConvergentDPKMeans(10, epsilon=1.0, lap_use=lap_use, release=release)
+    led = km.planned_ledger()
+    em = [e for e in led.entries if "EM" in e.step and "round" in e.step]
+    assert len(em) == 10 and all(e.epsilon == pytest.approx(0.075) for e in em)
+    assert led.total_epsilon == pytest.approx(1.0 if lap_use == "final" or release == "em_point" else 1.025)
+
+
+def test_overspending_readings_are_refused():
+    with pytest.raises(BudgetExceededError):  # 11 budgeted rounds at epsilon/10 each
+        ConvergentDPKMeans(5, rounds=11, budget_rounds=10).planned_ledger()
+    with pytest.raises(BudgetExceededError):  # the Laplace share spent twice
+        ConvergentDPKMeans(5, lap_use="subzone", release="noisy_mean_paper").planned_ledger()
+    with pytest.raises(BudgetExceededError):
+        ConvergentDPKMeans(5, em_frac=0.8, lap_frac=0.3)
+    led = ConvergentDPKMeans(5, rounds=11, budget_rounds=10, allow_overspend=True).planned_ledger()
+    assert led.overspent and led.total_epsilon == pytest.approx(1.1)
+
+
+@pytest.mark.parametrize("bad", [dict(epsilon=0), dict(epsilon=-1), dict(epsilon=float("inf")), dict(delta=1.0),
+                                 dict(delta=-0.1), dict(release="mean"), dict(zone="box"), dict(lap_use="x")])
+def test_bad_clustering_input_names_the_parameter(bad):
+    key = next(iter(bad))
+    with pytest.raises(InvalidInputError, match=key):
+        ConvergentDPKMeans(5, **bad)
+
+
+def test_k_larger_than_data_and_outside_bounds(data):
+    X = data[0]
+    with pytest.raises(InvalidInputError, match="larger than the data"):
+        ConvergentDPKMeans(len(X) + 1).fit(X)
+    with pytest.raises(InvalidInputError, match="outside"):
+        ConvergentDPKMeans(5).fit(X * 3)
+    with pytest.raises(InvalidInputError, match="public bounds"):
+        PublicScaler([0, 0], [1, 1]).transform([[0.5, 1.5]])
+    assert PublicScaler([0, 0], [2, 4]).transform([[1, 1]], out_of_bounds="raise")[0] == pytest.approx([0.5, 0.25])
+
+
+def test_em_sampler_matches_softmax():
+    """Empirical frequencies of the Gumbel-max draw match exp(eps u / 2 Delta) normalised (tolerance: 5 sd)."""
+    u = np.array([0.0, -0.5, -1.0, -2.0])
+    p = exponential_mechanism_probabilities(u, 2.0, 1.0)
+    rng = np.random.default_rng(1)
+    n = 40000
+    draws = np.argmax(2.0 * u / 2.0 + rng.gumbel(size=(n, 4)), axis=1)
+    freq = np.bincount(draws, minlength=4) / n
+    assert np.all(np.abs(freq - p) < 5 * np.sqrt(p * (1 - p) / n))
+
+
+def test_convergent_kmeans_is_seeded_and_records_rounds(data):
+    X = data[0]
+    a = ConvergentDPKMeans(30, random_state=3).fit(X)
+    b = ConvergentDPKMeans(30, random_state=3).fit(X)
+    assert np.array_equal(a.cluster_centers_, b.cluster_centers_)
+    assert a.ledger_.total_epsilon <= 1.0 + 1e-12 and len(a.objective_) == a.n_rounds_
+    # em_point publishes records (not DP as written; the ledger says so)
+    assert not a.ledger_.is_dp
+    assert (np.abs(X[:, None, :] - a.cluster_centers_[None]).sum(axis=2).min(axis=0) < 1e-12).all()
+
+
+def test_zone_candidates_lie_in_the_convergent_zone():
+    """Every point of the sampling zone (ball on the diameter [C, m]) is no farther from m than C is."""
+    rng = np.random.default_rng(2)
+    C, m = rng.random(5), rng.random(5)
+    P = rng.random((20000, 5))
+    centre, r = (C + m) / 2, np.linalg.norm(C - m) / 2
+    inside = np.linalg.norm(P - centre, axis=1) <= r
+    assert np.all(np.linalg.norm(P[inside] - m, axis=1) <= np.linalg.norm(C - m) + 1e-12)
+
+
+def test_diffprivlib_kmeans_is_dp(data):
+    km = DiffprivlibKMeans(10, epsilon=1.0, random_state=0).fit(data[0])
+    assert km.ledger_.is_dp and km.ledger_.total_epsilon == pytest.approx(1.0)
+    assert ((km.cluster_centers_ >= 0) & (km.cluster_centers_ <= 1)).all()
+
+
+# ---------------------------------------------------------------- the graph and Algorithm 2
+def test_midpoint_density_is_exact():
+    rng = np.random.default_rng(0)
+    from sklearn.neighbors import KernelDensity
+
+    for h, scale in ((0.03, 1.0), (0.4, 1.0), (0.3, 20.0)):
+        X = rng.random((120, 3)) * scale
+        i, j = np.triu_indices(len(X), 1)
+        kde = KernelDensity(bandwidth=h).fit(X)
+        ref = direct_log_density((X[i] + X[j]) / 2, X, h)
+        assert np.abs(midpoint_log_density(X, i, j, kde) - ref).max() < 1e-9
+
+
+def test_graph_constraints_threshold_and_weights():
+    rng = np.random.default_rng(1)
+    C = rng.random((60, 3))
+    inc = np.array([True, False, False])
+    imm = np.array([False, False, False])
+    G, kde = build_graph(C, max_distance=0.5, increasing=inc, immutable=imm)
+    r, c = G.nonzero()
+    assert (C[c, 0] >= C[r, 0] - 1e-9).all()                     # increase-only: no edge decreases feature 0
+    dist = np.linalg.norm(C[r] - C[c], axis=1)
+    assert (dist < 0.5).all()                                     # d_th
+    rho = np.exp(kde.score_samples((C[r] + C[c]) / 2))
+    assert np.allclose(np.asarray(G[r, c]).ravel(), dist / rho, rtol=1e-8)  # w = d / rho(midpoint)
+    G2, _ = build_graph(C, immutable=np.array([False, True, False]))
+    assert G2.nnz == 0                                            # distinct values of an immutable feature: no edge
+
+
+def test_algorithm2_paths(data):
+    X, y, model = data
+    rng = np.random.default_rng(4)
+    nodes = rng.random((80, 4))
+    cand = model.predict(nodes) == 1
+    G, _ = build_graph(nodes)
+    cost, pred = candidate_costs(G, cand)
+    Q = X[model.predict(X) == 0][:50]
+    ans = recourse_paths(nodes, cand, Q, cost, pred)
+    assert ans.found.all()
+    assert (~cand[ans.start]).all()                               # Z_1 is not a candidate
+    from scipy.sparse.csgraph import dijkstra
+    for q in range(len(Q)):
+        p = ans.node_paths[q][ans.node_paths[q] >= 0]
+        assert p[0] == ans.start[q] and cand[p[-1]] and (~cand[p[:-1]]).all()
+        w = sum(G[a, b] for a, b in zip(p[:-1], p[1:]))
+        assert w == pytest.approx(ans.cost[q])
+        d = dijkstra(G, indices=p[0])                             # the cheapest candidate from Z_1
+        assert ans.cost[q] == pytest.approx(d[cand].min())
+
+
+def test_failures_are_kept_and_counted():
+    nodes = np.array([[0.0, 0.0], [0.1, 0.0], [0.9, 0.9]])
+    cand = np.array([False, False, True])
+    G, _ = build_graph(nodes, max_distance=0.3)                   # the candidate is out of reach
+    cost, pred = candidate_costs(G, cand)
+    ans = recourse_paths(nodes, cand, np.array([[0.0, 0.05], [0.2, 0.1]]), cost, pred)
+    assert ans.n_failed == 2 and (ans.end == -1).all()
+
+
+# ---------------------------------------------------------------- publishing, the artefact, the method
+def test_publish_states_total_budget_and_roundtrips(data, tmp_path):
+    X, y, _ = data
+    pr = PrivRecourse(n_clusters=40, epsilon=1.0, model_epsilon=1.0, random_state=0,
+                      clustering_params={"release": "noisy_mean_strict", "lap_use": "final"})
+    art = pr.publish(X, y)
+    assert art.epsilon == pytest.approx(1.0 + art.privacy["nodes"]["total"]["epsilon"])
+    assert art.privacy["model"]["epsilon"] == pytest.approx(1.0) and art.delta == 0.0
+    npz, meta = art.save(tmp_path / "art")
+    back = load_artefact(tmp_path / "art")
+    Q = X[:20]
+    a, b = art.query(Q), back.query(Q)
+    assert np.array_equal(a.node_paths, b.node_paths) and back.epsilon == art.epsilon
+    with pytest.raises(InvalidInputError, match="feature space"):
+        back.query(X[:5, :3])
+    # another version, corruption
+    doc = json.loads(meta.read_text())
+    meta.write_text(json.dumps({**doc, "version": 99}))
+    with pytest.raises(IncompatibleError, match="version"):
+        load_artefact(tmp_path / "art")
+    meta.write_text(json.dumps(doc))
+    raw = bytearray(npz.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    npz.write_bytes(bytes(raw))
+    with pytest.raises(InvalidInputError, match="corrupted"):
+        load_artefact(tmp_path / "art")
+    meta.write_text("{not json")
+    with pytest.raises(InvalidInputError, match="corrupted"):
+        load_artefact(tmp_path / "art")
+
+
+def test_publish_bad_input(data):
+    X, y, model = data
+    with pytest.raises(InvalidInputError, match="public bounds"):
+        PrivRecourse(n_clusters=5).publish(X * 2, y, model)
+    with pytest.raises(InvalidInputError, match="larger than the data"):
+        PrivRecourse(n_clusters=len(X) + 1).publish(X, y, model)
+    with pytest.raises(InvalidInputError, match="bounds"):
+        PrivRecourse(bounds=([0, 0], [1, 1])).publish(X, y, model)
+    with pytest.raises(InvalidInputError, match="bounds"):
+        PrivRecourse(bounds="wide").publish(X, y, model)
+    art = PrivRecourse(n_clusters=10, bounds=([-1], [2]), random_state=0).publish(X, y, model)  # one pair for all
+    assert np.array_equal(art.lower, np.full(4, -1.0)) and np.array_equal(art.upper, np.full(4, 2.0))
+    with pytest.raises(InvalidInputError, match="delta"):
+        make_recourse("privrecourse-mst", delta=0.0)
+    with pytest.raises(InvalidInputError, match="epsilon"):
+        PrivRecourse(epsilon=0)
+
+
+@pytest.mark.parametrize("name", ["privrecourse", "privrecourse-laplace", "privrecourse-data"])
+def test_registered_methods_give_paths(data, name):
+    X, y, model = data
+    assert name in RECOURSE_METHODS
+    m = make_recourse(name, n_clusters=60, random_state=0)
+    with pytest.raises(NotFittedError):
+        m.generate(model, X[:3])
+    m.fit(X[:300], y[:300], model)
+    Q = X[300:][model.predict(X[300:]) == 0][:40]
+    res = m.generate(model, Q)
+    assert res.paths is not None and len(res.paths) == len(Q)
+    assert res.info["n_failed"] == int((~res.valid).sum()) or not res.valid.all()
+    for q, p in zip(Q, res.paths):
+        assert np.array_equal(p[0], q)
+    assert res.valid.mean() > 0.9
+
+
+def test_action_set_directs_paths(data):
+    X, y, model = data
+    aset = ActionSet(np.zeros(4, bool), np.array([True, False, False, False]), np.full(4, -np.inf), np.full(4, np.inf))
+    m = make_recourse("privrecourse-data", action_set=aset, random_state=0).fit(X[:200], y[:200], model)
+    res = m.generate(model, X[200:260][model.predict(X[200:260]) == 0])
+    for p in res.paths:
+        assert (np.diff(p[1:, 0]) >= -1e-9).all()
+
+
+def test_laplace_and_mst_baselines():
+    rng = np.random.default_rng(0)
+    X = rng.random((300, 3))
+    noisy, led = laplace_noisy_data(X, epsilon=1.0, random_state=0)
+    assert led.total_epsilon == 1.0 and led.is_dp
+    # scale d / epsilon = 3: the sample standard deviation of the noise is sqrt(2) * 3 (tolerance ~ 5 sd of its estimate)
+    assert abs((noisy - X).std() - np.sqrt(2) * 3) < 0.3
+    assert cdp_rho(1.0, 1e-9) == pytest.approx(0.014973, abs=1e-6)
+    syn, led, info = mst_synthetic_data(X, epsilon=1.0, random_state=0, iters=200)
+    assert syn.shape == X.shape and ((syn >= 0) & (syn <= 1)).all()
+    assert len(info["tree"]) == 2 and led.total_delta == pytest.approx(1e-9)
+    syn2, _, _ = mst_synthetic_data(X, epsilon=1.0, random_state=0, iters=200)
+    assert np.array_equal(syn, syn2)
+
+
+# ---------------------------------------------------------------- the reproduction
+def _has_adult():
+    import os
+    from pathlib import Path
+
+    return (Path(os.environ.get("RECOURSE_PRIVACY_DATA", "/nonexistent")) / "adult.csv").exists()
+
+
+@pytest.mark.skipif(not _has_adult(), reason="needs adult.csv under RECOURSE_PRIVACY_DATA")
+def test_reproduction_small_on_adult(tmp_path):
+    from recourse_privacy.experiments.pentyala2023 import READINGS, run_pentyala2023
+    from recourse_privacy.experiments.reproductions import REPRODUCTIONS
+
+    assert "pentyala2023" in REPRODUCTIONS and "pentyala2023-audit" in REPRODUCTIONS
+    out = run_pentyala2023(tmp_path, seeds=[0], datasets=("adult",), n_clusters=100, with_table3=False,
+                           readings={k: READINGS[k] for k in ("FACE", "Ours (em_point)", "Ours (noisy_mean_strict)")})
+    df = out["table2"].set_index("method")
+    assert (tmp_path / "table2.csv").exists() and (tmp_path / "ledger.json").exists()
+    assert df.loc["FACE", "pdistance_manifold"] == 0.0           # FACE's nodes are training records
+    assert df.loc["Ours (em_point)", "pdistance_manifold"] == 0.0  # em_point publishes records too
+    assert df.loc["Ours (noisy_mean_strict)", "pdistance_manifold"] > 0
+    assert (df["validity"] > 0.9).all() and (df["n_queries"] == 266).all()
+    assert not df.loc["Ours (em_point)", "is_dp"] and df.loc["Ours (noisy_mean_strict)", "is_dp"] == False  # noqa: E712
+
+
+@pytest.mark.slow
+def test_reproduction_full(tmp_path):
+    from recourse_privacy.experiments.pentyala2023 import run_pentyala2023
+
+    out = run_pentyala2023(tmp_path)
+    assert len(out["table2"]) == 2 * 3 * 8 and out["table3"]["FACE"]["increase_only_respected"]
+
+
+def test_truncated_density_matches_exact_on_sparse_graphs():
+    from recourse_privacy.privrecourse.graph import truncated_log_density
+
+    rng = np.random.default_rng(5)
+    X = rng.random((400, 3))
+    M = (X[:50] + X[50:100]) / 2
+    exact = direct_log_density(M, X, 0.05)
+    assert np.abs(truncated_log_density(M, X, 0.05) - exact).max() < 1e-9
+
+
+def test_knn_density_graph_for_large_sparse_graphs():
+    from recourse_privacy.privrecourse.graph import knn_log_density
+
+    rng = np.random.default_rng(6)
+    X = rng.random((500, 2))
+    G, _ = build_graph(X, n_neighbors=5, density="knn")
+    assert G.nnz > 0 and np.isfinite(G.data).all() and (G.data > 0).all()
+    # uniform data on [0,1]^2: the k-NN estimate of the density (1) is within a factor 2 in the bulk
+    dens = np.exp(knn_log_density(np.full((1, 2), 0.5), X, 20))
+    assert 0.5 < dens[0] < 2.0
