@@ -8,6 +8,7 @@ reached the owner's model) and nothing was written to ``--out`` but the director
 
     PYTHONPATH=src RECOURSE_PRIVACY_DATA=/work/shared/data python benchmarks/bad_inputs.py [--out table.md]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,9 +39,9 @@ BASE = ["--n-members", "100", "--n-features", "5", "--shadow-models", "2", "--at
 @dataclass
 class Case:
     name: str
-    run: Callable[[Path], tuple[int, str, bool, bool]]   # -> (exit code, message, traceback?, before work?)
-    expect: str = "error"                                  # "error" or "ok"
-    wrong: Callable[[Path], bool] | None = None            # for "ok" cases: True when the numbers are wrong
+    run: Callable[[Path], tuple[int, str, bool, bool]]  # -> (exit code, message, traceback?, before work?)
+    expect: str = "error"  # "error" or "ok"
+    wrong: Callable[[Path], bool] | None = None  # for "ok" cases: True when the numbers are wrong
 
 
 def _cli(args: list[str], out_opt: bool = True):
@@ -55,6 +56,7 @@ def _cli(args: list[str], out_opt: bool = True):
         written = out.is_dir() and any(p.name != ".write-test" for p in out.iterdir())
         before = "owner model" not in res.output and not written
         return res.exit_code, text, tb, before
+
     return run
 
 
@@ -67,6 +69,7 @@ def _py(fn: Callable[[Path], object], before: bool = True):
         except Exception as err:  # noqa: BLE001 - a traceback
             return 1, f"{type(err).__name__}: {err}", True, before
         return 0, "ok", False, before
+
     return run
 
 
@@ -89,6 +92,7 @@ def _data(tmp: Path, name: str = "t.csv", **extra) -> list[str]:
 def _with_data(builder: Callable[[Path], list[str]], args: list[str]):
     def run(tmp: Path):
         return _cli([*args, *builder(tmp)])(tmp)
+
     return run
 
 
@@ -97,6 +101,7 @@ def _raw(text: str, name: str = "t.csv"):
         p = tmp / name
         p.write_text(text) if isinstance(text, str) else p.write_bytes(text)
         return ["--data", str(p), "--target", "y"]
+
     return build
 
 
@@ -150,8 +155,10 @@ def _tampered_record(tmp: Path) -> bool:
     d["metrics"]["attacks"]["cfd"]["auc"] = 0.999
     path.write_text(json.dumps(d))
     again = run_cell(cfg.to_dict(), {}, "s", str(tmp / "store"))
-    NOTES["tampered record"] = (f"AUC {rec['metrics']['attacks']['cfd']['auc']:.4f}; edited to 0.999; rerun gives "
-                                f"{again['metrics']['attacks']['cfd']['auc']:.4f}")
+    NOTES["tampered record"] = (
+        f"AUC {rec['metrics']['attacks']['cfd']['auc']:.4f}; edited to 0.999; rerun gives "
+        f"{again['metrics']['attacks']['cfd']['auc']:.4f}"
+    )
     return again["metrics"]["attacks"]["cfd"]["auc"] != rec["metrics"]["attacks"]["cfd"]["auc"]
 
 
@@ -160,10 +167,23 @@ def _corrupted_heloc(tmp: Path):
     (tmp / "d").mkdir()
     raw = bytearray(src.read_bytes())
     i = raw.index(b"\n", 5000) + 1
-    raw[i:i + 1] = b"9" if raw[i:i + 1] != b"9" else b"8"
+    raw[i : i + 1] = b"9" if raw[i : i + 1] != b"9" else b"8"
     (tmp / "d" / "heloc.csv").write_bytes(bytes(raw))
-    return _cli(["audit", "--dataset", "heloc", "--data-dir", str(tmp / "d"), "--n-members", "500",
-                 "--shadow-models", "2", "--attacks", "cfd"])(tmp)
+    return _cli(
+        [
+            "audit",
+            "--dataset",
+            "heloc",
+            "--data-dir",
+            str(tmp / "d"),
+            "--n-members",
+            "500",
+            "--shadow-models",
+            "2",
+            "--attacks",
+            "cfd",
+        ]
+    )(tmp)
 
 
 def _session_threads(tmp: Path) -> bool:
@@ -186,8 +206,9 @@ def _session_threads(tmp: Path) -> bool:
     threads = [threading.Thread(target=ask) for _ in range(20)]
     [t.start() for t in threads]
     [t.join() for t in threads]
-    NOTES["session threads"] = f"20 threads x 10 queries at 0.1 of budget 2.0: {sum(answered)} answered, " \
-                               f"spent {session.spent:.6f}"
+    NOTES["session threads"] = (
+        f"20 threads x 10 queries at 0.1 of budget 2.0: {sum(answered)} answered, spent {session.spent:.6f}"
+    )
     return session.spent > 2.0 + 1e-12 or sum(answered) != 20
 
 
@@ -196,6 +217,7 @@ def _spec(text: str):
         p = tmp / "s.yaml"
         p.write_text(text)
         return _cli(["run", str(p)])(tmp)
+
     return run
 
 
@@ -232,14 +254,64 @@ def cases() -> list[Case]:
         Case("--data-param class_sep=abc", _cli([*A, "--data-param", "class_sep=abc"])),
         Case("--data-param class_sep=1e308", _cli([*A, "--data-param", "class_sep=1e308"])),
         Case("--data-param flip_y=2", _cli([*A, "--data-param", "flip_y=2"])),
-        Case("recourse --methods nope", _cli(["recourse", "--dataset", "synthetic", "--model", "logistic",
-                                              "--methods", "nope", "--n-train", "200", "--n-points", "20"])),
-        Case("recourse --method-param face.n_neighbors=0", _cli(
-            ["recourse", "--dataset", "synthetic", "--model", "logistic", "--methods", "face",
-             "--method-param", "face.n_neighbors=0", "--n-train", "200", "--n-points", "20"])),
-        Case("recourse --method-param noseparator=1", _cli(
-            ["recourse", "--dataset", "synthetic", "--model", "logistic", "--methods", "face",
-             "--method-param", "noseparator=1", "--n-train", "200", "--n-points", "20"])),
+        Case(
+            "recourse --methods nope",
+            _cli(
+                [
+                    "recourse",
+                    "--dataset",
+                    "synthetic",
+                    "--model",
+                    "logistic",
+                    "--methods",
+                    "nope",
+                    "--n-train",
+                    "200",
+                    "--n-points",
+                    "20",
+                ]
+            ),
+        ),
+        Case(
+            "recourse --method-param face.n_neighbors=0",
+            _cli(
+                [
+                    "recourse",
+                    "--dataset",
+                    "synthetic",
+                    "--model",
+                    "logistic",
+                    "--methods",
+                    "face",
+                    "--method-param",
+                    "face.n_neighbors=0",
+                    "--n-train",
+                    "200",
+                    "--n-points",
+                    "20",
+                ]
+            ),
+        ),
+        Case(
+            "recourse --method-param noseparator=1",
+            _cli(
+                [
+                    "recourse",
+                    "--dataset",
+                    "synthetic",
+                    "--model",
+                    "logistic",
+                    "--methods",
+                    "face",
+                    "--method-param",
+                    "noseparator=1",
+                    "--n-train",
+                    "200",
+                    "--n-points",
+                    "20",
+                ]
+            ),
+        ),
         Case("--seed -1", _cli([*A, "--seed", "-1"])),
         Case("--seed abc", _cli([*A, "--seed", "abc"])),
         Case("--seed 2**64", _cli([*A, "--seed", str(2**64)])),
@@ -271,56 +343,91 @@ def cases() -> list[Case]:
         Case("--data missing.csv", _cli([*A, "--data", "/nonexistent/t.csv", "--target", "y"])),
         Case("--data without --target", _with_data(lambda t: _data(t)[:2], A)),
         Case("--target not a column", _with_data(lambda t: [*_data(t)[:2], "--target", "nope"], A)),
-        Case("duplicated target column (y, y)", _with_data(
-            _raw("f0,y,y\n" + "\n".join(f"{i * 0.37 % 5:.3f},{i % 2},{i % 2}" for i in range(300))), A)),
+        Case(
+            "duplicated target column (y, y)",
+            _with_data(_raw("f0,y,y\n" + "\n".join(f"{i * 0.37 % 5:.3f},{i % 2},{i % 2}" for i in range(300))), A),
+        ),
         Case("near-duplicate target (1 - y)", _with_data(lambda t: _data(t, leak=lambda d: 1 - d["y"]), A)),
-        Case("all features constant", _with_data(
-            _raw("a,b,y\n" + "\n".join(f"1,2,{i % 2}" for i in range(300))), A)),
+        Case("all features constant", _with_data(_raw("a,b,y\n" + "\n".join(f"1,2,{i % 2}" for i in range(300))), A)),
         Case("a value of 1e308 in the CSV", _with_data(lambda t: _data(t, big=1e308), A)),
-        Case("inf in the CSV", _with_data(_raw("a,b,y\n" + "\n".join(f"{'inf' if i == 3 else i},{i % 5},{i % 2}"
-                                                                      for i in range(300))), A)),
-        Case("missing values", _with_data(_raw("a,b,y\n" + "\n".join(f"{'' if i == 3 else i},{i % 5},{i % 2}"
-                                                                     for i in range(300))), A)),
-        Case("non-binary target", _with_data(_raw("a,b,y\n" + "\n".join(f"{i},{i % 5},{i % 3}" for i in range(300))), A)),
+        Case(
+            "inf in the CSV",
+            _with_data(_raw("a,b,y\n" + "\n".join(f"{'inf' if i == 3 else i},{i % 5},{i % 2}" for i in range(300))), A),
+        ),
+        Case(
+            "missing values",
+            _with_data(_raw("a,b,y\n" + "\n".join(f"{'' if i == 3 else i},{i % 5},{i % 2}" for i in range(300))), A),
+        ),
+        Case(
+            "non-binary target", _with_data(_raw("a,b,y\n" + "\n".join(f"{i},{i % 5},{i % 3}" for i in range(300))), A)
+        ),
         Case("one-class target", _with_data(_raw("a,b,y\n" + "\n".join(f"{i},{i % 5},1" for i in range(300))), A)),
         Case("empty CSV file", _with_data(_raw(""), A)),
         Case("header-only CSV", _with_data(_raw("a,b,y\n"), A)),
         Case("binary garbage named .csv", _with_data(_raw(bytes(range(256)) * 8), A)),
         Case("ragged CSV rows", _with_data(_raw("a,b,y\n1,2,0\n3,4,1,9,9\n5,6\n"), A)),
         Case("--data t.xlsx", _with_data(_raw("a,b,y\n1,2,0\n", name="t.xlsx"), A)),
-        Case("free-text column", _with_data(lambda t: _data(t, note=lambda d: [f"note {i}" for i in range(len(d))]),
-                                            A)),
+        Case(
+            "free-text column", _with_data(lambda t: _data(t, note=lambda d: [f"note {i}" for i in range(len(d))]), A)
+        ),
         Case("too few rows for the pools", _with_data(lambda t: _data(t), ["audit", "--n-members", "1000"])),
-        Case("--out is a file", lambda t: (t.joinpath("f").write_text("x"),
-                                           _cli([*A, "--out", str(t / "f")], out_opt=False)(t))[1]),
+        Case(
+            "--out is a file",
+            lambda t: (t.joinpath("f").write_text("x"), _cli([*A, "--out", str(t / "f")], out_opt=False)(t))[1],
+        ),
         Case("--out /dev/null", _cli([*A, "--out", "/dev/null"], out_opt=False)),
         Case("--out under /proc (unwritable)", _cli([*A, "--out", "/proc/1/nope"], out_opt=False)),
         Case("corrupted heloc.csv in the data dir", _corrupted_heloc),
-        Case("spec: typo in model_params", _spec("name: t\nfixed: {model: mlp, recourse: scfe, "
-                                                 "model_params: {epoch: 5}}\n")),
+        Case(
+            "spec: typo in model_params",
+            _spec("name: t\nfixed: {model: mlp, recourse: scfe, model_params: {epoch: 5}}\n"),
+        ),
         Case("spec: axis name with ../ and $", _spec("name: t\ngrid:\n  ../x$: [1, 2]\n")),
         Case("spec: unknown field n_member", _spec("name: t\nfixed: {n_member: 5}\n")),
         Case("spec: !!python/object", _spec("name: !!python/object:os.system 'echo hi'\n")),
         Case("spec: label with $", _spec("name: t\ngrid:\n  setup:\n    - {label: cost$5, n_members: 100}\n")),
         Case("spec: seeds a,b", _spec("name: t\nseeds: [a, b]\n")),
         Case("spec: not YAML", _spec("name: [unclosed\n")),
-        Case("run --out is a file", lambda t: (t.joinpath("f").write_text("x"), t.joinpath("s.yaml").write_text(
-            "name: t\nfixed: {n_members: 100, n_features: 5, shadow_models: 2}\n"),
-            _cli(["run", str(t / "s.yaml"), "--out", str(t / "f")], out_opt=False)(t))[2]),
+        Case(
+            "run --out is a file",
+            lambda t: (
+                t.joinpath("f").write_text("x"),
+                t.joinpath("s.yaml").write_text("name: t\nfixed: {n_members: 100, n_features: 5, shadow_models: 2}\n"),
+                _cli(["run", str(t / "s.yaml"), "--out", str(t / "f")], out_opt=False)(t),
+            )[2],
+        ),
         Case("reproduce --seeds a,b", _cli(["reproduce", "pawelczyk2023-table2", "--seeds", "a,b"])),
         Case("reproduce unknown name", _cli(["reproduce", "nope"])),
         Case("tradeoff --epsilons 1,abc", _cli(["tradeoff", "--epsilons", "1,abc"])),
-        Case("audit-dp --out a directory", lambda t: (t.joinpath("d").mkdir(), _cli(
-            ["audit-dp", "--trials", "200", "--out", str(t / "d")], out_opt=False)(t))[1]),
+        Case(
+            "audit-dp --out a directory",
+            lambda t: (
+                t.joinpath("d").mkdir(),
+                _cli(["audit-dp", "--trials", "200", "--out", str(t / "d")], out_opt=False)(t),
+            )[1],
+        ),
         Case("audit-dp --epsilon 1e308", _cli(["audit-dp", "--epsilon", "1e308", "--trials", "200"], out_opt=False)),
         Case("audit-dp --trials 0", _cli(["audit-dp", "--trials", "0"], out_opt=False)),
         Case("results on a non-store dir", _cli(["results", "/tmp"], out_opt=False)),
-        Case("RecourseSession budget=-1", _py(lambda t: __import__("recourse_privacy.defenses", fromlist=["x"])
-                                              .RecourseSession(__import__("recourse_privacy.defenses", fromlist=["x"])
-                                                               .LaplaceRecourse(epsilon=1.0), None, budget=-1))),
-        Case("ledger reopened with another budget", _py(lambda t: (
-            __import__("recourse_privacy.defenses.accounting", fromlist=["x"]).BudgetLedger(t / "b.db", 1.0),
-            __import__("recourse_privacy.defenses.accounting", fromlist=["x"]).BudgetLedger(t / "b.db", 2.0)))),
+        Case(
+            "RecourseSession budget=-1",
+            _py(
+                lambda t: __import__("recourse_privacy.defenses", fromlist=["x"]).RecourseSession(
+                    __import__("recourse_privacy.defenses", fromlist=["x"]).LaplaceRecourse(epsilon=1.0),
+                    None,
+                    budget=-1,
+                )
+            ),
+        ),
+        Case(
+            "ledger reopened with another budget",
+            _py(
+                lambda t: (
+                    __import__("recourse_privacy.defenses.accounting", fromlist=["x"]).BudgetLedger(t / "b.db", 1.0),
+                    __import__("recourse_privacy.defenses.accounting", fromlist=["x"]).BudgetLedger(t / "b.db", 2.0),
+                )
+            ),
+        ),
         Case("Ctrl-C / SIGTERM during a command", lambda t: _interrupt_cli(t)),
         # faults whose right answer is a recomputation: "wrong" says whether the numbers differ from a fresh run
         Case("CSV edited, same --out (stale shadow cache)", _py(lambda t: None), "ok", _stale_cache),
@@ -328,8 +435,12 @@ def cases() -> list[Case]:
         Case("cached shadow statistics edited", _py(lambda t: None), "ok", _tampered_cache),
         Case("store record edited by hand", _py(lambda t: None), "ok", _tampered_record),
         Case("20 threads on one session budget", _py(lambda t: None), "ok", _session_threads),
-        Case("data file named cost_$5_to_$10.csv", _with_data(lambda t: _data(t, name="cost_$5_to_$10.csv"), A), "ok",
-             lambda t: not ((t / "out" / "roc.png").is_file() and (t / "out" / "metrics.json").is_file())),
+        Case(
+            "data file named cost_$5_to_$10.csv",
+            _with_data(lambda t: _data(t, name="cost_$5_to_$10.csv"), A),
+            "ok",
+            lambda t: not ((t / "out" / "roc.png").is_file() and (t / "out" / "metrics.json").is_file()),
+        ),
     ]
     return c
 
@@ -344,6 +455,7 @@ def _interrupt_cli(tmp: Path):
         raise KeyboardInterrupt
 
     from recourse_privacy import audit as audit_pkg
+
     audit_pkg.run_audit = boom
     try:
         code, text, tb, _ = _cli([*A])(tmp)
@@ -365,12 +477,15 @@ def main() -> None:
             code, text, tb, before = case.run(tmp)
             wrong = False
             if case.expect == "error":
-                wrong = code == 0   # refused input that ran anyway
+                wrong = code == 0  # refused input that ran anyway
             elif case.wrong is not None:
                 wrong = bool(case.wrong(tmp))
-                text = ("WRONG: numbers differ from a fresh computation, or outputs missing" if wrong else
-                        "ran; numbers equal a fresh computation (recomputed), never over budget, outputs written "
-                        "(notes below)")
+                text = (
+                    "WRONG: numbers differ from a fresh computation, or outputs missing"
+                    if wrong
+                    else "ran; numbers equal a fresh computation (recomputed), never over budget, outputs written "
+                    "(notes below)"
+                )
             elif code != 0:
                 text = "(expected a result) " + text
         except Exception as err:  # noqa: BLE001 - the harness itself must report, not stop
@@ -382,12 +497,21 @@ def main() -> None:
         msg = text.replace("|", "\\|")
         msg = msg[:230] + ("..." if len(msg) > 230 else "")
         when = "n/a (runs)" if case.expect == "ok" else ("yes" if before else "no")
-        rows.append(f"| {i} | {case.name.replace('|', '/')} | {code} | {when} | {'TRACEBACK ' if tb else ''}"
-                    f"{'SILENT-WRONG ' if wrong else ''}{msg} | {time.perf_counter() - t0:.1f} |")
+        rows.append(
+            f"| {i} | {case.name.replace('|', '/')} | {code} | {when} | {'TRACEBACK ' if tb else ''}"
+            f"{'SILENT-WRONG ' if wrong else ''}{msg} | {time.perf_counter() - t0:.1f} |"
+        )
         print(rows[-1], file=sys.stderr, flush=True)
     head = ["| # | input or fault | exit | before work | message (or outcome) | s |", "|---|---|---|---|---|---|"]
-    lines = [*head, *rows, "", f"cases: {len(rows)}; tracebacks: {n_tb}; silent wrong results: {n_wrong}; "
-             f"total {time.perf_counter() - t_all:.0f} s", "", *(f"- {k}: {v}" for k, v in NOTES.items())]
+    lines = [
+        *head,
+        *rows,
+        "",
+        f"cases: {len(rows)}; tracebacks: {n_tb}; silent wrong results: {n_wrong}; "
+        f"total {time.perf_counter() - t_all:.0f} s",
+        "",
+        *(f"- {k}: {v}" for k, v in NOTES.items()),
+    ]
     text = "\n".join(lines)
     print(text)
     if args.out:

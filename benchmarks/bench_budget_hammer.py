@@ -8,6 +8,7 @@ reset. Prints the queries answered, the epsilon spent and the budget.
 
     PYTHONPATH=src python benchmarks/bench_budget_hammer.py
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,24 +57,29 @@ def main() -> None:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     t0 = time.perf_counter()
-    procs = [ctx.Process(target=_worker, args=(path, a.budget, a.epsilon, a.threads, a.queries, q))
-             for _ in range(a.processes)]
+    procs = [
+        ctx.Process(target=_worker, args=(path, a.budget, a.epsilon, a.threads, a.queries, q))
+        for _ in range(a.processes)
+    ]
     [pr.start() for pr in procs]
     answered = sum(q.get() for _ in procs)
     [pr.join() for pr in procs]
     ledger = BudgetLedger(path, a.budget)
     asked = a.processes * a.threads * a.queries
-    print(f"ledger: {a.processes} processes x {a.threads} threads x {a.queries} queries = {asked} requests of "
-          f"epsilon {a.epsilon:g}; answered {answered} (ledger rows {ledger.n_spends}); spent {ledger.spent:.9f} "
-          f"of budget {a.budget:g}; over budget: {ledger.spent > a.budget}; {time.perf_counter() - t0:.1f} s")
+    print(
+        f"ledger: {a.processes} processes x {a.threads} threads x {a.queries} queries = {asked} requests of "
+        f"epsilon {a.epsilon:g}; answered {answered} (ledger rows {ledger.n_spends}); spent {ledger.spent:.9f} "
+        f"of budget {a.budget:g}; over budget: {ledger.spent > a.budget}; {time.perf_counter() - t0:.1f} s"
+    )
 
     from recourse_privacy.defenses import LaplaceRecourse, RecourseSession
     from recourse_privacy.models.registry import make_model
 
     X = np.random.default_rng(0).normal(size=(200, 4))
     model = make_model("logistic").fit(X, (X[:, 0] > 0).astype(int))
-    session = RecourseSession(LaplaceRecourse(epsilon=0.1, random_state=0), model, budget=2.0,
-                              ledger=tmp / "session.sqlite")
+    session = RecourseSession(
+        LaplaceRecourse(epsilon=0.1, random_state=0), model, budget=2.0, ledger=tmp / "session.sqlite"
+    )
     got = []
 
     def ask() -> None:
@@ -86,8 +92,10 @@ def main() -> None:
     threads = [threading.Thread(target=ask) for _ in range(a.session_threads)]
     [t.start() for t in threads]
     [t.join() for t in threads]
-    print(f"session: {a.session_threads} threads x 10 queries of epsilon 0.1, budget 2.0: answered {sum(got)}, "
-          f"refused {session.n_refused}, spent {session.spent:.9f}; over budget: {session.spent > 2.0}")
+    print(
+        f"session: {a.session_threads} threads x 10 queries of epsilon 0.1, budget 2.0: answered {sum(got)}, "
+        f"refused {session.n_refused}, spent {session.spent:.9f}; over budget: {session.spent > 2.0}"
+    )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ floats is about 1e-16, i.e. up to 10,000 model calls per feature and counterfact
 Throughput is counterfactuals attempted per second (points x k / seconds); the speed-up is
 ours over dice-ml's. Both run with ``--threads`` torch threads (default 1).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,10 +54,10 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/dice.json")
     args = ap.parse_args()
 
+    import dice_ml
     import pandas as pd
     import torch
 
-    import dice_ml
     from recourse_privacy.data import Preprocessor, load_dataset
     from recourse_privacy.models import make_model
     from recourse_privacy.recourse import DiverseCounterfactuals
@@ -64,7 +65,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     ds = load_dataset(args.dataset, args.data_dir)
     perm = np.random.default_rng(args.seed).permutation(ds.n_rows)
-    train, held = perm[: args.n_train], perm[args.n_train:]
+    train, held = perm[: args.n_train], perm[args.n_train :]
     pre = Preprocessor().fit(ds.X.iloc[train], ds)
     X_train, y_train = pre.transform(ds.X.iloc[train]), ds.y[train]
     X_held = pre.transform(ds.X.iloc[held])
@@ -106,44 +107,77 @@ def main() -> None:
         t = time.perf_counter()
         try:
             with contextlib.redirect_stdout(io.StringIO()):
-                exp = explainer.generate_counterfactuals(queries, total_CFs=k, desired_class=1,
-                                                         posthoc_sparsity_param=None, verbose=False, **kw)
+                exp = explainer.generate_counterfactuals(
+                    queries, total_CFs=k, desired_class=1, posthoc_sparsity_param=None, verbose=False, **kw
+                )
         except Exception as err:  # report, do not hide, a backend that cannot run
             out[method] = {"error": f"{type(err).__name__}: {err}"}
             continue
         sec = time.perf_counter() - t
         found = [e.final_cfs_df for e in exp.cf_examples_list]
         n_found = sum(0 if f is None else len(f) for f in found)
-        l1 = [np.abs(f[names].to_numpy(float) - Q[i]).sum(axis=1).mean() for i, f in enumerate(found)
-              if f is not None and len(f)]
-        out[method] = {"points": n_pts, "seconds": sec, "cfs_per_second": n_pts * k / sec,
-                       "valid_share": n_found / (n_pts * k), "mean_l1_of_valid": float(np.mean(l1)) if l1 else None}
+        l1 = [
+            np.abs(f[names].to_numpy(float) - Q[i]).sum(axis=1).mean()
+            for i, f in enumerate(found)
+            if f is not None and len(f)
+        ]
+        out[method] = {
+            "points": n_pts,
+            "seconds": sec,
+            "cfs_per_second": n_pts * k / sec,
+            "valid_share": n_found / (n_pts * k),
+            "mean_l1_of_valid": float(np.mean(l1)) if l1 else None,
+        }
     ours_rate = len(Q) * k / ours_s
     sub = args.dice_points
     result = {
-        "dataset": args.dataset, "n_points": len(Q), "total_cfs": k, "model": "mlp (1 x 1000 ReLU), float32",
-        "epochs": args.epochs, "train_seconds": train_s, "threads": args.threads,
-        "ours": {"seconds": ours_s, "cfs_per_second": ours_rate,
-                 "valid_share": float(res.info["diverse_valid"].mean()),
-                 "valid_share_on_dice_points": float(res.info["diverse_valid"][:sub].mean()),
-                 "mean_l1_of_valid_on_dice_points": float(np.mean([
-                     np.abs(res.info["diverse"][i][res.info["diverse_valid"][i]] - Q[i]).sum(axis=1).mean()
-                     for i in range(sub) if res.info["diverse_valid"][i].any()])),
-                 "mean_iterations": float(res.n_iter.mean())},
+        "dataset": args.dataset,
+        "n_points": len(Q),
+        "total_cfs": k,
+        "model": "mlp (1 x 1000 ReLU), float32",
+        "epochs": args.epochs,
+        "train_seconds": train_s,
+        "threads": args.threads,
+        "ours": {
+            "seconds": ours_s,
+            "cfs_per_second": ours_rate,
+            "valid_share": float(res.info["diverse_valid"].mean()),
+            "valid_share_on_dice_points": float(res.info["diverse_valid"][:sub].mean()),
+            "mean_l1_of_valid_on_dice_points": float(
+                np.mean(
+                    [
+                        np.abs(res.info["diverse"][i][res.info["diverse_valid"][i]] - Q[i]).sum(axis=1).mean()
+                        for i in range(sub)
+                        if res.info["diverse_valid"][i].any()
+                    ]
+                )
+            ),
+            "mean_iterations": float(res.n_iter.mean()),
+        },
         "dice_ml": out,
-        "speedup_vs_gradient": ours_rate / out["gradient"]["cfs_per_second"] if "cfs_per_second" in out.get("gradient", {}) else None,
-        "speedup_vs_random": ours_rate / out["random"]["cfs_per_second"] if "cfs_per_second" in out.get("random", {}) else None,
+        "speedup_vs_gradient": ours_rate / out["gradient"]["cfs_per_second"]
+        if "cfs_per_second" in out.get("gradient", {})
+        else None,
+        "speedup_vs_random": ours_rate / out["random"]["cfs_per_second"]
+        if "cfs_per_second" in out.get("random", {})
+        else None,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
     }
-    print(f"DiCE, k={k}, on {len(Q)} {args.dataset} points (MLP 1x1000, {args.epochs} epochs), {args.threads} thread(s)")
-    print(f"  ours (batched)       {ours_s:9.2f} s for {len(Q)} points: {ours_rate:10.2f} CFs/s "
-          f"(valid {result['ours']['valid_share']:.3f})")
+    print(
+        f"DiCE, k={k}, on {len(Q)} {args.dataset} points (MLP 1x1000, {args.epochs} epochs), {args.threads} thread(s)"
+    )
+    print(
+        f"  ours (batched)       {ours_s:9.2f} s for {len(Q)} points: {ours_rate:10.2f} CFs/s "
+        f"(valid {result['ours']['valid_share']:.3f})"
+    )
     for method, r in out.items():
         if "error" in r:
             print(f"  dice-ml {method:<9}    failed: {r['error']}")
         else:
-            print(f"  dice-ml {method:<9}  {r['seconds']:9.2f} s for {r['points']} points: {r['cfs_per_second']:10.2f} "
-                  f"CFs/s (valid {r['valid_share']:.3f})")
+            print(
+                f"  dice-ml {method:<9}  {r['seconds']:9.2f} s for {r['points']} points: {r['cfs_per_second']:10.2f} "
+                f"CFs/s (valid {r['valid_share']:.3f})"
+            )
     for key in ("speedup_vs_gradient", "speedup_vs_random"):
         if result[key]:
             print(f"  {key.replace('_', ' ')}: {result[key]:.1f} x")

@@ -9,6 +9,7 @@ game, and the direction is calibrated on it: as before this issue (a pseudo-memb
 out-reference than a pseudo-non-member, no null band) and as now (equal out-references, null band,
 fallback to the paper's direction).
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,16 @@ def old_calibration(stat, target_mask, ref_mask, keep):
     return float(roc_auc_score(np.concatenate(labels), np.concatenate(scores)))
 
 
-c = AuditConfig(n_features=1000, n_members=1000, shadow_models=5, normalize_rows=True, distance="l2",
-                defense="laplace", epsilon=0.5, attacks=("cfd-lrt",)).validate()
+c = AuditConfig(
+    n_features=1000,
+    n_members=1000,
+    shadow_models=5,
+    normalize_rows=True,
+    distance="l2",
+    defense="laplace",
+    epsilon=0.5,
+    attacks=("cfd-lrt",),
+).validate()
 game = st.prepare_game(c, st.load_data(c))
 name, params = c.effective_model
 make = model_factory(name, **params)
@@ -52,14 +61,28 @@ rows = []
 for seed in range(20):
     keep = balanced_keep(len(stat), 5, 0.5, 1000 + seed)  # independent of which rows trained which shadow
     new = calibrate_direction(stat, sh.usable_calib, sh.usable_calib, keep, random_state=seed)
-    rows.append({"seed": seed, "old_auc": old_calibration(stat, sh.usable_calib, sh.usable_calib, keep),
-                 "new_auc": new.shadow_auc, "null_halfwidth": new.null_halfwidth, "fallback": new.fallback,
-                 "direction": new.direction})
+    rows.append(
+        {
+            "seed": seed,
+            "old_auc": old_calibration(stat, sh.usable_calib, sh.usable_calib, keep),
+            "new_auc": new.shadow_auc,
+            "null_halfwidth": new.null_halfwidth,
+            "fallback": new.fallback,
+            "direction": new.direction,
+        }
+    )
     print(rows[-1], flush=True)
 old = np.array([r["old_auc"] for r in rows])
 new = np.array([r["new_auc"] for r in rows])
-summary = {"old_auc_mean": old.mean(), "old_auc_range": [old.min(), old.max()], "old_reversed": int((old < 0.5).sum()),
-           "new_auc_mean": new.mean(), "new_auc_range": [new.min(), new.max()],
-           "fallback_fired": int(sum(r["fallback"] for r in rows)), "n": len(rows), "rows": rows}
+summary = {
+    "old_auc_mean": old.mean(),
+    "old_auc_range": [old.min(), old.max()],
+    "old_reversed": int((old < 0.5).sum()),
+    "new_auc_mean": new.mean(),
+    "new_auc_range": [new.min(), new.max()],
+    "fallback_fired": int(sum(r["fallback"] for r in rows)),
+    "n": len(rows),
+    "rows": rows,
+}
 print({k: v for k, v in summary.items() if k != "rows"})
 json.dump(summary, open(sys.argv[1], "w"), indent=1)

@@ -16,6 +16,7 @@ connected graph of Pentyala et al.'s (2023) Table 2 (``mode="epsilon", radius=in
 
     python benchmarks/bench_face.py [--features paper003|all] [--actionable] [--complete]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,9 @@ def main() -> None:
     ap.add_argument("--n-queries", type=int, default=1000)
     ap.add_argument("--features", choices=("paper003", "all"), default="paper003")
     ap.add_argument("--actionable", action="store_true", help="age and education-num may only increase, etc.")
-    ap.add_argument("--complete", action="store_true", help="also the fully connected graph (Pentyala et al. 2023, Table 2)")
+    ap.add_argument(
+        "--complete", action="store_true", help="also the fully connected graph (Pentyala et al. 2023, Table 2)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default="benchmarks/results/face.json")
@@ -50,10 +53,9 @@ def main() -> None:
     ds = load_dataset("adult", args.data_dir)
     if args.features == "paper003":
         cols = list(PAPER003_FEATURES)
-        ds = Dataset("adult", ds.X[cols], ds.y, ds.target, (), (),
-                     tuple(c for c in ds.increasing if c in cols))
+        ds = Dataset("adult", ds.X[cols], ds.y, ds.target, (), (), tuple(c for c in ds.increasing if c in cols))
     perm = np.random.default_rng(args.seed).permutation(ds.n_rows)
-    train, held = perm[: args.n_nodes], perm[args.n_nodes:]
+    train, held = perm[: args.n_nodes], perm[args.n_nodes :]
     pre = Preprocessor(scaling="minmax").fit(ds.X.iloc[train], ds)  # Pentyala et al. 2023 min-max scales
     X_train, y_train = pre.transform(ds.X.iloc[train]), ds.y[train]
     X_held = pre.transform(ds.X.iloc[held])
@@ -73,19 +75,33 @@ def main() -> None:
         res = face.generate(model, Q)
         gen_s = time.perf_counter() - t
         pm = path_metrics([p for p, v in zip(res.paths, res.valid) if v], X_train)
-        rows[label] = {"graph_nodes": len(X_train), "graph_edges": int(face.graph_.nnz), "fit_seconds": fit_s,
-                       "generate_seconds": gen_s, "queries": len(Q), "validity": res.validity,
-                       "seconds_per_path": (fit_s + gen_s) / len(Q), "seconds_per_path_graph_built": gen_s / len(Q),
-                       "mean_path_length": float(np.mean([len(p) - 1 for p in res.paths])),
-                       "pdensity": float(np.nanmean(pm["pdensity"])), "pl1": float(np.nanmean(pm["pl1"]))}
-    result = {"features": list(pre.feature_names_out_), "actionable": args.actionable, "settings": rows,
-              "paper003_seconds_per_path": {"face": 75.79, "privrecourse": 31.96},
-              "machine": f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"}
+        rows[label] = {
+            "graph_nodes": len(X_train),
+            "graph_edges": int(face.graph_.nnz),
+            "fit_seconds": fit_s,
+            "generate_seconds": gen_s,
+            "queries": len(Q),
+            "validity": res.validity,
+            "seconds_per_path": (fit_s + gen_s) / len(Q),
+            "seconds_per_path_graph_built": gen_s / len(Q),
+            "mean_path_length": float(np.mean([len(p) - 1 for p in res.paths])),
+            "pdensity": float(np.nanmean(pm["pdensity"])),
+            "pl1": float(np.nanmean(pm["pl1"])),
+        }
+    result = {
+        "features": list(pre.feature_names_out_),
+        "actionable": args.actionable,
+        "settings": rows,
+        "paper003_seconds_per_path": {"face": 75.79, "privrecourse": 31.96},
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+    }
     print(f"FACE on adult ({', '.join(result['features'])}), {len(X_train)} nodes, {len(Q)} queries")
     for label, r in rows.items():
-        print(f"  {label:<9} {r['graph_edges']:>8} edges: graph {r['fit_seconds']:7.2f} s, paths {r['generate_seconds']:7.2f} s"
-              f" -> {r['seconds_per_path'] * 1e3:8.2f} ms per path ({r['seconds_per_path_graph_built'] * 1e3:.3f} ms "
-              f"once the graph exists), validity {r['validity']:.3f}")
+        print(
+            f"  {label:<9} {r['graph_edges']:>8} edges: graph {r['fit_seconds']:7.2f} s, paths {r['generate_seconds']:7.2f} s"
+            f" -> {r['seconds_per_path'] * 1e3:8.2f} ms per path ({r['seconds_per_path_graph_built'] * 1e3:.3f} ms "
+            f"once the graph exists), validity {r['validity']:.3f}"
+        )
     print("  Pentyala et al. 2023 (Table 2, adult): 75.79 s per path for FACE, 31.96 s for PrivRecourse")
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ same setting (our reproduction's split, public bounds, DP logistic regression ep
 
     python benchmarks/bench_privrecourse.py [--sizes 2000,5000,10000,20000,50000] [--out bench.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,11 +55,17 @@ def main() -> None:
     Xtr, ytr, Xg, yg, Xte, yte = _split("adult", None, args.seed)
     model = DPLogisticModel(epsilon=1.0, data_norm=float(np.sqrt(5)), random_state=args.seed).fit(Xtr, ytr)
     Q = Xte[model.predict(Xte) == 0][: args.n_queries]
-    out = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cpus (shared, loaded)",
-           "n_queries": len(Q), "paper_seconds_per_path": {"FACE": 75.79, "PrivRecourse": 31.96}, "methods": {}}
-    for label, name, params in (("FACE (paper 003: Alg. 1/2 on raw data, complete graph)", "privrecourse-data", {}),
-                                ("face (existing, kNN 50)", "face", {}),
-                                ("PrivRecourse (K=500, em_point)", "privrecourse", {"random_state": args.seed})):
+    out = {
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cpus (shared, loaded)",
+        "n_queries": len(Q),
+        "paper_seconds_per_path": {"FACE": 75.79, "PrivRecourse": 31.96},
+        "methods": {},
+    }
+    for label, name, params in (
+        ("FACE (paper 003: Alg. 1/2 on raw data, complete graph)", "privrecourse-data", {}),
+        ("face (existing, kNN 50)", "face", {}),
+        ("PrivRecourse (K=500, em_point)", "privrecourse", {"random_state": args.seed}),
+    ):
         build, per_path, validity = _time_paths(make_recourse(name, **params), model, Xg, yg, Q)
         out["methods"][label] = {"build_seconds": build, "seconds_per_path": per_path, "validity": validity}
         print(f"{label:<58} build {build:8.2f} s   per path {per_path * 1e3:8.4f} ms   validity {validity:.3f}")

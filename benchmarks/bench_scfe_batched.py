@@ -6,6 +6,7 @@ Prints both times, their ratio, and how far the two results differ.
 
     python benchmarks/bench_scfe_batched.py [--n-points 2000] [--epochs 250] [--out FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,9 +54,15 @@ def main() -> None:
     single_s = time.perf_counter() - t
 
     result = {
-        "n_points": args.n_points, "model": "mlp (1 x 1000 ReLU)", "epochs": args.epochs, "train_seconds": train_s,
-        "batched_seconds": batched_s, "one_at_a_time_seconds": single_s, "speedup": single_s / batched_s,
-        "batched_validity": batched.validity, "one_at_a_time_validity": single.validity,
+        "n_points": args.n_points,
+        "model": "mlp (1 x 1000 ReLU)",
+        "epochs": args.epochs,
+        "train_seconds": train_s,
+        "batched_seconds": batched_s,
+        "one_at_a_time_seconds": single_s,
+        "speedup": single_s / batched_s,
+        "batched_validity": batched.validity,
+        "one_at_a_time_validity": single.validity,
         "same_iteration_count_share": float(np.mean(batched.n_iter == single.n_iter)),
         "max_abs_counterfactual_difference": float(np.abs(batched.counterfactuals - single.counterfactuals).max()),
         "mean_iterations": float(np.mean(batched.n_iter[batched.n_iter >= 0])),
@@ -65,8 +72,10 @@ def main() -> None:
     print(f"  batched          {batched_s:9.2f} s   validity {batched.validity:.4f}")
     print(f"  one at a time    {single_s:9.2f} s   validity {single.validity:.4f}")
     print(f"  speed-up         {single_s / batched_s:9.1f} x")
-    print(f"  same stopping iteration for {result['same_iteration_count_share']:.1%} of points; "
-          f"max |difference| {result['max_abs_counterfactual_difference']:.2e} (float32 batched vs single matmuls)")
+    print(
+        f"  same stopping iteration for {result['same_iteration_count_share']:.1%} of points; "
+        f"max |difference| {result['max_abs_counterfactual_difference']:.2e} (float32 batched vs single matmuls)"
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))

@@ -7,6 +7,7 @@ epochs, and prints both wall times, their ratio and how far the two sets of mode
 
     python benchmarks/bench_shadow_batched.py [--n-shadow 16] [--epochs 250] [--pool 3000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,16 +45,25 @@ def main() -> None:
     alone = [make_model("mlp", random_state=k, epochs=args.epochs).fit(X[r], y[r]) for k, r in enumerate(rows)]
     sequential_s = time.perf_counter() - t
     t = time.perf_counter()
-    together = fit_mlps_batched([make_model("mlp", random_state=k, epochs=args.epochs)
-                                 for k in range(args.n_shadow)], X, y, rows)
+    together = fit_mlps_batched(
+        [make_model("mlp", random_state=k, epochs=args.epochs) for k in range(args.n_shadow)], X, y, rows
+    )
     batched_s = time.perf_counter() - t
 
     diff = max(float(np.abs(a.decision_function(X) - b.decision_function(X)).max()) for a, b in zip(alone, together))
     agree = float(np.mean([np.mean(a.predict(X) == b.predict(X)) for a, b in zip(alone, together)]))
-    result = {"n_shadow": args.n_shadow, "rows_per_shadow": len(rows[0]), "n_features": X.shape[1],
-              "epochs": args.epochs, "sequential_seconds": sequential_s, "batched_seconds": batched_s,
-              "speedup": sequential_s / batched_s, "max_abs_logit_difference": diff,
-              "prediction_agreement": agree, "cores": os.cpu_count()}
+    result = {
+        "n_shadow": args.n_shadow,
+        "rows_per_shadow": len(rows[0]),
+        "n_features": X.shape[1],
+        "epochs": args.epochs,
+        "sequential_seconds": sequential_s,
+        "batched_seconds": batched_s,
+        "speedup": sequential_s / batched_s,
+        "max_abs_logit_difference": diff,
+        "prediction_agreement": agree,
+        "cores": os.cpu_count(),
+    }
     print(f"{args.n_shadow} shadow MLPs (1 x 1000 ReLU), {len(rows[0])} heloc rows each, {args.epochs} epochs")
     print(f"  one after another  {sequential_s:9.1f} s")
     print(f"  batched (vmap)     {batched_s:9.1f} s")

@@ -1,4 +1,5 @@
 """Shared test fixtures: point the data loaders at ../shared/data when it exists."""
+
 from __future__ import annotations
 
 import os

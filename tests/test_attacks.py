@@ -1,4 +1,5 @@
 """Attacks: the LRT's estimators against their formulas, planted signals, direction calibration."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +8,18 @@ from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from recourse_privacy.attacks import (
-    AttackScores, ShadowData, balanced_keep, calibrate_direction, cfd_attack, cfd_lrt_attack, check_attack_names,
-    fit_reference, loss_attack, lrt_scores, random_attack, run_shadow_models,
+    AttackScores,
+    ShadowData,
+    balanced_keep,
+    calibrate_direction,
+    cfd_attack,
+    cfd_lrt_attack,
+    check_attack_names,
+    fit_reference,
+    loss_attack,
+    lrt_scores,
+    random_attack,
+    run_shadow_models,
 )
 from recourse_privacy.models import make_model
 from recourse_privacy.recourse import LinearRecourse
@@ -116,9 +127,11 @@ def test_simple_attacks_and_names():
 def _linear_world(seed=0, d=30):
     rng = np.random.default_rng(seed)
     w = rng.normal(size=d)
+
     def draw(n):
         X = rng.normal(size=(n, d))
         return X, (X @ w + rng.normal(scale=2.0, size=n) > 0).astype(int)
+
     return draw
 
 
@@ -153,8 +166,9 @@ def test_cfd_lrt_end_to_end_beats_random_on_overfit_linear_models():
     Xt, yt = np.vstack([Xm[rm], Xn[rn]]), np.concatenate([ym[rm], yn[rn]])
     member = np.r_[np.ones(rm.sum()), np.zeros(rn.sum())]
     cfd = LinearRecourse().generate(owner, Xt).distance("l2")
-    shadow = run_shadow_models(make, LinearRecourse(), Xa, ya, Xt, yt, n_shadow=8, n_calibration=400,
-                               distance="l2", random_state=1)
+    shadow = run_shadow_models(
+        make, LinearRecourse(), Xa, ya, Xt, yt, n_shadow=8, n_calibration=400, distance="l2", random_state=1
+    )
     s = cfd_lrt_attack(cfd, shadow)
     assert s.direction == "greater"
     n1, n0 = member.sum(), (1 - member).sum()
@@ -245,7 +259,6 @@ def test_keep_sets_differ_between_shadows():
     keep = balanced_keep(1000, 5, 0.5, 0)
     overlap = keep.T.astype(int) @ keep.astype(int)
     assert (overlap[~np.eye(5, dtype=bool)] < 400).all()  # about 250 shared rows expected for independent halves
-
 
 
 def test_student_t_scores_are_calibrated_for_a_new_draw():

@@ -1,4 +1,5 @@
 """The audit end to end: outputs, reproducibility, disjoint pools, resume, and bad input caught early."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,7 @@ import pandas as pd
 import pytest
 
 from recourse_privacy import AuditConfig, run_audit
-from recourse_privacy.audit import AuditResult, SCHEMA_VERSION, stages
+from recourse_privacy.audit import SCHEMA_VERSION, AuditResult, stages
 
 SMALL = dict(dataset="synthetic", n_features=40, n_members=300, shadow_models=4, n_calibration=200)
 
@@ -39,14 +40,15 @@ def test_same_seed_same_numbers_and_pools_disjoint():
     assert a.attacks == b.attacks
     assert a.attacks != c.attacks
     p = a.pools
-    assert not (set(p.members) & set(p.nonmembers) or set(p.members) & set(p.adversary)
-                or set(p.nonmembers) & set(p.adversary))
+    assert not (
+        set(p.members) & set(p.nonmembers) or set(p.members) & set(p.adversary) or set(p.nonmembers) & set(p.adversary)
+    )
     assert (len(p.members), len(p.nonmembers), len(p.adversary)) == (300, 300, 600)  # adversary: 2 x members
 
 
 def test_targets_are_exactly_the_rejected_points():
     r = run_audit(AuditConfig(**SMALL, attacks=("cfd", "random")))
-    assert (r.recourse_result.valid.mean() == r.recourse.validity)
+    assert r.recourse_result.valid.mean() == r.recourse.validity
     assert r.n_members == int(r.is_member.sum())
     assert np.all(r.cfd > 0)  # every target needed a move
 
@@ -65,14 +67,17 @@ def test_killed_run_resumes_from_finished_shadow_models(tmp_path, monkeypatch):
     assert again.attacks == first.attacks
 
 
-@pytest.mark.parametrize("overrides,match", [
-    (dict(model="mlp", recourse="linear"), "not linear"),
-    (dict(shadow_models=0), "at least 2 shadow models"),
-    (dict(dataset="mnist"), "unknown dataset 'mnist'"),
-    (dict(attacks=("cfd", "nope")), "'nope'"),
-    (dict(distance="l3"), "distance"),
-    (dict(n_members=0), "n_members"),
-])
+@pytest.mark.parametrize(
+    "overrides,match",
+    [
+        (dict(model="mlp", recourse="linear"), "not linear"),
+        (dict(shadow_models=0), "at least 2 shadow models"),
+        (dict(dataset="mnist"), "unknown dataset 'mnist'"),
+        (dict(attacks=("cfd", "nope")), "'nope'"),
+        (dict(distance="l3"), "distance"),
+        (dict(n_members=0), "n_members"),
+    ],
+)
 def test_bad_config_fails_before_any_work(overrides, match, monkeypatch):
     def no_load(config):
         raise AssertionError("data was loaded before the configuration was checked")
@@ -111,8 +116,16 @@ def test_user_csv_errors_name_the_problem(tmp_path):
 
 
 def test_randomized_recourse_is_seeded_by_the_audit():
-    cfg = AuditConfig(**{**SMALL, "model": "mlp", "recourse": "gs", "attacks": ("cfd", "random"),
-                         "model_params": {"epochs": 3, "hidden_layers": [16], "lr": 0.01}, "n_members": 150})
+    cfg = AuditConfig(
+        **{
+            **SMALL,
+            "model": "mlp",
+            "recourse": "gs",
+            "attacks": ("cfd", "random"),
+            "model_params": {"epochs": 3, "hidden_layers": [16], "lr": 0.01},
+            "n_members": 150,
+        }
+    )
     a, b = run_audit(cfg), run_audit(cfg)
     np.testing.assert_array_equal(a.cfd, b.cfd)
     assert a.attacks == b.attacks
@@ -131,10 +144,12 @@ def test_default_adversary_pool_is_twice_the_members_or_all_that_is_left():
 
 
 def test_shadow_warning_formula_matches_the_keep_matrix():
-    from recourse_privacy.audit.stages import shadow_summary
 
-    r = run_audit(AuditConfig(n_features=10, n_members=200, n_adversary=250, shadow_models=3, n_calibration=100,
-                              attacks=("cfd-lrt",)))
+    r = run_audit(
+        AuditConfig(
+            n_features=10, n_members=200, n_adversary=250, shadow_models=3, n_calibration=100, attacks=("cfd-lrt",)
+        )
+    )
     assert r.shadow.train_rows_each == (125, 125, 125)  # floor(0.5 x 250), exact for an odd shadow count
     assert any("at least 400 rows" in w for w in r.warnings)  # ceil(200 / 0.5): the pool that makes them match
     ok = run_audit(AuditConfig(n_features=10, n_members=200, shadow_models=3, n_calibration=100, attacks=("cfd-lrt",)))

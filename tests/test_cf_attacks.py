@@ -1,4 +1,5 @@
 """Attacks that counterfactuals enable: extraction (Aivodji et al. 2020, DualCF), membership and attribute inference."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,8 +42,18 @@ def test_counterfactuals_raise_surrogate_fidelity_over_the_base_extraction():
     Q = rng.normal(size=(60, 4))
     X_eval = rng.normal(size=(2000, 4))
     y_eval = target_proba(X_eval).argmax(1)
-    res = extract_model(Q, target_proba, exact_explain, X_eval, y_eval, ks=(60,), hidden_layers=(16,),
-                        variants=("base", "cf", "dualcf"), architectures=("known", "unknown"), random_state=0)
+    res = extract_model(
+        Q,
+        target_proba,
+        exact_explain,
+        X_eval,
+        y_eval,
+        ks=(60,),
+        hidden_layers=(16,),
+        variants=("base", "cf", "dualcf"),
+        architectures=("known", "unknown"),
+        random_state=0,
+    )
     fid = {(r.variant, r.architecture): r.fidelity for r in res}
     assert len(res) == 6
     for arch in ("known", "unknown"):
@@ -58,7 +69,7 @@ def _overfit_world(seed=0):
     n = 200
     X = rng.normal(size=(3 * n, 5))
     y = (X[:, 0] + 0.8 * rng.normal(size=3 * n) > 0).astype(int)
-    return X[:n], y[:n], X[n:2 * n], y[n:2 * n], X[2 * n:], y[2 * n:]
+    return X[:n], y[:n], X[n : 2 * n], y[n : 2 * n], X[2 * n :], y[2 * n :]
 
 
 def test_membership_through_an_overfitted_surrogate_beats_chance_and_features_are_shokris():
@@ -158,9 +169,22 @@ def test_yang2022_runs_end_to_end_at_tiny_sizes(tmp_path):
 
     from recourse_privacy.experiments.yang2022 import Yang2022Config, run_yang2022
 
-    cfg = Yang2022Config(datasets=("digits",), n_train=300, n_nonmembers=200, n_adv=300, n_eval=300, ks=(100, 200),
-                         n_fr_queries=30, n_mi_targets=100, target_epochs=20, ae_epochs=5, dpc_max_iter=30,
-                         n_timing=0, baselines=("cadex",), dice_params={"total_cfs": 1, "max_iter": 100, "min_iter": 10})
+    cfg = Yang2022Config(
+        datasets=("digits",),
+        n_train=300,
+        n_nonmembers=200,
+        n_adv=300,
+        n_eval=300,
+        ks=(100, 200),
+        n_fr_queries=30,
+        n_mi_targets=100,
+        target_epochs=20,
+        ae_epochs=5,
+        dpc_max_iter=30,
+        n_timing=0,
+        baselines=("cadex",),
+        dice_params={"total_cfs": 1, "max_iter": 100, "min_iter": 10},
+    )
     run_yang2022(tmp_path, config=cfg, console=None)
     res = json.loads((tmp_path / "results.json").read_text())["results"]["digits"]
     assert set(res["table4"]) >= {"base", "nondp", "nondp_dualcf", "dpc_faithful", "dpc_hardened"}

@@ -1,4 +1,5 @@
 """The command line: the audit's table and files, clear errors with exit code 2, a fast --help."""
+
 from __future__ import annotations
 
 import json
@@ -42,7 +43,9 @@ def test_datasets_command_lists_names():
 
 
 def test_help_does_not_import_torch_or_sklearn():
-    code = ("import sys; from recourse_privacy.cli import app; import recourse_privacy; "
-            "print('torch' in sys.modules, 'sklearn' in sys.modules, 'matplotlib' in sys.modules)")
+    code = (
+        "import sys; from recourse_privacy.cli import app; import recourse_privacy; "
+        "print('torch' in sys.modules, 'sklearn' in sys.modules, 'matplotlib' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False", "False"]

@@ -5,6 +5,7 @@ target and a direction, deterministically; a new model must implement the model 
 the capabilities it declares (a linear model's logit is w.x + b; a differentiable model's torch
 module gives the same logit); a new defense must accept or refuse a configuration before any work.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,14 @@ from recourse_privacy.errors import InvalidInputError, NotFittedError, UnknownNa
 from recourse_privacy.models import MODELS, make_model
 from recourse_privacy.recourse.registry import MODEL_CAPABILITIES
 
-GAME = AuditConfig(dataset="synthetic", n_features=12, n_members=200, shadow_models=4, n_calibration=100,
-                   attacks=tuple(ATTACKS.names()))
+GAME = AuditConfig(
+    dataset="synthetic",
+    n_features=12,
+    n_members=200,
+    shadow_models=4,
+    n_calibration=100,
+    attacks=tuple(ATTACKS.names()),
+)
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +40,7 @@ def inputs():
     targets = stages.train_owner(make, game, cfg.seed)
     res, _ = defense.owner_recourse(cfg, method, targets.model, game.X_members, game.y_members, targets.X)
     cfd = res.distance(cfg.distance)
-    shadow = stages.train_shadow_models(cfg, make, method, game, targets, cache_dir=None,
-                                        progress=lambda *a: None)
+    shadow = stages.train_shadow_models(cfg, make, method, game, targets, cache_dir=None, progress=lambda *a: None)
     return stages.attack_inputs(cfg, game, targets, res, cfd, shadow)
 
 
@@ -76,8 +82,10 @@ def _tiny_data(seed: int = 0, n: int = 120, d: int = 5):
 
 #: parameters that keep each built-in model tiny; an unlisted (new) entry is fitted with its defaults
 SMALL_PARAMS = {
-    "mlp": {"hidden_layers": (8,), "epochs": 3}, "mlp3-100": {"hidden_layers": (8, 8, 8), "epochs": 3},
-    "mlp3-333": {"hidden_layers": (8, 8, 8), "epochs": 3}, "mlp3-1000": {"hidden_layers": (8, 8, 8), "epochs": 3},
+    "mlp": {"hidden_layers": (8,), "epochs": 3},
+    "mlp3-100": {"hidden_layers": (8, 8, 8), "epochs": 3},
+    "mlp3-333": {"hidden_layers": (8, 8, 8), "epochs": 3},
+    "mlp3-1000": {"hidden_layers": (8, 8, 8), "epochs": 3},
     "dp-mlp": {"hidden_layers": (8,), "epochs": 2, "batch_size": 40, "delta": 1e-3},
 }
 

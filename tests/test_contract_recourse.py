@@ -12,6 +12,7 @@ tests never spend the process-wide default budget). An entry missing from the ta
 built with its defaults; one that needs a parameter must add a row here. ``action_set``
 and ``random_state`` are added wherever the constructor takes them.
 """
+
 from __future__ import annotations
 
 import copy
@@ -40,7 +41,12 @@ PARAMS: dict[str, dict] = {
     "cchvae": {"n_search_samples": 30, "max_iter": 50, "vae_params": SMALL_VAE},
     "revise": {"max_iter": 50, "vae_params": SMALL_VAE},
     "laplace": {"epsilon": 1.0, "accountant": BudgetAccountant()},
-    "dpc": {"bounds": "data", "encoder_layers": (4,), "ae_epochs": 2, "max_iter": 30},  # laplace deep-copied: a fresh accountant each time
+    "dpc": {
+        "bounds": "data",
+        "encoder_layers": (4,),
+        "ae_epochs": 2,
+        "max_iter": 30,
+    },  # laplace deep-copied: a fresh accountant each time
     "privrecourse": {"n_clusters": 20, "out_of_bounds": "clip"},
     "privrecourse-laplace": {"out_of_bounds": "clip"},
     "privrecourse-mst": {"out_of_bounds": "clip", "mst_params": {"iters": 50}},
@@ -50,10 +56,12 @@ PARAMS: dict[str, dict] = {
 #: entries whose ``valid`` may be stricter than the model's verdict on the counterfactual, and why
 GIVES_UP = {
     "face": "a query with no reachable accepted node keeps itself as counterfactual and is flagged invalid "
-            "even where the model already accepts it (no path, no recourse)",
-    **{name: "Algorithm 2 (Pentyala et al. 2023): a query whose start node reaches no accepted node is flagged "
-             "invalid (no path, no recourse)"
-       for name in ("privrecourse", "privrecourse-laplace", "privrecourse-mst", "privrecourse-data")},
+    "even where the model already accepts it (no path, no recourse)",
+    **{
+        name: "Algorithm 2 (Pentyala et al. 2023): a query whose start node reaches no accepted node is flagged "
+        "invalid (no path, no recourse)"
+        for name in ("privrecourse", "privrecourse-laplace", "privrecourse-mst", "privrecourse-data")
+    },
 }
 
 ENTRIES = RECOURSE_METHODS.entries()
@@ -66,7 +74,7 @@ def takes(entry, param: str) -> bool:
     return param in inspect.signature(entry.obj).parameters
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def problem():
     """Data (X, y), a logistic model, a small MLP, a black box without gradients and the query rows."""
     rng = np.random.default_rng(0)
@@ -110,7 +118,7 @@ def build(entry, *, constrained: bool = False, random_state: int = 0):
     return fit_for(entry.obj(**params), X, y, model_for(entry))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def result(name: str) -> RecourseResult:
     """The result of the entry on the query rows (computed once per entry)."""
     entry = RECOURSE_METHODS.get(name)

@@ -1,4 +1,5 @@
 """Tests of recourse_privacy.data: loaders, downloads, synthetic data, preprocessing, pools."""
+
 from __future__ import annotations
 
 import io
@@ -32,7 +33,6 @@ from recourse_privacy.data import (
 from recourse_privacy.data import datasets as ds_module
 from recourse_privacy.data.registry import DATASETS as REGISTRY
 from recourse_privacy.errors import InvalidInputError, UnknownNameError
-
 
 # ----------------------------------------------------------------------------- real data
 
@@ -69,7 +69,12 @@ def test_real_loader_constraints(shared_data: Path) -> None:
     assert adult.immutable == ("sex", "race")
     assert adult.increasing == ("age", "education-num")
     assert set(adult.categorical) == {
-        "workclass", "marital-status", "occupation", "relationship", "race", "sex",
+        "workclass",
+        "marital-status",
+        "occupation",
+        "relationship",
+        "race",
+        "sex",
         "native-country",
     }
     heloc = load_dataset("heloc", shared_data)
@@ -97,6 +102,7 @@ def test_diabetes_encoding_has_127_features(shared_data: Path) -> None:
 
 # ----------------------------------------------------------------------------- download
 
+
 @pytest.fixture
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     """An empty data dir and an empty user cache; the env var unset."""
@@ -118,9 +124,7 @@ def test_missing_file_without_download(isolated: dict[str, Path]) -> None:
     assert "raw.githubusercontent.com/carla-recourse/cf-data/2d5667709" in msg
 
 
-def test_failed_download_is_file_not_found(
-    isolated: dict[str, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_failed_download_is_file_not_found(isolated: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     def offline(url: str, timeout: float | None = None) -> None:
         raise urllib.error.URLError("no network")
 
@@ -157,9 +161,7 @@ def test_download_of_zip_member_by_file_url(
     with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_STORED) as zf:
         zf.write(shared_data / "diabetic_data.csv", "dataset_diabetes/diabetic_data.csv")
         zf.writestr("dataset_diabetes/IDs_mapping.csv", "x\n")
-    monkeypatch.setitem(
-        ds_module._SOURCES, "diabetic_data.csv", (archive.as_uri(), "diabetic_data.csv")
-    )
+    monkeypatch.setitem(ds_module._SOURCES, "diabetic_data.csv", (archive.as_uri(), "diabetic_data.csv"))
     ds = load_dataset("diabetes", isolated["empty"])
     assert ds.n_rows == 101_766
     assert sorted(p.name for p in isolated["cache"].iterdir()) == ["diabetic_data.csv"]
@@ -202,6 +204,7 @@ def test_data_dir_resolution(
 
 
 # ----------------------------------------------------------------------------- registry
+
 
 def test_unknown_dataset_name_lists_choices() -> None:
     with pytest.raises(ValueError, match="unknown dataset 'mnist'") as info:
@@ -374,6 +377,7 @@ def test_dataset_validates_itself() -> None:
 
 # ----------------------------------------------------------------------------- synthetic
 
+
 def test_synthetic_shape_balance_and_moments() -> None:
     n, d, seed = 4001, 20, 11
     ds = make_synthetic(n, d, class_sep=1.5, random_state=seed)
@@ -424,6 +428,7 @@ def test_synthetic_flip_y_and_load_dataset_defaults() -> None:
 
 # ----------------------------------------------------------------------------- preprocessing
 
+
 def _frame(rng: np.random.Generator, n: int, shift: float = 0.0) -> pd.DataFrame:
     return pd.DataFrame(
         {
@@ -446,9 +451,7 @@ def test_preprocessor_uses_fit_statistics_only() -> None:
     expected = (other["a"] - train["a"].mean()) / train["a"].std(ddof=0)
     assert np.allclose(Z_other[:, i], expected)
     assert Z_other[:, i].mean() > 2  # not re-centred on the other frame
-    assert pre.feature_names_out_ == [
-        "a", "b", "colour=blue", "colour=green", "colour=red", "sex=M"
-    ]
+    assert pre.feature_names_out_ == ["a", "b", "colour=blue", "colour=green", "colour=red", "sex=M"]
 
 
 def test_preprocessor_drops_correlated_and_constant() -> None:
@@ -518,6 +521,7 @@ def test_preprocessor_input_errors_and_unknown_category() -> None:
 
 # ----------------------------------------------------------------------------- pools
 
+
 def test_split_pools() -> None:
     pools = split_pools(100, 20, 30, 10, random_state=0)
     assert isinstance(pools, Pools)
@@ -527,10 +531,7 @@ def test_split_pools() -> None:
     default = split_pools(100, 33, random_state=0)
     assert default.sizes == {"members": 33, "nonmembers": 33, "adversary": 33}
     again = split_pools(100, 20, 30, 10, random_state=0)
-    assert all(
-        np.array_equal(getattr(pools, f), getattr(again, f))
-        for f in ("members", "nonmembers", "adversary")
-    )
+    assert all(np.array_equal(getattr(pools, f), getattr(again, f)) for f in ("members", "nonmembers", "adversary"))
     other = split_pools(100, 20, 30, 10, random_state=1)
     assert not np.array_equal(pools.members, other.members)
 
@@ -549,6 +550,7 @@ def test_split_pools_errors() -> None:
 
 
 # ----------------------------------------------------------------------------- load_tabular
+
 
 def _write(tmp_path: Path, df: pd.DataFrame, name: str = "t.csv") -> Path:
     path = tmp_path / name
@@ -574,7 +576,11 @@ def test_load_tabular_good_file(tmp_path: Path) -> None:
     df.loc[0, "city"] = "None"  # a literal level, not missing
     path = _write(tmp_path, df)
     ds = load_tabular(
-        path, "outcome", categorical=["code"], immutable=["city"], increasing=["age"],
+        path,
+        "outcome",
+        categorical=["code"],
+        immutable=["city"],
+        increasing=["age"],
         positive_label="good",
     )
     assert ds.name == "t" and ds.target == "outcome"

@@ -1,4 +1,5 @@
 """DP defenses of Huang et al. 2023: Laplace mechanism and Recourse, budget accounting, DP models, the audit's dp block."""
+
 from __future__ import annotations
 
 import json
@@ -7,8 +8,6 @@ import warnings
 import numpy as np
 import pytest
 from diffprivlib.utils import PrivacyLeakWarning
-
-from recourse_privacy.errors import BudgetExceededError, IncompatibleError
 
 from recourse_privacy import AuditConfig, run_audit
 from recourse_privacy.defenses import (
@@ -19,6 +18,7 @@ from recourse_privacy.defenses import (
 )
 from recourse_privacy.defenses.accounting import dp_ba_bound
 from recourse_privacy.defenses.laplace import PROB_CLIP
+from recourse_privacy.errors import BudgetExceededError, IncompatibleError
 from recourse_privacy.metrics import theorem2_bound
 from recourse_privacy.models import DPLogisticModel, DPMLPModel, make_model
 
@@ -46,7 +46,7 @@ def _linear_model(w=(3.0, 4.0), b=0.5):
 def test_noise_has_laplace_mean_and_variance(epsilon, sensitivity):
     n, b = 200_000, sensitivity / epsilon
     out = noisy_probability(np.full(n, 0.5), epsilon, sensitivity=sensitivity, random_state=3)
-    assert 0 < out.min() and out.max() < 1          # P(|noise| > 0.5) <= e^-25: nothing clamped
+    assert 0 < out.min() and out.max() < 1  # P(|noise| > 0.5) <= e^-25: nothing clamped
     noise = out - 0.5
     # mean 0 (sd sqrt(2) b / sqrt(n)); variance 2 b^2 (sd of the sample variance: sqrt(20 / n) b^2,
     # Laplace fourth moment 24 b^4); mean |noise| = b (sd b / sqrt(n)); 5 standard deviations each
@@ -56,7 +56,7 @@ def test_noise_has_laplace_mean_and_variance(epsilon, sensitivity):
 
 
 def test_noisy_probability_is_clamped_to_unit_interval():
-    n, eps = 100_000, 0.01                          # scale 100: most draws leave [0, 1]
+    n, eps = 100_000, 0.01  # scale 100: most draws leave [0, 1]
     out = noisy_probability(np.full(n, 0.5), eps, random_state=1)
     assert out.min() == 0.0 and out.max() == 1.0 and np.all((out >= 0) & (out <= 1))
     # P(p' clamped to 0) = P(noise <= -0.5) = exp(-0.5 / 100) / 2
@@ -95,11 +95,12 @@ def test_laplace_recourse_matches_the_formula_for_a_fixed_noise_draw():
     np.testing.assert_allclose(res.counterfactuals, expected, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(res.info["noisy_probability"], p_noisy)
     delta = res.counterfactuals - X
-    np.testing.assert_allclose(delta[:, 0] * w[1] - delta[:, 1] * w[0], 0, atol=1e-12)   # parallel to w
+    np.testing.assert_allclose(delta[:, 0] * w[1] - delta[:, 1] * w[0], 0, atol=1e-12)  # parallel to w
     np.testing.assert_allclose(res.distance("l2"), np.abs(s - f_noisy) / np.linalg.norm(w), rtol=1e-12)
     # the true logit moves by exactly s - f'(x); validity is the model's verdict, invalid rows kept
-    np.testing.assert_allclose(model.decision_function(res.counterfactuals),
-                               model.decision_function(X) + s - f_noisy, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        model.decision_function(res.counterfactuals), model.decision_function(X) + s - f_noisy, rtol=1e-9, atol=1e-9
+    )
     np.testing.assert_array_equal(res.valid, model.predict(res.counterfactuals) == 1)
     assert len(res.valid) == len(X)
 
@@ -107,12 +108,12 @@ def test_laplace_recourse_matches_the_formula_for_a_fixed_noise_draw():
 def test_clamped_probabilities_give_the_spike_distance():
     model = _linear_model()
     X = np.tile([[-1.0, -1.0]], (2000, 1))
-    res = LaplaceRecourse(epsilon=0.05, random_state=0).generate(model, X)   # scale 20: most rows clamp
+    res = LaplaceRecourse(epsilon=0.05, random_state=0).generate(model, X)  # scale 20: most rows clamp
     clamped = res.info["clamped_low"] | res.info["clamped_high"]
     assert clamped.mean() > 0.9
     spike = 52 * np.log(2) / np.linalg.norm(model.coef_)
     np.testing.assert_allclose(res.distance("l2")[clamped], spike, rtol=1e-9)
-    assert not res.valid[res.info["clamped_high"]].any()     # p' = 1: the move goes away from the boundary
+    assert not res.valid[res.info["clamped_high"]].any()  # p' = 1: the move goes away from the boundary
     assert res.valid[res.info["clamped_low"]].all()
 
 
@@ -159,7 +160,7 @@ def test_a_query_stream_exhausts_the_budget_and_the_next_query_is_refused():
     with pytest.raises(BudgetExceededError, match=r"budget is epsilon 2 and 2 is already spent") as err:
         session.answer(X[4:5])
     assert "epsilon 0.5" in str(err.value)
-    assert session.method._rng.bit_generator.state == state          # refused before any noise was drawn
+    assert session.method._rng.bit_generator.state == state  # refused before any noise was drawn
     assert session.spent == 2.0 and session.n_queries == 4 and session.n_refused == 1
 
 
@@ -172,9 +173,9 @@ def test_a_batch_that_would_exceed_the_budget_is_refused_whole():
     with pytest.raises(BudgetExceededError, match="asks for epsilon 2 "):
         session.answer(X[3:5])
     assert session.spent == 3.0
-    session.answer(X[3:4])                                             # one more fits exactly
+    session.answer(X[3:4])  # one more fits exactly
     assert session.remaining == 0.0
-    assert method.accountant is None                                   # the caller's object is untouched
+    assert method.accountant is None  # the caller's object is untouched
 
 
 def test_session_refuses_methods_without_a_budget():
@@ -195,15 +196,17 @@ def test_dp_logistic_rejects_rows_above_data_norm():
     X[3] *= 2.0
     with pytest.raises(ValueError, match="data_norm"):
         DPLogisticModel(epsilon=1.0).fit(X, y)
-    DPLogisticModel(epsilon=1.0, data_norm=2.0, random_state=0).fit(X, y)   # a larger bound, chosen a priori
+    DPLogisticModel(epsilon=1.0, data_norm=2.0, random_state=0).fit(X, y)  # a larger bound, chosen a priori
 
 
 def test_dp_logistic_accuracy_rises_with_epsilon():
     X, y = _easy(2000, 5, seed=4)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", PrivacyLeakWarning)              # data_norm is never inferred
-        acc = [np.mean([np.mean(DPLogisticModel(epsilon=e, random_state=k).fit(X, y).predict(X) == y)
-                        for k in range(5)]) for e in (0.01, 1.0, 100.0)]
+        warnings.simplefilter("error", PrivacyLeakWarning)  # data_norm is never inferred
+        acc = [
+            np.mean([np.mean(DPLogisticModel(epsilon=e, random_state=k).fit(X, y).predict(X) == y) for k in range(5)])
+            for e in (0.01, 1.0, 100.0)
+        ]
     assert acc[0] < acc[1] - 0.05 and acc[1] < acc[2] and acc[2] > 0.9
     m = DPLogisticModel(epsilon=1.0, random_state=0).fit(X, y)
     assert m.is_linear and m.coef_.shape == (5,) and m.epsilon_ == 1.0
@@ -212,14 +215,16 @@ def test_dp_logistic_accuracy_rises_with_epsilon():
 
 def test_dp_mlp_trains_and_reports_its_epsilon():
     X, y = _easy(300, 4, seed=1, unit=False)
-    m = DPMLPModel(epsilon=4.0, delta=1e-3, hidden_layers=(16,), epochs=3, batch_size=100, lr=1e-2,
-                   random_state=0).fit(X, y)
+    m = DPMLPModel(epsilon=4.0, delta=1e-3, hidden_layers=(16,), epochs=3, batch_size=100, lr=1e-2, random_state=0).fit(
+        X, y
+    )
     assert 0 < m.epsilon_ <= 4.0 and m.noise_multiplier_ > 0 and m.delta_ == 1e-3
     assert m.decision_function(X).shape == (300,) and m.is_differentiable
     assert np.mean(m.predict(X) == y) > 0.6
-    m2 = DPMLPModel(epsilon=4.0, delta=1e-3, hidden_layers=(16,), epochs=3, batch_size=100, lr=1e-2,
-                    random_state=0).fit(X, y)
-    np.testing.assert_allclose(m.decision_function(X), m2.decision_function(X))   # seeded noise and sampling
+    m2 = DPMLPModel(
+        epsilon=4.0, delta=1e-3, hidden_layers=(16,), epochs=3, batch_size=100, lr=1e-2, random_state=0
+    ).fit(X, y)
+    np.testing.assert_allclose(m.decision_function(X), m2.decision_function(X))  # seeded noise and sampling
 
 
 def test_model_registry_builds_dp_models_and_needs_epsilon():
@@ -230,8 +235,16 @@ def test_model_registry_builds_dp_models_and_needs_epsilon():
 
 
 # ----------------------------------------------------------------------------- the audit
-SMALL = dict(dataset="synthetic", n_features=10, n_members=200, shadow_models=2, n_calibration=100,
-             attacks=("cfd", "cfd-lrt-global"), normalize_rows=True, distance="l2")
+SMALL = dict(
+    dataset="synthetic",
+    n_features=10,
+    n_members=200,
+    shadow_models=2,
+    n_calibration=100,
+    attacks=("cfd", "cfd-lrt-global"),
+    normalize_rows=True,
+    distance="l2",
+)
 
 
 def test_audit_with_laplace_writes_the_dp_block(tmp_path):
@@ -247,8 +260,15 @@ def test_audit_with_laplace_writes_the_dp_block(tmp_path):
     v = dp["verdict"]
     # the adaptive attacks run whatever --attacks says, and the verdict is the worst case over the distance attacks
     assert {"lr-direction", "lr-reconstruction"} <= set(r.attacks) and set(v["covered"]) == {
-        "cfd", "cfd-lrt-global", "lr-direction", "lr-reconstruction"}
-    assert v["exceeds"] == (v["ba_lower_confidence"] > dp["ba_bound"]) and v["ba_lower_confidence"] < v["balanced_accuracy"]
+        "cfd",
+        "cfd-lrt-global",
+        "lr-direction",
+        "lr-reconstruction",
+    }
+    assert (
+        v["exceeds"] == (v["ba_lower_confidence"] > dp["ba_bound"])
+        and v["ba_lower_confidence"] < v["balanced_accuracy"]
+    )
     assert v["balanced_accuracy"] == max(r.attacks[a].balanced_accuracy for a in v["covered"])
     assert r.recourse.method == "laplace" and 0 < dp["clamped_share"] < 1
     assert "Differential privacy" in (tmp_path / "report.html").read_text()
@@ -267,26 +287,32 @@ def test_audit_with_dpm_trains_the_dp_model(tmp_path):
     assert r.recourse.method == "linear"
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(defense="laplace"), "epsilon"),
-    (dict(defense="dpm", epsilon=-1.0), "epsilon"),
-    (dict(defense="dpm", epsilon=float("inf")), "epsilon"),
-    (dict(defense="none", epsilon=1.0), "defense"),
-    (dict(defense="noise", epsilon=1.0), "defense"),
-    (dict(defense="laplace", epsilon=1.0, model="mlp", recourse="scfe"), "linear"),
-    (dict(defense="dpm", epsilon=1.0, normalize_rows=False), "normalize-rows"),
-    (dict(model="dp-logistic"), "--defense dpm"),
-    (dict(recourse="laplace"), "--defense laplace"),
-    (dict(defense="dpm", epsilon=1.0, model_params={"epsilon": 2}), "once"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(defense="laplace"), "epsilon"),
+        (dict(defense="dpm", epsilon=-1.0), "epsilon"),
+        (dict(defense="dpm", epsilon=float("inf")), "epsilon"),
+        (dict(defense="none", epsilon=1.0), "defense"),
+        (dict(defense="noise", epsilon=1.0), "defense"),
+        (dict(defense="laplace", epsilon=1.0, model="mlp", recourse="scfe"), "linear"),
+        (dict(defense="dpm", epsilon=1.0, normalize_rows=False), "normalize-rows"),
+        (dict(model="dp-logistic"), "--defense dpm"),
+        (dict(recourse="laplace"), "--defense laplace"),
+        (dict(defense="dpm", epsilon=1.0, model_params={"epsilon": 2}), "once"),
+    ],
+)
 def test_bad_defense_settings_fail_early(kwargs, match):
     with pytest.raises(ValueError, match=match):
         AuditConfig(**{**SMALL, **kwargs}).validate()
 
 
 def test_dpm_keeps_the_mlp_architecture():
-    name, params = AuditConfig(**{**SMALL, "model": "mlp3-100", "recourse": "scfe"}, defense="dpm",
-                               epsilon=2.0).validate().effective_model
+    name, params = (
+        AuditConfig(**{**SMALL, "model": "mlp3-100", "recourse": "scfe"}, defense="dpm", epsilon=2.0)
+        .validate()
+        .effective_model
+    )
     assert name == "dp-mlp" and params["hidden_layers"] == (100, 100, 100) and params["epsilon"] == 2.0
 
 
@@ -295,8 +321,20 @@ def test_cli_audit_with_defense_and_bad_epsilon(tmp_path):
 
     from recourse_privacy.cli import app
 
-    args = ["audit", "--n-features", "10", "--n-members", "200", "--shadow-models", "2", "--attacks", "cfd",
-            "--normalize-rows", "--out", str(tmp_path)]
+    args = [
+        "audit",
+        "--n-features",
+        "10",
+        "--n-members",
+        "200",
+        "--shadow-models",
+        "2",
+        "--attacks",
+        "cfd",
+        "--normalize-rows",
+        "--out",
+        str(tmp_path),
+    ]
     ok = CliRunner().invoke(app, args + ["--defense", "laplace", "--epsilon", "1"])
     assert ok.exit_code == 0, ok.output
     assert "Theorem 2" in ok.output and "verdict:" in ok.output
@@ -311,8 +349,13 @@ def test_tradeoff_writes_table_and_plots_and_resumes(tmp_path):
     base = tradeoff_base_config(n_features=10, n_members=200, attacks=("cfd",))
     first = run_tradeoff(base, tmp_path, epsilons=(1.0,))
     assert [r["setting"] for r in first.rows] == ["baseline", "dpm-eps1", "laplace-eps1"]
-    for name in ("tradeoff.csv", "tradeoff.json", "attacks_vs_epsilon.png", "accuracy_vs_epsilon.png",
-                 "cfd_histograms.png"):
+    for name in (
+        "tradeoff.csv",
+        "tradeoff.json",
+        "attacks_vs_epsilon.png",
+        "accuracy_vs_epsilon.png",
+        "cfd_histograms.png",
+    ):
         assert (tmp_path / name).stat().st_size > 0
     lr = first.rows[2]
     assert lr["epsilon_per_query"] == 1.0 and lr["clamped_share"] > 0 and lr["cfd:auc"] is not None
@@ -324,8 +367,9 @@ def test_tradeoff_writes_table_and_plots_and_resumes(tmp_path):
 def test_dpm_refuses_recourse_fitted_on_members(recourse):
     with pytest.raises(IncompatibleError, match="recourse-fit adversary"):
         AuditConfig(recourse=recourse, defense="dpm", epsilon=1.0, normalize_rows=True).validate()
-    AuditConfig(recourse=recourse, defense="dpm", epsilon=1.0, normalize_rows=True,
-                recourse_fit="adversary").validate()  # fitted on data the adversary sees: accepted
+    AuditConfig(
+        recourse=recourse, defense="dpm", epsilon=1.0, normalize_rows=True, recourse_fit="adversary"
+    ).validate()  # fitted on data the adversary sees: accepted
     with pytest.raises(ValueError, match="recourse_fit"):
         AuditConfig(recourse_fit="public").validate()
 

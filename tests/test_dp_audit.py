@@ -3,6 +3,7 @@
 Every statistical check runs with a fixed seed; the tolerances are derived in the comments from
 the Clopper-Pearson widths at the sample sizes used.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,18 @@ from recourse_privacy.dp_audit import (
 # ---------------------------------------------------------------------------- the bound itself
 
 
-@pytest.mark.parametrize("k,n,alpha", [(0, 10, 0.05), (10, 10, 0.05), (3, 17, 0.05), (250, 1000, 0.01),
-                                       (1, 100000, 0.05), (99999, 100000, 0.1), (40, 41, 0.2)])
+@pytest.mark.parametrize(
+    "k,n,alpha",
+    [
+        (0, 10, 0.05),
+        (10, 10, 0.05),
+        (3, 17, 0.05),
+        (250, 1000, 0.01),
+        (1, 100000, 0.05),
+        (99999, 100000, 0.1),
+        (40, 41, 0.2),
+    ],
+)
 def test_clopper_pearson_matches_scipy_exact_interval(k, n, alpha):
     # scipy finds the ends by root finding (relative error ~1e-6 at p ~ 1e-7); ours invert the beta
     # distribution, so the tolerance is scipy's
@@ -137,8 +148,15 @@ def test_audit_is_reproducible_and_validates_input():
         audit_mechanism(lambda w, r, n: np.zeros(3), n_trials=100, claimed_epsilon=1.0)
     with pytest.raises(ValueError, match="mechanism must be one of"):
         make_experiment("nope", 1.0)
-    assert set(MECHANISMS) == {"laplace-score", "laplace-score-broken", "dpm-logistic-label-flip", "trained-lr",
-                               "trained-dpm-logistic", "trained-dpm-lr", "trained-dpm-scfe"}
+    assert set(MECHANISMS) == {
+        "laplace-score",
+        "laplace-score-broken",
+        "dpm-logistic-label-flip",
+        "trained-lr",
+        "trained-dpm-logistic",
+        "trained-dpm-lr",
+        "trained-dpm-scfe",
+    }
     with pytest.raises(ValueError, match="now 'laplace-score'"):  # renamed: it audits the score, not the release
         make_experiment("laplace", 1.0)
 
@@ -208,8 +226,22 @@ def test_dpm_experiment_catches_a_non_private_model():
 def test_audit_dp_command(tmp_path):
     runner = CliRunner()
     out = tmp_path / "audit.json"
-    res = runner.invoke(app, ["audit-dp", "--mechanism", "laplace-score-broken", "--epsilon", "1", "--trials", "2000",
-                              "--seed", "0", "--out", str(out)])
+    res = runner.invoke(
+        app,
+        [
+            "audit-dp",
+            "--mechanism",
+            "laplace-score-broken",
+            "--epsilon",
+            "1",
+            "--trials",
+            "2000",
+            "--seed",
+            "0",
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "VIOLATES the claim" in res.output and "laplace-score-broken" in res.output
     d = json.loads(out.read_text())

@@ -1,4 +1,5 @@
 """The functional mechanism (Zhang et al. 2012), the FM autoencoder and DPC (Yang et al. 2022)."""
+
 from __future__ import annotations
 
 import math
@@ -7,9 +8,15 @@ import numpy as np
 import pytest
 
 from recourse_privacy.dpc.functional import (
-    QuadraticObjective, fm_linear_regression, fm_logistic_regression, functional_mechanism,
-    linear_regression_objective, linear_regression_sensitivity, logistic_regression_objective,
-    logistic_regression_sensitivity, per_tuple_coefficients, perturb_coefficients, solve_quadratic,
+    QuadraticObjective,
+    fm_linear_regression,
+    fm_logistic_regression,
+    linear_regression_objective,
+    linear_regression_sensitivity,
+    logistic_regression_sensitivity,
+    per_tuple_coefficients,
+    perturb_coefficients,
+    solve_quadratic,
 )
 from recourse_privacy.errors import InvalidInputError
 
@@ -25,8 +32,9 @@ def _logistic_data(n=6000, d=5, seed=0):
 # ---------------------------------------------------------------- functional mechanism
 
 
-@pytest.mark.parametrize("kind,sens", [("linear", linear_regression_sensitivity),
-                                       ("logistic", logistic_regression_sensitivity)])
+@pytest.mark.parametrize(
+    "kind,sens", [("linear", linear_regression_sensitivity), ("logistic", logistic_regression_sensitivity)]
+)
 def test_sensitivity_bounds_every_pair_of_tuples(kind, sens):
     """Lemma 1: ||lambda_t - lambda_t'||_1 <= Delta for any two tuples in the box, and the box corner reaches Delta / 2."""
     d = 4
@@ -47,8 +55,12 @@ def test_noise_on_coefficients_is_laplace_with_scale_sensitivity_over_epsilon():
     """Every coefficient gets Laplace(Delta/eps): mean |noise| = b, std = sqrt(2) b (tolerance: 5 standard errors)."""
     d, delta, eps, reps = 3, 21.0, 0.7, 4000
     obj = QuadraticObjective(np.zeros((d, d)), np.zeros(d))
-    draws = np.array([np.concatenate([(p := perturb_coefficients(obj, delta, eps, random_state=s)).M.ravel(), p.alpha])
-                      for s in range(reps)])
+    draws = np.array(
+        [
+            np.concatenate([(p := perturb_coefficients(obj, delta, eps, random_state=s)).M.ravel(), p.alpha])
+            for s in range(reps)
+        ]
+    )
     b = delta / eps
     n = draws.size
     assert np.abs(draws).mean() == pytest.approx(b, abs=5 * b / math.sqrt(n))  # |Lap(b)| has mean b, std b
@@ -108,7 +120,7 @@ def test_fm_logistic_regression_converges_to_the_non_private_fit_as_epsilon_grow
 
 # ---------------------------------------------------------------- the FM autoencoder and DPC
 
-from recourse_privacy.dpc.autoencoder import FMAutoencoder, PublicBounds, fm_autoencoder_sensitivity  # noqa: E402
+from recourse_privacy.dpc.autoencoder import FMAutoencoder, fm_autoencoder_sensitivity  # noqa: E402
 from recourse_privacy.dpc.core import DPCExplainer, class_prototypes  # noqa: E402
 
 
@@ -133,8 +145,12 @@ def test_autoencoder_sensitivity_and_reconstruction_error_over_epsilon(digits):
     assert fm_autoencoder_sensitivity(64, (128, 32)) == (8 * 128, 128)
     assert fm_autoencoder_sensitivity(64, (32, 16), sensitivity_mode="6d", d_mode="paper") == (6 * 32, 32)
     X, _ = digits
-    mse = {eps: FMAutoencoder(encoder_layers=(32, 16), epsilon=eps, epochs=12, random_state=0).fit(X[:900])
-           .reconstruction_mse(X[900:]) for eps in (1e-3, 1.0, math.inf)}
+    mse = {
+        eps: FMAutoencoder(encoder_layers=(32, 16), epsilon=eps, epochs=12, random_state=0)
+        .fit(X[:900])
+        .reconstruction_mse(X[900:])
+        for eps in (1e-3, 1.0, math.inf)
+    }
     assert mse[1e-3] > mse[1.0] > mse[math.inf]
     ae = FMAutoencoder(encoder_layers=(32, 16), epsilon=0.5, epochs=1, random_state=0).fit(X[:100])
     assert ae.noise_scale_ == pytest.approx(8 * 64 / 0.5)
@@ -171,7 +187,8 @@ def test_hardened_prototypes_noise_and_ledger():
 
     X = load_digits().data[:200] / 16
     e = DPCExplainer(mode="hardened", epsilon=1.0, epsilon_prototypes=0.5, ae_epochs=1, encoder_layers=(8,)).fit(
-        X, (load_digits().target[:200] > 4).astype(int))
+        X, (load_digits().target[:200] > 4).astype(int)
+    )
     assert e.ledger.epsilon_total == pytest.approx(1.5)
     faithful = DPCExplainer(epsilon=1.0, ae_epochs=1, encoder_layers=(8,)).fit(X, (load_digits().target[:200] > 4))
     assert faithful.ledger.epsilon_total is None and "prototypes" in faithful.ledger.not_covered[0]
@@ -201,8 +218,12 @@ def test_dpc_is_a_registered_recourse_method_on_a_binary_model(digits):
     X, t = digits
     y = (t >= 5).astype(int)
     model = MLPModel(hidden_layers=(32,), epochs=20, lr=1e-3, random_state=0).fit(X[:1000], y[:1000])
-    method = fit_for(make_recourse("dpc", epsilon=math.inf, encoder_layers=(32, 16), ae_epochs=20, max_iter=150,
-                                   random_state=0), X[:1000], y[:1000], model)
+    method = fit_for(
+        make_recourse("dpc", epsilon=math.inf, encoder_layers=(32, 16), ae_epochs=20, max_iter=150, random_state=0),
+        X[:1000],
+        y[:1000],
+        model,
+    )
     Q = X[1000:1200][model.predict(X[1000:1200]) == 0][:60]
     res = method.generate(model, Q)
     assert res.method == "dpc" and res.validity > 0.8 and res.info["mode"] == "faithful"

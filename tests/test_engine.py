@@ -1,5 +1,6 @@
 """The experiment engine: specs validated on load, cells = axes x seeds, an atomic store that
 survives kill -9, resumable runs, and the same numbers on the local and the Ray backend."""
+
 from __future__ import annotations
 
 import os
@@ -42,23 +43,30 @@ def _write(tmp_path: Path, text: str, name: str = "spec.yaml") -> Path:
 
 
 # --------------------------------------------------------------------------- specs
-@pytest.mark.parametrize("text, words", [
-    ("name: x\nseedz: [0]\n", ["seedz", "Extra inputs"]),
-    ("name: x\nfixed: {n_member: 10}\n", ["n_member", "fixed", "did you mean 'n_members'"]),
-    ("name: x\ngrid:\n  setup:\n    - {label: a, n_featurez: 3}\n", ["n_featurez", "setup"]),
-    ("name: x\ngrid:\n  n_features: []\n", ["n_features", "no values"]),
-    ("name: x\nfixed: {seed: 3}\n", ["seed", "seeds"]),
-    ("name: x\nmetrics: [tpr_at_fpr.0.05]\n", ["tpr_at_fpr.0.05", "metrics"]),
-    ("name: x\nmetrics: [accuracy]\n", ["accuracy", "unknown metric"]),
-    ("name: x\nfixed: {recourse: nope}\n", ["nope", "unknown recourse method", "seed=0"]),
-    ("name: x\nfixed: {shadow_models: 1}\n", ["shadow", "at least 2"]),
-    ("name: x\ngrid: {n_features: [10]}\npaper: {source: s, figures: [{cell: {n_features: 10}, valuez: {}}]}\n",
-     ["paper.figures.0.valuez", "Extra inputs"]),
-    ("name: x\ngrid: {n_features: [10]}\npaper: {source: s, figures: [{cell: {n_features: 99}, values: {auc: 1}}]}\n",
-     ["n_features=99", "not a value"]),
-    ("name: x\ngrid: {data: [{dataset: heloc}]}\n", ["data", "not a field"]),
-    ("name: x\nfixed: {n_features: 5}\ngrid: {n_features: [10]}\n", ["n_features", "both"]),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("name: x\nseedz: [0]\n", ["seedz", "Extra inputs"]),
+        ("name: x\nfixed: {n_member: 10}\n", ["n_member", "fixed", "did you mean 'n_members'"]),
+        ("name: x\ngrid:\n  setup:\n    - {label: a, n_featurez: 3}\n", ["n_featurez", "setup"]),
+        ("name: x\ngrid:\n  n_features: []\n", ["n_features", "no values"]),
+        ("name: x\nfixed: {seed: 3}\n", ["seed", "seeds"]),
+        ("name: x\nmetrics: [tpr_at_fpr.0.05]\n", ["tpr_at_fpr.0.05", "metrics"]),
+        ("name: x\nmetrics: [accuracy]\n", ["accuracy", "unknown metric"]),
+        ("name: x\nfixed: {recourse: nope}\n", ["nope", "unknown recourse method", "seed=0"]),
+        ("name: x\nfixed: {shadow_models: 1}\n", ["shadow", "at least 2"]),
+        (
+            "name: x\ngrid: {n_features: [10]}\npaper: {source: s, figures: [{cell: {n_features: 10}, valuez: {}}]}\n",
+            ["paper.figures.0.valuez", "Extra inputs"],
+        ),
+        (
+            "name: x\ngrid: {n_features: [10]}\npaper: {source: s, figures: [{cell: {n_features: 99}, values: {auc: 1}}]}\n",
+            ["n_features=99", "not a value"],
+        ),
+        ("name: x\ngrid: {data: [{dataset: heloc}]}\n", ["data", "not a field"]),
+        ("name: x\nfixed: {n_features: 5}\ngrid: {n_features: [10]}\n", ["n_features", "both"]),
+    ],
+)
 def test_spec_errors_name_the_file_and_the_key(tmp_path, text, words):
     path = _write(tmp_path, text, "bad-spec.yaml")
     with pytest.raises(SpecError) as err:
@@ -75,7 +83,10 @@ def test_unknown_name_lists_the_shipped_reproductions():
 
 
 def test_cells_are_the_product_of_the_axes_times_the_seeds(tmp_path):
-    spec = load_spec(_write(tmp_path, """\
+    spec = load_spec(
+        _write(
+            tmp_path,
+            """\
 name: grid
 fixed: {dataset: synthetic, n_members: 200, model_params: {C: 0.5}}
 grid:
@@ -86,23 +97,28 @@ grid:
     - {label: c, distance: l2, variance: global}
 seeds: [3, 4]
 metrics: [auc]
-"""))
+""",
+        )
+    )
     cells = spec.cells
     assert len(cells) == 2 * 3 * 2 and len({c.hash for c in cells}) == 12
-    assert [c.seed for c in cells[:4]] == [3, 4, 3, 4]          # seeds innermost
+    assert [c.seed for c in cells[:4]] == [3, 4, 3, 4]  # seeds innermost
     first = cells[0]
     assert first.label == "n_features=10 setup=a seed=3"
-    assert first.config.model_params == {"C": 0.5, "max_iter": 50}   # a linked dict merges into fixed
+    assert first.config.model_params == {"C": 0.5, "max_iter": 50}  # a linked dict merges into fixed
     assert cells[2].config.model_params == {"C": 0.5} and cells[2].config.distance == "l2"
     assert {(c.config.n_features, c.config.variance) for c in cells} >= {(20, "global"), (10, "per-example")}
     # YAML's 1e-3 is a float here (plain YAML 1.1 reads a string)
-    s = load_spec(_write(tmp_path, "name: y\nfixed: {model: mlp, recourse: scfe, model_params: {lr: 1e-3}}\n", "lr.yaml"))
+    s = load_spec(
+        _write(tmp_path, "name: y\nfixed: {model: mlp, recourse: scfe, model_params: {lr: 1e-3}}\n", "lr.yaml")
+    )
     assert s.cells[0].config.model_params["lr"] == pytest.approx(0.001)
 
 
 def test_with_overrides_and_skip_of_unavailable_cells():
-    spec = spec_from_dict({"name": "o", "fixed": TINY, "grid": {"recourse": ["linear", "not-installed"]},
-                           "on_invalid": "skip"})
+    spec = spec_from_dict(
+        {"name": "o", "fixed": TINY, "grid": {"recourse": ["linear", "not-installed"]}, "on_invalid": "skip"}
+    )
     assert len(spec.cells) == 1 and "not-installed" in spec.skipped[0][0]
     more = spec.with_overrides(fixed={"shadow_models": 4}, seeds=[0, 1, 2])
     assert {c.config.shadow_models for c in more.cells} == {4} and len(more.cells) == 3
@@ -124,7 +140,12 @@ def test_shipped_reproductions_load_and_validate():
     assert len(fig3.cells) == 8 and {c.config.recourse for c in fig3.cells} == {"scfe"}
     huang = load_spec("huang2023")
     assert {(c.config.defense, c.config.epsilon) for c in huang.cells} == {
-        ("none", None), ("dpm", 0.5), ("dpm", 1.0), ("laplace", 0.5), ("laplace", 1.0)}
+        ("none", None),
+        ("dpm", 0.5),
+        ("dpm", 1.0),
+        ("laplace", 0.5),
+        ("laplace", 1.0),
+    }
 
 
 # --------------------------------------------------------------------------- the store
@@ -161,8 +182,11 @@ def killed_run(tmp_path_factory):
     out = root / "store"
     cells_dir = out / "cells"
     with open(root / "run.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "recourse_privacy.cli", "run", str(spec_path), "--out",
-                                 str(out), "--n-jobs", "1"], stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "recourse_privacy.cli", "run", str(spec_path), "--out", str(out), "--n-jobs", "1"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.time() + 120
         while time.time() < deadline and proc.poll() is None:
             if cells_dir.is_dir() and len(list(cells_dir.glob("*.json"))) >= 2:
@@ -176,27 +200,35 @@ def killed_run(tmp_path_factory):
     store = ResultStore(out)
     trusted = {p.stem for p in files if store.read(p.stem) is not None}
     events: list[tuple] = []
-    summary = run_spec(spec, out, n_jobs=2, progress=lambda *e: events.append(e))   # joblib processes
+    summary = run_spec(spec, out, n_jobs=2, progress=lambda *e: events.append(e))  # joblib processes
     again = run_spec(spec, out, n_jobs=2, progress=False)
-    return {"spec": spec, "out": out, "before": before, "trusted": trusted, "summary": summary, "again": again,
-            "events": events}
+    return {
+        "spec": spec,
+        "out": out,
+        "before": before,
+        "trusted": trusted,
+        "summary": summary,
+        "again": again,
+        "events": events,
+    }
 
 
 def test_kill_9_loses_no_finished_cell_and_rerun_recomputes_none_of_them(killed_run):
     spec, out, before, summary = killed_run["spec"], killed_run["out"], killed_run["before"], killed_run["summary"]
-    assert len(before) >= 2 and killed_run["trusted"] == set(before)     # every record on disk is whole
+    assert len(before) >= 2 and killed_run["trusted"] == set(before)  # every record on disk is whole
     assert summary.n_skipped == len(before) and summary.n_failed == 0
-    assert not set(summary.computed) & set(before)                      # 0 finished cells recomputed
+    assert not set(summary.computed) & set(before)  # 0 finished cells recomputed
     assert summary.n_computed == len(spec.cells) - len(before)
     store = ResultStore(out)
     assert store.done() == {c.hash for c in spec.cells}
-    for h, data in before.items():                                      # finished records untouched
+    for h, data in before.items():  # finished records untouched
         assert store.record_path(h).read_bytes() == data
     assert killed_run["again"].n_computed == 0 and killed_run["again"].n_skipped == len(spec.cells)
     events = killed_run["events"]
     assert events[0] == ("start", None, {"total": len(spec.cells), "done": len(before)})
     assert sorted(e[1] for e in events if e[0] == "finished") == sorted(
-        c.label for c in spec.cells if c.hash in summary.computed)
+        c.label for c in spec.cells if c.hash in summary.computed
+    )
     assert not list(store.cells_dir.glob(".*.tmp"))
     for c in spec.cells:  # each cell ran in its own directory, with the audit's shadow cache
         assert (store.run_dir(c.hash) / "metrics.json").exists()
@@ -219,7 +251,7 @@ def test_summary_parquet_and_tables_mean_and_sd_over_seeds(killed_run, tmp_path)
     row = t[(t["cell"] == "n_features=20") & (t["attack"] == "cfd-lrt")].iloc[0]
     assert row["auc"] == pytest.approx(np.mean(aucs)) and row["auc_sd"] == pytest.approx(np.std(aucs, ddof=1))
     cfd = t[(t["cell"] == "n_features=20") & (t["attack"] == "cfd")].iloc[0]
-    assert cfd["paper:auc"] == 0.61                                     # the paper's figure beside ours
+    assert cfd["paper:auc"] == 0.61  # the paper's figure beside ours
     assert t[(t["cell"] == "n_features=10")]["paper:auc"].isna().all()
     cells = tables.cells
     assert cells.loc[cells["cell"] == "n_features=20", "paper:model.test_accuracy"].iloc[0] == 0.9

@@ -6,6 +6,7 @@ code 2, one line, no traceback); a valid result satisfies the invariants that ma
 meaningful (binary labels, finite features, metrics in [0, 1], the data's SHA-256 recorded).
 The default run keeps ``max_examples`` small; ``-m slow`` runs a longer profile.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,9 +30,11 @@ FEW = settings(max_examples=20, deadline=None, suppress_health_check=list(Health
 SLOW = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 
 cells = st.one_of(
-    st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
     st.sampled_from(["", " ", "NA", "None", "a", "b", "$5", "1e308", "-inf", "x,y", '"q"', "é"]),
-    st.booleans())
+    st.booleans(),
+)
 names = st.sampled_from(["y", "x", "a", "b", "y.1", "$c", "", "y ", "col,1"])
 
 
@@ -75,23 +78,43 @@ def test_fuzz_csv_tables(tmp_path_factory, text, target):
     _valid_dataset(ds)
 
 
-values = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=True, width=64),
-                   st.text(max_size=5), st.lists(st.integers(-5, 2000), max_size=3))
-model_keys = st.sampled_from(["epochs", "batch_size", "lr", "C", "max_iter", "hidden_layers", "weight_decay",
-                              "fit_intercept", "epoch", "bogus"])
-recourse_keys = st.sampled_from(["lam", "lr", "max_iter", "lam_decay", "max_rounds", "norm", "batch_size", "n_changed",
-                                 "lamm"])
+values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=True, width=64),
+    st.text(max_size=5),
+    st.lists(st.integers(-5, 2000), max_size=3),
+)
+model_keys = st.sampled_from(
+    ["epochs", "batch_size", "lr", "C", "max_iter", "hidden_layers", "weight_decay", "fit_intercept", "epoch", "bogus"]
+)
+recourse_keys = st.sampled_from(
+    ["lam", "lr", "max_iter", "lam_decay", "max_rounds", "norm", "batch_size", "n_changed", "lamm"]
+)
 
 
 @FAST
-@given(model=st.sampled_from(["logistic", "mlp", "mlp3-100"]), recourse=st.sampled_from(["linear", "scfe", "cadex"]),
-       mp=st.dictionaries(model_keys, values, max_size=3), rp=st.dictionaries(recourse_keys, values, max_size=3),
-       seed=st.one_of(st.integers(-5, 2**64), st.just(0)),
-       epsilon=st.one_of(st.none(), st.floats(allow_nan=True, width=64)),
-       defense=st.sampled_from(["none", "dpm", "laplace"]))
+@given(
+    model=st.sampled_from(["logistic", "mlp", "mlp3-100"]),
+    recourse=st.sampled_from(["linear", "scfe", "cadex"]),
+    mp=st.dictionaries(model_keys, values, max_size=3),
+    rp=st.dictionaries(recourse_keys, values, max_size=3),
+    seed=st.one_of(st.integers(-5, 2**64), st.just(0)),
+    epsilon=st.one_of(st.none(), st.floats(allow_nan=True, width=64)),
+    defense=st.sampled_from(["none", "dpm", "laplace"]),
+)
 def test_fuzz_audit_parameters(model, recourse, mp, rp, seed, epsilon, defense):
-    cfg = AuditConfig(model=model, recourse=recourse, model_params=mp, recourse_params=rp, seed=seed,
-                      epsilon=epsilon, defense=defense, normalize_rows=True)
+    cfg = AuditConfig(
+        model=model,
+        recourse=recourse,
+        model_params=mp,
+        recourse_params=rp,
+        seed=seed,
+        epsilon=epsilon,
+        defense=defense,
+        normalize_rows=True,
+    )
     try:
         cfg.validate()
     except InvalidInputError as err:
@@ -109,17 +132,30 @@ def test_fuzz_audit_parameters(model, recourse, mp, rp, seed, epsilon, defense):
     assert cfg.epsilon is None or 0 < cfg.epsilon <= 1e4
 
 
-spec_values = st.one_of(st.integers(-3, 3), st.text(max_size=4), st.lists(st.integers(-1, 3), max_size=3),
-                        st.dictionaries(st.sampled_from(["C", "epochs", "lr", "label", "x"]), st.integers(-1, 3),
-                                        max_size=2), st.none())
+spec_values = st.one_of(
+    st.integers(-3, 3),
+    st.text(max_size=4),
+    st.lists(st.integers(-1, 3), max_size=3),
+    st.dictionaries(st.sampled_from(["C", "epochs", "lr", "label", "x"]), st.integers(-1, 3), max_size=2),
+    st.none(),
+)
 
 
 @FAST
-@given(spec=st.dictionaries(
-    st.sampled_from(["name", "fixed", "grid", "seeds", "metrics", "on_invalid", "typo"]),
-    st.one_of(spec_values, st.dictionaries(st.sampled_from(["model", "n_members", "model_params", "seed", "../a$",
-                                                            "shadow_models", "epsilon"]), spec_values, max_size=3)),
-    max_size=5))
+@given(
+    spec=st.dictionaries(
+        st.sampled_from(["name", "fixed", "grid", "seeds", "metrics", "on_invalid", "typo"]),
+        st.one_of(
+            spec_values,
+            st.dictionaries(
+                st.sampled_from(["model", "n_members", "model_params", "seed", "../a$", "shadow_models", "epsilon"]),
+                spec_values,
+                max_size=3,
+            ),
+        ),
+        max_size=5,
+    )
+)
 def test_fuzz_specs(spec):
     try:
         loaded = spec_from_dict(spec)
@@ -129,25 +165,82 @@ def test_fuzz_specs(spec):
     assert loaded.cells and all(c.config.validate() is c.config for c in loaded.cells)
 
 
-options = st.sampled_from(["--seed", "--n-members", "--shadow-models", "--epsilon", "--model-param",
-                           "--recourse-param", "--attacks", "--distance", "--defense", "--shadow-fraction",
-                           "--n-features", "--data", "--target", "--dataset", "--model", "--recourse",
-                           "--data-param"])
-option_values = st.one_of(st.sampled_from(["-1", "0", "abc", "1e308", "nan", "inf", "epochs=-5", "lam=-1", "a,b",
-                                           "class_sep=abc", "flip_y=2", "x=", "=", "$5", "../..", "/dev/null", "cfd,nope", "mlp", "scfe", "dpm"]),
-                          st.text(max_size=6))
+options = st.sampled_from(
+    [
+        "--seed",
+        "--n-members",
+        "--shadow-models",
+        "--epsilon",
+        "--model-param",
+        "--recourse-param",
+        "--attacks",
+        "--distance",
+        "--defense",
+        "--shadow-fraction",
+        "--n-features",
+        "--data",
+        "--target",
+        "--dataset",
+        "--model",
+        "--recourse",
+        "--data-param",
+    ]
+)
+option_values = st.one_of(
+    st.sampled_from(
+        [
+            "-1",
+            "0",
+            "abc",
+            "1e308",
+            "nan",
+            "inf",
+            "epochs=-5",
+            "lam=-1",
+            "a,b",
+            "class_sep=abc",
+            "flip_y=2",
+            "x=",
+            "=",
+            "$5",
+            "../..",
+            "/dev/null",
+            "cfd,nope",
+            "mlp",
+            "scfe",
+            "dpm",
+        ]
+    ),
+    st.text(max_size=6),
+)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(opt=options, value=option_values)
 def test_fuzz_cli_audit(tmp_path_factory, opt, value):
     out = tmp_path_factory.mktemp("cli")
-    args = ["audit", "--n-members", "60", "--n-features", "4", "--shadow-models", "2", "--attacks", "cfd,loss",
-            "--out", str(out), opt, value]
+    args = [
+        "audit",
+        "--n-members",
+        "60",
+        "--n-features",
+        "4",
+        "--shadow-models",
+        "2",
+        "--attacks",
+        "cfd,loss",
+        "--out",
+        str(out),
+        opt,
+        value,
+    ]
     res = CliRunner().invoke(app, args)
     assert res.exit_code in (0, 2), res.output
-    assert "Traceback" not in res.output and not isinstance(res.exception, Exception) or \
-        isinstance(res.exception, SystemExit)
+    assert (
+        "Traceback" not in res.output
+        and not isinstance(res.exception, Exception)
+        or isinstance(res.exception, SystemExit)
+    )
     if res.exit_code == 0:
         assert (out / "metrics.json").is_file()
 
@@ -173,8 +266,13 @@ _OUTCOMES: list[str] = []
 def _check_audit(tmp_path, df, n_members, shadow):
     path = tmp_path / "t.csv"
     df.to_csv(path, index=False)
-    cfg = AuditConfig(data=str(path), target="y", n_members=n_members, shadow_models=shadow,
-                      attacks=("cfd", "loss", "cfd-lrt", "random"))
+    cfg = AuditConfig(
+        data=str(path),
+        target="y",
+        n_members=n_members,
+        shadow_models=shadow,
+        attacks=("cfd", "loss", "cfd-lrt", "random"),
+    )
     try:
         result = run_audit(cfg, tmp_path / "out")
     except InvalidInputError as err:

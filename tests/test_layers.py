@@ -14,6 +14,7 @@ Imports under ``if TYPE_CHECKING:`` are type hints only and are not counted. The
 every import, at module top or inside a function, so that moving an import into a function
 cannot hide a cycle.
 """
+
 from __future__ import annotations
 
 import ast
@@ -42,7 +43,8 @@ def _module_name(path: Path) -> str:
 def _is_type_checking(node: ast.If) -> bool:
     t = node.test
     return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
-        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(tree: ast.AST) -> list[str]:
@@ -114,7 +116,7 @@ def test_no_import_cycles_between_modules():
         stack.append(m)
         for n in sorted(edges.get(m, ())):
             if state.get(n) == 1:
-                cycles.append(" -> ".join(stack[stack.index(n):] + [n]))
+                cycles.append(" -> ".join(stack[stack.index(n) :] + [n]))
             elif n not in state:
                 dfs(n)
         stack.pop()

@@ -1,4 +1,5 @@
 """Membership-inference metrics: hand-computed cases, warnings, statistics, plots."""
+
 from __future__ import annotations
 
 import math
@@ -116,8 +117,15 @@ def test_attack_metrics_dict_and_keys():
     assert isinstance(m, AttackMetrics)
     assert list(m.tpr_at_fpr) == ["0.1", "0.01", "0.001"]
     d = m.to_dict()
-    assert set(d) == {"auc", "balanced_accuracy", "tpr_at_fpr", "achieved_fpr",
-                      "tpr_at_fpr_reliable", "n_members", "n_nonmembers"}
+    assert set(d) == {
+        "auc",
+        "balanced_accuracy",
+        "tpr_at_fpr",
+        "achieved_fpr",
+        "tpr_at_fpr_reliable",
+        "n_members",
+        "n_nonmembers",
+    }
     assert d["tpr_at_fpr_reliable"] == {"0.1": True, "0.01": True, "0.001": False}
     assert (d["n_members"], d["n_nonmembers"]) == (200, 300)
     assert d["auc"] == pytest.approx(auc(labels, scores))
@@ -291,7 +299,9 @@ def test_tight_ba_bound_is_randomized_response_and_below_theorem2():
     # randomized response with P[truth] = e^eps / (1 + e^eps) is eps-DP and reaches exactly this BA
     assert np.allclose(tight, np.exp(eps) / (1 + np.exp(eps)), rtol=0, atol=1e-15)
     assert np.all(tight < np.array([theorem2_bound(e) for e in eps]))
-    assert tight_ba_bound(0.5) == pytest.approx(0.6225, abs=5e-5) and theorem2_bound(0.5) == pytest.approx(0.6967, abs=5e-5)
+    assert tight_ba_bound(0.5) == pytest.approx(0.6225, abs=5e-5) and theorem2_bound(0.5) == pytest.approx(
+        0.6967, abs=5e-5
+    )
     d = 1e-3  # the delta form: 1/2 + delta/2 + (1 - delta)(e^eps - 1)/(2(e^eps + 1))
     assert tight_ba_bound(1.0, d) == pytest.approx(0.5 + d / 2 + (1 - d) * (np.e - 1) / (2 * (np.e + 1)), rel=1e-12)
     assert tight_ba_bound(1e4) == 1.0
@@ -306,6 +316,8 @@ def test_selected_target_privacy_doubles_epsilon():
 
     assert selected_target_privacy(0.5) == (1.0, 0.0)
     eps, delta = selected_target_privacy(1.0, 1e-5, 0.5)
-    assert eps == pytest.approx(2.0 + math.log(0.5 / (0.5 - 1e-5))) and delta == pytest.approx(1e-5 * math.e / (0.5 - 1e-5))
+    assert eps == pytest.approx(2.0 + math.log(0.5 / (0.5 - 1e-5))) and delta == pytest.approx(
+        1e-5 * math.e / (0.5 - 1e-5)
+    )
     with pytest.raises(ValueError, match="selected_share"):
         selected_target_privacy(1.0, 1e-3, 1e-4)

@@ -1,4 +1,5 @@
 """Models: the protocol's derived quantities, reproducibility, wrappers and input errors."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +9,12 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 
 from recourse_privacy.models import (
-    SklearnModel, TorchModel, accuracy, logit_confidence, make_model, per_example_loss,
+    SklearnModel,
+    TorchModel,
+    accuracy,
+    logit_confidence,
+    make_model,
+    per_example_loss,
 )
 
 
@@ -71,9 +77,15 @@ def test_paper_architectures():
     widths = {}
     for name in ("mlp", "mlp3-100", "mlp3-333", "mlp3-1000"):
         m = make_model(name, epochs=1).fit(np.eye(4), np.array([0, 1, 0, 1]))
-        widths[name] = [l.out_features for l in m.torch_module().modules() if isinstance(l, torch.nn.Linear)]
-    assert widths == {"mlp": [1000, 1], "mlp3-100": [100, 100, 100, 1], "mlp3-333": [333, 333, 333, 1],
-                      "mlp3-1000": [1000, 1000, 1000, 1]}
+        widths[name] = [
+            layer.out_features for layer in m.torch_module().modules() if isinstance(layer, torch.nn.Linear)
+        ]
+    assert widths == {
+        "mlp": [1000, 1],
+        "mlp3-100": [100, 100, 100, 1],
+        "mlp3-333": [333, 333, 333, 1],
+        "mlp3-1000": [1000, 1000, 1000, 1],
+    }
 
 
 def test_sklearn_wrapper_linear_and_not(xy):

@@ -1,4 +1,5 @@
 """PrivRecourse (Pentyala et al. 2023): DP k-means, ledger, artefact, graph, Algorithm 2, baselines."""
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,9 @@ def test_ledger_sums_and_refuses_overspend():
     assert BudgetLedger.from_dict(json.loads(json.dumps(led.to_dict()))).total_epsilon == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("lap_use,release", [("subzone", "em_point"), ("final", "noisy_mean_paper"),
-                                             ("final", "noisy_mean_strict")])
+@pytest.mark.parametrize(
+    "lap_use,release", [("subzone", "em_point"), ("final", "noisy_mean_paper"), ("final", "noisy_mean_strict")]
+)
 def test_planned_ledger_totals_epsilon_k(lap_use, release):
     km = ConvergentDPKMeans(10, epsilon=1.0, lap_use=lap_use, release=release)
     led = km.planned_ledger()
@@ -71,8 +73,19 @@ def test_overspending_readings_are_refused():
     assert led.overspent and led.total_epsilon == pytest.approx(1.1)
 
 
-@pytest.mark.parametrize("bad", [dict(epsilon=0), dict(epsilon=-1), dict(epsilon=float("inf")), dict(delta=1.0),
-                                 dict(delta=-0.1), dict(release="mean"), dict(zone="box"), dict(lap_use="x")])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(epsilon=0),
+        dict(epsilon=-1),
+        dict(epsilon=float("inf")),
+        dict(delta=1.0),
+        dict(delta=-0.1),
+        dict(release="mean"),
+        dict(zone="box"),
+        dict(lap_use="x"),
+    ],
+)
 def test_bad_clustering_input_names_the_parameter(bad):
     key = next(iter(bad))
     with pytest.raises(InvalidInputError, match=key):
@@ -148,13 +161,13 @@ def test_graph_constraints_threshold_and_weights():
     imm = np.array([False, False, False])
     G, kde = build_graph(C, max_distance=0.5, increasing=inc, immutable=imm)
     r, c = G.nonzero()
-    assert (C[c, 0] >= C[r, 0] - 1e-9).all()                     # increase-only: no edge decreases feature 0
+    assert (C[c, 0] >= C[r, 0] - 1e-9).all()  # increase-only: no edge decreases feature 0
     dist = np.linalg.norm(C[r] - C[c], axis=1)
-    assert (dist < 0.5).all()                                     # d_th
+    assert (dist < 0.5).all()  # d_th
     rho = np.exp(kde.score_samples((C[r] + C[c]) / 2))
     assert np.allclose(np.asarray(G[r, c]).ravel(), dist / rho, rtol=1e-8)  # w = d / rho(midpoint)
     G2, _ = build_graph(C, immutable=np.array([False, True, False]))
-    assert G2.nnz == 0                                            # distinct values of an immutable feature: no edge
+    assert G2.nnz == 0  # distinct values of an immutable feature: no edge
 
 
 def test_algorithm2_paths(data):
@@ -167,21 +180,22 @@ def test_algorithm2_paths(data):
     Q = X[model.predict(X) == 0][:50]
     ans = recourse_paths(nodes, cand, Q, cost, pred)
     assert ans.found.all()
-    assert (~cand[ans.start]).all()                               # Z_1 is not a candidate
+    assert (~cand[ans.start]).all()  # Z_1 is not a candidate
     from scipy.sparse.csgraph import dijkstra
+
     for q in range(len(Q)):
         p = ans.node_paths[q][ans.node_paths[q] >= 0]
         assert p[0] == ans.start[q] and cand[p[-1]] and (~cand[p[:-1]]).all()
         w = sum(G[a, b] for a, b in zip(p[:-1], p[1:]))
         assert w == pytest.approx(ans.cost[q])
-        d = dijkstra(G, indices=p[0])                             # the cheapest candidate from Z_1
+        d = dijkstra(G, indices=p[0])  # the cheapest candidate from Z_1
         assert ans.cost[q] == pytest.approx(d[cand].min())
 
 
 def test_failures_are_kept_and_counted():
     nodes = np.array([[0.0, 0.0], [0.1, 0.0], [0.9, 0.9]])
     cand = np.array([False, False, True])
-    G, _ = build_graph(nodes, max_distance=0.3)                   # the candidate is out of reach
+    G, _ = build_graph(nodes, max_distance=0.3)  # the candidate is out of reach
     cost, pred = candidate_costs(G, cand)
     ans = recourse_paths(nodes, cand, np.array([[0.0, 0.05], [0.2, 0.1]]), cost, pred)
     assert ans.n_failed == 2 and (ans.end == -1).all()
@@ -190,8 +204,13 @@ def test_failures_are_kept_and_counted():
 # ---------------------------------------------------------------- publishing, the artefact, the method
 def test_publish_states_total_budget_and_roundtrips(data, tmp_path):
     X, y, _ = data
-    pr = PrivRecourse(n_clusters=40, epsilon=1.0, model_epsilon=1.0, random_state=0,
-                      clustering_params={"release": "noisy_mean_strict", "lap_use": "final"})
+    pr = PrivRecourse(
+        n_clusters=40,
+        epsilon=1.0,
+        model_epsilon=1.0,
+        random_state=0,
+        clustering_params={"release": "noisy_mean_strict", "lap_use": "final"},
+    )
     art = pr.publish(X, y)
     assert art.epsilon == pytest.approx(1.0 + art.privacy["nodes"]["total"]["epsilon"])
     assert art.privacy["model"]["epsilon"] == pytest.approx(1.0) and art.delta == 0.0
@@ -291,11 +310,17 @@ def test_reproduction_small_on_adult(tmp_path):
     from recourse_privacy.experiments.reproductions import REPRODUCTIONS
 
     assert "pentyala2023" in REPRODUCTIONS and "pentyala2023-audit" in REPRODUCTIONS
-    out = run_pentyala2023(tmp_path, seeds=[0], datasets=("adult",), n_clusters=100, with_table3=False,
-                           readings={k: READINGS[k] for k in ("FACE", "Ours (em_point)", "Ours (noisy_mean_strict)")})
+    out = run_pentyala2023(
+        tmp_path,
+        seeds=[0],
+        datasets=("adult",),
+        n_clusters=100,
+        with_table3=False,
+        readings={k: READINGS[k] for k in ("FACE", "Ours (em_point)", "Ours (noisy_mean_strict)")},
+    )
     df = out["table2"].set_index("method")
     assert (tmp_path / "table2.csv").exists() and (tmp_path / "ledger.json").exists()
-    assert df.loc["FACE", "pdistance_manifold"] == 0.0           # FACE's nodes are training records
+    assert df.loc["FACE", "pdistance_manifold"] == 0.0  # FACE's nodes are training records
     assert df.loc["Ours (em_point)", "pdistance_manifold"] == 0.0  # em_point publishes records too
     assert df.loc["Ours (noisy_mean_strict)", "pdistance_manifold"] > 0
     assert (df["validity"] > 0.9).all() and (df["n_queries"] == 266).all()

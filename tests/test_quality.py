@@ -1,5 +1,6 @@
 """CADEX and DiCE (batched == alone, constraints, diversity); CARLA's metrics and Pentyala et al.'s (2023) path
 metrics on hand-computed examples; the quality experiment and the `recourse` command end to end."""
+
 from __future__ import annotations
 
 import json
@@ -52,7 +53,7 @@ def test_cadex_batched_equals_one_at_a_time(mlp64):
     assert batched.validity > 0.9
     cf = batched.counterfactuals
     np.testing.assert_array_equal(cf[:, 3], Q[:, 3])  # immutable: exactly the factual value
-    assert (cf[:, 0] >= Q[:, 0]).all()                 # increase-only
+    assert (cf[:, 0] >= Q[:, 0]).all()  # increase-only
     assert (model.decision_function(cf[batched.valid]) >= 0).all()
 
 
@@ -81,6 +82,7 @@ def test_cadex_flags_failures():
 
         def torch_module(self):
             from recourse_privacy.models.torch_utils import linear_module
+
             return linear_module(self.w, self.b)
 
     lin = Lin([1.0, 0.0], -100.0)
@@ -155,8 +157,12 @@ def test_dice_needs_fit(mlp64):
 def test_redundancy_hand_example():
     model = Threshold([1.0, 1.0, 0.0], -1.0)  # accepts x0 + x1 >= 1
     X = np.zeros((2, 3))
-    X_cf = np.array([[2.0, 0.5, 0.3],   # revert x0: 0.5 < 1 (needed); x1: 2 ok; x2: 2.5 ok -> 2
-                     [0.2, 0.3, 0.0]])  # rejected: NaN
+    X_cf = np.array(
+        [
+            [2.0, 0.5, 0.3],  # revert x0: 0.5 < 1 (needed); x1: 2 ok; x2: 2.5 ok -> 2
+            [0.2, 0.3, 0.0],
+        ]
+    )  # rejected: NaN
     r = redundancy(model, X, X_cf)
     assert r[0] == 2 and np.isnan(r[1])
 
@@ -190,11 +196,19 @@ def test_path_metrics_hand_example():
 
 
 def test_constraint_violations_widen_ranges_to_the_factual():
-    a = ActionSet(np.array([True, False, False]), np.array([False, True, False]),
-                  np.array([-np.inf, -np.inf, -1.0]), np.array([np.inf, np.inf, 1.0]))
+    a = ActionSet(
+        np.array([True, False, False]),
+        np.array([False, True, False]),
+        np.array([-np.inf, -np.inf, -1.0]),
+        np.array([np.inf, np.inf, 1.0]),
+    )
     X = np.array([[0.0, 0.0, 3.0], [0.0, 0.0, 0.0]])
-    X_cf = np.array([[0.0, 1.0, 3.0],   # feature 2 already out of range and unchanged: no violation
-                     [1.0, -1.0, 2.0]])  # immutable changed, decreased, moved out of range: 3
+    X_cf = np.array(
+        [
+            [0.0, 1.0, 3.0],  # feature 2 already out of range and unchanged: no violation
+            [1.0, -1.0, 2.0],
+        ]
+    )  # immutable changed, decreased, moved out of range: 3
     np.testing.assert_array_equal(constraint_violations(a, X, X_cf), [0, 3])
 
 
@@ -216,10 +230,21 @@ def test_quality_metrics_average_over_valid_rows():
 def test_run_quality_end_to_end(tmp_path):
     from recourse_privacy.experiments.quality import run_quality
 
-    res = run_quality("breast_cancer", "mlp", ["linear", "scfe", "cadex", "dice", "face"], n_points=15, seed=0,
-                      out_dir=tmp_path, n_train=300, model_params={"hidden_layers": (16,), "epochs": 5},
-                      method_params={"dice": {"min_iter": 10, "max_iter": 60}, "scfe": {"max_iter": 100},
-                                     "face": {"n_neighbors": 10}})
+    res = run_quality(
+        "breast_cancer",
+        "mlp",
+        ["linear", "scfe", "cadex", "dice", "face"],
+        n_points=15,
+        seed=0,
+        out_dir=tmp_path,
+        n_train=300,
+        model_params={"hidden_layers": (16,), "epochs": 5},
+        method_params={
+            "dice": {"min_iter": 10, "max_iter": 60},
+            "scfe": {"max_iter": 100},
+            "face": {"n_neighbors": 10},
+        },
+    )
     table = json.loads((tmp_path / "quality.json").read_text())
     assert table["linear"] == {"skipped": res.skipped["linear"]} and "linear" in res.skipped
     for name in ("scfe", "cadex", "dice", "face"):
@@ -239,12 +264,30 @@ def test_recourse_command(tmp_path):
 
     from recourse_privacy.cli import app
 
-    out = CliRunner().invoke(app, ["recourse", "--dataset", "breast_cancer", "--model", "logistic", "--methods",
-                                   "linear,face", "--n-points", "10", "--n-train", "300", "--out", str(tmp_path),
-                                   "--method-param", "face.n_neighbors=5"])
+    out = CliRunner().invoke(
+        app,
+        [
+            "recourse",
+            "--dataset",
+            "breast_cancer",
+            "--model",
+            "logistic",
+            "--methods",
+            "linear,face",
+            "--n-points",
+            "10",
+            "--n-train",
+            "300",
+            "--out",
+            str(tmp_path),
+            "--method-param",
+            "face.n_neighbors=5",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert "linear" in out.output and "face" in out.output and "validity" in out.output
     assert set(json.loads((tmp_path / "quality.json").read_text())) == {"linear", "face"}
-    bad = CliRunner().invoke(app, ["recourse", "--dataset", "breast_cancer", "--methods", "nope", "--out",
-                                   str(tmp_path)])
+    bad = CliRunner().invoke(
+        app, ["recourse", "--dataset", "breast_cancer", "--methods", "nope", "--out", str(tmp_path)]
+    )
     assert bad.exit_code == 2 and "unknown recourse method" in bad.output

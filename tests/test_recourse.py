@@ -1,4 +1,5 @@
 """Recourse: closed-form answers for linear models, SCFE's batching, constraints, honest failures."""
+
 from __future__ import annotations
 
 import numpy as np

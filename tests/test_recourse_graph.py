@@ -1,4 +1,5 @@
 """FACE: the graph, its weights and directions, shortest paths checked against a brute-force search."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Growing Spheres, CCHVAE and REVISE: closed-form checks on linear models, batching, constraints, failures."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -69,7 +70,7 @@ def test_gs_cost_is_close_to_and_never_below_the_exact_l2_distance(linear):
     assert (d < res.n_iter * 0.2 + 1e-12).all() and (d >= (res.n_iter - 1) * 0.2 - 1e-12).all()  # found in its shell
     gap = d - exact
     assert np.median(gap) < 0.2  # within one shell step for most points
-    assert gap.max() < 2 * 0.2   # at worst the next shell
+    assert gap.max() < 2 * 0.2  # at worst the next shell
 
 
 def test_gs_l1_shells(linear):
@@ -101,8 +102,8 @@ def test_gs_worlds_draw_independently_and_reproducibly(linear):
     b = fit_for(gs, X_all[:250], y[:250], model).generate(model, X[:40])
     c = fit_for(gs, X_all[250:], y[250:], model).generate(model, X[:40])
     np.testing.assert_array_equal(a.counterfactuals, b.counterfactuals)  # same world, same draws
-    assert not np.array_equal(a.counterfactuals, c.counterfactuals)     # another world, other draws
-    assert not hasattr(gs, "seed_")                                      # fit_for fitted copies
+    assert not np.array_equal(a.counterfactuals, c.counterfactuals)  # another world, other draws
+    assert not hasattr(gs, "seed_")  # fit_for fitted copies
 
 
 def test_gs_respects_the_action_set(linear):

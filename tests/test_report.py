@@ -1,4 +1,5 @@
 """The report: the verdict's statistics on crafted attacks, the HTML of real audits, the histogram."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -51,7 +52,7 @@ def _render(result, tmp_path, **kw):
 def _section(text: str, heading: str) -> str:
     start = text.index(f"<h2>{heading}</h2>")
     end = text.find("<h2>", start + 1)
-    return text[start:end if end > 0 else len(text)]
+    return text[start : end if end > 0 else len(text)]
 
 
 def test_real_audit_report_layout(default_run):
@@ -115,8 +116,12 @@ def test_html_escaping(default_run, tmp_path):
     attacks = dict(result.attacks)
     attacks[evil] = dataclasses.replace(attacks.pop("cfd"), name=evil)
     hostile = dataclasses.replace(
-        result, config=dataclasses.replace(result.config, dataset="<b>bold</b>"), attacks=attacks,
-        warnings=("<script>alert(1)</script>",), timing_seconds={"<u>stage</u>": 1.0, "total": 1.0})
+        result,
+        config=dataclasses.replace(result.config, dataset="<b>bold</b>"),
+        attacks=attacks,
+        warnings=("<script>alert(1)</script>",),
+        timing_seconds={"<u>stage</u>": 1.0, "total": 1.0},
+    )
     text = _render(hostile, tmp_path)
     assert "<b>bold</b>" not in text and "&lt;b&gt;bold&lt;/b&gt;" in text
     assert evil not in text and "&lt;i&gt;evil&lt;/i&gt;" in text
@@ -126,8 +131,9 @@ def test_html_escaping(default_run, tmp_path):
 
 def test_header_of_a_data_file_and_a_defense(default_run, tmp_path):
     result, _ = default_run
-    cfg = dataclasses.replace(result.config, data="/secret/dir/loans.csv", target="defaulted",
-                              defense="dpm", epsilon=2.0)
+    cfg = dataclasses.replace(
+        result.config, data="/secret/dir/loans.csv", target="defaulted", defense="dpm", epsilon=2.0
+    )
     text = _render(dataclasses.replace(result, config=cfg), tmp_path)
     title = re.search(r"<h1>(.*?)</h1>", text).group(1)
     assert "loans.csv" in title and "/secret/dir" not in title
@@ -192,11 +198,16 @@ def _attack(name, auc, *, n1=1000, n0=1000, ba=None, tpr01=None):
     keys = ("0.1", "0.01", "0.001")
     t01 = 0.01 + max(auc - 0.5, 0.0) / 4 if tpr01 is None else tpr01
     return AttackResult(
-        name=name, auc=auc, balanced_accuracy=0.5 + abs(auc - 0.5) * 0.8 if ba is None else ba,
+        name=name,
+        auc=auc,
+        balanced_accuracy=0.5 + abs(auc - 0.5) * 0.8 if ba is None else ba,
         tpr_at_fpr=dict(zip(keys, (0.1 + (auc - 0.5), t01, 0.001))),
         achieved_fpr={k: float(k) * 0.98 for k in keys},
         tpr_at_fpr_reliable={k: n0 >= round(1 / float(k)) for k in keys},
-        n_members=n1, n_nonmembers=n0, direction="greater")
+        n_members=n1,
+        n_nonmembers=n0,
+        direction="greater",
+    )
 
 
 def _attacks(*items):
@@ -206,8 +217,9 @@ def _attacks(*items):
 @pytest.mark.parametrize("tiny", [0.0, 0.002, -0.003])
 def test_verdict_no_measurable_leakage_inside_the_band(tiny):
     assert abs(tiny) < auc_null_halfwidth(1000, 1000)
-    v = make_verdict(_attacks(_attack("cfd", 0.5 + tiny), _attack("cfd-lrt", 0.5 - tiny),
-                              _attack("loss", 0.5 + tiny / 2)))
+    v = make_verdict(
+        _attacks(_attack("cfd", 0.5 + tiny), _attack("cfd-lrt", 0.5 - tiny), _attack("loss", 0.5 + tiny / 2))
+    )
     assert v.level == "noleak" and v.headline == "No measurable leakage."
     assert not v.leakage and v.significant == ()
     assert v.band_halfwidth == pytest.approx(auc_null_halfwidth(1000, 1000))
@@ -255,8 +267,9 @@ def test_verdict_undetermined_and_empty():
 
 def test_dp_attack_above_the_bound_is_flagged():
     bound = theorem2_bound(0.1)
-    dp = SimpleNamespace(defense="laplace", epsilon_per_query=0.1, epsilon_total=50.0, ba_bound=bound,
-                         direction_attack=None)
+    dp = SimpleNamespace(
+        defense="laplace", epsilon_per_query=0.1, epsilon_total=50.0, ba_bound=bound, direction_attack=None
+    )
     attacks = _attacks(_attack("loss", 0.9, ba=0.82), _attack("cfd", 0.51, ba=0.52))
     cmp = compare_with_bound(dp, attacks.values())
     assert cmp.bound == pytest.approx(bound) and "per query" in cmp.source
@@ -271,11 +284,14 @@ def test_dp_bound_computed_when_missing_and_vacuous_bound():
     cmp = compare_with_bound(dp, [_attack("loss", 0.9, ba=0.82)])
     assert cmp.bound == pytest.approx(theorem2_bound(0.1)) and cmp.source.startswith("computed")
     assert cmp.exceeded == ("loss",)
-    vac = compare_with_bound(SimpleNamespace(defense="dpm", epsilon_per_query=20.0, epsilon_total=20.0,
-                                             ba_bound=theorem2_bound(20.0)), [_attack("loss", 0.9, ba=0.99)])
+    vac = compare_with_bound(
+        SimpleNamespace(defense="dpm", epsilon_per_query=20.0, epsilon_total=20.0, ba_bound=theorem2_bound(20.0)),
+        [_attack("loss", 0.9, ba=0.99)],
+    )
     assert vac.vacuous and vac.checks[0].status == "vacuous" and vac.exceeded == ()
-    none = compare_with_bound(SimpleNamespace(defense="x", epsilon_per_query=None, epsilon_total=None,
-                                              ba_bound=None), [_attack("loss", 0.9)])
+    none = compare_with_bound(
+        SimpleNamespace(defense="x", epsilon_per_query=None, epsilon_total=None, ba_bound=None), [_attack("loss", 0.9)]
+    )
     assert none.bound is None and none.checks == ()
 
 

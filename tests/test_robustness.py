@@ -3,6 +3,7 @@
 Small audits (a few hundred rows, 8 features, logistic regression, 4 shadow models) keep this
 file fast; every assertion compares against a fresh computation, never a hard-coded figure.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,14 @@ def _table(path: Path, n: int = 600, seed: int = 0, shift: float = 0.0) -> Path:
 
 
 def _config(path: Path, **kw) -> AuditConfig:
-    return AuditConfig(data=str(path), target="y", n_members=kw.pop("n_members", 150), shadow_models=4,
-                       attacks=("loss-lrt", "cfd-lrt", "cfd"), **kw)
+    return AuditConfig(
+        data=str(path),
+        target="y",
+        n_members=kw.pop("n_members", 150),
+        shadow_models=4,
+        attacks=("loss-lrt", "cfd-lrt", "cfd"),
+        **kw,
+    )
 
 
 def _aucs(result: AuditResult) -> dict[str, float]:
@@ -95,7 +102,7 @@ def test_corrupted_dataset_file_is_refused(tmp_path):
     assert load_dataset("heloc", tmp_path, download=False).n_rows > 0
     raw = bytearray((tmp_path / "heloc.csv").read_bytes())
     i = raw.index(b"\n", 5000) + 1
-    raw[i:i + 1] = b"9" if raw[i:i + 1] != b"9" else b"8"
+    raw[i : i + 1] = b"9" if raw[i : i + 1] != b"9" else b"8"
     (tmp_path / "heloc.csv").write_bytes(bytes(raw))
     with pytest.raises(ChecksumError, match="SHA-256.*corrupted or was edited"):
         load_dataset("heloc", tmp_path, download=False)
@@ -159,8 +166,9 @@ def test_ledger_never_overspent_by_processes_and_threads(tmp_path):
         p.start()
     local = mp.Queue() if False else None  # noqa: F841
     results: list[int] = []
-    threads = [threading.Thread(target=lambda: _hammer_ledger(path, budget, eps, 15, _ListQueue(results)))
-               for _ in range(8)]
+    threads = [
+        threading.Thread(target=lambda: _hammer_ledger(path, budget, eps, 15, _ListQueue(results))) for _ in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -197,8 +205,9 @@ def test_ledger_survives_kill(tmp_path):
 
     path = str(tmp_path / "budget.sqlite")
     BudgetLedger(path, 1e4)
-    p = subprocess.Popen([sys.executable, "-c", _SPEND_FOREVER, path],
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    p = subprocess.Popen(
+        [sys.executable, "-c", _SPEND_FOREVER, path], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    )
     deadline = time.time() + 60
     while BudgetLedger(path, 1e4).n_spends < 20 and time.time() < deadline:
         time.sleep(0.05)
@@ -217,8 +226,9 @@ def test_session_with_threads_never_over_budget(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 4))
     model = make_model("logistic").fit(X, (X[:, 0] > 0).astype(int))
-    session = RecourseSession(LaplaceRecourse(epsilon=0.1, random_state=0), model, budget=2.0,
-                              ledger=tmp_path / "b.sqlite")
+    session = RecourseSession(
+        LaplaceRecourse(epsilon=0.1, random_state=0), model, budget=2.0, ledger=tmp_path / "b.sqlite"
+    )
     answered, refused = [], []
 
     def ask() -> None:
@@ -239,16 +249,19 @@ def test_session_with_threads_never_over_budget(tmp_path):
 
 
 # ----------------------------------------------------------------------------- validation at the boundary
-@pytest.mark.parametrize("kw, words", [
-    (dict(model="mlp", recourse="scfe", model_params={"epochs": -5}), ["epochs=-5", "[1, 100_000]"]),
-    (dict(model="mlp", recourse="scfe", model_params={"epochs": 0}), ["epochs=0", "integer"]),
-    (dict(model="mlp", recourse="scfe", model_params={"epochs": "abc"}), ["epochs='abc'", "integer"]),
-    (dict(model="mlp", recourse="scfe", model_params={"batch_size": 0}), ["batch_size=0"]),
-    (dict(model="mlp", recourse="scfe", recourse_params={"lam": -1}), ["lam=-1", "[0, 1e+06]"]),
-    (dict(model_params={"epochs": 3}), ["no parameter 'epochs'", "C, max_iter"]),
-    (dict(seed=-1), ["seed", "-1"]),
-    (dict(defense="dpm", epsilon=1e308, normalize_rows=True), ["epsilon", "1e+308"]),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(model="mlp", recourse="scfe", model_params={"epochs": -5}), ["epochs=-5", "[1, 100_000]"]),
+        (dict(model="mlp", recourse="scfe", model_params={"epochs": 0}), ["epochs=0", "integer"]),
+        (dict(model="mlp", recourse="scfe", model_params={"epochs": "abc"}), ["epochs='abc'", "integer"]),
+        (dict(model="mlp", recourse="scfe", model_params={"batch_size": 0}), ["batch_size=0"]),
+        (dict(model="mlp", recourse="scfe", recourse_params={"lam": -1}), ["lam=-1", "[0, 1e+06]"]),
+        (dict(model_params={"epochs": 3}), ["no parameter 'epochs'", "C, max_iter"]),
+        (dict(seed=-1), ["seed", "-1"]),
+        (dict(defense="dpm", epsilon=1e308, normalize_rows=True), ["epsilon", "1e+308"]),
+    ],
+)
 def test_config_refuses_meaningless_parameters(kw, words):
     with pytest.raises(InvalidInputError) as info:
         AuditConfig(**kw).validate()
@@ -307,8 +320,9 @@ def test_dollar_in_data_name_plots(tmp_path):
 
 
 def test_debug_flag_and_one_error_path(tmp_path):
-    res = runner.invoke(app, ["audit", "--model", "mlp", "--recourse", "scfe", "--model-param", "epochs=-5",
-                              "--out", str(tmp_path)])
+    res = runner.invoke(
+        app, ["audit", "--model", "mlp", "--recourse", "scfe", "--model-param", "epochs=-5", "--out", str(tmp_path)]
+    )
     assert res.exit_code == 2 and "epochs=-5" in res.output and "Traceback" not in res.output
     res = runner.invoke(app, ["--debug", "audit", "--seed", "-1", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "Traceback" in res.output and "seed" in res.output
@@ -332,8 +346,12 @@ def test_workers_die_when_the_parent_is_killed():
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-c", _WORKERS_SCRIPT], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WORKERS_SCRIPT],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     pids = [int(p) for p in proc.stdout.readline().split()]
     assert pids and all(_alive(p) for p in pids)
     time.sleep(0.5)
@@ -359,17 +377,25 @@ def test_two_runners_share_the_cells(tmp_path):
 
     data = _table(tmp_path / "t.csv")
     spec = tmp_path / "s.yaml"
-    spec.write_text(f"name: share\nfixed: {{data: {data}, target: y, n_members: 150, shadow_models: 2, "
-                    "attacks: [cfd, cfd-lrt]}\ngrid:\n  distance: [l1, l2]\nseeds: [0, 1]\n")
-    code = ("import sys, json; from recourse_privacy.experiments.engine import run_spec; "
-            "s = run_spec(sys.argv[1], sys.argv[2], n_jobs=1, progress=False); "
-            "print(json.dumps([s.n_computed, len(s.shared), s.n_skipped, s.n_failed]))")
+    spec.write_text(
+        f"name: share\nfixed: {{data: {data}, target: y, n_members: 150, shadow_models: 2, "
+        "attacks: [cfd, cfd-lrt]}\ngrid:\n  distance: [l1, l2]\nseeds: [0, 1]\n"
+    )
+    code = (
+        "import sys, json; from recourse_privacy.experiments.engine import run_spec; "
+        "s = run_spec(sys.argv[1], sys.argv[2], n_jobs=1, progress=False); "
+        "print(json.dumps([s.n_computed, len(s.shared), s.n_skipped, s.n_failed]))"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(spec), str(tmp_path / "store")],
-                              stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(spec), str(tmp_path / "store")], stdout=subprocess.PIPE, text=True, env=env
+        )
+        for _ in range(2)
+    ]
     outs = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
     computed = sum(o[0] for o in outs)
-    assert computed == 4, outs                    # every cell computed exactly once between the two
+    assert computed == 4, outs  # every cell computed exactly once between the two
     assert all(o[0] + o[1] + o[2] == 4 and o[3] == 0 for o in outs), outs
     from recourse_privacy.experiments.store import ResultStore
 

@@ -3,6 +3,7 @@
 Heavy dependencies (torch, matplotlib) are imported only by the modules that use
 them, so ``import recourse_privacy`` and ``recourse-privacy --help`` stay fast.
 """
+
 from __future__ import annotations
 
 __version__ = "0.1.0"

@@ -3,6 +3,7 @@
 Importing this module loads the audit layer (so the defenses are registered) but no heavy
 dependency; each registry imports its built-in entries and the installed plugins on first use.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,7 +20,11 @@ __all__ = ["REGISTRIES", "CatalogRow", "check_kind", "describe", "loaded_plugins
 
 #: kind -> registry
 REGISTRIES: dict[str, Registry] = {
-    "attack": ATTACKS, "recourse": RECOURSE_METHODS, "model": MODELS, "defense": DEFENSES, "dataset": DATASETS,
+    "attack": ATTACKS,
+    "recourse": RECOURSE_METHODS,
+    "model": MODELS,
+    "defense": DEFENSES,
+    "dataset": DATASETS,
 }
 
 

@@ -1,10 +1,10 @@
 """The ``recourse-privacy`` command line (typer + rich). Heavy imports happen inside commands."""
+
 from __future__ import annotations
 
 import functools
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -17,16 +17,24 @@ def check_output_dir(path, name: str = "--out"):
 
     return check(path, name)
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Measure how much algorithmic recourse leaks about a model's training data.")
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Measure how much algorithmic recourse leaks about a model's training data.",
+)
 
 
 _STATE = {"debug": False}
 
 
 @app.callback()
-def _options(debug: bool = typer.Option(False, "--debug", help="on an error, print the full traceback too "
-                                        "(also: RECOURSE_PRIVACY_DEBUG=1)")) -> None:
+def _options(
+    debug: bool = typer.Option(
+        False, "--debug", help="on an error, print the full traceback too (also: RECOURSE_PRIVACY_DEBUG=1)"
+    ),
+) -> None:
     """Measure how much algorithmic recourse leaks about a model's training data."""
     _STATE["debug"] = debug
 
@@ -72,16 +80,20 @@ def _command(*args, **kwargs):
                 _fail(err)
             except KeyboardInterrupt:
                 _stop_workers()
-                _fail("interrupted; finished shadow models and cells are kept, rerun the same command to resume",
-                      code=130)
+                _fail(
+                    "interrupted; finished shadow models and cells are kept, rerun the same command to resume", code=130
+                )
             except MemoryError:
                 _fail("out of memory: use fewer rows, features or shadow models")
             except OSError as err:
                 where = f" ({err.filename})" if getattr(err, "filename", None) else ""
                 _fail(f"{err.strerror or err}{where}")
             except Exception as err:  # noqa: BLE001 - the one error path: no traceback unless --debug
-                _fail(f"internal error ({type(err).__name__}: {err}); this is a bug in recourse-privacy, please "
-                      "report it with the output of the same command run with --debug", code=1)
+                _fail(
+                    f"internal error ({type(err).__name__}: {err}); this is a bug in recourse-privacy, please "
+                    "report it with the output of the same command run with --debug",
+                    code=1,
+                )
 
         return app.command(*args, **kwargs)(wrapped)
 
@@ -120,7 +132,9 @@ def _numbers(text: str, kind: type, option: str) -> list:
             try:
                 out.append(kind(item))
             except ValueError:
-                raise InvalidInputError(f"{option} expects comma-separated {kind.__name__} values; got {item!r}") from None
+                raise InvalidInputError(
+                    f"{option} expects comma-separated {kind.__name__} values; got {item!r}"
+                ) from None
     return out
 
 
@@ -142,36 +156,53 @@ def _fail(err: Exception | str, code: int = 2) -> None:
 @_command()
 def audit(
     dataset: str = typer.Option("synthetic", help=f"a registered dataset: {_names('dataset')}"),
-    data: Optional[Path] = typer.Option(None, help="your own CSV/Parquet file instead of --dataset"),
-    target: Optional[str] = typer.Option(None, help="label column of --data (binary; 1 = favourable)"),
-    data_dir: Optional[Path] = typer.Option(None, help="directory of the real datasets (else $RECOURSE_PRIVACY_DATA, else a download cache)"),
+    data: Path | None = typer.Option(None, help="your own CSV/Parquet file instead of --dataset"),
+    target: str | None = typer.Option(None, help="label column of --data (binary; 1 = favourable)"),
+    data_dir: Path | None = typer.Option(
+        None, help="directory of the real datasets (else $RECOURSE_PRIVACY_DATA, else a download cache)"
+    ),
     n_features: int = typer.Option(1000, help="number of features of the synthetic data"),
     model: str = typer.Option("logistic", help=f"a registered model: {_names('model')}"),
-    recourse: str = typer.Option("linear", help=f"a registered recourse method: {_names('recourse')} "
-                                 "(`recourse-privacy list` says which model each needs)"),
-    attacks: str = typer.Option("cfd,cfd-lrt,loss,loss-lrt,random",
-                                help=f"comma-separated registered attacks: {_names('attack')}"),
+    recourse: str = typer.Option(
+        "linear",
+        help=f"a registered recourse method: {_names('recourse')} "
+        "(`recourse-privacy list` says which model each needs)",
+    ),
+    attacks: str = typer.Option(
+        "cfd,cfd-lrt,loss,loss-lrt,random", help=f"comma-separated registered attacks: {_names('attack')}"
+    ),
     shadow_models: int = typer.Option(10, help="shadow models of the adversary (LRT attacks)"),
     shadow_fraction: float = typer.Option(0.5, help="share of the adversary's pool each shadow model trains on"),
-    n_members: int = typer.Option(2000, help="owner's training set size; the non-member and adversary pools default to the same size"),
-    n_nonmembers: Optional[int] = typer.Option(None, help="non-member pool size (default: --n-members)"),
-    n_adversary: Optional[int] = typer.Option(None, help="adversary's pool size (default: twice --n-members, or "
-                                              "every row left)"),
+    n_members: int = typer.Option(
+        2000, help="owner's training set size; the non-member and adversary pools default to the same size"
+    ),
+    n_nonmembers: int | None = typer.Option(None, help="non-member pool size (default: --n-members)"),
+    n_adversary: int | None = typer.Option(
+        None, help="adversary's pool size (default: twice --n-members, or every row left)"
+    ),
     distance: str = typer.Option("l1", help="cost c(x, x') the attacks read: l1 (Pawelczyk et al. 2023) or l2"),
     variance: str = typer.Option("per-example", help="LRT variance: per-example or global"),
     center: str = typer.Option("mean", help="LRT center: mean (MLE, Algorithm 1) or median"),
     cdf: str = typer.Option("normal", help="LRT score: normal or t (Student-t) CDF"),
     actionable: bool = typer.Option(False, help="apply the dataset's actionability constraints to recourse"),
     normalize_rows: bool = typer.Option(False, help="scale every row to unit L2 norm (Huang et al. 2023)"),
-    data_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the data (synthetic: class_sep, flip_y)"),
-    model_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the model (epochs, batch_size, lr, C, ...)"),
-    recourse_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the recourse method (lam, lr, max_iter, ...)"),
-    defense: str = typer.Option("none", help=f"a registered defense: {_names('defense')} (dpm: the model trained "
-                                "with DP, logistic -> diffprivlib, needs --normalize-rows; mlp* -> Opacus DP-SGD; "
-                                "laplace: plain Laplace Recourse, not DP; dpm-laplace: LR over a DP model)"),
-    recourse_fit: str = typer.Option("members", help="data a fitted recourse method (face, cchvae, revise, dice, "
-                                     "gs) learns from: members, or adversary (the adversary's pool: needed under dpm)"),
-    epsilon: Optional[float] = typer.Option(None, help="DP epsilon: the model's (dpm) or per recourse query (laplace)"),
+    data_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the data (synthetic: class_sep, flip_y)"),
+    model_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the model (epochs, batch_size, lr, C, ...)"),
+    recourse_param: list[str] | None = typer.Option(
+        None, help="KEY=VALUE for the recourse method (lam, lr, max_iter, ...)"
+    ),
+    defense: str = typer.Option(
+        "none",
+        help=f"a registered defense: {_names('defense')} (dpm: the model trained "
+        "with DP, logistic -> diffprivlib, needs --normalize-rows; mlp* -> Opacus DP-SGD; "
+        "laplace: plain Laplace Recourse, not DP; dpm-laplace: LR over a DP model)",
+    ),
+    recourse_fit: str = typer.Option(
+        "members",
+        help="data a fitted recourse method (face, cchvae, revise, dice, "
+        "gs) learns from: members, or adversary (the adversary's pool: needed under dpm)",
+    ),
+    epsilon: float | None = typer.Option(None, help="DP epsilon: the model's (dpm) or per recourse query (laplace)"),
     seed: int = typer.Option(0, help="seed of every random step"),
     n_jobs: int = typer.Option(1, help="parallel shadow-model trainings (joblib processes)"),
     out: Path = typer.Option(Path("audit-results"), help="output directory"),
@@ -186,24 +217,47 @@ def audit(
         console = Console(width=max(console.width, 110))
     try:
         config = AuditConfig(
-            dataset=dataset, data=str(data) if data else None, target=target,
-            data_dir=str(data_dir) if data_dir else None, n_features=n_features, model=model, recourse=recourse,
-            attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()), shadow_models=shadow_models,
+            dataset=dataset,
+            data=str(data) if data else None,
+            target=target,
+            data_dir=str(data_dir) if data_dir else None,
+            n_features=n_features,
+            model=model,
+            recourse=recourse,
+            attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
+            shadow_models=shadow_models,
             shadow_fraction=shadow_fraction,
-            n_members=n_members, n_nonmembers=n_nonmembers, n_adversary=n_adversary, distance=distance,
-            variance=variance, center=center, cdf=cdf, actionable=actionable, normalize_rows=normalize_rows,
+            n_members=n_members,
+            n_nonmembers=n_nonmembers,
+            n_adversary=n_adversary,
+            distance=distance,
+            variance=variance,
+            center=center,
+            cdf=cdf,
+            actionable=actionable,
+            normalize_rows=normalize_rows,
             data_params=_parse_params(data_param, "--data-param"),
             model_params=_parse_params(model_param, "--model-param"),
-            recourse_params=_parse_params(recourse_param, "--recourse-param"), seed=seed, n_jobs=n_jobs,
-            defense=defense, epsilon=epsilon, recourse_fit=recourse_fit,
+            recourse_params=_parse_params(recourse_param, "--recourse-param"),
+            seed=seed,
+            n_jobs=n_jobs,
+            defense=defense,
+            epsilon=epsilon,
+            recourse_fit=recourse_fit,
         ).validate()
         check_output_dir(out)
     except RecoursePrivacyError as err:
         _fail(err)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description:<14}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=False) as bar:
+    with Progress(
+        TextColumn("{task.description:<14}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as bar:
         tasks: dict[str, int] = {}
 
         def progress(stage: str, done: int, total: int) -> None:
@@ -223,11 +277,14 @@ def _print_summary(console, result) -> None:
     from rich.table import Table
 
     cfg, model, rec = result.config, result.model, result.recourse
-    console.print(f"\n[bold]{cfg.data or cfg.dataset}[/] | model {cfg.model} "
-                  f"(train acc {model.train_accuracy:.3f}, test acc {model.test_accuracy:.3f}) | "
-                  f"recourse {cfg.recourse} (validity {rec.validity:.3f}, "
-                  f"mean L1 {rec.mean_l1:.3g}, mean L2 {rec.mean_l2:.3g}) | "
-                  f"targets: {result.n_members} members, {result.n_nonmembers} non-members", highlight=False)
+    console.print(
+        f"\n[bold]{cfg.data or cfg.dataset}[/] | model {cfg.model} "
+        f"(train acc {model.train_accuracy:.3f}, test acc {model.test_accuracy:.3f}) | "
+        f"recourse {cfg.recourse} (validity {rec.validity:.3f}, "
+        f"mean L1 {rec.mean_l1:.3g}, mean L2 {rec.mean_l2:.3g}) | "
+        f"targets: {result.n_members} members, {result.n_nonmembers} non-members",
+        highlight=False,
+    )
     table = Table(title="Membership inference from recourse (TPR at FPR 0.1 / 0.01 / 0.001)")
     for col in ("attack", "AUC", "BA", "TPR@0.1", "TPR@0.01", "TPR@0.001", "direction"):
         table.add_column(col, justify="left" if col in ("attack", "direction") else "right", no_wrap=True)
@@ -238,35 +295,43 @@ def _print_summary(console, result) -> None:
     console.print(table)
     dp = result.dp
     if dp is not None:
-        console.print(f"DP defense {dp.defense} (model {model.name}): epsilon per query "
-                      f"{dp.epsilon_per_query:.4g}, total {dp.epsilon_total:.4g}; bound on BA among the rejected "
-                      f"targets (tight, selected epsilon {dp.selected_epsilon:.4g}): {dp.ba_bound:.4f}; Pawelczyk "
-                      f"et al. (2023) Theorem 2 at epsilon {dp.bound_epsilon:.4g}: {dp.ba_bound_paper:.4f}",
-                      highlight=False)
+        console.print(
+            f"DP defense {dp.defense} (model {model.name}): epsilon per query "
+            f"{dp.epsilon_per_query:.4g}, total {dp.epsilon_total:.4g}; bound on BA among the rejected "
+            f"targets (tight, selected epsilon {dp.selected_epsilon:.4g}): {dp.ba_bound:.4f}; Pawelczyk "
+            f"et al. (2023) Theorem 2 at epsilon {dp.bound_epsilon:.4g}: {dp.ba_bound_paper:.4f}",
+            highlight=False,
+        )
         if dp.verdict is not None:
             console.print(f"verdict: {dp.verdict.text}", style="red" if dp.verdict.exceeds else None, highlight=False)
         if dp.direction_attack is not None:
             da = dp.direction_attack
-            console.print(f"warning: LR's counterfactuals reveal w's direction, which is not private: ranking the "
-                          f"targets along it gives AUC {da.auc:.4f}, BA {da.balanced_accuracy:.4f} (the "
-                          "baseline CFD attack, at any epsilon; docs/dp-defenses.md)", style="yellow", highlight=False)
+            console.print(
+                f"warning: LR's counterfactuals reveal w's direction, which is not private: ranking the "
+                f"targets along it gives AUC {da.auc:.4f}, BA {da.balanced_accuracy:.4f} (the "
+                "baseline CFD attack, at any epsilon; docs/dp-defenses.md)",
+                style="yellow",
+                highlight=False,
+            )
     if any(not r for a in result.attacks.values() for r in a.tpr_at_fpr_reliable.values()):
         console.print("* fewer non-members than 1/FPR: that TPR cannot be resolved at this FPR", style="dim")
     for w in result.warnings:
         console.print(f"warning: {w}", style="yellow", highlight=False)
-    console.print(f"wrote {', '.join(Path(p).name for p in result.files.values())} to "
-                  f"{Path(result.files['metrics']).parent} in {result.timing_seconds['total']:.1f} s", highlight=False)
+    console.print(
+        f"wrote {', '.join(Path(p).name for p in result.files.values())} to "
+        f"{Path(result.files['metrics']).parent} in {result.timing_seconds['total']:.1f} s",
+        highlight=False,
+    )
 
 
 @_command("list")
 def list_command(
-    kind: Optional[str] = typer.Argument(None, help="attack, recourse, model, defense or dataset (default: all)"),
+    kind: str | None = typer.Argument(None, help="attack, recourse, model, defense or dataset (default: all)"),
 ) -> None:
     """List every registered attack, recourse method, model, defense and dataset, with what each needs.
 
     Entries of installed plugins (the ``recourse_privacy.plugins`` entry-point group) are included.
     """
-    from rich.console import Console
     from rich.table import Table
 
     from recourse_privacy import catalog
@@ -311,7 +376,7 @@ def version() -> None:
 @_command()
 def tradeoff(
     dataset: str = typer.Option("synthetic", help="adult, heloc, compas, diabetes, synthetic, breast_cancer, digits"),
-    data_dir: Optional[Path] = typer.Option(None, help="directory of the real datasets"),
+    data_dir: Path | None = typer.Option(None, help="directory of the real datasets"),
     n_features: int = typer.Option(100, help="features of the synthetic data (Huang et al. 2023: 100, 1000, ...)"),
     model: str = typer.Option("logistic", help="logistic (DPM and LR) or mlp* (DPM only: LR needs a linear model)"),
     recourse: str = typer.Option("linear", help="recourse of the baseline and DPM settings (LR replaces it)"),
@@ -319,11 +384,13 @@ def tradeoff(
     attacks: str = typer.Option("cfd,cfd-lrt-global,cfd-lrt-per-example", help="attacks of every setting"),
     shadow_models: int = typer.Option(5, help="shadow models (Huang et al. 2023: 5)"),
     n_members: int = typer.Option(5000, help="owner's training set (Huang et al. 2023: 5,000)"),
-    n_adversary: Optional[int] = typer.Option(None, help="adversary's pool (default: twice --n-members)"),
+    n_adversary: int | None = typer.Option(None, help="adversary's pool (default: twice --n-members)"),
     distance: str = typer.Option("l2", help="cost the attacks read (Huang et al. 2023: l2)"),
-    normalize_rows: bool = typer.Option(True, help="unit-L2 rows (Huang et al. 2023; needed by DPM logistic regression)"),
-    data_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the data"),
-    model_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the model"),
+    normalize_rows: bool = typer.Option(
+        True, help="unit-L2 rows (Huang et al. 2023; needed by DPM logistic regression)"
+    ),
+    data_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the data"),
+    model_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the model"),
     seed: int = typer.Option(0, help="seed of every random step"),
     n_jobs: int = typer.Option(1, help="parallel shadow-model trainings"),
     out: Path = typer.Option(Path("tradeoff-results"), help="output directory (one sub-directory per setting)"),
@@ -341,11 +408,22 @@ def tradeoff(
         check_output_dir(out)
         eps = _numbers(epsilons, float, "--epsilons")
         base = tradeoff_base_config(
-            dataset=dataset, data_dir=str(data_dir) if data_dir else None, n_features=n_features, model=model,
-            recourse=recourse, attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
-            shadow_models=shadow_models, n_members=n_members, n_adversary=n_adversary, distance=distance,
-            normalize_rows=normalize_rows, data_params=_parse_params(data_param, "--data-param"),
-            model_params=_parse_params(model_param, "--model-param"), seed=seed, n_jobs=n_jobs).validate()
+            dataset=dataset,
+            data_dir=str(data_dir) if data_dir else None,
+            n_features=n_features,
+            model=model,
+            recourse=recourse,
+            attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
+            shadow_models=shadow_models,
+            n_members=n_members,
+            n_adversary=n_adversary,
+            distance=distance,
+            normalize_rows=normalize_rows,
+            data_params=_parse_params(data_param, "--data-param"),
+            model_params=_parse_params(model_param, "--model-param"),
+            seed=seed,
+            n_jobs=n_jobs,
+        ).validate()
         tradeoff_settings(base, eps)
     except RecoursePrivacyError as err:
         _fail(err)
@@ -366,9 +444,15 @@ def tradeoff(
         table.add_column(col, justify="left" if col == "setting" else "right", no_wrap=True)
     for r in result.rows:
         cells = [f"{r[f'{a}:auc']:.3f} / {r[f'{a}:tpr@0.01']:.3f}" for a in atk]
-        table.add_row(r["setting"], f"{r['train_accuracy']:.3f}", f"{r['test_accuracy']:.3f}",
-                      f"{r['recourse_validity']:.3f}", "-" if r["epsilon_total"] is None else f"{r['epsilon_total']:.4g}",
-                      "-" if r["ba_bound"] is None else f"{r['ba_bound']:.3f}", *cells)
+        table.add_row(
+            r["setting"],
+            f"{r['train_accuracy']:.3f}",
+            f"{r['test_accuracy']:.3f}",
+            f"{r['recourse_validity']:.3f}",
+            "-" if r["epsilon_total"] is None else f"{r['epsilon_total']:.4g}",
+            "-" if r["ba_bound"] is None else f"{r['ba_bound']:.3f}",
+            *cells,
+        )
     console.print(table)
     for label, err in result.failed.items():
         console.print(f"warning: setting {label} could not be played: {err}", style="yellow", highlight=False)
@@ -384,21 +468,26 @@ def _wide_console():
     return console if console.is_terminal else Console(width=max(console.width, 180))
 
 
-def _run_and_report(spec, out: Path, backend: str, address: Optional[str], n_jobs: Optional[int],
-                    threads_per_cell: int, console) -> None:
+def _run_and_report(
+    spec, out: Path, backend: str, address: str | None, n_jobs: int | None, threads_per_cell: int, console
+) -> None:
     """Run a spec with progress bars, then print what was done and the tables."""
     from recourse_privacy.experiments.engine import run_spec
     from recourse_privacy.experiments.results import plot_results, print_paper_notes, print_tables, result_tables
 
     try:
-        summary = run_spec(spec, out, backend=backend, address=address, n_jobs=n_jobs, progress=True,
-                           threads_per_cell=threads_per_cell)
+        summary = run_spec(
+            spec, out, backend=backend, address=address, n_jobs=n_jobs, progress=True, threads_per_cell=threads_per_cell
+        )
     except RecoursePrivacyError as err:
         _fail(err)
-    console.print(f"{spec.name}: {summary.n_cells} cells, {summary.n_skipped} already finished, "
-                  f"{summary.n_computed} computed, {len(summary.shared)} computed meanwhile by another runner, "
-                  f"{summary.n_failed} failed, in {summary.seconds:.1f} s "
-                  f"({backend} backend); store {summary.out_dir}", highlight=False)
+    console.print(
+        f"{spec.name}: {summary.n_cells} cells, {summary.n_skipped} already finished, "
+        f"{summary.n_computed} computed, {len(summary.shared)} computed meanwhile by another runner, "
+        f"{summary.n_failed} failed, in {summary.seconds:.1f} s "
+        f"({backend} backend); store {summary.out_dir}",
+        highlight=False,
+    )
     tables = result_tables(out, spec)
     print_tables(tables, console)
     print_paper_notes(spec, console)
@@ -416,8 +505,8 @@ def run_command(
     spec: str = typer.Argument(..., help="experiment spec (YAML file) or the name of a shipped reproduction"),
     out: Path = typer.Option(..., "--out", help="results store: one record per cell, resumable"),
     backend: str = typer.Option("local", help="local (joblib processes) or ray"),
-    address: Optional[str] = typer.Option(None, help="Ray cluster address (--backend ray); default: a local Ray"),
-    n_jobs: Optional[int] = typer.Option(None, help="cells in parallel (local default: the number of cores)"),
+    address: str | None = typer.Option(None, help="Ray cluster address (--backend ray); default: a local Ray"),
+    n_jobs: int | None = typer.Option(None, help="cells in parallel (local default: the number of cores)"),
     threads_per_cell: int = typer.Option(1, help="torch/BLAS threads of each cell (same value, same numbers)"),
 ) -> None:
     """Run every unfinished cell of an experiment spec; a rerun skips the finished cells."""
@@ -436,12 +525,19 @@ def results_command(
     out: Path = typer.Argument(..., help="results store written by `run` or `reproduce`"),
 ) -> None:
     """Print the tables (mean and sd over seeds, the paper beside ours) and write plots of a store."""
-    from recourse_privacy.experiments.results import (load_store_spec, plot_results, print_paper_notes,
-                                                      print_tables, result_tables)
+    from recourse_privacy.experiments.results import (
+        load_store_spec,
+        plot_results,
+        print_paper_notes,
+        print_tables,
+        result_tables,
+    )
 
     console = _wide_console()
     if not (out / "cells").is_dir():
-        _fail(InvalidInputError(f"{out} is not a results store (no cells/ directory); run `recourse-privacy run` first"))
+        _fail(
+            InvalidInputError(f"{out} is not a results store (no cells/ directory); run `recourse-privacy run` first")
+        )
     spec = load_store_spec(out)
     tables = result_tables(out, spec)
     print_tables(tables, console)
@@ -454,14 +550,17 @@ def results_command(
 
 @_command("reproduce")
 def reproduce_command(
-    name: str = typer.Argument(..., help="a shipped reproduction: pawelczyk2023-table2, pawelczyk2023-fig2, "
-                               "pawelczyk2023-fig3, huang2023, or another `recourse-privacy list` does not show"),
-    out: Optional[Path] = typer.Option(None, help="results store (default: ./<name>-results)"),
-    shadow_models: Optional[int] = typer.Option(None, help="override the spec's number of shadow models"),
-    seeds: Optional[str] = typer.Option(None, help="comma-separated seeds instead of the spec's"),
+    name: str = typer.Argument(
+        ...,
+        help="a shipped reproduction: pawelczyk2023-table2, pawelczyk2023-fig2, "
+        "pawelczyk2023-fig3, huang2023, or another `recourse-privacy list` does not show",
+    ),
+    out: Path | None = typer.Option(None, help="results store (default: ./<name>-results)"),
+    shadow_models: int | None = typer.Option(None, help="override the spec's number of shadow models"),
+    seeds: str | None = typer.Option(None, help="comma-separated seeds instead of the spec's"),
     backend: str = typer.Option("local", help="local (joblib processes) or ray"),
-    address: Optional[str] = typer.Option(None, help="Ray cluster address (--backend ray)"),
-    n_jobs: Optional[int] = typer.Option(None, help="cells in parallel (local default: the number of cores)"),
+    address: str | None = typer.Option(None, help="Ray cluster address (--backend ray)"),
+    n_jobs: int | None = typer.Option(None, help="cells in parallel (local default: the number of cores)"),
     threads_per_cell: int = typer.Option(1, help="torch/BLAS threads of each cell"),
 ) -> None:
     """Run a shipped reproduction and print the paper's figures beside ours, with the known differences."""
@@ -486,18 +585,30 @@ def reproduce_command(
 
 @_command("audit-dp")
 def audit_dp_command(
-    mechanism: str = typer.Option("trained-lr", help="trained-lr, trained-dpm-logistic, trained-dpm-lr, "
-                                  "trained-dpm-scfe (trained neighbours, the whole release); laplace-score, "
-                                  "laplace-score-broken, dpm-logistic-label-flip (scalar audits)"),
+    mechanism: str = typer.Option(
+        "trained-lr",
+        help="trained-lr, trained-dpm-logistic, trained-dpm-lr, "
+        "trained-dpm-scfe (trained neighbours, the whole release); laplace-score, "
+        "laplace-score-broken, dpm-logistic-label-flip (scalar audits)",
+    ),
     epsilon: float = typer.Option(1.0, help="the epsilon the mechanism claims"),
-    trials: int = typer.Option(20000, help="runs per neighbouring input (half choose the test, half measure it); dpm-logistic trains a model per run, about 10 ms each"),
+    trials: int = typer.Option(
+        20000,
+        help="runs per neighbouring input (half choose the test, half measure it); dpm-logistic trains a model per run, about 10 ms each",
+    ),
     seed: int = typer.Option(0, help="seed of every run"),
     alpha: float = typer.Option(0.05, help="1 - confidence of the Clopper-Pearson bounds"),
-    param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the experiment (laplace: release=probability; "
-                                              "dpm-logistic: n_rows, n_features, statistic=cfd, C, ...)"),
-    one_run: int = typer.Option(0, help="trained-* only: also run the one-run audit of Steinke, Nasr and Jagielski "
-                                "(2023) with this many canaries (0: no)"),
-    out: Optional[Path] = typer.Option(None, help="also write the audit as JSON to this file"),
+    param: list[str] | None = typer.Option(
+        None,
+        help="KEY=VALUE for the experiment (laplace: release=probability; "
+        "dpm-logistic: n_rows, n_features, statistic=cfd, C, ...)",
+    ),
+    one_run: int = typer.Option(
+        0,
+        help="trained-* only: also run the one-run audit of Steinke, Nasr and Jagielski "
+        "(2023) with this many canaries (0: no)",
+    ),
+    out: Path | None = typer.Option(None, help="also write the audit as JSON to this file"),
 ) -> None:
     """Empirical epsilon audit: a lower bound on a DP mechanism's epsilon (Jagielski et al. 2020).
 
@@ -513,8 +624,11 @@ def audit_dp_command(
         console = Console(width=max(console.width, 150))
     if out is not None:
         if out.is_dir() or str(out) in ("/dev/null",) or (out.exists() and not out.is_file()):
-            _fail(InvalidInputError(f"--out {str(out)!r} must be a file to write the audit's JSON into, "
-                                    "not a directory or a device"))
+            _fail(
+                InvalidInputError(
+                    f"--out {str(out)!r} must be a file to write the audit's JSON into, not a directory or a device"
+                )
+            )
         check_output_dir(out.parent if str(out.parent) else Path("."), "--out's directory")
     from recourse_privacy.validation import check_interval
 
@@ -529,29 +643,50 @@ def audit_dp_command(
             if one_run:
                 from recourse_privacy.dp_audit import one_run_audit
 
-                one = one_run_audit(mechanism.removeprefix("trained-"), epsilon, n_canaries=one_run, beta=alpha,
-                                    random_state=seed)
+                one = one_run_audit(
+                    mechanism.removeprefix("trained-"), epsilon, n_canaries=one_run, beta=alpha, random_state=seed
+                )
     except RecoursePrivacyError as err:
         _fail(err)
     table = Table(title=f"Empirical epsilon audit ({1 - alpha:.0%} confidence lower bound)")
     for col in ("mechanism", "claimed eps", "audited eps >=", "FPR", "FNR", "trials", "verdict"):
         table.add_column(col, justify="left" if col in ("mechanism", "verdict") else "right", no_wrap=True)
-    table.add_row(mechanism, f"{result.claimed_epsilon:.4g}", f"{result.epsilon_lower_bound:.4f}",
-                  f"{result.fpr:.5f} [{result.fpr_ci[0]:.5f}, {result.fpr_ci[1]:.5f}]",
-                  f"{result.fnr:.5f} [{result.fnr_ci[0]:.5f}, {result.fnr_ci[1]:.5f}]", f"{result.n_trials}",
-                  f"[bold red]{result.verdict}[/]" if result.violates_claim else result.verdict)
+    table.add_row(
+        mechanism,
+        f"{result.claimed_epsilon:.4g}",
+        f"{result.epsilon_lower_bound:.4f}",
+        f"{result.fpr:.5f} [{result.fpr_ci[0]:.5f}, {result.fpr_ci[1]:.5f}]",
+        f"{result.fnr:.5f} [{result.fnr_ci[0]:.5f}, {result.fnr_ci[1]:.5f}]",
+        f"{result.n_trials}",
+        f"[bold red]{result.verdict}[/]" if result.violates_claim else result.verdict,
+    )
     console.print(table)
-    console.print(f"neighbours: {result.neighbours}\ntest: {result.test} (chosen on {result.n_selection} runs per "
-                  f"neighbour, measured on {result.n_measurement} others); {result.seconds:.1f} s", highlight=False)
+    console.print(
+        f"neighbours: {result.neighbours}\ntest: {result.test} (chosen on {result.n_selection} runs per "
+        f"neighbour, measured on {result.n_measurement} others); {result.seconds:.1f} s",
+        highlight=False,
+    )
     if one is not None:
-        console.print(f"one-run audit (Steinke, Nasr and Jagielski 2023): {one.n_canaries} canaries "
-                      f"({one.n_included} included), {one.n_correct} of {one.n_guesses} guesses correct: epsilon >= "
-                      f"{one.epsilon_lower_bound:.4f} at confidence {1 - one.beta:g}, one training run: {one.verdict}",
-                      highlight=False)
+        console.print(
+            f"one-run audit (Steinke, Nasr and Jagielski 2023): {one.n_canaries} canaries "
+            f"({one.n_included} included), {one.n_correct} of {one.n_guesses} guesses correct: epsilon >= "
+            f"{one.epsilon_lower_bound:.4f} at confidence {1 - one.beta:g}, one training run: {one.verdict}",
+            highlight=False,
+        )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"command": "audit-dp", "params": _parse_params(param, "--param"), "seed": seed,
-                                   **result.to_dict(), "one_run": one.to_dict() if one else None}, indent=2))
+        out.write_text(
+            json.dumps(
+                {
+                    "command": "audit-dp",
+                    "params": _parse_params(param, "--param"),
+                    "seed": seed,
+                    **result.to_dict(),
+                    "one_run": one.to_dict() if one else None,
+                },
+                indent=2,
+            )
+        )
         console.print(f"wrote {out}", highlight=False)
 
 
@@ -559,14 +694,17 @@ def audit_dp_command(
 def recourse_command(
     dataset: str = typer.Option("adult", help="adult, heloc, compas, diabetes, synthetic, breast_cancer, digits"),
     model: str = typer.Option("mlp", help="logistic, mlp, mlp3-100, mlp3-333, mlp3-1000"),
-    methods: str = typer.Option("scfe,cadex,dice,face", help="comma-separated: linear, scfe, gs, cchvae, revise, "
-                                "cadex, dice, face, ... (`all` for every registered method)"),
+    methods: str = typer.Option(
+        "scfe,cadex,dice,face",
+        help="comma-separated: linear, scfe, gs, cchvae, revise, "
+        "cadex, dice, face, ... (`all` for every registered method)",
+    ),
     n_points: int = typer.Option(1000, help="query points: held-out rows the model rejects"),
     n_train: int = typer.Option(5000, help="rows that train the model (and that data-driven methods fit on)"),
     actionable: bool = typer.Option(True, help="apply the dataset's immutable / increase-only features and ranges"),
-    data_dir: Optional[Path] = typer.Option(None, help="directory of the real datasets"),
-    model_param: Optional[list[str]] = typer.Option(None, help="KEY=VALUE for the model (epochs, lr, ...)"),
-    method_param: Optional[list[str]] = typer.Option(None, help="METHOD.KEY=VALUE, e.g. face.n_neighbors=20"),
+    data_dir: Path | None = typer.Option(None, help="directory of the real datasets"),
+    model_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the model (epochs, lr, ...)"),
+    method_param: list[str] | None = typer.Option(None, help="METHOD.KEY=VALUE, e.g. face.n_neighbors=20"),
     seed: int = typer.Option(0, help="seed of every random step"),
     out: Path = typer.Option(Path("recourse-quality"), help="output directory"),
 ) -> None:
@@ -591,38 +729,58 @@ def recourse_command(
     _check_params_before_work(model, _parse_params(model_param, "--model-param"), per_method)
     try:
         with console.status("measuring recourse quality") as status:
+
             def progress(stage: str, done: int, total: int) -> None:
                 if done < total:
                     status.update(f"{stage} ...")
 
-            result = run_quality(dataset, model, names, n_points=n_points, seed=seed, out_dir=out,
-                                 data_dir=data_dir, actionable=actionable, n_train=n_train,
-                                 model_params=_parse_params(model_param, "--model-param"),
-                                 method_params=per_method, progress=progress)
+            result = run_quality(
+                dataset,
+                model,
+                names,
+                n_points=n_points,
+                seed=seed,
+                out_dir=out,
+                data_dir=data_dir,
+                actionable=actionable,
+                n_train=n_train,
+                model_params=_parse_params(model_param, "--model-param"),
+                method_params=per_method,
+                progress=progress,
+            )
     except RecoursePrivacyError as err:
         _fail(err)
     run = result.run
-    table = Table(title=f"Recourse quality: {dataset} / {model} (held-out acc {run['heldout_accuracy']:.3f}), "
-                        f"{run['n_points']} query points{', actionable' if actionable else ''}")
+    table = Table(
+        title=f"Recourse quality: {dataset} / {model} (held-out acc {run['heldout_accuracy']:.3f}), "
+        f"{run['n_points']} query points{', actionable' if actionable else ''}"
+    )
     shown = [m for m in METRICS if any(m in v for v in result.table.values())]
     table.add_column("method", no_wrap=True)
     for m in shown:
-        table.add_column(m.replace("seconds_per_cf", "s/cf").replace("pdistance_manifold", "pdist_man"),
-                         justify="right", no_wrap=True)
+        table.add_column(
+            m.replace("seconds_per_cf", "s/cf").replace("pdistance_manifold", "pdist_man"),
+            justify="right",
+            no_wrap=True,
+        )
     for name, v in result.table.items():
         if "skipped" in v:
             table.add_row(name, *(["-"] * len(shown)))
             continue
         table.add_row(name, *(_fmt(v.get(m)) for m in shown))
     console.print(table)
-    for name, reason in result.skipped.items():
+    for reason in result.skipped.values():
         console.print(f"skipped: {reason}", style="yellow", highlight=False)
     if run.get("warning"):
         console.print(f"warning: {run['warning']}", style="yellow", highlight=False)
-    console.print("costs, redundancy, yNN, violations and path metrics: means over valid counterfactuals (CARLA); "
-                  "L2 not squared", style="dim")
-    console.print(f"wrote {', '.join(Path(p).name for p in result.files.values())} to {out} "
-                  f"in {run['total_seconds']:.1f} s", highlight=False)
+    console.print(
+        "costs, redundancy, yNN, violations and path metrics: means over valid counterfactuals (CARLA); L2 not squared",
+        style="dim",
+    )
+    console.print(
+        f"wrote {', '.join(Path(p).name for p in result.files.values())} to {out} in {run['total_seconds']:.1f} s",
+        highlight=False,
+    )
 
 
 def _check_params_before_work(model: str, model_params: dict, per_method: dict[str, dict]) -> None:

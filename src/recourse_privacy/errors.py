@@ -4,11 +4,17 @@ Each subclass also derives from the built-in exception callers expected before i
 (``ValueError`` for bad input, ``RuntimeError`` for state errors), as scikit-learn's
 ``NotFittedError`` does.
 """
+
 from __future__ import annotations
 
 __all__ = [
-    "BudgetExceededError", "IncompatibleError", "InvalidInputError", "MissingFileError", "NotFittedError",
-    "RecoursePrivacyError", "UnknownNameError",
+    "BudgetExceededError",
+    "IncompatibleError",
+    "InvalidInputError",
+    "MissingFileError",
+    "NotFittedError",
+    "RecoursePrivacyError",
+    "UnknownNameError",
 ]
 
 

@@ -11,6 +11,7 @@ every construction, from the CLI, a spec or Python, checks them first. A failure
 :class:`~recourse_privacy.errors.InvalidInputError` naming the owner, the parameter, the value
 and the allowed range; an unknown keyword names the parameters that exist.
 """
+
 from __future__ import annotations
 
 import functools
@@ -45,7 +46,7 @@ class Param:
     high_open: bool = False
     optional: bool = False
     choices: tuple = ()
-    finite: bool = True    # False: +-inf allowed where the range holds it (e.g. FACE's radius)
+    finite: bool = True  # False: +-inf allowed where the range holds it (e.g. FACE's radius)
 
     def describe(self) -> str:
         """What is allowed, in words: ``an integer in [1, 100_000]``."""
@@ -54,9 +55,12 @@ class Param:
         elif self.kind == "choice":
             text = "one of " + ", ".join(map(repr, self.choices))
         else:
-            rng = (f"{'(' if self.low_open else '['}{_fmt(self.low)}, {_fmt(self.high)}{')' if self.high_open else ']'}")
-            text = {"int": f"an integer in {rng}", "float": f"a number in {rng}",
-                    "ints": f"a non-empty list of integers in {rng}"}[self.kind]
+            rng = f"{'(' if self.low_open else '['}{_fmt(self.low)}, {_fmt(self.high)}{')' if self.high_open else ']'}"
+            text = {
+                "int": f"an integer in {rng}",
+                "float": f"a number in {rng}",
+                "ints": f"a non-empty list of integers in {rng}",
+            }[self.kind]
         return text + (" or null" if self.optional else "")
 
     def _in_range(self, v: float) -> bool:
@@ -73,9 +77,14 @@ class Param:
         if self.kind == "choice":
             return isinstance(value, str | int | float) and value in self.choices
         if self.kind == "ints":
-            return (isinstance(value, Sequence) and not isinstance(value, str) and len(value) > 0
-                    and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and self._in_range(v)
-                            for v in value))
+            return (
+                isinstance(value, Sequence)
+                and not isinstance(value, str)
+                and len(value) > 0
+                and all(
+                    isinstance(v, numbers.Integral) and not isinstance(v, bool) and self._in_range(v) for v in value
+                )
+            )
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             return False
         if self.kind == "int" and not isinstance(value, numbers.Integral):
@@ -89,8 +98,15 @@ def Int(low: int = 0, high: int = 10**9, *, optional: bool = False) -> Param:  #
     return Param("int", low, high, optional=optional)
 
 
-def Float(low: float, high: float, *, low_open: bool = False, high_open: bool = False,  # noqa: N802
-          optional: bool = False, finite: bool = True) -> Param:
+def Float(
+    low: float,
+    high: float,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,  # noqa: N802
+    optional: bool = False,
+    finite: bool = True,
+) -> Param:
     """A number in [low, high] (open at either end on request); finite unless ``finite=False``."""
     return Param("float", float(low), float(high), low_open, high_open, optional, finite=finite)
 
@@ -114,8 +130,7 @@ def check_params(owner: str, values: Mapping[str, Any], params: Mapping[str, Par
     """Raise :class:`InvalidInputError` for the first of ``values`` outside its declared ``params``."""
     for name, p in params.items():
         if name in values and not p.ok(values[name]):
-            raise InvalidInputError(f"{owner}: {name}={values[name]!r} is not allowed; {name} must be "
-                                    f"{p.describe()}")
+            raise InvalidInputError(f"{owner}: {name}={values[name]!r} is not allowed; {name} must be {p.describe()}")
 
 
 def enforce_params(cls: type, owner: str | None = None) -> type:
@@ -137,8 +152,10 @@ def enforce_params(cls: type, owner: str | None = None) -> type:
         label = label if isinstance(label, str) else type(self).__name__
         unknown = [k for k in kwargs if k not in sig.parameters]
         if unknown and not accepts_any:
-            raise InvalidInputError(f"{label} has no parameter {unknown[0]!r}; its parameters are "
-                                    f"{', '.join(n for n in names if n not in ('random_state', 'action_set'))}")
+            raise InvalidInputError(
+                f"{label} has no parameter {unknown[0]!r}; its parameters are "
+                f"{', '.join(n for n in names if n not in ('random_state', 'action_set'))}"
+            )
         try:
             bound = sig.bind(self, *args, **kwargs)
         except TypeError as err:

@@ -6,6 +6,7 @@ idle timeout). :func:`workers_die_with_parent` makes every loky worker started i
 process is gone. Interrupts (Ctrl-C, ``SIGTERM``) are handled by the CLI, which also stops the
 workers on its way out.
 """
+
 from __future__ import annotations
 
 import contextlib

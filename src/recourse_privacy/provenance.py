@@ -9,6 +9,7 @@ from (data source and SHA-256, package version, platform).
 Hashing a file is cheap after the first time: :func:`sha256_file` remembers each file's hash
 per (path, size, modification time), so a file is re-read only when it changed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,8 +23,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Provenance", "content_key", "package_version", "platform_string", "sha256_arrays", "sha256_file",
-           "sha256_json"]
+__all__ = [
+    "Provenance",
+    "content_key",
+    "package_version",
+    "platform_string",
+    "sha256_arrays",
+    "sha256_file",
+    "sha256_json",
+]
 
 _FILE_HASHES: dict[tuple[str, int, int], str] = {}
 _LOCK = threading.Lock()
@@ -108,8 +116,12 @@ class Provenance:
     @classmethod
     def current(cls, data_source: str, data_sha256: str | None) -> Provenance:
         """Provenance of numbers computed now, by this process, from ``data_source``."""
-        return cls(data_source=str(data_source), data_sha256=data_sha256, package_version=package_version(),
-                   platform=platform_string())
+        return cls(
+            data_source=str(data_source),
+            data_sha256=data_sha256,
+            package_version=package_version(),
+            platform=platform_string(),
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)

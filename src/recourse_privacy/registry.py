@@ -17,6 +17,7 @@ group (each entry point names a module whose import registers its entries), load
 first lookup in every process, so a worker of a parallel grid sees the same entries as the
 CLI that started it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -97,8 +98,9 @@ class Registry(Generic[T]):
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ registering
-    def register(self, name: str, *, description: str, needs: Iterable[str] = (), replace: bool = False,
-                 **meta: Any) -> Callable[[T], T]:
+    def register(
+        self, name: str, *, description: str, needs: Iterable[str] = (), replace: bool = False, **meta: Any
+    ) -> Callable[[T], T]:
         """Decorator form of :meth:`add`: returns the decorated object unchanged."""
 
         def decorate(obj: T) -> T:
@@ -107,22 +109,25 @@ class Registry(Generic[T]):
 
         return decorate
 
-    def add(self, name: str, obj: T, *, description: str, needs: Iterable[str] = (), replace: bool = False,
-            **meta: Any) -> Entry[T]:
+    def add(
+        self, name: str, obj: T, *, description: str, needs: Iterable[str] = (), replace: bool = False, **meta: Any
+    ) -> Entry[T]:
         """Register ``obj`` under ``name``; a different object under a taken name needs ``replace=True``."""
         if not isinstance(name, str) or not name or name != name.strip() or "," in name:
             raise InvalidInputError(f"a {self.kind} name must be a non-empty string without commas; got {name!r}")
         needs = frozenset(needs)
         unknown = needs - self._vocabulary
         if unknown:
-            raise InvalidInputError(f"{self.kind} {name!r} declares unknown needs {sorted(unknown)}; "
-                                    f"known: {sorted(self._vocabulary)}")
+            raise InvalidInputError(
+                f"{self.kind} {name!r} declares unknown needs {sorted(unknown)}; known: {sorted(self._vocabulary)}"
+            )
         entry = Entry(name, obj, description, needs, meta)
         with self._lock:
             old = self._entries.get(name)
             if old is not None and not replace and _qualname(old.obj) != _qualname(obj):
-                raise InvalidInputError(f"{self.kind} {name!r} is already registered by {old.module}; "
-                                        "pass replace=True to override it")
+                raise InvalidInputError(
+                    f"{self.kind} {name!r} is already registered by {old.module}; pass replace=True to override it"
+                )
             self._entries[name] = entry
         return entry
 

@@ -5,6 +5,7 @@ diffprivlib's ``check_epsilon_delta``; every failure is an
 :class:`~recourse_privacy.errors.InvalidInputError` (a ``ValueError``) whose message names the
 parameter, the value and what is allowed.
 """
+
 from __future__ import annotations
 
 import math
@@ -79,8 +80,7 @@ def as_generator(random_state: RandomState = None) -> np.random.Generator:
         return random_state
     if isinstance(random_state, bool) or not isinstance(random_state, numbers.Integral):
         raise TypeError(
-            "random_state must be None, an int or a numpy.random.Generator, "
-            f"got {type(random_state).__name__}"
+            f"random_state must be None, an int or a numpy.random.Generator, got {type(random_state).__name__}"
         )
     if random_state < 0:
         raise InvalidInputError(f"random_state must be a non-negative int, got {random_state}")

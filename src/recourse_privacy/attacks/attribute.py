@@ -8,10 +8,11 @@ attack model trained on its own data (where the attribute is known). The baselin
 attack with the surrogate removed (the one-hot label alone: the majority value per label), so
 the gain is what the surrogate, i.e. the explanations, adds.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -34,8 +35,9 @@ class AttributeInferenceResult:
         return dict(self.__dict__)
 
 
-def _features(proba: Callable, X: np.ndarray, y: np.ndarray, column: int, values: Sequence[float],
-              n_classes: int) -> np.ndarray:
+def _features(
+    proba: Callable, X: np.ndarray, y: np.ndarray, column: int, values: Sequence[float], n_classes: int
+) -> np.ndarray:
     blocks = []
     for v in values:
         Xv = X.copy()
@@ -44,9 +46,17 @@ def _features(proba: Callable, X: np.ndarray, y: np.ndarray, column: int, values
     return np.hstack(blocks + [np.eye(n_classes)[y]])
 
 
-def attribute_inference(surrogate_proba: Callable, X_targets: np.ndarray, y_targets: np.ndarray, column: int,
-                        values: Sequence[float], X_adv: np.ndarray, y_adv: np.ndarray, *,
-                        random_state=None) -> AttributeInferenceResult:
+def attribute_inference(
+    surrogate_proba: Callable,
+    X_targets: np.ndarray,
+    y_targets: np.ndarray,
+    column: int,
+    values: Sequence[float],
+    X_adv: np.ndarray,
+    y_adv: np.ndarray,
+    *,
+    random_state=None,
+) -> AttributeInferenceResult:
     """Infer ``X_targets[:, column]`` (one of ``values``) from the surrogate (see the module docstring)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import balanced_accuracy_score
@@ -69,10 +79,12 @@ def attribute_inference(surrogate_proba: Callable, X_targets: np.ndarray, y_targ
     a_adv, a_t = code(X_adv[:, column]), code(X_targets[:, column])
     F_adv = _features(surrogate_proba, X_adv, y_a, column, values, k)
     F_t = _features(surrogate_proba, X_targets, y_t, column, values, k)
-    model = MLPClassifier(hidden_layer_sizes=(64,), max_iter=400,
-                          random_state=derive_seed(random_state, 37) % 2**31).fit(F_adv, a_adv)
+    model = MLPClassifier(
+        hidden_layer_sizes=(64,), max_iter=400, random_state=derive_seed(random_state, 37) % 2**31
+    ).fit(F_adv, a_adv)
     pred = model.predict(F_t)
     base = LogisticRegression(max_iter=500).fit(np.eye(k)[y_a], a_adv).predict(np.eye(k)[y_t])
     per = {str(values[v]): float(np.mean(pred[a_t == v] == v)) for v in np.unique(a_t)}
-    return AttributeInferenceResult(float(np.mean(pred == a_t)), float(np.mean(base == a_t)),
-                                    float(balanced_accuracy_score(a_t, pred)), per)
+    return AttributeInferenceResult(
+        float(np.mean(pred == a_t)), float(np.mean(base == a_t)), float(balanced_accuracy_score(a_t, pred)), per
+    )

@@ -1,9 +1,11 @@
 """What every attack returns: one membership score per target (higher = more likely member)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from recourse_privacy.errors import InvalidInputError
 
 

@@ -6,6 +6,7 @@ adversary's labelled pool (favourable rows project higher). Scoring a target by 
 targets exactly as their non-private distance to the boundary |w.x + b| / ||w|| (all targets are
 rejected), whatever the epsilon of the noisy score.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,14 +36,22 @@ def direction_attack(recourse: RecourseResult, X_pool: np.ndarray, y_pool: np.nd
     u = move_direction(recourse, X_pool, y_pool)
     if u is None:
         return None
-    return AttackScores("lr-direction", -(recourse.factuals @ u), "greater", {
-        "statistic": "-u.x with u = w/||w|| read off the released counterfactual moves",
-        "direction_source": "the adversary's labelled pool (favourable rows project higher on u)",
-    })
+    return AttackScores(
+        "lr-direction",
+        -(recourse.factuals @ u),
+        "greater",
+        {
+            "statistic": "-u.x with u = w/||w|| read off the released counterfactual moves",
+            "direction_source": "the adversary's labelled pool (favourable rows project higher on u)",
+        },
+    )
 
 
-@register_attack("lr-direction", description="Laplace Recourse's released moves are parallel to w: rank targets by "
-                 "-u.x with u read off any move (Huang et al. 2023's mechanism, attacked)")
+@register_attack(
+    "lr-direction",
+    description="Laplace Recourse's released moves are parallel to w: rank targets by "
+    "-u.x with u read off any move (Huang et al. 2023's mechanism, attacked)",
+)
 def _lr_direction(inputs: AttackInputs) -> AttackScores:
     scores = direction_attack(inputs.recourse, inputs.X_pool, inputs.y_pool)
     if scores is None:  # nothing moved: no information, a constant score

@@ -1,4 +1,5 @@
 """Counterfactual-distance attacks: CFD threshold and CFD-LRT (Pawelczyk et al. 2023, sec. 4)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,11 +16,17 @@ def cfd_attack(cfd: np.ndarray, *, direction: str = "greater") -> AttackScores:
     """Member if c(x, x') >= tau (Pawelczyk et al. 2023, eq. 3); the score is the distance itself (or its negative)."""
     cfd = np.asarray(cfd, dtype=np.float64)
     scores = cfd if direction == "greater" else -cfd
-    return AttackScores("cfd", scores, direction, {
-        "statistic": "counterfactual distance c(x, x')",
-        "direction_source": "fixed by Pawelczyk et al. 2023, eq. 3 (members are farther from the boundary)"
-        if direction == "greater" else "fixed by the caller",
-    })
+    return AttackScores(
+        "cfd",
+        scores,
+        direction,
+        {
+            "statistic": "counterfactual distance c(x, x')",
+            "direction_source": "fixed by Pawelczyk et al. 2023, eq. 3 (members are farther from the boundary)"
+            if direction == "greater"
+            else "fixed by the caller",
+        },
+    )
 
 
 def _rejected(shadow: ShadowData) -> tuple[np.ndarray, np.ndarray]:
@@ -29,8 +36,16 @@ def _rejected(shadow: ShadowData) -> tuple[np.ndarray, np.ndarray]:
     return (shadow.rejected_targets & (shadow.cfd_targets > 0), shadow.rejected_calib & (shadow.cfd_calib > 0))
 
 
-def cfd_lrt_attack(cfd: np.ndarray, shadow: ShadowData, *, name: str = "cfd-lrt", direction: str = "auto",
-                   center: str = "mean", variance: str = "per-example", cdf: str = "normal") -> AttackScores:
+def cfd_lrt_attack(
+    cfd: np.ndarray,
+    shadow: ShadowData,
+    *,
+    name: str = "cfd-lrt",
+    direction: str = "auto",
+    center: str = "mean",
+    variance: str = "per-example",
+    cdf: str = "normal",
+) -> AttackScores:
     """One-sided offline LRT on log c(x, x') (Pawelczyk et al. 2023, Algorithm 1).
 
     Each target's out-distribution is fitted to its log-distances under the shadow models that
@@ -44,17 +59,32 @@ def cfd_lrt_attack(cfd: np.ndarray, shadow: ShadowData, *, name: str = "cfd-lrt"
     # reference keeps every shadow that rejects it (with a non-zero distance), valid recourse or not
     ref_mask, calib_mask = _rejected(shadow)
     ref = fit_reference(log_ref, ref_mask, center=center, variance=variance)
-    conventions = {"statistic": "log c(x, x') under shadow models that reject x", "center": center,
-                   "variance": variance, "cdf": cdf, "n_shadow": shadow.n_shadow,
-                   "targets_on_fallback_reference": ref.n_fallback}
-    direction = resolve_direction(direction, conventions, np.log(np.maximum(shadow.cfd_calib, _TINY)),
-                                  calib_mask, calib_mask, shadow.keep_calib,
-                                  center=center, variance=variance, cdf=cdf)
+    conventions = {
+        "statistic": "log c(x, x') under shadow models that reject x",
+        "center": center,
+        "variance": variance,
+        "cdf": cdf,
+        "n_shadow": shadow.n_shadow,
+        "targets_on_fallback_reference": ref.n_fallback,
+    }
+    direction = resolve_direction(
+        direction,
+        conventions,
+        np.log(np.maximum(shadow.cfd_calib, _TINY)),
+        calib_mask,
+        calib_mask,
+        shadow.keep_calib,
+        center=center,
+        variance=variance,
+        cdf=cdf,
+    )
     return AttackScores(name, lrt_scores(log_t, ref, direction=direction, cdf=cdf), direction, conventions)
 
 
-@register_attack("cfd", description="threshold on the counterfactual distance: member if c(x, x') >= tau "
-                 "(Pawelczyk et al. 2023, eq. 3)")
+@register_attack(
+    "cfd",
+    description="threshold on the counterfactual distance: member if c(x, x') >= tau (Pawelczyk et al. 2023, eq. 3)",
+)
 def _cfd(inputs: AttackInputs) -> AttackScores:
     return cfd_attack(inputs.cfd)
 
@@ -63,15 +93,26 @@ def _cfd_lrt_variant(name: str, variance: str | None, description: str) -> None:
     @register_attack(name, description=description, needs=("shadow_models", "shadow_recourse"))
     def attack(inputs: AttackInputs) -> AttackScores:
         o = inputs.lrt
-        return cfd_lrt_attack(inputs.cfd, inputs.shadow, name=name, variance=variance or o.variance,
-                              center=o.center, cdf=o.cdf)
+        return cfd_lrt_attack(
+            inputs.cfd, inputs.shadow, name=name, variance=variance or o.variance, center=o.center, cdf=o.cdf
+        )
 
     attack.__qualname__ = f"cfd_lrt[{name}]"
 
 
-_cfd_lrt_variant("cfd-lrt", None, "one-sided offline LRT on log c(x, x') with shadow models (Pawelczyk et al. "
-                 "2023, Algorithm 1); variance as configured")
-_cfd_lrt_variant("cfd-lrt-global", "global", "CFD-LRT with one global (pooled) variance (Huang et al. 2023, "
-                 "after Carlini et al. 2022)")
-_cfd_lrt_variant("cfd-lrt-per-example", "per-example", "CFD-LRT with a per-example variance (Huang et al. 2023, "
-                 "after Carlini et al. 2022)")
+_cfd_lrt_variant(
+    "cfd-lrt",
+    None,
+    "one-sided offline LRT on log c(x, x') with shadow models (Pawelczyk et al. "
+    "2023, Algorithm 1); variance as configured",
+)
+_cfd_lrt_variant(
+    "cfd-lrt-global",
+    "global",
+    "CFD-LRT with one global (pooled) variance (Huang et al. 2023, after Carlini et al. 2022)",
+)
+_cfd_lrt_variant(
+    "cfd-lrt-per-example",
+    "per-example",
+    "CFD-LRT with a per-example variance (Huang et al. 2023, after Carlini et al. 2022)",
+)

@@ -18,10 +18,11 @@ counterfactual (a point just across the boundary on the query's side) and adds t
 Everything here is fed only what the adversary sees: ``predict_proba`` and ``explain`` are the
 API's two calls.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -49,8 +50,9 @@ class ExtractionResult:
         return dict(self.__dict__)
 
 
-def train_surrogate(X: np.ndarray, labels: np.ndarray, hidden_layers: Sequence[int], *, max_iter: int = 300,
-                    random_state=None):
+def train_surrogate(
+    X: np.ndarray, labels: np.ndarray, hidden_layers: Sequence[int], *, max_iter: int = 300, random_state=None
+):
     """A scikit-learn MLP surrogate (ReLU, Adam) fitted on the transfer set's target labels."""
     import warnings
 
@@ -59,12 +61,17 @@ def train_surrogate(X: np.ndarray, labels: np.ndarray, hidden_layers: Sequence[i
 
     with warnings.catch_warnings():  # a fixed iteration budget is the attack's choice, not a fault
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return MLPClassifier(hidden_layer_sizes=tuple(hidden_layers), max_iter=max_iter, early_stopping=False,
-                             random_state=derive_seed(random_state, 17) % (2**31)).fit(X, labels)
+        return MLPClassifier(
+            hidden_layer_sizes=tuple(hidden_layers),
+            max_iter=max_iter,
+            early_stopping=False,
+            random_state=derive_seed(random_state, 17) % (2**31),
+        ).fit(X, labels)
 
 
-def build_transfer_set(queries: np.ndarray, predict_proba: Callable, explain: Callable | None, k: int,
-                       variant: str = "cf") -> tuple[np.ndarray, np.ndarray]:
+def build_transfer_set(
+    queries: np.ndarray, predict_proba: Callable, explain: Callable | None, k: int, variant: str = "cf"
+) -> tuple[np.ndarray, np.ndarray]:
     """(X_T, labels_T) of Eq. 22 for ``k`` counterfactuals of the first ``k`` queries (``variant`` see module doc).
 
     ``explain(X, targets) -> X_cf``: the API's counterfactuals toward class ``targets`` (per row).
@@ -96,11 +103,20 @@ def _binary(predict_proba, Q) -> bool:
     return np.asarray(predict_proba(Q[:1])).shape[1] == 2
 
 
-def extract_model(queries: np.ndarray, predict_proba: Callable, explain: Callable | None, X_eval: np.ndarray,
-                  y_eval: np.ndarray, *, ks: Sequence[int] = (250, 500, 1000, 2000),
-                  hidden_layers: Sequence[int] = (64,), variants: Sequence[str] = ("base", "cf"),
-                  architectures: Sequence[str] = ARCHITECTURES, max_iter: int = 300,
-                  random_state=None) -> list[ExtractionResult]:
+def extract_model(
+    queries: np.ndarray,
+    predict_proba: Callable,
+    explain: Callable | None,
+    X_eval: np.ndarray,
+    y_eval: np.ndarray,
+    *,
+    ks: Sequence[int] = (250, 500, 1000, 2000),
+    hidden_layers: Sequence[int] = (64,),
+    variants: Sequence[str] = ("base", "cf"),
+    architectures: Sequence[str] = ARCHITECTURES,
+    max_iter: int = 300,
+    random_state=None,
+) -> list[ExtractionResult]:
     """Surrogates over ``ks`` x ``variants`` x ``architectures`` (the base once per architecture).
 
     The API's answers for the largest k are fetched once and sliced for the smaller ones.
@@ -129,7 +145,7 @@ def extract_model(queries: np.ndarray, predict_proba: Callable, explain: Callabl
         layers = tuple(hidden_layers) if arch == "known" else (*hidden_layers, hidden_layers[-1])
         for variant in variants:
             Xt, yt = cache[variant]
-            for k in ([0] if variant == "base" else ks):
+            for k in [0] if variant == "base" else ks:
                 if variant == "base":
                     idx = np.arange(n)
                 else:  # queries, then the first k answers of each block of kmax
@@ -137,6 +153,14 @@ def extract_model(queries: np.ndarray, predict_proba: Callable, explain: Callabl
                     idx = np.concatenate([np.arange(n)] + [n + b * kmax + np.arange(k) for b in range(blocks)])
                 s = train_surrogate(Xt[idx], yt[idx], layers, max_iter=max_iter, random_state=random_state)
                 pred = s.predict(X_eval)
-                results.append(ExtractionResult(variant, int(k), arch, float(np.mean(pred == y_eval)),
-                                                float(np.mean(pred == y_target)), int(len(idx))))
+                results.append(
+                    ExtractionResult(
+                        variant,
+                        int(k),
+                        arch,
+                        float(np.mean(pred == y_eval)),
+                        float(np.mean(pred == y_target)),
+                        int(len(idx)),
+                    )
+                )
     return results

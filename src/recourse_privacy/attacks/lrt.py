@@ -6,11 +6,13 @@ that never saw it, and score the target by where its own statistic falls in that
 score is the log of the normal (or Student-t) CDF in the decided direction, so that it keeps
 its precision far in the tails, where low-FPR operating points are read.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
 from recourse_privacy.errors import InvalidInputError
 
 CENTERS = ("mean", "median")
@@ -37,8 +39,9 @@ class GaussianReference:
     n: np.ndarray | None = None  # reference values behind each row's fit (for the Student-t predictive scale)
 
 
-def fit_reference(ref: np.ndarray, mask: np.ndarray, *, center: str = "mean", variance: str = "per-example",
-                  min_count: int = 2) -> GaussianReference:
+def fit_reference(
+    ref: np.ndarray, mask: np.ndarray, *, center: str = "mean", variance: str = "per-example", min_count: int = 2
+) -> GaussianReference:
     """MLE fit of each row of ``ref`` (targets x shadows) over the entries where ``mask`` holds.
 
     ``variance="per-example"``: each row's own MLE variance (Algorithm 1, line 11);
@@ -80,8 +83,9 @@ def fit_reference(ref: np.ndarray, mask: np.ndarray, *, center: str = "mean", va
     return GaussianReference(mu, sigma, dof.astype(np.float64), int((~used).sum()), n)
 
 
-def lrt_scores(stat: np.ndarray, reference: GaussianReference, *, direction: str = "greater",
-               cdf: str = "normal") -> np.ndarray:
+def lrt_scores(
+    stat: np.ndarray, reference: GaussianReference, *, direction: str = "greater", cdf: str = "normal"
+) -> np.ndarray:
     """Log-CDF score of ``stat`` under ``reference``: log P(Z <= stat) for 'greater', log P(Z >= stat) for 'less'."""
     if cdf not in CDFS:
         raise InvalidInputError(f"cdf must be one of {CDFS}; got {cdf!r}")
@@ -92,8 +96,9 @@ def lrt_scores(stat: np.ndarray, reference: GaussianReference, *, direction: str
         # the predictive distribution of one new value: t(dof) with scale s sqrt(1 + 1/n), s the unbiased
         # estimate (MLE sigma^2 x n_used / dof; n_used = n for a row's own fit, the pooled count otherwise)
         n = np.maximum(reference.n, 1.0)
-        scale = reference.sigma * np.sqrt(np.maximum(n, reference.dof + 1) / np.maximum(reference.dof, 1.0)
-                                          * (1.0 + 1.0 / n))
+        scale = reference.sigma * np.sqrt(
+            np.maximum(n, reference.dof + 1) / np.maximum(reference.dof, 1.0) * (1.0 + 1.0 / n)
+        )
     z = np.clip((np.asarray(stat, dtype=np.float64) - reference.mu) / scale, -_Z_CLIP, _Z_CLIP)
     if direction == "less":
         z = -z
@@ -119,9 +124,11 @@ class DirectionDecision:
     n_out_references: int = 0
 
     def describe(self) -> str:
-        game = (f"AUC {self.shadow_auc:.4f} of the 'greater' direction on {self.n_pseudo_targets} pseudo-targets "
-                f"of the adversary's own shadow game ({self.n_out_references} out-references each), null band "
-                f"0.5 +/- {self.null_halfwidth:.4f}")
+        game = (
+            f"AUC {self.shadow_auc:.4f} of the 'greater' direction on {self.n_pseudo_targets} pseudo-targets "
+            f"of the adversary's own shadow game ({self.n_out_references} out-references each), null band "
+            f"0.5 +/- {self.null_halfwidth:.4f}"
+        )
         if self.fallback:
             return f"the paper's direction ({self.direction}): the shadow game shows no signal ({game})"
         return f"shadow calibration: {game}"
@@ -134,9 +141,19 @@ def equal_out_references(out: np.ndarray, n_keep: int, rng: np.random.Generator)
     return out & (rank < n_keep)
 
 
-def calibrate_direction(stat: np.ndarray, target_mask: np.ndarray, ref_mask: np.ndarray, keep: np.ndarray, *,
-                        center: str = "mean", variance: str = "per-example", cdf: str = "normal",
-                        default: str = "greater", z: float = 1.96, random_state=0) -> DirectionDecision:
+def calibrate_direction(
+    stat: np.ndarray,
+    target_mask: np.ndarray,
+    ref_mask: np.ndarray,
+    keep: np.ndarray,
+    *,
+    center: str = "mean",
+    variance: str = "per-example",
+    cdf: str = "normal",
+    default: str = "greater",
+    z: float = 1.96,
+    random_state=0,
+) -> DirectionDecision:
     """Decide the test's direction from data the adversary owns (never from the targets' labels).
 
     ``stat``, masks and ``keep`` are (n_points, n_shadows) over the adversary's calibration
@@ -167,8 +184,9 @@ def calibrate_direction(stat: np.ndarray, target_mask: np.ndarray, ref_mask: np.
     counts = (~keep).sum(axis=1)[:, None] - (~keep)  # out-shadows among the others, per (point, k)
     in_game = target_mask & (counts >= 1)
     n_out = int(counts[in_game].min()) if in_game.any() else 0
-    if 0 < n_out < 2 and all(np.mean(counts[in_game & (keep == lab)] >= 2) >= 0.5
-                             for lab in (True, False) if (in_game & (keep == lab)).any()):
+    if 0 < n_out < 2 and all(
+        np.mean(counts[in_game & (keep == lab)] >= 2) >= 0.5 for lab in (True, False) if (in_game & (keep == lab)).any()
+    ):
         n_out = 2
     scores, labels = [], []
     for k in range(n_shadow):
@@ -208,8 +226,17 @@ def calibrate_direction(stat: np.ndarray, target_mask: np.ndarray, ref_mask: np.
     return DirectionDecision("greater" if auc > 0.5 else "less", auc, int(y.size), half, False, n_out)
 
 
-def resolve_direction(direction: str, conventions: dict, stat: np.ndarray, target_mask: np.ndarray,
-                      ref_mask: np.ndarray, keep: np.ndarray, *, default: str = "greater", **fit) -> str:
+def resolve_direction(
+    direction: str,
+    conventions: dict,
+    stat: np.ndarray,
+    target_mask: np.ndarray,
+    ref_mask: np.ndarray,
+    keep: np.ndarray,
+    *,
+    default: str = "greater",
+    **fit,
+) -> str:
     """``direction`` as given, or decided on the shadow game when "auto"; records where it came from.
 
     ``conventions`` gains ``direction_source``, ``shadow_auc``, ``shadow_auc_null_halfwidth`` and

@@ -19,6 +19,7 @@ target compared with the shadows that reject it. The test's direction is decided
 adversary's shadow game (:func:`~recourse_privacy.attacks.lrt.resolve_direction`). The noisy
 score does not enter: whatever epsilon, this attack reaches the undefended CFD-LRT.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -89,37 +90,76 @@ def rebuild_linear_model(recourse: RecourseResult, X_pool: np.ndarray, y_pool: n
     return RebuiltModel(u=u, norm=norm, intercept=_fit_intercept(z, y_pool, norm), norm_source=source)
 
 
-def reconstruction_attack(recourse: RecourseResult, X: np.ndarray, shadow: ShadowData, X_pool: np.ndarray,
-                          y_pool: np.ndarray, *, center: str = "mean", variance: str = "per-example",
-                          cdf: str = "normal", seed: int = 0) -> AttackScores:
+def reconstruction_attack(
+    recourse: RecourseResult,
+    X: np.ndarray,
+    shadow: ShadowData,
+    X_pool: np.ndarray,
+    y_pool: np.ndarray,
+    *,
+    center: str = "mean",
+    variance: str = "per-example",
+    cdf: str = "normal",
+    seed: int = 0,
+) -> AttackScores:
     """CFD-LRT on the rebuilt non-private distance of every target (see the module docstring)."""
     rebuilt = rebuild_linear_model(recourse, X_pool, y_pool)
     if rebuilt is None or shadow.margin_targets is None or not np.any(shadow.margin_targets):
-        return AttackScores("lr-reconstruction", np.zeros(len(X)), "n/a",
-                            {"statistic": "no released move or no linear shadow model: nothing to rebuild"})
+        return AttackScores(
+            "lr-reconstruction",
+            np.zeros(len(X)),
+            "n/a",
+            {"statistic": "no released move or no linear shadow model: nothing to rebuild"},
+        )
     d = rebuilt.distance(X)
     ref_mask = shadow.rejected_targets & (shadow.margin_targets > 0)
-    ref = fit_reference(np.log(np.maximum(shadow.margin_targets, _TINY)), ref_mask, center=center,
-                        variance=variance)
+    ref = fit_reference(np.log(np.maximum(shadow.margin_targets, _TINY)), ref_mask, center=center, variance=variance)
     conventions = {
         "statistic": "log |u.x + b/||w|| |: the non-private distance rebuilt from the release (u from a move, "
-                     "||w|| from " + rebuilt.norm_source + ", b fitted on the adversary's pool), against the "
-                     "same distance under the adversary's shadow models that reject x",
-        "center": center, "variance": variance, "cdf": cdf, "n_shadow": shadow.n_shadow,
-        "rebuilt_norm": rebuilt.norm, "rebuilt_intercept": rebuilt.intercept,
-        "targets_on_fallback_reference": ref.n_fallback}
+        "||w|| from " + rebuilt.norm_source + ", b fitted on the adversary's pool), against the "
+        "same distance under the adversary's shadow models that reject x",
+        "center": center,
+        "variance": variance,
+        "cdf": cdf,
+        "n_shadow": shadow.n_shadow,
+        "rebuilt_norm": rebuilt.norm,
+        "rebuilt_intercept": rebuilt.intercept,
+        "targets_on_fallback_reference": ref.n_fallback,
+    }
     calib_mask = shadow.rejected_calib & (shadow.margin_calib > 0)
-    direction = resolve_direction("auto", conventions, np.log(np.maximum(shadow.margin_calib, _TINY)), calib_mask,
-                                  calib_mask, shadow.keep_calib, center=center, variance=variance, cdf=cdf,
-                                  random_state=seed)
+    direction = resolve_direction(
+        "auto",
+        conventions,
+        np.log(np.maximum(shadow.margin_calib, _TINY)),
+        calib_mask,
+        calib_mask,
+        shadow.keep_calib,
+        center=center,
+        variance=variance,
+        cdf=cdf,
+        random_state=seed,
+    )
     scores = lrt_scores(np.log(np.maximum(d, _TINY)), ref, direction=direction, cdf=cdf)
     return AttackScores("lr-reconstruction", scores, direction, conventions)
 
 
-@register_attack("lr-reconstruction", description="Laplace Recourse attacked: rebuild u, ||w|| and b from the "
-                 "released moves and the adversary's pool, then CFD-LRT on the exact distance (Pawelczyk et al. "
-                 "2023, Algorithm 1, against Huang et al. 2023's mechanism)", needs=("shadow_models",))
+@register_attack(
+    "lr-reconstruction",
+    description="Laplace Recourse attacked: rebuild u, ||w|| and b from the "
+    "released moves and the adversary's pool, then CFD-LRT on the exact distance (Pawelczyk et al. "
+    "2023, Algorithm 1, against Huang et al. 2023's mechanism)",
+    needs=("shadow_models",),
+)
 def _lr_reconstruction(inputs: AttackInputs) -> AttackScores:
     o = inputs.lrt
-    return reconstruction_attack(inputs.recourse, inputs.X, inputs.shadow, inputs.X_pool, inputs.y_pool,
-                                 center=o.center, variance=o.variance, cdf=o.cdf, seed=inputs.seed)
+    return reconstruction_attack(
+        inputs.recourse,
+        inputs.X,
+        inputs.shadow,
+        inputs.X_pool,
+        inputs.y_pool,
+        center=o.center,
+        variance=o.variance,
+        cdf=o.cdf,
+        seed=inputs.seed,
+    )

@@ -12,10 +12,11 @@ only when an attack asks for them:
 model's outputs; ``none``), so a report can keep what recourse leaks apart from what the
 model's scores already leak.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -25,8 +26,15 @@ from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.recourse.base import RecourseResult
 from recourse_privacy.registry import Registry
 
-__all__ = ["ATTACKS", "ATTACK_NEEDS", "AttackInputs", "LRTOptions", "check_attack_names", "register_attack",
-           "run_attack"]
+__all__ = [
+    "ATTACKS",
+    "ATTACK_NEEDS",
+    "AttackInputs",
+    "LRTOptions",
+    "check_attack_names",
+    "register_attack",
+    "run_attack",
+]
 
 ATTACK_NEEDS = ("shadow_models", "shadow_recourse")
 SIGNALS = ("distance", "score", "none")
@@ -34,10 +42,16 @@ SIGNALS = ("distance", "score", "none")
 Attack = Callable[["AttackInputs"], AttackScores]
 
 ATTACKS: Registry[Attack] = Registry(
-    "attack", builtins=("recourse_privacy.attacks.distance", "recourse_privacy.attacks.loss",
-                        "recourse_privacy.attacks.random_guess", "recourse_privacy.attacks.direction",
-                        "recourse_privacy.attacks.reconstruction"),
-    needs_vocabulary=ATTACK_NEEDS)
+    "attack",
+    builtins=(
+        "recourse_privacy.attacks.distance",
+        "recourse_privacy.attacks.loss",
+        "recourse_privacy.attacks.random_guess",
+        "recourse_privacy.attacks.direction",
+        "recourse_privacy.attacks.reconstruction",
+    ),
+    needs_vocabulary=ATTACK_NEEDS,
+)
 
 
 @dataclass(frozen=True)
@@ -91,8 +105,9 @@ def check_attack_names(names) -> tuple[str, ...]:
         raise InvalidInputError("attacks must name at least one attack")
     unknown = [n for n in names if n not in ATTACKS]
     if unknown:
-        raise InvalidInputError(f"unknown attack(s) {', '.join(map(repr, unknown))}; choose from "
-                                f"{', '.join(ATTACKS.names())}")
+        raise InvalidInputError(
+            f"unknown attack(s) {', '.join(map(repr, unknown))}; choose from {', '.join(ATTACKS.names())}"
+        )
     return names
 
 

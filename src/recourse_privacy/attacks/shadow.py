@@ -6,25 +6,37 @@ targets are never in the pool, so every shadow model is an "out" model for every
 (the offline setting of Pawelczyk et al. 2023, Algorithm 1). Pool points that some shadows trained on
 and others did not form the adversary's own labelled game, used to decide test directions.
 """
+
 from __future__ import annotations
 
 import os
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from recourse_privacy.validation import as_generator, check_positive_int
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.models.base import logit_confidence
 from recourse_privacy.models.batched import can_batch, fit_mlps_batched
-from recourse_privacy.recourse.base import fit_for
-from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.provenance import sha256_arrays
+from recourse_privacy.recourse.base import fit_for
+from recourse_privacy.validation import as_generator, check_positive_int
 
-_FIELDS = ("cfd_targets", "usable_targets", "conf_targets", "cfd_calib", "usable_calib", "rejected_calib",
-           "conf_calib", "train_accuracy", "margin_targets", "margin_calib", "rejected_targets")
+_FIELDS = (
+    "cfd_targets",
+    "usable_targets",
+    "conf_targets",
+    "cfd_calib",
+    "usable_calib",
+    "rejected_calib",
+    "conf_calib",
+    "train_accuracy",
+    "margin_targets",
+    "margin_calib",
+    "rejected_targets",
+)
 
 
 def balanced_keep(n_points: int, n_shadow: int, fraction: float, random_state=None) -> np.ndarray:
@@ -64,10 +76,10 @@ def balanced_keep(n_points: int, n_shadow: int, fraction: float, random_state=No
 class ShadowData:
     """Per-shadow statistics of the targets and of the adversary's calibration points (rows x shadows)."""
 
-    keep_calib: np.ndarray      # calibration point was in shadow k's training set
-    cfd_targets: np.ndarray     # counterfactual distance of each target under shadow k
+    keep_calib: np.ndarray  # calibration point was in shadow k's training set
+    cfd_targets: np.ndarray  # counterfactual distance of each target under shadow k
     usable_targets: np.ndarray  # shadow k rejects the target and its recourse is valid
-    conf_targets: np.ndarray    # logit-scaled confidence of the target's true label under shadow k
+    conf_targets: np.ndarray  # logit-scaled confidence of the target's true label under shadow k
     cfd_calib: np.ndarray
     usable_calib: np.ndarray
     rejected_calib: np.ndarray
@@ -105,8 +117,9 @@ def _read_entry(path: Path, inputs_key: str, n_targets: int, n_calib: int) -> di
         return None
     if digest != _entry_digest(res):
         return None
-    if any(res[f"{n}_targets"].shape != (n_targets,) for n in ("cfd", "usable", "conf")) or \
-            any(res[f"{n}_calib"].shape != (n_calib,) for n in ("cfd", "usable", "rejected", "conf")):
+    if any(res[f"{n}_targets"].shape != (n_targets,) for n in ("cfd", "usable", "conf")) or any(
+        res[f"{n}_calib"].shape != (n_calib,) for n in ("cfd", "usable", "rejected", "conf")
+    ):
         return None
     return res
 
@@ -129,7 +142,7 @@ def _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, X_t, y_t, 
         out[f"rejected_{tag}"] = rejected
         w = getattr(model, "coef_", None)
         norm = float(np.linalg.norm(w)) if w is not None else 0.0
-        out[f"margin_{tag}"] = (np.abs(model.decision_function(X)) / norm if norm > 0 else np.zeros(len(X)))
+        out[f"margin_{tag}"] = np.abs(model.decision_function(X)) / norm if norm > 0 else np.zeros(len(X))
     return out
 
 
@@ -178,13 +191,23 @@ def run_shadow_models(
 
     # every entry is keyed by the exact inputs it was computed from and carries a digest of its
     # own numbers; an entry whose key or digest does not match is recomputed, never used
-    inputs_key = sha256_arrays(X_pool, y_pool, X_targets, y_targets, keep, calib,
-                               np.frombuffer(repr((fraction, distance, need_cfd, n_calibration)).encode(), np.uint8))
+    inputs_key = sha256_arrays(
+        X_pool,
+        y_pool,
+        X_targets,
+        y_targets,
+        keep,
+        calib,
+        np.frombuffer(repr((fraction, distance, need_cfd, n_calibration)).encode(), np.uint8),
+    )
     results: dict[int, dict] = {}
     todo = []
     for k in range(n_shadow):
-        cached = _read_entry(cache / f"shadow_{k}.npz", inputs_key, len(X_targets), len(calib)) \
-            if cache is not None else None
+        cached = (
+            _read_entry(cache / f"shadow_{k}.npz", inputs_key, len(X_targets), len(calib))
+            if cache is not None
+            else None
+        )
         if cached is not None:
             results[k] = cached
             if on_done:

@@ -16,10 +16,11 @@ the adversary's own data only (never on the targets' membership labels):
 Metrics are the audit's (:func:`recourse_privacy.metrics.membership.attack_metrics`: AUC, TPR
 at low FPR) on the targets' true membership, which is used only to score the attack.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -42,9 +43,12 @@ class SurrogateMembershipResult:
     learned_scores: np.ndarray
 
     def to_dict(self) -> dict:
-        return {"threshold": self.threshold.to_dict(), "learned": self.learned.to_dict(),
-                "threshold_value": self.threshold_value,
-                "threshold_balanced_accuracy_on_targets": self.threshold_balanced_accuracy}
+        return {
+            "threshold": self.threshold.to_dict(),
+            "learned": self.learned.to_dict(),
+            "threshold_value": self.threshold_value,
+            "threshold_balanced_accuracy_on_targets": self.threshold_balanced_accuracy,
+        }
 
 
 def attack_features(proba: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -54,10 +58,19 @@ def attack_features(proba: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.column_stack([-np.sort(-proba, axis=1), proba[np.arange(len(y)), y]])
 
 
-def surrogate_membership(surrogate_proba: Callable, X_targets: np.ndarray, y_targets: np.ndarray,
-                         membership: np.ndarray, X_adv: np.ndarray, y_adv: np.ndarray, *,
-                         make_shadow: Callable, n_shadows: int = 4, fprs: Sequence[float] = (0.01, 0.1),
-                         random_state=None) -> SurrogateMembershipResult:
+def surrogate_membership(
+    surrogate_proba: Callable,
+    X_targets: np.ndarray,
+    y_targets: np.ndarray,
+    membership: np.ndarray,
+    X_adv: np.ndarray,
+    y_adv: np.ndarray,
+    *,
+    make_shadow: Callable,
+    n_shadows: int = 4,
+    fprs: Sequence[float] = (0.01, 0.1),
+    random_state=None,
+) -> SurrogateMembershipResult:
     """Threshold and learned membership attacks on g's outputs (see the module docstring).
 
     ``make_shadow(X, y, seed) -> model with predict_proba``: how the adversary trains a shadow
@@ -78,7 +91,7 @@ def surrogate_membership(surrogate_proba: Callable, X_targets: np.ndarray, y_tar
     for s in range(n_shadows):
         perm = rng.permutation(len(X_adv))
         half = len(X_adv) // 2
-        inn, out = perm[:half], perm[half:2 * half]
+        inn, out = perm[:half], perm[half : 2 * half]
         shadow = make_shadow(X_adv[inn], y_adv[inn], derive_seed(random_state, 29, s))
         for idx, lab in ((inn, 1), (out, 0)):
             feats.append(attack_features(shadow.predict_proba(X_adv[idx]), y_adv[idx]))
@@ -90,16 +103,24 @@ def surrogate_membership(surrogate_proba: Callable, X_targets: np.ndarray, y_tar
     tnr = np.array([(F[L == 0, -1] < t).mean() for t in cand])
     thr = float(cand[np.argmax(tpr + tnr)])
     from sklearn.neural_network import MLPClassifier
-    from sklearn.preprocessing import StandardScaler
     from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
 
-    attack = make_pipeline(StandardScaler(), MLPClassifier(hidden_layer_sizes=(64,), max_iter=300,
-                                                           random_state=derive_seed(random_state, 31) % 2**31))
+    attack = make_pipeline(
+        StandardScaler(),
+        MLPClassifier(hidden_layer_sizes=(64,), max_iter=300, random_state=derive_seed(random_state, 31) % 2**31),
+    )
     attack.fit(F, L)
     Ft = attack_features(surrogate_proba(X_targets), np.asarray(y_targets).astype(np.int64))
     s_thr = Ft[:, -1]
     s_learned = attack.predict_proba(Ft)[:, 1]
     pred = s_thr >= thr
     bal = 0.5 * (pred[membership == 1].mean() + (~pred[membership == 0]).mean())
-    return SurrogateMembershipResult(attack_metrics(membership, s_thr, fprs), attack_metrics(membership, s_learned, fprs),
-                                     thr, float(bal), s_thr, s_learned)
+    return SurrogateMembershipResult(
+        attack_metrics(membership, s_thr, fprs),
+        attack_metrics(membership, s_learned, fprs),
+        thr,
+        float(bal),
+        s_thr,
+        s_learned,
+    )

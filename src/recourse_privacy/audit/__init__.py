@@ -4,16 +4,36 @@
 Definition 1) and returns an :class:`AuditResult`; ``register_defense`` adds a defense the game
 can be played against.
 """
+
 from recourse_privacy.audit.config import DEFAULT_ATTACKS, DISTANCES, AuditConfig
 from recourse_privacy.audit.defenses import DEFENSES, Defense, register_defense
 from recourse_privacy.audit.pipeline import data_provenance, run_audit
 from recourse_privacy.audit.result import SCHEMA_VERSION, AuditArrays, AuditResult
 from recourse_privacy.audit.summaries import (
-    AttackResult, DataSummary, DPSummary, ModelSummary, RecourseSummary, ShadowSummary,
+    AttackResult,
+    DataSummary,
+    DPSummary,
+    ModelSummary,
+    RecourseSummary,
+    ShadowSummary,
 )
 
 __all__ = [
-    "DEFAULT_ATTACKS", "DEFENSES", "DISTANCES", "SCHEMA_VERSION", "AttackResult", "AuditArrays", "AuditConfig",
-    "AuditResult", "DPSummary", "DataSummary", "Defense", "ModelSummary", "RecourseSummary", "ShadowSummary",
-    "data_provenance", "register_defense", "run_audit",
+    "DEFAULT_ATTACKS",
+    "DEFENSES",
+    "DISTANCES",
+    "SCHEMA_VERSION",
+    "AttackResult",
+    "AuditArrays",
+    "AuditConfig",
+    "AuditResult",
+    "DPSummary",
+    "DataSummary",
+    "Defense",
+    "ModelSummary",
+    "RecourseSummary",
+    "ShadowSummary",
+    "data_provenance",
+    "register_defense",
+    "run_audit",
 ]

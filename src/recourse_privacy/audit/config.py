@@ -1,4 +1,5 @@
 """The audit's configuration: every knob of the game, typed, with the papers' defaults."""
+
 from __future__ import annotations
 
 import hashlib
@@ -23,7 +24,7 @@ DEFAULT_ATTACKS = ("cfd", "cfd-lrt", "loss", "loss-lrt", "random")
 #: e^epsilon overflows
 MAX_EPSILON = 1e4
 MAX_FEATURES = 1_000_000
-MAX_CELLS = 500_000_000   # rows x features of generated data (float64: 4 GB)
+MAX_CELLS = 500_000_000  # rows x features of generated data (float64: 4 GB)
 #: the synthetic data's options (beyond 1e6 the class centres overflow the scaling)
 SYNTHETIC_PARAMS = {"class_sep": Float(0, 1e6), "flip_y": Float(0, 1)}
 
@@ -39,10 +40,10 @@ class AuditConfig:
     """
 
     dataset: str = "synthetic"
-    data: str | None = None              # a user's CSV/Parquet instead of a named dataset
-    target: str | None = None            # its label column
+    data: str | None = None  # a user's CSV/Parquet instead of a named dataset
+    target: str | None = None  # its label column
     data_dir: str | None = None
-    n_features: int = 1000               # synthetic only
+    n_features: int = 1000  # synthetic only
     model: str = "logistic"
     recourse: str = "linear"
     attacks: tuple[str, ...] = DEFAULT_ATTACKS
@@ -50,22 +51,24 @@ class AuditConfig:
     n_members: int = 2000
     n_nonmembers: int | None = None
     n_adversary: int | None = None
-    distance: str = "l1"                 # cost c(x, x') the attacks read (Pawelczyk et al. 2023: l1)
-    variance: str = "per-example"        # CFD-LRT / Loss-LRT variance
+    distance: str = "l1"  # cost c(x, x') the attacks read (Pawelczyk et al. 2023: l1)
+    variance: str = "per-example"  # CFD-LRT / Loss-LRT variance
     center: str = "mean"
     cdf: str = "normal"
     shadow_fraction: float = 0.5
     n_calibration: int = 1000
-    actionable: bool = False             # apply the dataset's actionability constraints to recourse
+    actionable: bool = False  # apply the dataset's actionability constraints to recourse
     scaling: str = "standard"
     corr_threshold: float | None = 0.95
     normalize_rows: bool = False
-    data_params: dict = field(default_factory=dict)      # e.g. synthetic {"class_sep": 0.5, "flip_y": 0.05}
-    model_params: dict = field(default_factory=dict)     # e.g. {"epochs": 50} or {"C": 0.1}
+    data_params: dict = field(default_factory=dict)  # e.g. synthetic {"class_sep": 0.5, "flip_y": 0.05}
+    model_params: dict = field(default_factory=dict)  # e.g. {"epochs": 50} or {"C": 0.1}
     recourse_params: dict = field(default_factory=dict)  # e.g. {"lam": 0.1}
-    recourse_fit: str = "members"        # data a fitted recourse method (FACE, VAEs, DiCE, GS) learns from: members | adversary
-    defense: str = "none"                # a registered defense: none | dpm | laplace (Huang et al. 2023)
-    epsilon: float | None = None         # DPM: the model's epsilon; laplace: epsilon per recourse query
+    recourse_fit: str = (
+        "members"  # data a fitted recourse method (FACE, VAEs, DiCE, GS) learns from: members | adversary
+    )
+    defense: str = "none"  # a registered defense: none | dpm | laplace (Huang et al. 2023)
+    epsilon: float | None = None  # DPM: the model's epsilon; laplace: epsilon per recourse query
     seed: int = 0
     n_jobs: int = 1
 
@@ -74,11 +77,13 @@ class AuditConfig:
         for name in ("data_params", "model_params", "recourse_params"):
             object.__setattr__(self, name, dict(getattr(self, name)))
 
-    def validate(self) -> "AuditConfig":
+    def validate(self) -> AuditConfig:
         """Check every name and number before any long computation; raise an InvalidInputError naming the problem."""
         if self.data is None and self.dataset not in DATASETS:
-            raise UnknownNameError(f"unknown dataset {self.dataset!r}; choose one of {', '.join(DATASETS)} "
-                                   "or pass --data FILE --target COLUMN")
+            raise UnknownNameError(
+                f"unknown dataset {self.dataset!r}; choose one of {', '.join(DATASETS)} "
+                "or pass --data FILE --target COLUMN"
+            )
         if self.data is not None and not self.target:
             raise InvalidInputError("--data needs --target COLUMN (the binary label column)")
         MODELS.check(self.model)
@@ -89,8 +94,10 @@ class AuditConfig:
         check_compatible(self.effective_recourse, MODELS.get(model_name).meta["capabilities"], f"model {self.model!r}")
         check_attack_names(self.attacks)
         if self.needs_shadow_models and self.shadow_models < 2:
-            raise InvalidInputError(f"the likelihood-ratio attacks need at least 2 shadow models (--shadow-models); "
-                                    f"got {self.shadow_models}")
+            raise InvalidInputError(
+                f"the likelihood-ratio attacks need at least 2 shadow models (--shadow-models); "
+                f"got {self.shadow_models}"
+            )
         check_positive_int(self.n_members, "n_members")
         for name in ("n_nonmembers", "n_adversary"):
             if getattr(self, name) is not None:
@@ -109,8 +116,10 @@ class AuditConfig:
         if self.n_features > MAX_FEATURES:
             raise InvalidInputError(f"n_features must be an integer in [1, {MAX_FEATURES:_}]; got {self.n_features!r}")
         if self.data is None and self.dataset == "synthetic" and sum(self.pool_sizes) * self.n_features > MAX_CELLS:
-            raise InvalidInputError(f"the synthetic data would have {sum(self.pool_sizes):_} rows x {self.n_features:_} "
-                                    f"features, more than {MAX_CELLS:_} values (4 GB): use fewer rows or features")
+            raise InvalidInputError(
+                f"the synthetic data would have {sum(self.pool_sizes):_} rows x {self.n_features:_} "
+                f"features, more than {MAX_CELLS:_} values (4 GB): use fewer rows or features"
+            )
         if self.epsilon is not None:
             check_interval(self.epsilon, "epsilon", 0, MAX_EPSILON, closed="right")
         for name in ("data_params", "model_params", "recourse_params"):
@@ -130,8 +139,10 @@ class AuditConfig:
         recourse_params = dict(self.recourse_params)
         if "epsilon" in inspect.signature(recourse_cls).parameters and "epsilon" not in recourse_params:
             recourse_params["epsilon"] = self.epsilon if self.epsilon is not None else 1.0
-        for what, make in ((f"model {model_name!r}", lambda: make_model(model_name, random_state=0, **model_params)),
-                           (f"recourse {self.effective_recourse!r}", lambda: recourse_cls(**recourse_params))):
+        for what, make in (
+            (f"model {model_name!r}", lambda: make_model(model_name, random_state=0, **model_params)),
+            (f"recourse {self.effective_recourse!r}", lambda: recourse_cls(**recourse_params)),
+        ):
             try:
                 make()
             except RecoursePrivacyError:
@@ -183,7 +194,7 @@ class AuditConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "AuditConfig":
+    def from_dict(cls, d: dict) -> AuditConfig:
         """Inverse of :meth:`to_dict`; unknown keys raise a ValueError naming them."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)

@@ -7,17 +7,17 @@ The built-ins are ``none``, ``dpm`` (the model trained with DP) and ``laplace`` 
 Recourse), both of Huang et al. (2023); a new defense is one class registered with
 :func:`register_defense`.
 """
+
 from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from recourse_privacy.attacks.direction import direction_attack
-from dataclasses import replace
-
 from recourse_privacy.attacks.registry import ATTACKS
 from recourse_privacy.audit.summaries import AttackResult, DirectionAttackSummary, DPSummary, DPVerdict
 from recourse_privacy.defenses.accounting import RecourseSession, dp_ba_bound
@@ -34,23 +34,38 @@ from recourse_privacy.validation import check_epsilon, derive_seed
 if TYPE_CHECKING:  # the config module imports this one
     from recourse_privacy.audit.config import AuditConfig
 
-__all__ = ["DEFENSES", "Defense", "DPMDefense", "LaplaceDefense", "NoDefense", "dp_bounds", "dp_verdict",
-           "register_defense"]
+__all__ = [
+    "DEFENSES",
+    "Defense",
+    "DPMDefense",
+    "LaplaceDefense",
+    "NoDefense",
+    "dp_bounds",
+    "dp_verdict",
+    "register_defense",
+]
 
-SELECTION = ("the targets are the points the owner's model rejects, and every BA is measured on them only. "
-             "Conditioning an (eps, delta)-DP release on an event that the release itself decides (the model's "
-             "rejection) can multiply the likelihood ratio by up to e^eps, so the bound that covers the measured "
-             "BA is the tight bound at selected_epsilon = 2 eps (for delta > 0: 2 eps + log(p/(p - delta)) and "
-             "selected_delta = delta e^eps/(p - delta), p the rejected share); ba_bound_tight is the bound for an "
-             "attacker scored on every point (the rejection being part of the release)")
+SELECTION = (
+    "the targets are the points the owner's model rejects, and every BA is measured on them only. "
+    "Conditioning an (eps, delta)-DP release on an event that the release itself decides (the model's "
+    "rejection) can multiply the likelihood ratio by up to e^eps, so the bound that covers the measured "
+    "BA is the tight bound at selected_epsilon = 2 eps (for delta > 0: 2 eps + log(p/(p - delta)) and "
+    "selected_delta = delta e^eps/(p - delta), p the rejected share); ba_bound_tight is the bound for an "
+    "attacker scored on every point (the rejection being part of the release)"
+)
 
 
 def dp_bounds(epsilon: float, delta: float, selected_share: float) -> dict:
     """The DPSummary bound fields for an (epsilon, delta)-DP claim measured on the selected (rejected) targets."""
     eps_sel, delta_sel = selected_target_privacy(epsilon, delta, selected_share)
-    return {"ba_bound": tight_ba_bound(eps_sel, delta_sel), "ba_bound_paper": dp_ba_bound(epsilon, delta),
-            "ba_bound_tight": tight_ba_bound(epsilon, delta), "selected_epsilon": eps_sel,
-            "selected_delta": delta_sel, "selection": SELECTION}
+    return {
+        "ba_bound": tight_ba_bound(eps_sel, delta_sel),
+        "ba_bound_paper": dp_ba_bound(epsilon, delta),
+        "ba_bound_tight": tight_ba_bound(epsilon, delta),
+        "selected_epsilon": eps_sel,
+        "selected_delta": delta_sel,
+        "selection": SELECTION,
+    }
 
 
 def ba_lower_confidence(result: AttackResult, alpha: float) -> float:
@@ -67,8 +82,9 @@ def ba_lower_confidence(result: AttackResult, alpha: float) -> float:
     return result.balanced_accuracy - c * float(np.sqrt((n1 + n0) / (n1 * n0))) / 2.0
 
 
-def dp_verdict(dp: DPSummary, attacks: Mapping[str, AttackResult], covered_signals: tuple[str, ...], *,
-               alpha: float = 0.05) -> DPSummary:
+def dp_verdict(
+    dp: DPSummary, attacks: Mapping[str, AttackResult], covered_signals: tuple[str, ...], *, alpha: float = 0.05
+) -> DPSummary:
     """``dp`` with its verdict: the worst case (highest BA) over the attacks whose signal the claim covers.
 
     The claim is refuted when the worst attack's BA, lowered to its 1 - alpha/K confidence bound (K the
@@ -81,14 +97,31 @@ def dp_verdict(dp: DPSummary, attacks: Mapping[str, AttackResult], covered_signa
     a = attacks[worst]
     lower = max(ba_lower_confidence(attacks[n], alpha / len(covered)) for n in covered)
     exceeds = bool(lower > dp.ba_bound)
-    text = (f"worst case over {len(covered)} attack(s) reading {' or '.join(covered_signals)}: {worst}, BA "
-            f"{a.balanced_accuracy:.4f} (AUC {a.auc:.4f}; {1 - alpha:g} lower confidence bound {lower:.4f}) "
-            f"{'>' if exceeds else '<='} the tight bound {dp.ba_bound:.4f} at selected epsilon "
-            f"{dp.selected_epsilon:.4g}: " + ("the DP claim is refuted for this release" if exceeds else
-                                               "consistent with the claim (not a proof of privacy)"))
-    return replace(dp, verdict=DPVerdict(attack=worst, balanced_accuracy=a.balanced_accuracy, auc=a.auc,
-                                         tpr_at_fpr_001=a.tpr("0.01"), ba_bound=dp.ba_bound, exceeds=exceeds,
-                                         covered=covered, text=text, ba_lower_confidence=lower))
+    text = (
+        f"worst case over {len(covered)} attack(s) reading {' or '.join(covered_signals)}: {worst}, BA "
+        f"{a.balanced_accuracy:.4f} (AUC {a.auc:.4f}; {1 - alpha:g} lower confidence bound {lower:.4f}) "
+        f"{'>' if exceeds else '<='} the tight bound {dp.ba_bound:.4f} at selected epsilon "
+        f"{dp.selected_epsilon:.4g}: "
+        + (
+            "the DP claim is refuted for this release"
+            if exceeds
+            else "consistent with the claim (not a proof of privacy)"
+        )
+    )
+    return replace(
+        dp,
+        verdict=DPVerdict(
+            attack=worst,
+            balanced_accuracy=a.balanced_accuracy,
+            auc=a.auc,
+            tpr_at_fpr_001=a.tpr("0.01"),
+            ba_bound=dp.ba_bound,
+            exceeds=exceeds,
+            covered=covered,
+            text=text,
+            ba_lower_confidence=lower,
+        ),
+    )
 
 
 DEFENSES: Registry[Defense] = Registry("defense")
@@ -139,13 +172,22 @@ class Defense:
             params.setdefault("random_state", derive_seed(config.seed, 8))  # same seed, same numbers
         return make_recourse(config.recourse, **params)
 
-    def owner_recourse(self, config: AuditConfig, method, model, X_members: np.ndarray, y_members: np.ndarray,
-                       X_targets: np.ndarray) -> tuple[RecourseResult, RecourseSession | None]:
+    def owner_recourse(
+        self, config: AuditConfig, method, model, X_members: np.ndarray, y_members: np.ndarray, X_targets: np.ndarray
+    ) -> tuple[RecourseResult, RecourseSession | None]:
         """The owner's recourse for the targets (and the budget session where the defense spends one)."""
         return fit_for(method, X_members, y_members, model).generate(model, X_targets), None
 
-    def summary(self, config: AuditConfig, model, session: RecourseSession | None, recourse: RecourseResult,
-                is_member: np.ndarray, X_pool: np.ndarray, y_pool: np.ndarray) -> DPSummary | None:
+    def summary(
+        self,
+        config: AuditConfig,
+        model,
+        session: RecourseSession | None,
+        recourse: RecourseResult,
+        is_member: np.ndarray,
+        X_pool: np.ndarray,
+        y_pool: np.ndarray,
+    ) -> DPSummary | None:
         """The defense's claim for metrics.json (None: no claim)."""
         return None
 
@@ -158,15 +200,19 @@ class NoDefense(Defense):
 class _DPDefense(Defense):
     def validate(self, config: AuditConfig) -> None:
         if config.epsilon is None or isinstance(config.epsilon, bool):
-            raise InvalidInputError(f"defense {config.defense!r} needs epsilon, a finite number > 0 (--epsilon); "
-                                    f"got {config.epsilon!r}")
+            raise InvalidInputError(
+                f"defense {config.defense!r} needs epsilon, a finite number > 0 (--epsilon); got {config.epsilon!r}"
+            )
         check_epsilon(config.epsilon, "epsilon")
         if "epsilon" in config.model_params or "epsilon" in config.recourse_params:
             raise InvalidInputError("give epsilon once, with --epsilon, not in --model-param / --recourse-param")
 
 
-@register_defense("dpm", description="the model trained with DP (Huang et al. 2023, DPM): diffprivlib logistic "
-                  "regression or Opacus DP-SGD; recourse is post-processing of the model")
+@register_defense(
+    "dpm",
+    description="the model trained with DP (Huang et al. 2023, DPM): diffprivlib logistic "
+    "regression or Opacus DP-SGD; recourse is post-processing of the model",
+)
 class DPMDefense(_DPDefense):
     """DPM: the owner (and every shadow model) trains the DP counterpart of the configured model."""
 
@@ -184,12 +230,18 @@ class DPMDefense(_DPDefense):
                 "members it is not a function of the DP model, and its counterfactuals can copy member rows (FACE "
                 "returns member rows verbatim), so DPM's guarantee does not cover it. Fit it on data the adversary "
                 "may see with --recourse-fit adversary, or choose a recourse that reads only the model (linear, "
-                "scfe, cadex, laplace via --defense dpm-laplace)")
-        if (self.model(config)[0] == "dp-logistic" and not config.normalize_rows
-                and "data_norm" not in config.model_params):
-            raise InvalidInputError("DPM logistic regression (diffprivlib) is DP only for rows of L2 norm <= data_norm "
-                                    "= 1: add --normalize-rows (unit rows, Huang et al. 2023's preprocessing), or give "
-                                    "a bound chosen without looking at the data (--model-param data_norm=...)")
+                "scfe, cadex, laplace via --defense dpm-laplace)"
+            )
+        if (
+            self.model(config)[0] == "dp-logistic"
+            and not config.normalize_rows
+            and "data_norm" not in config.model_params
+        ):
+            raise InvalidInputError(
+                "DPM logistic regression (diffprivlib) is DP only for rows of L2 norm <= data_norm "
+                "= 1: add --normalize-rows (unit rows, Huang et al. 2023's preprocessing), or give "
+                "a bound chosen without looking at the data (--model-param data_norm=...)"
+            )
 
     def model(self, config: AuditConfig) -> tuple[str, dict]:
         name, extra = dp_counterpart(config.model)
@@ -201,19 +253,29 @@ class DPMDefense(_DPDefense):
         fitted = callable(getattr(RECOURSE_METHODS.get(self.recourse(config)).obj, "fit", None))
         return DPSummary(
             guarantee="the model is (epsilon, delta)-DP in the members; the recourse reads only the model, the query"
-            + (" and the adversary's own pool (--recourse-fit adversary)" if fitted else "") + ", so the release is "
+            + (" and the adversary's own pool (--recourse-fit adversary)" if fitted else "")
+            + ", so the release is "
             "post-processing of it (Huang et al. 2023, Theorem 3.4). Not covered: the preprocessing fitted on the "
             "members (docs/dp-defenses.md)",
-            defense=config.defense, mechanism=f"DP-trained model {self.model(config)[0]!r} (Huang et al. 2023, DPM)",
-            epsilon_target=float(config.epsilon), epsilon_per_query=eps, epsilon_total=eps, delta=delta,
-            bound_epsilon=eps, **dp_bounds(eps, delta, _selected_share(config, is_member)),
+            defense=config.defense,
+            mechanism=f"DP-trained model {self.model(config)[0]!r} (Huang et al. 2023, DPM)",
+            epsilon_target=float(config.epsilon),
+            epsilon_per_query=eps,
+            epsilon_total=eps,
+            delta=delta,
+            bound_epsilon=eps,
+            **dp_bounds(eps, delta, _selected_share(config, is_member)),
             composition="the model is trained once with (epsilon, delta)-DP; every recourse is post-processing "
             "of it, so any number of queries costs nothing more: epsilon_total = epsilon_per_query = the model's "
-            "epsilon" + (" (Opacus' accountant, achieved)" if delta > 0 else ""))
+            "epsilon" + (" (Opacus' accountant, achieved)" if delta > 0 else ""),
+        )
 
 
-@register_defense("laplace", description="plain Laplace Recourse (Huang et al. 2023): an epsilon-DP noisy score, then "
-                  "a move along the non-private w; NOT a DP release (the move reveals the model); linear models")
+@register_defense(
+    "laplace",
+    description="plain Laplace Recourse (Huang et al. 2023): an epsilon-DP noisy score, then "
+    "a move along the non-private w; NOT a DP release (the move reveals the model); linear models",
+)
 class LaplaceDefense(_DPDefense):
     """Laplace Recourse replaces the configured recourse; the owner answers through a budget session."""
 
@@ -225,21 +287,28 @@ class LaplaceDefense(_DPDefense):
         super().validate(config)
         entry = MODELS.get(config.model)
         if "linear" not in entry.meta["capabilities"] or entry.meta["dp"]:
-            raise IncompatibleError(f"Laplace Recourse moves along the weight vector of a linear model; model "
-                                    f"{config.model!r} is not one: use --model logistic")
+            raise IncompatibleError(
+                f"Laplace Recourse moves along the weight vector of a linear model; model "
+                f"{config.model!r} is not one: use --model logistic"
+            )
         if config.recourse not in ("linear", "laplace"):
-            raise IncompatibleError(f"Laplace Recourse replaces exact linear recourse; got recourse "
-                                    f"{config.recourse!r}: use --recourse linear")
+            raise IncompatibleError(
+                f"Laplace Recourse replaces exact linear recourse; got recourse "
+                f"{config.recourse!r}: use --recourse linear"
+            )
         if config.actionable:
-            raise IncompatibleError("Laplace Recourse moves along the full weight vector; --actionable is not supported")
+            raise IncompatibleError(
+                "Laplace Recourse moves along the full weight vector; --actionable is not supported"
+            )
 
     def recourse(self, config: AuditConfig) -> str:
         return "laplace"
 
     def shadow_recourse(self, config: AuditConfig, action_set: ActionSet | None):
         # the adversary's shadow worlds simulate LR (it knows the mechanism, not the owner's noise or budget)
-        return SimulatedLaplaceRecourse(epsilon=config.epsilon, random_state=derive_seed(config.seed, 7),
-                                        **config.recourse_params)
+        return SimulatedLaplaceRecourse(
+            epsilon=config.epsilon, random_state=derive_seed(config.seed, 7), **config.recourse_params
+        )
 
     def owner_recourse(self, config, method, model, X_members, y_members, X_targets):
         lr = LaplaceRecourse(epsilon=config.epsilon, random_state=derive_seed(config.seed, 6), **config.recourse_params)
@@ -250,9 +319,15 @@ class LaplaceDefense(_DPDefense):
         eps = float(config.epsilon)
         clamped = recourse.info["clamped_low"] | recourse.info["clamped_high"]
         return DPSummary(
-            defense="laplace", mechanism=f"plain Laplace Recourse (Huang et al. 2023, sec. 4.2.2) over the "
-            f"non-private model, sensitivity {recourse.info['sensitivity']:g}: NOT a DP release (guarantee)", epsilon_per_query=eps, epsilon_total=session.spent, delta=0.0,
-            budget=session.budget, n_queries=session.n_queries, bound_epsilon=eps,
+            defense="laplace",
+            mechanism=f"plain Laplace Recourse (Huang et al. 2023, sec. 4.2.2) over the "
+            f"non-private model, sensitivity {recourse.info['sensitivity']:g}: NOT a DP release (guarantee)",
+            epsilon_per_query=eps,
+            epsilon_total=session.spent,
+            delta=0.0,
+            budget=session.budget,
+            n_queries=session.n_queries,
+            bound_epsilon=eps,
             **dp_bounds(eps, 0.0, _selected_share(config, is_member)),
             clamped_share=float(clamped.mean()) if len(clamped) else 0.0,
             composition="basic (sequential): every target's recourse is one query costing epsilon_per_query, "
@@ -266,11 +341,15 @@ class LaplaceDefense(_DPDefense):
             "every target (attack lr-reconstruction), so the released recourse is NOT epsilon-DP and no bound "
             "covers it; ba_bound is what the paper's claim would imply, and the verdict tests that claim. For a DP "
             "release use --defense dpm-laplace (LR over a DP-trained model)",
-            direction_attack=_direction_summary(recourse, is_member, X_pool, y_pool))
+            direction_attack=_direction_summary(recourse, is_member, X_pool, y_pool),
+        )
 
 
-@register_defense("dpm-laplace", description="Laplace Recourse over a DP-trained logistic regression: the sound "
-                  "private path (the release is a function of the DP model, the query and fresh noise)")
+@register_defense(
+    "dpm-laplace",
+    description="Laplace Recourse over a DP-trained logistic regression: the sound "
+    "private path (the release is a function of the DP model, the query and fresh noise)",
+)
 class DPMLaplaceDefense(DPMDefense):
     """LR's noisy move computed from a DP model (diffprivlib): epsilon-DP for any number of queries."""
 
@@ -280,17 +359,25 @@ class DPMLaplaceDefense(DPMDefense):
     def validate(self, config: AuditConfig) -> None:
         _DPDefense.validate(self, config)
         if self.model(config)[0] != "dp-logistic":
-            raise IncompatibleError(f"dpm-laplace moves along the weight vector of a DP logistic regression; model "
-                                    f"{config.model!r} is not one: use --model logistic")
+            raise IncompatibleError(
+                f"dpm-laplace moves along the weight vector of a DP logistic regression; model "
+                f"{config.model!r} is not one: use --model logistic"
+            )
         if config.recourse not in ("linear", "laplace"):
-            raise IncompatibleError(f"dpm-laplace replaces the recourse with Laplace Recourse; got recourse "
-                                    f"{config.recourse!r}: use --recourse linear")
+            raise IncompatibleError(
+                f"dpm-laplace replaces the recourse with Laplace Recourse; got recourse "
+                f"{config.recourse!r}: use --recourse linear"
+            )
         if config.actionable:
-            raise IncompatibleError("Laplace Recourse moves along the full weight vector; --actionable is not supported")
+            raise IncompatibleError(
+                "Laplace Recourse moves along the full weight vector; --actionable is not supported"
+            )
         if not config.normalize_rows and "data_norm" not in config.model_params:
-            raise InvalidInputError("DPM logistic regression (diffprivlib) is DP only for rows of L2 norm <= data_norm "
-                                    "= 1: add --normalize-rows, or give a bound chosen without looking at the data "
-                                    "(--model-param data_norm=...)")
+            raise InvalidInputError(
+                "DPM logistic regression (diffprivlib) is DP only for rows of L2 norm <= data_norm "
+                "= 1: add --normalize-rows, or give a bound chosen without looking at the data "
+                "(--model-param data_norm=...)"
+            )
 
     def recourse(self, config: AuditConfig) -> str:
         return "laplace"
@@ -305,17 +392,25 @@ class DPMLaplaceDefense(DPMDefense):
         eps = float(model.epsilon_)
         clamped = recourse.info["clamped_low"] | recourse.info["clamped_high"]
         return DPSummary(
-            defense="dpm-laplace", mechanism="Laplace Recourse (Huang et al. 2023, sec. 4.2.2) over the DP-trained "
-            "'dp-logistic' (diffprivlib objective perturbation)", epsilon_target=float(config.epsilon),
-            epsilon_per_query=eps, epsilon_total=eps, delta=0.0, budget=session.budget, n_queries=session.n_queries,
-            bound_epsilon=eps, **dp_bounds(eps, 0.0, _selected_share(config, is_member)),
+            defense="dpm-laplace",
+            mechanism="Laplace Recourse (Huang et al. 2023, sec. 4.2.2) over the DP-trained "
+            "'dp-logistic' (diffprivlib objective perturbation)",
+            epsilon_target=float(config.epsilon),
+            epsilon_per_query=eps,
+            epsilon_total=eps,
+            delta=0.0,
+            budget=session.budget,
+            n_queries=session.n_queries,
+            bound_epsilon=eps,
+            **dp_bounds(eps, 0.0, _selected_share(config, is_member)),
             clamped_share=float(clamped.mean()) if len(clamped) else 0.0,
             composition="the model is epsilon-DP in the members; every released counterfactual is a function of "
             "the DP model, the query and fresh Laplace noise, hence post-processing: any number of queries costs "
             "epsilon_total = the model's epsilon. The noisy score adds no privacy for the members beyond that "
             "(its own epsilon per query is a guarantee about the model's score, which is already DP)",
             guarantee="epsilon-DP (the model's epsilon) for the whole release: directions, lengths and scores of "
-            "every counterfactual, and the model's decisions. Not covered: the preprocessing fitted on the members")
+            "every counterfactual, and the model's decisions. Not covered: the preprocessing fitted on the members",
+        )
 
 
 def _selected_share(config: AuditConfig, is_member: np.ndarray) -> float:
@@ -332,6 +427,9 @@ def _direction_summary(recourse: RecourseResult, is_member, X_pool, y_pool) -> D
         warnings.simplefilter("ignore")
         m = attack_metrics(is_member, scores.scores)
     return DirectionAttackSummary(
-        auc=m.auc, balanced_accuracy=m.balanced_accuracy, tpr_at_fpr={k: v.tpr for k, v in m.tpr_at_fpr.items()},
+        auc=m.auc,
+        balanced_accuracy=m.balanced_accuracy,
+        tpr_at_fpr={k: v.tpr for k, v in m.tpr_at_fpr.items()},
         what="targets ranked by -u.x with u = w/||w|| read off the released counterfactual moves: the "
-             "baseline CFD ranking, whatever epsilon")
+        "baseline CFD ranking, whatever epsilon",
+    )

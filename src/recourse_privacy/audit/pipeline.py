@@ -5,6 +5,7 @@ and returns a typed :class:`~recourse_privacy.audit.result.AuditResult`; with ``
 writes ``metrics.json``, the plots and the report there. The CLI's ``audit`` command is this
 function plus a progress bar and a printed table.
 """
+
 from __future__ import annotations
 
 import time
@@ -61,8 +62,13 @@ def data_provenance(config: AuditConfig) -> Provenance:
     return Provenance.current(str(path.resolve()), sha256_file(path))
 
 
-def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = None, *,
-              progress: Progress | None = None, **overrides) -> AuditResult:
+def run_audit(
+    config: AuditConfig | None = None,
+    out_dir: str | Path | None = None,
+    *,
+    progress: Progress | None = None,
+    **overrides,
+) -> AuditResult:
     """Play the recourse membership-inference game once and measure every attack.
 
     ``config`` fields may also be given as keyword ``overrides``. With ``out_dir`` it writes
@@ -79,8 +85,9 @@ def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = No
     clock.begin("data")
     provenance = data_provenance(config)
     game = stages.prepare_game(config, stages.load_data(config))
-    method = defense.shadow_recourse(config, ActionSet.from_preprocessor(game.preprocessor) if config.actionable
-                                     else None)
+    method = defense.shadow_recourse(
+        config, ActionSet.from_preprocessor(game.preprocessor) if config.actionable else None
+    )
     clock.lap("data")
 
     clock.begin("owner model")
@@ -90,19 +97,24 @@ def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = No
     clock.lap("owner model")
 
     clock.begin("recourse")
-    fit_X, fit_y = (game.X_pool, game.y_pool) if config.recourse_fit == "adversary" else (game.X_members,
-                                                                                           game.y_members)
+    fit_X, fit_y = (
+        (game.X_pool, game.y_pool) if config.recourse_fit == "adversary" else (game.X_members, game.y_members)
+    )
     res, session = defense.owner_recourse(config, method, targets.model, fit_X, fit_y, targets.X)
     cfd = res.distance(config.distance)
     clock.lap("recourse")
 
     # keyed by content: the configuration, the data's SHA-256 and the package version (and, inside
     # run_shadow_models, each entry by the exact arrays it was computed from)
-    cache = (Path(out_dir) / ".cache" / content_key(config.digest(), provenance.data_sha256, game.pool_sizes[2])
-             if out_dir is not None else None)
+    cache = (
+        Path(out_dir) / ".cache" / content_key(config.digest(), provenance.data_sha256, game.pool_sizes[2])
+        if out_dir is not None
+        else None
+    )
     with workers_die_with_parent():  # no shadow-model worker outlives a killed run
-        shadow = stages.train_shadow_models(config, make_model, method, game, targets, cache_dir=cache,
-                                            progress=clock.progress)
+        shadow = stages.train_shadow_models(
+            config, make_model, method, game, targets, cache_dir=cache, progress=clock.progress
+        )
     if shadow is not None:
         clock.lap("shadow models", report=False)
 
@@ -113,8 +125,10 @@ def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = No
 
     recourse = stages.summarize_recourse(res, targets.is_member, config.distance)
     if recourse.n_invalid:
-        warns.append(f"{recourse.n_invalid} of {recourse.n} targets got no valid recourse; their "
-                     "distance to the last iterate is still scored")
+        warns.append(
+            f"{recourse.n_invalid} of {recourse.n} targets got no valid recourse; their "
+            "distance to the last iterate is still scored"
+        )
     dp = defense.summary(config, targets.model, session, res, targets.is_member, game.X_pool, game.y_pool)
     if dp is not None:  # the worst case over the attacks the claim covers, against the tight bound
         dp = dp_verdict(dp, attacks, defense.covered_signals)
@@ -126,15 +140,29 @@ def run_audit(config: AuditConfig | None = None, out_dir: str | Path | None = No
     n_mem, n_non, n_adv = game.pool_sizes
     result = AuditResult(
         config=config,
-        data=DataSummary(dataset=config.data or config.dataset, n_rows=game.dataset.n_rows,
-                         n_features=int(game.X_members.shape[1]), pools=PoolSizes(n_mem, n_non, n_adv),
-                         dropped_correlated=tuple(game.preprocessor.dropped_correlated_)),
-        model=ModelSummary(name=model_name, train_accuracy=accuracy(targets.model, game.X_members, game.y_members),
-                           test_accuracy=accuracy(targets.model, game.X_nonmembers, game.y_nonmembers)),
-        recourse=recourse, n_members=int(targets.is_member.sum()), n_nonmembers=int((targets.is_member == 0).sum()),
-        attacks=attacks, warnings=tuple(warns), dp=dp, shadow=shadow_info, timing_seconds=clock.total(),
+        data=DataSummary(
+            dataset=config.data or config.dataset,
+            n_rows=game.dataset.n_rows,
+            n_features=int(game.X_members.shape[1]),
+            pools=PoolSizes(n_mem, n_non, n_adv),
+            dropped_correlated=tuple(game.preprocessor.dropped_correlated_),
+        ),
+        model=ModelSummary(
+            name=model_name,
+            train_accuracy=accuracy(targets.model, game.X_members, game.y_members),
+            test_accuracy=accuracy(targets.model, game.X_nonmembers, game.y_nonmembers),
+        ),
+        recourse=recourse,
+        n_members=int(targets.is_member.sum()),
+        n_nonmembers=int((targets.is_member == 0).sum()),
+        attacks=attacks,
+        warnings=tuple(warns),
+        dp=dp,
+        shadow=shadow_info,
+        timing_seconds=clock.total(),
         provenance=provenance,
-        arrays=AuditArrays(scores=scores, is_member=targets.is_member, cfd=cfd, recourse=res, pools=game.pools))
+        arrays=AuditArrays(scores=scores, is_member=targets.is_member, cfd=cfd, recourse=res, pools=game.pools),
+    )
     if out_dir is not None:
         result = result.with_files(write_outputs(result, out_dir))
     return result

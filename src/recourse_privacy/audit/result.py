@@ -6,6 +6,7 @@ TensorFlow Privacy's ``AttackResults`` dataclasses do for its attacks). ``to_dic
 the JSON of ``metrics.json`` with its ``schema_version``; ``from_dict`` reads it back and
 refuses a file of a newer schema.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -16,7 +17,15 @@ import numpy as np
 from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.summaries import (
-    AttackResult, DataSummary, DPSummary, ModelSummary, Provenance, RecourseSummary, ShadowSummary, frozen_map, plain,
+    AttackResult,
+    DataSummary,
+    DPSummary,
+    ModelSummary,
+    Provenance,
+    RecourseSummary,
+    ShadowSummary,
+    frozen_map,
+    plain,
     take,
 )
 from recourse_privacy.errors import InvalidInputError
@@ -59,7 +68,7 @@ class AuditResult:
     dp: DPSummary | None = None
     shadow: ShadowSummary | None = None
     timing_seconds: Mapping[str, float] = field(default_factory=dict)
-    provenance: Provenance | None = None   # data source and SHA-256, package version, platform (None: older files)
+    provenance: Provenance | None = None  # data source and SHA-256, package version, platform (None: older files)
     schema_version: int = SCHEMA_VERSION
     arrays: AuditArrays | None = field(default=None, compare=False, repr=False)
     files: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -142,8 +151,10 @@ class AuditResult:
         """Read a metrics.json dict back; a newer schema, or a missing field, raises naming it."""
         version = d.get("schema_version", 0)
         if not isinstance(version, int) or version > SCHEMA_VERSION:
-            raise InvalidInputError(f"metrics.json has schema_version {version!r}; this version of recourse-privacy "
-                                    f"reads up to {SCHEMA_VERSION}: upgrade the package")
+            raise InvalidInputError(
+                f"metrics.json has schema_version {version!r}; this version of recourse-privacy "
+                f"reads up to {SCHEMA_VERSION}: upgrade the package"
+            )
         for key in ("config", "data", "model", "recourse", "n_members", "n_nonmembers", "attacks"):
             if key not in d:
                 raise InvalidInputError(f"metrics.json lacks {key!r}")

@@ -4,6 +4,7 @@ data and pools -> the owner's model and its targets -> the owner's recourse -> t
 reference (shadow) models -> every attack's scores -> their metrics. :func:`run_audit
 <recourse_privacy.audit.pipeline.run_audit>` chains them.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -26,8 +27,16 @@ from recourse_privacy.recourse.base import RecourseResult
 from recourse_privacy.validation import derive_seed
 
 __all__ = [
-    "GameData", "Targets", "load_data", "measure_attacks", "prepare_game", "run_attacks", "shadow_summary",
-    "summarize_recourse", "train_owner", "train_shadow_models",
+    "GameData",
+    "Targets",
+    "load_data",
+    "measure_attacks",
+    "prepare_game",
+    "run_attacks",
+    "shadow_summary",
+    "summarize_recourse",
+    "train_owner",
+    "train_shadow_models",
 ]
 
 #: progress callback: (stage, completed, total)
@@ -70,8 +79,13 @@ def load_data(config: AuditConfig) -> Dataset:
     if config.data is not None:
         return load_tabular(config.data, config.target)
     if config.dataset == "synthetic":
-        return load_dataset("synthetic", n_samples=sum(config.pool_sizes), n_features=config.n_features,
-                            random_state=derive_seed(config.seed, 1), **config.data_params)
+        return load_dataset(
+            "synthetic",
+            n_samples=sum(config.pool_sizes),
+            n_features=config.n_features,
+            random_state=derive_seed(config.seed, 1),
+            **config.data_params,
+        )
     return load_dataset(config.dataset, config.data_dir, **config.data_params)
 
 
@@ -85,8 +99,10 @@ def resolve_pool_sizes(config: AuditConfig, n_rows: int) -> tuple[tuple[int, int
     n_mem, n_non, n_adv = config.pool_sizes
     if config.n_adversary is None and n_mem + n_non + n_adv > n_rows and n_rows - n_mem - n_non >= 1:
         left = n_rows - n_mem - n_non
-        return (n_mem, n_non, left), (f"the dataset has {n_rows} rows: the adversary's pool is the {left} left after "
-                                      f"the members and non-members, not 2 x {n_mem} (the default)")
+        return (n_mem, n_non, left), (
+            f"the dataset has {n_rows} rows: the adversary's pool is the {left} left after "
+            f"the members and non-members, not 2 x {n_mem} (the default)"
+        )
     return (n_mem, n_non, n_adv), None
 
 
@@ -94,12 +110,23 @@ def prepare_game(config: AuditConfig, dataset: Dataset) -> GameData:
     """Draw the disjoint pools with one seeded permutation and preprocess them (fitted on the members)."""
     (n_mem, n_non, n_adv), note = resolve_pool_sizes(config, dataset.n_rows)
     pools = split_pools(dataset.n_rows, n_mem, n_non, n_adv, random_state=derive_seed(config.seed, 2))
-    pre = Preprocessor(scaling=config.scaling, corr_threshold=config.corr_threshold,
-                       normalize_rows=config.normalize_rows).fit(dataset.X.iloc[pools.members], dataset)
+    pre = Preprocessor(
+        scaling=config.scaling, corr_threshold=config.corr_threshold, normalize_rows=config.normalize_rows
+    ).fit(dataset.X.iloc[pools.members], dataset)
     Xm, Xn, Xa = (pre.transform(dataset.X.iloc[idx]) for idx in (pools.members, pools.nonmembers, pools.adversary))
     y = dataset.y
-    return GameData(dataset, pools, pre, Xm, y[pools.members], Xn, y[pools.nonmembers], Xa, y[pools.adversary],
-                    notes=(note,) if note else ())
+    return GameData(
+        dataset,
+        pools,
+        pre,
+        Xm,
+        y[pools.members],
+        Xn,
+        y[pools.nonmembers],
+        Xa,
+        y[pools.adversary],
+        notes=(note,) if note else (),
+    )
 
 
 def train_owner(make_model: Callable[[int], BaseClassifier], game: GameData, seed: int) -> Targets:
@@ -107,16 +134,26 @@ def train_owner(make_model: Callable[[int], BaseClassifier], game: GameData, see
     model = make_model(derive_seed(seed, 3)).fit(game.X_members, game.y_members)
     rej_m, rej_n = model.predict(game.X_members) == 0, model.predict(game.X_nonmembers) == 0
     if not rej_m.any() or not rej_n.any():
-        raise InvalidInputError(f"the owner's model rejects {int(rej_m.sum())} members and {int(rej_n.sum())} "
-                                "non-members; the game needs rejected points of both kinds")
+        raise InvalidInputError(
+            f"the owner's model rejects {int(rej_m.sum())} members and {int(rej_n.sum())} "
+            "non-members; the game needs rejected points of both kinds"
+        )
     X = np.vstack([game.X_members[rej_m], game.X_nonmembers[rej_n]])
     y = np.concatenate([game.y_members[rej_m], game.y_nonmembers[rej_n]])
     is_member = np.concatenate([np.ones(rej_m.sum(), int), np.zeros(rej_n.sum(), int)])
     return Targets(model, X, y, is_member)
 
 
-def train_shadow_models(config: AuditConfig, make_model: Callable[[int], BaseClassifier], method, game: GameData,
-                        targets: Targets, *, cache_dir: Path | None, progress: Progress) -> ShadowData | None:
+def train_shadow_models(
+    config: AuditConfig,
+    make_model: Callable[[int], BaseClassifier],
+    method,
+    game: GameData,
+    targets: Targets,
+    *,
+    cache_dir: Path | None,
+    progress: Progress,
+) -> ShadowData | None:
     """The adversary's shadow models and the targets' statistics under each; None when no attack needs them."""
     if not config.needs_shadow_models:
         return None
@@ -128,10 +165,22 @@ def train_shadow_models(config: AuditConfig, make_model: Callable[[int], BaseCla
         progress("shadow models", done[0], config.shadow_models)
 
     return run_shadow_models(
-        lambda k: make_model(derive_seed(config.seed, 100 + k)), method, game.X_pool, game.y_pool, targets.X,
-        targets.y, n_shadow=config.shadow_models, fraction=config.shadow_fraction, n_calibration=config.n_calibration,
-        distance=config.distance, need_cfd=config.needs_shadow_recourse, random_state=derive_seed(config.seed, 4),
-        cache_dir=cache_dir, n_jobs=config.n_jobs, on_done=on_done)
+        lambda k: make_model(derive_seed(config.seed, 100 + k)),
+        method,
+        game.X_pool,
+        game.y_pool,
+        targets.X,
+        targets.y,
+        n_shadow=config.shadow_models,
+        fraction=config.shadow_fraction,
+        n_calibration=config.n_calibration,
+        distance=config.distance,
+        need_cfd=config.needs_shadow_recourse,
+        random_state=derive_seed(config.seed, 4),
+        cache_dir=cache_dir,
+        n_jobs=config.n_jobs,
+        on_done=on_done,
+    )
 
 
 def run_attacks(config: AuditConfig, inputs: AttackInputs) -> dict[str, AttackScores]:
@@ -139,16 +188,32 @@ def run_attacks(config: AuditConfig, inputs: AttackInputs) -> dict[str, AttackSc
     return {name: run_attack(name, inputs) for name in config.attack_names}
 
 
-def attack_inputs(config: AuditConfig, game: GameData, targets: Targets, recourse: RecourseResult, cfd: np.ndarray,
-                  shadow: ShadowData | None) -> AttackInputs:
+def attack_inputs(
+    config: AuditConfig,
+    game: GameData,
+    targets: Targets,
+    recourse: RecourseResult,
+    cfd: np.ndarray,
+    shadow: ShadowData | None,
+) -> AttackInputs:
     """What the adversary sees, for the attacks."""
-    return AttackInputs(cfd=cfd, recourse=recourse, model=targets.model, X=targets.X, y=targets.y, shadow=shadow,
-                        X_pool=game.X_pool, y_pool=game.y_pool,
-                        lrt=LRTOptions(center=config.center, variance=config.variance, cdf=config.cdf),
-                        seed=config.seed)
+    return AttackInputs(
+        cfd=cfd,
+        recourse=recourse,
+        model=targets.model,
+        X=targets.X,
+        y=targets.y,
+        shadow=shadow,
+        X_pool=game.X_pool,
+        y_pool=game.y_pool,
+        lrt=LRTOptions(center=config.center, variance=config.variance, cdf=config.cdf),
+        seed=config.seed,
+    )
 
 
-def measure_attacks(scores: dict[str, AttackScores], is_member: np.ndarray) -> tuple[dict[str, AttackResult], list[str]]:
+def measure_attacks(
+    scores: dict[str, AttackScores], is_member: np.ndarray
+) -> tuple[dict[str, AttackResult], list[str]]:
     """Each attack's metrics (AUC, balanced accuracy, TPR at low FPR), and the warnings they raised."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -158,8 +223,12 @@ def measure_attacks(scores: dict[str, AttackScores], is_member: np.ndarray) -> t
 
 def summarize_recourse(res: RecourseResult, is_member: np.ndarray, distance: str) -> RecourseSummary:
     """Validity and costs of the owner's recourse, overall and per membership."""
-    return RecourseSummary(**res.summary(), validity_members=float(res.valid[is_member == 1].mean()),
-                           validity_nonmembers=float(res.valid[is_member == 0].mean()), distance=distance)
+    return RecourseSummary(
+        **res.summary(),
+        validity_members=float(res.valid[is_member == 1].mean()),
+        validity_nonmembers=float(res.valid[is_member == 0].mean()),
+        distance=distance,
+    )
 
 
 def shadow_summary(config: AuditConfig, shadow: ShadowData, n_members: int) -> tuple[ShadowSummary, list[str]]:
@@ -168,11 +237,17 @@ def shadow_summary(config: AuditConfig, shadow: ShadowData, n_members: int) -> t
     warns = []
     if rows < 0.9 * n_members:
         need = int(np.ceil(n_members / config.shadow_fraction))
-        warns.append(f"each shadow model trains on {rows} rows (fewest), the owner's model on {n_members}: shadow "
-                     "models that see fewer rows overfit differently, which weakens the LRT attacks; give the "
-                     f"adversary a pool of at least {need} rows (--n-adversary; each shadow trains on "
-                     f"floor({config.shadow_fraction:g} x pool) rows) so that they match")
-    return ShadowSummary(n=shadow.n_shadow, fraction=config.shadow_fraction, train_rows=rows,
-                         mean_train_accuracy=float(shadow.train_accuracy.mean()),
-                         n_calibration=int(shadow.keep_calib.shape[0]),
-                         train_rows_each=tuple(int(r) for r in shadow.train_rows)), warns
+        warns.append(
+            f"each shadow model trains on {rows} rows (fewest), the owner's model on {n_members}: shadow "
+            "models that see fewer rows overfit differently, which weakens the LRT attacks; give the "
+            f"adversary a pool of at least {need} rows (--n-adversary; each shadow trains on "
+            f"floor({config.shadow_fraction:g} x pool) rows) so that they match"
+        )
+    return ShadowSummary(
+        n=shadow.n_shadow,
+        fraction=config.shadow_fraction,
+        train_rows=rows,
+        mean_train_accuracy=float(shadow.train_accuracy.mean()),
+        n_calibration=int(shadow.keep_calib.shape[0]),
+        train_rows_each=tuple(int(r) for r in shadow.train_rows),
+    ), warns

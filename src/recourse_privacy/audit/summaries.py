@@ -3,6 +3,7 @@
 Small frozen dataclasses, one per block of ``metrics.json``; :class:`~recourse_privacy.audit.result.AuditResult`
 puts them together.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -18,9 +19,18 @@ from recourse_privacy.metrics.membership import AttackMetrics
 from recourse_privacy.provenance import Provenance
 
 __all__ = [
-    "AttackResult", "DataSummary", "DPSummary", "DPVerdict", "DirectionAttackSummary", "ModelSummary", "PoolSizes",
+    "AttackResult",
+    "DataSummary",
+    "DPSummary",
+    "DPVerdict",
+    "DirectionAttackSummary",
+    "ModelSummary",
+    "PoolSizes",
     "Provenance",
-    "RecourseSummary", "ShadowSummary", "plain", "take",
+    "RecourseSummary",
+    "ShadowSummary",
+    "plain",
+    "take",
 ]
 
 
@@ -143,8 +153,19 @@ class AttackResult:
 
     def to_dict(self) -> dict:
         """The attack's entry of metrics.json: the numbers, the direction, then the conventions (flat)."""
-        d = {k: plain(getattr(self, k)) for k in ("auc", "balanced_accuracy", "tpr_at_fpr", "achieved_fpr",
-                                                    "tpr_at_fpr_reliable", "n_members", "n_nonmembers", "direction")}
+        d = {
+            k: plain(getattr(self, k))
+            for k in (
+                "auc",
+                "balanced_accuracy",
+                "tpr_at_fpr",
+                "achieved_fpr",
+                "tpr_at_fpr_reliable",
+                "n_members",
+                "n_nonmembers",
+                "direction",
+            )
+        }
         d.update(plain(self.conventions))
         return d
 
@@ -155,8 +176,7 @@ class AttackResult:
         missing = sorted(k for k in known if k not in d)
         if missing:
             raise InvalidInputError(f"attack {name!r} in metrics.json lacks {', '.join(missing)}")
-        return cls(name=name, conventions={k: v for k, v in d.items() if k not in known},
-                   **{k: d[k] for k in known})
+        return cls(name=name, conventions={k: v for k, v in d.items() if k not in known}, **{k: d[k] for k in known})
 
     def tpr(self, fpr: str = "0.01") -> float:
         """TPR at the FPR key ``fpr`` (nan when not measured)."""
@@ -258,8 +278,9 @@ class DPSummary:
             object.__setattr__(self, "verdict", take(DPVerdict, self.verdict, "dp.verdict") if self.verdict else None)
         if isinstance(self.direction_attack, Mapping):
             da = self.direction_attack
-            object.__setattr__(self, "direction_attack", take(DirectionAttackSummary, da, "dp.direction_attack")
-                               if da else None)
+            object.__setattr__(
+                self, "direction_attack", take(DirectionAttackSummary, da, "dp.direction_attack") if da else None
+            )
 
     def to_dict(self) -> dict:
         """The dp block of metrics.json (fields that do not apply are left out)."""

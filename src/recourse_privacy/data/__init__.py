@@ -8,6 +8,7 @@
   training data only;
 - :func:`split_pools` draws the disjoint pools of a membership-inference audit.
 """
+
 from __future__ import annotations
 
 from recourse_privacy.data.dataset import ChecksumError, Dataset

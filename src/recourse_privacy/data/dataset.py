@@ -4,6 +4,7 @@ Every loader (the built-in ones in :mod:`~recourse_privacy.data.datasets`, the g
 :mod:`~recourse_privacy.data.synthetic`, :func:`~recourse_privacy.data.load_tabular` and a
 third party's registered loader) returns a :class:`Dataset`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -46,9 +47,7 @@ class Dataset:
             raise InvalidInputError(f"Dataset.X must be a pandas DataFrame, got {type(self.X).__name__}")
         y = np.asarray(self.y)
         if y.ndim != 1 or len(y) != len(self.X):
-            raise InvalidInputError(
-                f"Dataset {self.name!r}: y has shape {y.shape} but X has {len(self.X)} rows"
-            )
+            raise InvalidInputError(f"Dataset {self.name!r}: y has shape {y.shape} but X has {len(self.X)} rows")
         if len(y) and not np.isin(y, (0, 1)).all():
             bad = pd.unique(y[~np.isin(y, (0, 1))])[:5]
             raise InvalidInputError(f"Dataset {self.name!r}: y must be 0/1, found values {list(bad)}")

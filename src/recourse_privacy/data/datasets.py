@@ -15,9 +15,9 @@ public source into the cache: written to a temporary file, checked against the S
 ``checksums.json``, then renamed into place. Synthetic data and the two scikit-learn
 datasets (breast_cancer, digits) need no file.
 """
+
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -33,7 +33,6 @@ import numpy as np
 import pandas as pd
 
 from recourse_privacy.data.dataset import ChecksumError, Dataset
-from recourse_privacy.provenance import sha256_file
 from recourse_privacy.data.registry import (
     DATASET_DESCRIPTIONS,
     DATASETS,
@@ -43,6 +42,7 @@ from recourse_privacy.data.registry import (
 )
 from recourse_privacy.data.synthetic import SYNTHETIC_DESCRIPTION, make_synthetic
 from recourse_privacy.errors import InvalidInputError, MissingFileError, UnknownNameError
+from recourse_privacy.provenance import sha256_file
 from recourse_privacy.validation import RandomState, as_generator
 
 __all__ = [
@@ -65,16 +65,12 @@ ENV_VAR = "RECOURSE_PRIVACY_DATA"
 
 CF_DATA_COMMIT = "2d56677095bd11deba5d8e3731f8941b95e0a880"
 _CF_DATA_BASE = f"https://raw.githubusercontent.com/carla-recourse/cf-data/{CF_DATA_COMMIT}"
-DIABETES_ZIP_URL = (
-    "https://archive.ics.uci.edu/static/public/296/"
-    "diabetes+130-us+hospitals+for+years+1999-2008.zip"
-)
+DIABETES_ZIP_URL = "https://archive.ics.uci.edu/static/public/296/diabetes+130-us+hospitals+for+years+1999-2008.zip"
 
 
 # The descriptions of the built-in datasets (registered with each loader below).
 _DESCRIPTIONS: dict[str, str] = {
-    "adult": "UCI Adult census income (CARLA cf-data version, binarised categoricals); "
-    "1 = income > 50K",
+    "adult": "UCI Adult census income (CARLA cf-data version, binarised categoricals); 1 = income > 50K",
     "heloc": "FICO Home Equity Line of Credit (CARLA cf-data version); 1 = Good risk performance",
     "compas": "ProPublica COMPAS (CARLA cf-data version); 1 = not scored high risk",
     "diabetes": "UCI Diabetes 130-US hospitals 1999-2008, encoding of Shokri et al. 2021; "
@@ -175,8 +171,9 @@ def dataset_file(name: str, data_dir: str | Path | None = None, *, download: boo
     if entry.meta.get("source") != "file":
         return None
     filename = entry.meta["file"]
-    return (fetch_file(filename, data_dir, download=download) if filename in _SOURCES
-            else _local_file(filename, data_dir))
+    return (
+        fetch_file(filename, data_dir, download=download) if filename in _SOURCES else _local_file(filename, data_dir)
+    )
 
 
 def _not_found_message(filename: str, looked_in: list[Path], reason: str = "") -> str:
@@ -233,9 +230,7 @@ def _download(filename: str, cache_dir: Path) -> Path:
     return dest
 
 
-def fetch_file(
-    filename: str, data_dir: str | Path | None = None, *, download: bool = True
-) -> Path:
+def fetch_file(filename: str, data_dir: str | Path | None = None, *, download: bool = True) -> Path:
     """Path of a real-data file: from the data directory, else the cache, else downloaded.
 
     Raises FileNotFoundError (naming the file, the directories searched, the environment
@@ -251,9 +246,7 @@ def fetch_file(
         if (directory / filename).is_file():
             return verify_file(directory / filename)
     if not download:
-        raise MissingFileError(
-            _not_found_message(filename, looked_in) + " (Not downloaded: download=False.)"
-        )
+        raise MissingFileError(_not_found_message(filename, looked_in) + " (Not downloaded: download=False.)")
     try:
         return _download(filename, cache)
     except ChecksumError:
@@ -422,8 +415,12 @@ def _load_diabetes(path: Path) -> Dataset:
 # --------------------------------------------------------------------------------------
 
 
-@register_dataset("synthetic", description=_DESCRIPTIONS["synthetic"], source="generated",
-                  options=("n_samples", "n_features", "random_state", "class_sep", "flip_y"))
+@register_dataset(
+    "synthetic",
+    description=_DESCRIPTIONS["synthetic"],
+    source="generated",
+    options=("n_samples", "n_features", "random_state", "class_sep", "flip_y"),
+)
 def _load_synthetic(
     *,
     n_samples: int | None = None,
@@ -458,11 +455,8 @@ def _load_breast_cancer() -> Dataset:
     )
 
 
-@register_dataset("digits", description=_DESCRIPTIONS["digits"], source="scikit-learn",
-                  options=("positive", "digits"))
-def _load_digits(
-    positive: int | Sequence[int] | None = None, digits: Sequence[int] | None = None
-) -> Dataset:
+@register_dataset("digits", description=_DESCRIPTIONS["digits"], source="scikit-learn", options=("positive", "digits"))
+def _load_digits(positive: int | Sequence[int] | None = None, digits: Sequence[int] | None = None) -> Dataset:
     """Digits made binary: ``digits=(a, b)`` keeps those two digits (label 1 = a);
     otherwise one digit (or a set of digits) ``positive`` against the rest, default 1.
     """
@@ -481,9 +475,7 @@ def _load_digits(
         X, y = X[keep], (t[keep] == pair[0])
         desc = f"digit {pair[0]} (1) against digit {pair[1]} (0)"
     else:
-        pos = [1] if positive is None else (
-            [int(positive)] if np.isscalar(positive) else [int(p) for p in positive]
-        )
+        pos = [1] if positive is None else ([int(positive)] if np.isscalar(positive) else [int(p) for p in positive])
         if not pos or not all(0 <= d <= 9 for d in pos) or len(set(pos)) >= 10:
             raise InvalidInputError(f"positive must be digits 0-9 (not all ten), got {positive!r}")
         y = np.isin(t, pos)
@@ -574,14 +566,20 @@ def load_dataset(
         raise InvalidInputError(f"unknown option(s) {unknown} for dataset {key!r}{hint}")
 
     kwargs = dict(options)
-    given = {"n_samples": n_samples, "random_state": random_state,
-             "n_features": None if n_features is None else _as_int(n_features, "n_features")}
+    given = {
+        "n_samples": n_samples,
+        "random_state": random_state,
+        "n_features": None if n_features is None else _as_int(n_features, "n_features"),
+    }
     kwargs.update({k: v for k, v in given.items() if k in accepted})
     args: tuple[Path, ...] = ()
     if entry.meta.get("source") == "file":
         filename = entry.meta["file"]
-        path = (fetch_file(filename, data_dir, download=download) if filename in _SOURCES
-                else _local_file(filename, data_dir))
+        path = (
+            fetch_file(filename, data_dir, download=download)
+            if filename in _SOURCES
+            else _local_file(filename, data_dir)
+        )
         args = (path,)
     dataset = entry.obj(*args, **kwargs)
     if not isinstance(dataset, Dataset):
@@ -591,9 +589,7 @@ def load_dataset(
 
     if n_samples is not None and "n_samples" not in accepted:
         if n_samples > dataset.n_rows:
-            raise InvalidInputError(
-                f"n_samples={n_samples} exceeds the {dataset.n_rows} rows of dataset {key!r}"
-            )
+            raise InvalidInputError(f"n_samples={n_samples} exceeds the {dataset.n_rows} rows of dataset {key!r}")
         if n_samples < dataset.n_rows:
             idx = as_generator(random_state).choice(dataset.n_rows, size=n_samples, replace=False)
             dataset = dataset.subset(idx)

@@ -5,6 +5,7 @@ owner's training set (the *members*), fresh draws that were not trained on (the
 *non-members*) and the adversary's own public pool (used to train shadow models). The three
 pools are disjoint and come from one seeded permutation of the rows.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -16,6 +17,7 @@ from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import RandomState, as_generator
 
 __all__ = ["Pools", "split_pools", "as_generator"]
+
 
 @dataclass(frozen=True)
 class Pools:

@@ -13,6 +13,7 @@ adversary's pool, which would leak their statistics into the model's input space
 The fitted object records, per output feature, the raw column it came from, whether that
 column is immutable or may only increase, and the bounds seen in the fit data.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -95,17 +96,14 @@ class Preprocessor:
         missing = [c for c in self.feature_names_in_ if c not in X.columns]
         if missing:
             raise InvalidInputError(
-                f"X lacks the columns {missing} seen at fit time "
-                f"(expected {list(self.feature_names_in_)})"
+                f"X lacks the columns {missing} seen at fit time (expected {list(self.feature_names_in_)})"
             )
         self._check_missing(X, self.feature_names_in_)
         out = {}
         for col in self.numeric_:
             s = X[col]
             if not _is_numeric(s):
-                raise InvalidInputError(
-                    f"column {col!r} was numeric at fit time but has dtype {s.dtype} now"
-                )
+                raise InvalidInputError(f"column {col!r} was numeric at fit time but has dtype {s.dtype} now")
             values = s.to_numpy(dtype=np.float64)
             if not np.isfinite(values).all():
                 raise InvalidInputError(f"column {col!r} has infinite values")
@@ -158,9 +156,7 @@ class Preprocessor:
             dtype=np.float64,
             feature_name_combiner=_one_hot_name,
         )
-        scaler = {"standard": StandardScaler(), "minmax": MinMaxScaler(), "none": "passthrough"}[
-            self.scaling
-        ]
+        scaler = {"standard": StandardScaler(), "minmax": MinMaxScaler(), "none": "passthrough"}[self.scaling]
         self.pipeline_ = Pipeline(
             [
                 (

@@ -15,6 +15,7 @@ registered datasets ``purchase100`` / ``texas100`` are the project's binary view
 classes against the rest, default the most frequent class); :func:`read_purchase100` and
 :func:`read_texas100` give the 100-class arrays for multi-class work (DPC's spec. targets).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,8 +29,14 @@ from recourse_privacy.data.dataset import ChecksumError, Dataset
 from recourse_privacy.data.registry import register_dataset
 from recourse_privacy.errors import InvalidInputError, MissingFileError
 
-__all__ = ["KNOWN_SHA256", "PURCHASE_FILE", "TEXAS_FEATS_FILE", "TEXAS_LABELS_FILE", "read_purchase100",
-           "read_texas100"]
+__all__ = [
+    "KNOWN_SHA256",
+    "PURCHASE_FILE",
+    "TEXAS_FEATS_FILE",
+    "TEXAS_LABELS_FILE",
+    "read_purchase100",
+    "read_texas100",
+]
 
 PURCHASE_FILE = "dataset_purchase"
 TEXAS_FEATS_FILE = "texas100_feats"
@@ -37,8 +44,10 @@ TEXAS_LABELS_FILE = "texas100_labels"
 PURCHASE_FEATURES, TEXAS_FEATURES, N_CLASSES = 600, 6169, 100
 #: SHA-256 of the authors' files; None where unknown to this project (pass sha256= to pin your copy)
 KNOWN_SHA256: dict[str, str | None] = {PURCHASE_FILE: None, TEXAS_FEATS_FILE: None, TEXAS_LABELS_FILE: None}
-_WHERE = ("download it from the authors (Shokri et al. 2017; mirrored at github.com/privacytrustlab/datasets) "
-          "and put it in the data directory ($RECOURSE_PRIVACY_DATA)")
+_WHERE = (
+    "download it from the authors (Shokri et al. 2017; mirrored at github.com/privacytrustlab/datasets) "
+    "and put it in the data directory ($RECOURSE_PRIVACY_DATA)"
+)
 
 
 def _check_sha(path: Path, sha256: str | None) -> None:
@@ -83,8 +92,9 @@ def read_purchase100(path: str | Path, *, sha256: str | None = None) -> tuple[np
     return _check(raw[:, 1:], raw[:, 0], PURCHASE_FEATURES, path)
 
 
-def read_texas100(path: str | Path, labels_path: str | Path | None = None, *,
-                  sha256: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+def read_texas100(
+    path: str | Path, labels_path: str | Path | None = None, *, sha256: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(X (n, 6169) binary, y (n,) classes 0..99) from ``texas100_feats`` and ``texas100_labels`` beside it."""
     path = Path(path)
     labels_path = Path(labels_path) if labels_path else path.with_name(TEXAS_LABELS_FILE)
@@ -97,24 +107,42 @@ def read_texas100(path: str | Path, labels_path: str | Path | None = None, *,
 
 
 def _binary_view(name: str, X: np.ndarray, y: np.ndarray, positive) -> Dataset:
-    pos = [int(np.bincount(y, minlength=N_CLASSES).argmax())] if positive is None else (
-        [int(positive)] if np.isscalar(positive) else [int(p) for p in positive])
+    pos = (
+        [int(np.bincount(y, minlength=N_CLASSES).argmax())]
+        if positive is None
+        else ([int(positive)] if np.isscalar(positive) else [int(p) for p in positive])
+    )
     if not pos or not all(0 <= p < N_CLASSES for p in pos):
         raise InvalidInputError(f"positive must be classes 0..{N_CLASSES - 1}; got {positive!r}")
     cols = [f"f{j}" for j in range(X.shape[1])]
-    return Dataset(name=name, X=pd.DataFrame(X, columns=cols), y=np.isin(y, pos).astype(np.int64), target="class",
-                   description=f"{name}: class(es) {sorted(set(pos))} (1) against the other classes (0)")
+    return Dataset(
+        name=name,
+        X=pd.DataFrame(X, columns=cols),
+        y=np.isin(y, pos).astype(np.int64),
+        target="class",
+        description=f"{name}: class(es) {sorted(set(pos))} (1) against the other classes (0)",
+    )
 
 
-@register_dataset("purchase100", description="Purchase-100 (Shokri et al. 2017): 600 binary purchase features; "
-                  "local file only", source="file", file=PURCHASE_FILE, options=("positive", "sha256"))
+@register_dataset(
+    "purchase100",
+    description="Purchase-100 (Shokri et al. 2017): 600 binary purchase features; local file only",
+    source="file",
+    file=PURCHASE_FILE,
+    options=("positive", "sha256"),
+)
 def _load_purchase100(path: Path, positive: int | Sequence[int] | None = None, sha256: str | None = None) -> Dataset:
     X, y = read_purchase100(path, sha256=sha256)
     return _binary_view("purchase100", X, y, positive)
 
 
-@register_dataset("texas100", description="Texas-100 (Nasr et al. 2018): 6,169 binary hospital features; "
-                  "local files only", source="file", file=TEXAS_FEATS_FILE, options=("positive", "sha256"))
+@register_dataset(
+    "texas100",
+    description="Texas-100 (Nasr et al. 2018): 6,169 binary hospital features; local files only",
+    source="file",
+    file=TEXAS_FEATS_FILE,
+    options=("positive", "sha256"),
+)
 def _load_texas100(path: Path, positive: int | Sequence[int] | None = None, sha256: str | None = None) -> Dataset:
     X, y = read_texas100(path, sha256=sha256)
     return _binary_view("texas100", X, y, positive)

@@ -21,6 +21,7 @@ standard names ``n_samples``, ``n_features`` and ``random_state`` among them mea
 sizes (and seeds) the data itself; otherwise ``n_samples`` draws that many rows of the loaded
 data at random, seeded by ``random_state``, and ``n_features`` is refused.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -31,8 +32,13 @@ from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.registry import Registry
 
 __all__ = [
-    "DATASETS", "DATASET_DESCRIPTIONS", "DATASET_SOURCES", "REAL_DATASETS", "SIZING_OPTIONS",
-    "DatasetLoader", "register_dataset",
+    "DATASETS",
+    "DATASET_DESCRIPTIONS",
+    "DATASET_SOURCES",
+    "REAL_DATASETS",
+    "SIZING_OPTIONS",
+    "DatasetLoader",
+    "register_dataset",
 ]
 
 #: where a dataset's data comes from
@@ -43,12 +49,20 @@ SIZING_OPTIONS = ("n_samples", "n_features", "random_state")
 DatasetLoader = Callable[..., Dataset]
 L = TypeVar("L", bound=DatasetLoader)
 
-DATASETS: Registry[DatasetLoader] = Registry("dataset", builtins=("recourse_privacy.data.datasets",
-                                                                  "recourse_privacy.data.purchase_texas"))
+DATASETS: Registry[DatasetLoader] = Registry(
+    "dataset", builtins=("recourse_privacy.data.datasets", "recourse_privacy.data.purchase_texas")
+)
 
 
-def register_dataset(name: str, *, description: str, source: str, file: str | None = None,
-                     options: Iterable[str] = (), replace: bool = False) -> Callable[[L], L]:
+def register_dataset(
+    name: str,
+    *,
+    description: str,
+    source: str,
+    file: str | None = None,
+    options: Iterable[str] = (),
+    replace: bool = False,
+) -> Callable[[L], L]:
     """Decorator registering a loader function as dataset ``name`` (see the module docstring).
 
     ``source`` is one of :data:`DATASET_SOURCES`; ``file`` (the file name looked up in the data
@@ -56,8 +70,7 @@ def register_dataset(name: str, *, description: str, source: str, file: str | No
     arguments the loader accepts. A bad declaration raises :class:`InvalidInputError`.
     """
     if source not in DATASET_SOURCES:
-        raise InvalidInputError(f"dataset {name!r}: source must be one of {', '.join(DATASET_SOURCES)}; "
-                                f"got {source!r}")
+        raise InvalidInputError(f"dataset {name!r}: source must be one of {', '.join(DATASET_SOURCES)}; got {source!r}")
     if source == "file":
         if not isinstance(file, str) or not file:
             raise InvalidInputError(f"dataset {name!r}: source='file' needs file='<file name>'")
@@ -69,8 +82,7 @@ def register_dataset(name: str, *, description: str, source: str, file: str | No
     bad = [o for o in options if not (isinstance(o, str) and o.isidentifier())]
     if bad or len(set(options)) != len(options):
         raise InvalidInputError(f"dataset {name!r}: options must be distinct keyword names; got {options!r}")
-    return DATASETS.register(name, description=description, replace=replace, source=source, file=file,
-                             options=options)
+    return DATASETS.register(name, description=description, replace=replace, source=source, file=file, options=options)
 
 
 class _Descriptions(Mapping[str, str]):

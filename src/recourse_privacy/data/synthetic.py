@@ -6,6 +6,7 @@ isotropic Gaussians centred there. This is scikit-learn's ``make_classification`
 cluster per class and only informative features, written out so that it runs in one shot
 with a numpy Generator at the sizes of the paper (n = 15000, d = 7000: 840 MB of float64).
 """
+
 from __future__ import annotations
 
 import numbers
@@ -44,9 +45,7 @@ def _validate(n_features: int, class_sep: float) -> None:
         raise InvalidInputError(f"class_sep must be a positive number, got {class_sep}")
 
 
-def synthetic_centers(
-    n_features: int, *, class_sep: float = 1.0, random_state: RandomState = None
-) -> np.ndarray:
+def synthetic_centers(n_features: int, *, class_sep: float = 1.0, random_state: RandomState = None) -> np.ndarray:
     """The two class centres (rows 0 and 1, shape (2, n_features)) that
     :func:`make_synthetic` uses for the same ``n_features``, ``class_sep`` and int seed."""
     _validate(n_features, class_sep)
@@ -100,8 +99,5 @@ def make_synthetic(
         X=frame,
         y=y,
         target="y",
-        description=(
-            f"{SYNTHETIC_DESCRIPTION}: n={n}, d={d}, class_sep={class_sep}, "
-            f"flip_y={flip_y}"
-        ),
+        description=(f"{SYNTHETIC_DESCRIPTION}: n={n}, d={d}, class_sep={class_sep}, flip_y={flip_y}"),
     )

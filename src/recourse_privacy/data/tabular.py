@@ -3,6 +3,7 @@
 Every check runs before any model is trained, and each error says which column or
 parameter is wrong and what to do about it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -33,8 +34,7 @@ def _read(path: Path) -> pd.DataFrame:
             import pyarrow  # noqa: F401
         except ImportError:
             raise ImportError(
-                f"reading {path.name} needs pyarrow; install it with "
-                "`pip install recourse-privacy[parquet]`"
+                f"reading {path.name} needs pyarrow; install it with `pip install recourse-privacy[parquet]`"
             ) from None
         try:
             return pd.read_parquet(path)
@@ -47,8 +47,10 @@ def _read(path: Path) -> pd.DataFrame:
             raw = [str(c) for c in header.iloc[0]] if len(header) else []
             dupes = sorted({c for c in raw if raw.count(c) > 1})
             if dupes:
-                raise InvalidInputError(f"{path.name} has duplicate column names {dupes} in its header; "
-                                        "rename or drop the copies (a copy of the target would leak the label)")
+                raise InvalidInputError(
+                    f"{path.name} has duplicate column names {dupes} in its header; "
+                    "rename or drop the copies (a copy of the target would leak the label)"
+                )
             return pd.read_csv(path, sep=sep, keep_default_na=False, na_values=_NA_VALUES)
         except pd.errors.EmptyDataError:
             raise InvalidInputError(f"{path.name} is empty: no header and no rows") from None
@@ -58,8 +60,7 @@ def _read(path: Path) -> pd.DataFrame:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise InvalidInputError(f"cannot read {path.name} as a CSV table: {first}") from None
     raise InvalidInputError(
-        f"cannot tell the format of {path.name}: use a file ending in "
-        f"{', '.join(_CSV_SUFFIXES + _PARQUET_SUFFIXES)}"
+        f"cannot tell the format of {path.name}: use a file ending in {', '.join(_CSV_SUFFIXES + _PARQUET_SUFFIXES)}"
     )
 
 
@@ -101,8 +102,8 @@ def _encode_target(values: pd.Series, target: str, positive_label: Any) -> np.nd
     return (values.map(_plain) == matches[0]).to_numpy(dtype=np.int64)
 
 
-_MAX_ABS_VALUE = 1e100     # beyond this, the scaler's squares overflow to inf
-_LABEL_AGREEMENT = 0.99    # a feature that agrees with the label this often is a copy of it
+_MAX_ABS_VALUE = 1e100  # beyond this, the scaler's squares overflow to inf
+_LABEL_AGREEMENT = 0.99  # a feature that agrees with the label this often is a copy of it
 
 
 def _check_features(X: dict[str, pd.Series], y: np.ndarray, target: str) -> None:
@@ -113,18 +114,22 @@ def _check_features(X: dict[str, pd.Series], y: np.ndarray, target: str) -> None
         bad = ~np.isfinite(M)
         if bad.any():
             cols = [numeric[j] for j in np.unique(np.nonzero(bad)[1])]
-            raise InvalidInputError(f"columns {cols[:10]} hold infinite values ({int(bad.sum())} cells); "
-                                    "drop or clip them first")
+            raise InvalidInputError(
+                f"columns {cols[:10]} hold infinite values ({int(bad.sum())} cells); drop or clip them first"
+            )
         big = np.abs(M) > _MAX_ABS_VALUE
         if big.any():
             j = int(np.unique(np.nonzero(big)[1])[0])
             raise InvalidInputError(
                 f"column {numeric[j]!r} holds values as large as {np.abs(M[:, j]).max():.3g}; values beyond "
-                f"+-{_MAX_ABS_VALUE:.0e} overflow the feature scaling: rescale the column (e.g. to thousands)")
+                f"+-{_MAX_ABS_VALUE:.0e} overflow the feature scaling: rescale the column (e.g. to thousands)"
+            )
     constant = [c for c, s in X.items() if s.nunique(dropna=False) <= 1]
     if len(constant) == len(X):
-        raise InvalidInputError(f"every feature column is constant ({_preview(constant)}): nothing to learn from; "
-                                "the table needs at least one feature that varies")
+        raise InvalidInputError(
+            f"every feature column is constant ({_preview(constant)}): nothing to learn from; "
+            "the table needs at least one feature that varies"
+        )
     copies = []
     yc = y - y.mean()
     if numeric and yc.any():
@@ -143,7 +148,8 @@ def _check_features(X: dict[str, pd.Series], y: np.ndarray, target: str) -> None
     if copies:
         raise InvalidInputError(
             f"feature column(s) {copies} duplicate the target {target!r} (correlation or agreement >= "
-            f"{_LABEL_AGREEMENT}): they leak the label and would make any audit meaningless; drop them")
+            f"{_LABEL_AGREEMENT}): they leak the label and would make any audit meaningless; drop them"
+        )
 
 
 def validate_frame(
@@ -182,11 +188,7 @@ def validate_frame(
             raise InvalidInputError(f"{param} must be a list of column names, not the string {names!r}")
         unknown = [c for c in names if c not in features]
         if unknown:
-            why = (
-                f"{target!r} is the target"
-                if target in unknown
-                else f"feature columns are {features}"
-            )
+            why = f"{target!r} is the target" if target in unknown else f"feature columns are {features}"
             raise InvalidInputError(f"{param} names unknown columns {unknown}; {why}")
 
     # missing values: NaN / None, and empty or blank strings in text columns

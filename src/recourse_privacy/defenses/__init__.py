@@ -4,8 +4,8 @@ DP-trained models (DPM) live beside the other models, in :mod:`recourse_privacy.
 
 Heavy libraries (diffprivlib, Opacus, torch) are imported only when a mechanism runs.
 """
+
 from recourse_privacy.defenses.accounting import RecourseSession
 from recourse_privacy.defenses.laplace import LaplaceRecourse, SimulatedLaplaceRecourse, noisy_logit, noisy_probability
 
-__all__ = ["LaplaceRecourse", "RecourseSession", "SimulatedLaplaceRecourse",
-           "noisy_logit", "noisy_probability"]
+__all__ = ["LaplaceRecourse", "RecourseSession", "SimulatedLaplaceRecourse", "noisy_logit", "noisy_probability"]

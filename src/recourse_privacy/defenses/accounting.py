@@ -25,6 +25,7 @@ whose check-and-spend is one ``BEGIN IMMEDIATE`` transaction (a database-wide wr
 that processes hammering one budget never overspend it, and whose committed spends survive a
 ``kill -9`` (SQLite's journal rolls back a transaction interrupted half-way).
 """
+
 from __future__ import annotations
 
 import copy
@@ -38,10 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from recourse_privacy.errors import BudgetExceededError, InvalidInputError
+from recourse_privacy.metrics import theorem2_bound
 from recourse_privacy.validation import check_delta
 from recourse_privacy.validation import check_epsilon as _check_epsilon
-from recourse_privacy.metrics import theorem2_bound
-
 
 #: epsilon is kept in integer units of 1e-9 in the ledger, so that sums are exact (no float drift)
 _UNITS = 10**9
@@ -79,8 +79,10 @@ class BudgetLedger:
         con.execute("BEGIN IMMEDIATE")
         try:
             con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
-            con.execute("CREATE TABLE IF NOT EXISTS spends (id INTEGER PRIMARY KEY, units INTEGER NOT NULL, "
-                        "pid INTEGER, at REAL)")
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS spends (id INTEGER PRIMARY KEY, units INTEGER NOT NULL, "
+                "pid INTEGER, at REAL)"
+            )
             row = con.execute("SELECT value FROM meta WHERE key = 'budget_units'").fetchone()
             if row is None:
                 con.execute("INSERT INTO meta VALUES ('budget_units', ?)", (self._budget_units,))
@@ -93,8 +95,10 @@ class BudgetLedger:
 
     def _check_budget(self, stored_units: int) -> None:
         if stored_units != self._budget_units:
-            raise InvalidInputError(f"the ledger {self.path} holds a budget of epsilon {stored_units / _UNITS:g}, not "
-                                    f"{self.budget:g}; a budget is fixed when its ledger is created")
+            raise InvalidInputError(
+                f"the ledger {self.path} holds a budget of epsilon {stored_units / _UNITS:g}, not "
+                f"{self.budget:g}; a budget is fixed when its ledger is created"
+            )
 
     def _connect(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
@@ -120,7 +124,8 @@ class BudgetLedger:
                 raise BudgetExceededError(
                     f"privacy budget exceeded: asked for epsilon {epsilon:g}, but the budget is epsilon "
                     f"{self.budget:g} and {spent / _UNITS:g} is already spent ({(self._budget_units - spent) / _UNITS:g}"
-                    f" remains; ledger {self.path}); nothing was released")
+                    f" remains; ledger {self.path}); nothing was released"
+                )
             con.execute("INSERT INTO spends (units, pid, at) VALUES (?, ?, ?)", (cost, os.getpid(), time.time()))
             con.execute("COMMIT")
         except BudgetExceededError:
@@ -165,13 +170,16 @@ class RecourseSession:
     there, atomically, and refused whole if it does not fit.
     """
 
-    def __init__(self, method, model, *, budget: float, delta: float = 0.0,
-                 ledger: str | Path | BudgetLedger | None = None):
+    def __init__(
+        self, method, model, *, budget: float, delta: float = 0.0, ledger: str | Path | BudgetLedger | None = None
+    ):
         from diffprivlib.accountant import BudgetAccountant
 
         if not hasattr(method, "accountant") or not hasattr(method, "epsilon"):
-            raise InvalidInputError(f"method {getattr(method, 'name', method)!r} spends no privacy budget (it has no "
-                             "epsilon / accountant); RecourseSession accounts for DP recourse such as LaplaceRecourse")
+            raise InvalidInputError(
+                f"method {getattr(method, 'name', method)!r} spends no privacy budget (it has no "
+                "epsilon / accountant); RecourseSession accounts for DP recourse such as LaplaceRecourse"
+            )
         self.budget = _check_epsilon(budget, "budget")
         delta = check_delta(delta)
         self.delta = delta
@@ -186,8 +194,9 @@ class RecourseSession:
         self.n_queries = 0
         self.n_refused = 0
         self._lock = threading.RLock()
-        self.ledger = (ledger if isinstance(ledger, BudgetLedger) or ledger is None
-                       else BudgetLedger(ledger, self.budget))
+        self.ledger = (
+            ledger if isinstance(ledger, BudgetLedger) or ledger is None else BudgetLedger(ledger, self.budget)
+        )
 
     @property
     def spent(self) -> float:
@@ -217,7 +226,8 @@ class RecourseSession:
                         f"privacy budget exceeded: the batch asks for epsilon {n * eps:g} ({n} recourse "
                         f"quer{'y' if n == 1 else 'ies'} at epsilon {eps:g}), but the budget is epsilon "
                         f"{self.budget:g} and {spent:g} is already spent ({max(self.budget - spent, 0.0):g} remains); "
-                        "the batch was refused and no noise was drawn")
+                        "the batch was refused and no noise was drawn"
+                    )
                 res = self.method.generate(self.model, X)
             except BudgetExceededError:
                 self.n_refused += n
@@ -228,13 +238,22 @@ class RecourseSession:
 
     def summary(self) -> dict:
         """JSON-ready budget state."""
-        return {"budget": self.budget, "spent": self.spent, "ledger": None if self.ledger is None else str(self.ledger.path), "remaining": self.remaining,
-                "epsilon_per_query": float(self.method.epsilon), "n_queries": self.n_queries,
-                "n_refused": self.n_refused, "composition": "basic (sequential): epsilon adds up over queries"}
+        return {
+            "budget": self.budget,
+            "spent": self.spent,
+            "ledger": None if self.ledger is None else str(self.ledger.path),
+            "remaining": self.remaining,
+            "epsilon_per_query": float(self.method.epsilon),
+            "n_queries": self.n_queries,
+            "n_refused": self.n_refused,
+            "composition": "basic (sequential): epsilon adds up over queries",
+        }
 
     def __repr__(self) -> str:
-        return (f"RecourseSession(method={getattr(self.method, 'name', '?')!r}, budget={self.budget:g}, "
-                f"spent={self.spent:g}, queries={self.n_queries})")
+        return (
+            f"RecourseSession(method={getattr(self.method, 'name', '?')!r}, budget={self.budget:g}, "
+            f"spent={self.spent:g}, queries={self.n_queries})"
+        )
 
 
 def dp_ba_bound(epsilon: float, delta: float = 0.0) -> float:

@@ -31,6 +31,7 @@ quantity it reads from the model along the way (gradients, intermediate logits) 
 query of the training data that DP must pay for; the model's own gradients are not private.
 Only the linear case is implemented here, as in the paper.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,8 +46,7 @@ from recourse_privacy.validation import as_generator, check_epsilon, derive_seed
 PROB_CLIP = 2.0**-52
 
 
-def noisy_probability(p: np.ndarray, epsilon: float, *, sensitivity: float = 1.0,
-                      random_state=None) -> np.ndarray:
+def noisy_probability(p: np.ndarray, epsilon: float, *, sensitivity: float = 1.0, random_state=None) -> np.ndarray:
     """Huang et al. 2023 sec. 4.2.2 steps 1-2: ``p + Laplace(sensitivity / epsilon)``, clamped to [0, 1].
 
     ``p`` holds probabilities (any shape, values in [0, 1]). With the default sensitivity 1
@@ -70,8 +70,11 @@ def noisy_logit(p_noisy: np.ndarray) -> np.ndarray:
     return np.log(q) - np.log1p(-q)
 
 
-@register_recourse("laplace", description="Laplace Recourse (Huang et al. 2023): epsilon-DP noisy score, move along w; linear models",
-                   needs=("linear",))
+@register_recourse(
+    "laplace",
+    description="Laplace Recourse (Huang et al. 2023): epsilon-DP noisy score, move along w; linear models",
+    needs=("linear",),
+)
 class LaplaceRecourse:
     """Laplace Recourse (Huang et al. 2023, sec. 4.2.2) for a linear model: an epsilon-DP noisy score, then a move along w.
 
@@ -92,9 +95,9 @@ class LaplaceRecourse:
     probabilities and which rows were clamped.
     """
 
-
-    def __init__(self, *, epsilon: float, sensitivity: float = 1.0, target_logit: float = 0.0,
-                 accountant=None, random_state=None):
+    def __init__(
+        self, *, epsilon: float, sensitivity: float = 1.0, target_logit: float = 0.0, accountant=None, random_state=None
+    ):
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = check_epsilon(sensitivity, "sensitivity")
         self.target_logit = float(target_logit)
@@ -121,13 +124,18 @@ class LaplaceRecourse:
                 f"privacy budget exceeded: the batch asks for epsilon {cost:g} ({n_queries} recourse "
                 f"quer{'y' if n_queries == 1 else 'ies'} at epsilon {self.epsilon:g}), but the budget is epsilon "
                 f"{acc.epsilon:g} and {spent:g} is already spent ({max(acc.epsilon - spent, 0.0):g} remains); "
-                "the batch was refused and no noise was drawn") from None
+                "the batch was refused and no noise was drawn"
+            ) from None
         acc.spend(cost, 0.0)
 
     def generate(self, model, X: np.ndarray):
         """Noisy counterfactuals for every row of ``X`` under the linear ``model`` (steps 1-4)."""
-        return generate_recourse(self, model, X, info={
-            "epsilon": self.epsilon, "sensitivity": self.sensitivity, "target_logit": self.target_logit})
+        return generate_recourse(
+            self,
+            model,
+            X,
+            info={"epsilon": self.epsilon, "sensitivity": self.sensitivity, "target_logit": self.target_logit},
+        )
 
     def _search(self, model, X: np.ndarray, state=None):
         """Steps 1-4 for all rows at once, after spending the batch's budget."""
@@ -139,9 +147,16 @@ class LaplaceRecourse:
         self.spend(len(X))
         p_noisy = noisy_probability(p, self.epsilon, sensitivity=self.sensitivity, random_state=self._rng)
         f_noisy = noisy_logit(p_noisy)
-        return SearchOutput(X + np.outer((self.target_logit - f_noisy) / sq, w), info={
-            "n_queries": int(len(X)), "epsilon_spent": len(X) * self.epsilon,
-            "noisy_probability": p_noisy, "clamped_low": p_noisy <= 0.0, "clamped_high": p_noisy >= 1.0})
+        return SearchOutput(
+            X + np.outer((self.target_logit - f_noisy) / sq, w),
+            info={
+                "n_queries": int(len(X)),
+                "epsilon_spent": len(X) * self.epsilon,
+                "noisy_probability": p_noisy,
+                "clamped_low": p_noisy <= 0.0,
+                "clamped_high": p_noisy >= 1.0,
+            },
+        )
 
 
 class SimulatedLaplaceRecourse:
@@ -158,8 +173,7 @@ class SimulatedLaplaceRecourse:
     name = "laplace"
     needs = frozenset({"linear"})
 
-    def __init__(self, *, epsilon: float, sensitivity: float = 1.0, target_logit: float = 0.0,
-                 random_state: int = 0):
+    def __init__(self, *, epsilon: float, sensitivity: float = 1.0, target_logit: float = 0.0, random_state: int = 0):
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = check_epsilon(sensitivity, "sensitivity")
         self.target_logit = float(target_logit)
@@ -173,12 +187,22 @@ class SimulatedLaplaceRecourse:
 
         X = np.ascontiguousarray(X, dtype=np.float64)
         tag = zlib.crc32(np.ascontiguousarray(y, dtype=np.int64).tobytes(), zlib.crc32(X.tobytes()))
-        return LaplaceRecourse(epsilon=self.epsilon, sensitivity=self.sensitivity, target_logit=self.target_logit,
-                               accountant=BudgetAccountant(), random_state=derive_seed(self.random_state, tag))
+        return LaplaceRecourse(
+            epsilon=self.epsilon,
+            sensitivity=self.sensitivity,
+            target_logit=self.target_logit,
+            accountant=BudgetAccountant(),
+            random_state=derive_seed(self.random_state, tag),
+        )
 
     def generate(self, model, X: np.ndarray):
         """Unfitted use: one LaplaceRecourse seeded from ``random_state`` alone (no accounting)."""
         from diffprivlib.accountant import BudgetAccountant
 
-        return LaplaceRecourse(epsilon=self.epsilon, sensitivity=self.sensitivity, target_logit=self.target_logit,
-                               accountant=BudgetAccountant(), random_state=self.random_state).generate(model, X)
+        return LaplaceRecourse(
+            epsilon=self.epsilon,
+            sensitivity=self.sensitivity,
+            target_logit=self.target_logit,
+            accountant=BudgetAccountant(),
+            random_state=self.random_state,
+        ).generate(model, X)

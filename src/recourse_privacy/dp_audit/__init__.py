@@ -6,18 +6,41 @@ threshold test chosen on one half of the runs and measured on the other, :class:
 :mod:`~recourse_privacy.dp_audit.trained` the end-to-end ones with trained neighbours (many-run and
 the one-run audit of Steinke, Nasr and Jagielski 2023) that the ``audit-dp`` command runs.
 """
+
 from recourse_privacy.dp_audit.bounds import (
-    DistinguishingExperiment, EpsilonAudit, audit_mechanism, clopper_pearson, epsilon_lower_bound,
+    DistinguishingExperiment,
+    EpsilonAudit,
+    audit_mechanism,
+    clopper_pearson,
+    epsilon_lower_bound,
 )
 from recourse_privacy.dp_audit.experiments import (
-    MECHANISMS, audit_dp, broken_laplace_experiment, dpm_canary_data, dpm_logistic_experiment, laplace_experiment,
+    MECHANISMS,
+    audit_dp,
+    broken_laplace_experiment,
+    dpm_canary_data,
+    dpm_logistic_experiment,
+    laplace_experiment,
     make_experiment,
 )
 from recourse_privacy.dp_audit.trained import RELEASES, OneRunAudit, one_run_audit, one_run_bound, trained_experiment
 
 __all__ = [
-    "MECHANISMS", "DistinguishingExperiment", "EpsilonAudit", "audit_dp", "audit_mechanism",
-    "broken_laplace_experiment", "clopper_pearson", "dpm_canary_data", "dpm_logistic_experiment",
-    "epsilon_lower_bound", "laplace_experiment", "make_experiment", "RELEASES", "OneRunAudit", "one_run_audit",
-    "one_run_bound", "trained_experiment",
+    "MECHANISMS",
+    "DistinguishingExperiment",
+    "EpsilonAudit",
+    "audit_dp",
+    "audit_mechanism",
+    "broken_laplace_experiment",
+    "clopper_pearson",
+    "dpm_canary_data",
+    "dpm_logistic_experiment",
+    "epsilon_lower_bound",
+    "laplace_experiment",
+    "make_experiment",
+    "RELEASES",
+    "OneRunAudit",
+    "one_run_audit",
+    "one_run_bound",
+    "trained_experiment",
 ]

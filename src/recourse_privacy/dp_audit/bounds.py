@@ -19,6 +19,7 @@ proves nothing (a pass is not a proof of privacy).
 
 The ready-made experiments live in :mod:`recourse_privacy.dp_audit.experiments`.
 """
+
 from __future__ import annotations
 
 import time
@@ -212,8 +213,9 @@ def max_certifiable_epsilon(n_measurement: int, delta: float = 0.0, alpha: float
     return float(_bound_from_upper(hi, hi, delta))
 
 
-def check_trials_can_refute(n_measurement: int, claimed_epsilon: float, delta: float = 0.0, alpha: float = 0.05,
-                            *, n_trials: int | None = None) -> None:
+def check_trials_can_refute(
+    n_measurement: int, claimed_epsilon: float, delta: float = 0.0, alpha: float = 0.05, *, n_trials: int | None = None
+) -> None:
     """Raise (naming ``trials``) when even a perfect test on these runs could not exceed the claim."""
     cap = max_certifiable_epsilon(n_measurement, delta, alpha)
     if cap <= claimed_epsilon:
@@ -224,7 +226,8 @@ def check_trials_can_refute(n_measurement: int, claimed_epsilon: float, delta: f
         raise InvalidInputError(
             f"trials: {n_trials or n_measurement} runs per neighbour ({n_measurement} measure the test) can certify "
             f"at most epsilon {cap:.3g} at confidence {1 - alpha:g}, not above the claimed {claimed_epsilon:g}: "
-            f"the audit could never refute the claim; use at least about {total} trials")
+            f"the audit could never refute the claim; use at least about {total} trials"
+        )
 
 
 def audit_mechanism(
@@ -267,7 +270,7 @@ def audit_mechanism(
     s0, s1 = outs
     # Selection half: best threshold and side by the bound they would give at this sample size.
     best = None
-    for side, t, fp, fn, bound in _threshold_bounds(s0[:n_sel], s1[:n_sel], delta, alpha):
+    for side, t, _fp, _fn, bound in _threshold_bounds(s0[:n_sel], s1[:n_sel], delta, alpha):
         i = int(np.argmax(bound))
         if best is None or bound[i] > best[2]:
             best = (side, float(t[i]), float(bound[i]))
@@ -277,11 +280,25 @@ def audit_mechanism(
     fp, fn = _errors(m0, m1, side, threshold)
     lb = epsilon_lower_bound(fp, n_meas, fn, n_meas, delta=delta, alpha=alpha)
     return EpsilonAudit(
-        mechanism=mechanism, claimed_epsilon=claimed_epsilon, epsilon_lower_bound=float(lb), delta=delta,
-        alpha=alpha, side=side, threshold=threshold, fpr=fp / n_meas, fnr=fn / n_meas,
-        fpr_ci=clopper_pearson(fp, n_meas, alpha), fnr_ci=clopper_pearson(fn, n_meas, alpha),
-        false_positives=fp, false_negatives=fn, n_trials=n_trials, n_selection=n_sel, n_measurement=n_meas,
-        selection_bound=sel_bound, statistic=statistic, neighbours=neighbours,
+        mechanism=mechanism,
+        claimed_epsilon=claimed_epsilon,
+        epsilon_lower_bound=float(lb),
+        delta=delta,
+        alpha=alpha,
+        side=side,
+        threshold=threshold,
+        fpr=fp / n_meas,
+        fnr=fn / n_meas,
+        fpr_ci=clopper_pearson(fp, n_meas, alpha),
+        fnr_ci=clopper_pearson(fn, n_meas, alpha),
+        false_positives=fp,
+        false_negatives=fn,
+        n_trials=n_trials,
+        n_selection=n_sel,
+        n_measurement=n_meas,
+        selection_bound=sel_bound,
+        statistic=statistic,
+        neighbours=neighbours,
         seconds=time.perf_counter() - start,
     )
 
@@ -302,13 +319,19 @@ class DistinguishingExperiment:
     statistic: str = "output"
     neighbours: str = ""
 
-    def audit(self, *, n_trials: int, alpha: float = 0.05, random_state: RandomState = None,
-              selection_fraction: float = 0.5) -> EpsilonAudit:
+    def audit(
+        self, *, n_trials: int, alpha: float = 0.05, random_state: RandomState = None, selection_fraction: float = 0.5
+    ) -> EpsilonAudit:
         """Run ``audit_mechanism`` on this experiment."""
         return audit_mechanism(
-            self.sample, n_trials=n_trials, claimed_epsilon=self.claimed_epsilon, delta=self.delta, alpha=alpha,
-            random_state=random_state, selection_fraction=selection_fraction, mechanism=self.name,
-            statistic=self.statistic, neighbours=self.neighbours,
+            self.sample,
+            n_trials=n_trials,
+            claimed_epsilon=self.claimed_epsilon,
+            delta=self.delta,
+            alpha=alpha,
+            random_state=random_state,
+            selection_fraction=selection_fraction,
+            mechanism=self.name,
+            statistic=self.statistic,
+            neighbours=self.neighbours,
         )
-
-

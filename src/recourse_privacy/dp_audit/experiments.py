@@ -5,6 +5,7 @@ sec. 4.2.2), a deliberately broken Laplace Recourse (noise scale divided by 10),
 objective-perturbation logistic regression (DPM) on two datasets that differ in the label of one
 canary row.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -13,10 +14,10 @@ import numpy as np
 
 from recourse_privacy.defenses.laplace import LaplaceRecourse, noisy_probability
 from recourse_privacy.dp_audit.bounds import DistinguishingExperiment, EpsilonAudit
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.models.base import BaseClassifier
 from recourse_privacy.models.dp import DPLogisticModel
-from recourse_privacy.validation import RandomState, as_generator, check_positive_float, check_positive_int, derive_seed
-from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.validation import RandomState, as_generator, check_positive_float, check_positive_int
 
 
 class _FixedLinearModel(BaseClassifier):
@@ -66,7 +67,9 @@ def laplace_experiment(
     """
     epsilon = check_positive_float(epsilon, "epsilon")
     sensitivity = check_positive_float(sensitivity, "sensitivity")
-    noise_sens = sensitivity if noise_sensitivity is None else check_positive_float(noise_sensitivity, "noise_sensitivity")
+    noise_sens = (
+        sensitivity if noise_sensitivity is None else check_positive_float(noise_sensitivity, "noise_sensitivity")
+    )
     probs = (float(p), float(p) + sensitivity)
     if not (0.0 <= probs[0] and probs[1] <= 1.0):
         raise InvalidInputError(f"p and p + sensitivity must lie in [0, 1]; got p={p!r}, sensitivity={sensitivity!r}")
@@ -75,6 +78,7 @@ def laplace_experiment(
     neighbours = f"predicted probability {probs[0]:g} (D) vs {probs[1]:g} (D')"
 
     if release == "probability":
+
         def sample(which: int, rng: np.random.Generator, n: int) -> np.ndarray:
             return noisy_probability(np.full(n, probs[which]), epsilon, sensitivity=noise_sens, random_state=rng)
 
@@ -86,13 +90,16 @@ def laplace_experiment(
             from diffprivlib.accountant import BudgetAccountant
 
             X = np.zeros((n, 1))
-            lr = LaplaceRecourse(epsilon=epsilon, sensitivity=noise_sens, accountant=BudgetAccountant(), random_state=rng)
+            lr = LaplaceRecourse(
+                epsilon=epsilon, sensitivity=noise_sens, accountant=BudgetAccountant(), random_state=rng
+            )
             res = lr.generate(models[which], X)
             return (np.asarray(res.counterfactuals, dtype=np.float64) - X)[:, 0]
 
         statistic = "signed counterfactual step s - f'(x)"
-    return DistinguishingExperiment(name=name, sample=sample, claimed_epsilon=epsilon, statistic=statistic,
-                                    neighbours=neighbours)
+    return DistinguishingExperiment(
+        name=name, sample=sample, claimed_epsilon=epsilon, statistic=statistic, neighbours=neighbours
+    )
 
 
 def broken_laplace_experiment(epsilon: float, *, factor: float = 10.0, **params) -> DistinguishingExperiment:
@@ -102,8 +109,9 @@ def broken_laplace_experiment(epsilon: float, *, factor: float = 10.0, **params)
     so the true epsilon is ``factor`` times the claim: the audit must catch it.
     """
     factor = check_positive_float(factor, "factor")
-    return laplace_experiment(epsilon, noise_sensitivity=params.pop("sensitivity", 1.0) / factor,
-                              name="laplace-score-broken", **params)
+    return laplace_experiment(
+        epsilon, noise_sensitivity=params.pop("sensitivity", 1.0) / factor, name="laplace-score-broken", **params
+    )
 
 
 def dpm_canary_data(n_rows: int = 200, n_features: int = 2, data_norm: float = 1.0, random_state: RandomState = 0):
@@ -186,7 +194,9 @@ def dpm_logistic_experiment(
         return out
 
     return DistinguishingExperiment(
-        name="dpm-logistic-label-flip", sample=sample, claimed_epsilon=epsilon,
+        name="dpm-logistic-label-flip",
+        sample=sample,
+        claimed_epsilon=epsilon,
         statistic="logit at the canary" if statistic == "logit" else "recourse distance of the canary",
         neighbours=f"{n_rows} rows x {n_features} features, canary data_norm*e_1 labelled 1 (D) vs 0 (D')",
     )
@@ -194,30 +204,41 @@ def dpm_logistic_experiment(
 
 #: name -> (builder(epsilon, **params) -> DistinguishingExperiment, description)
 MECHANISMS: dict[str, tuple[Callable[..., DistinguishingExperiment], str]] = {
-    "laplace-score": (laplace_experiment, "the scalar Laplace mechanism on LR's score only: one query, hand-set "
-                      "probabilities 0 vs 1 (not the release: see trained-lr)"),
+    "laplace-score": (
+        laplace_experiment,
+        "the scalar Laplace mechanism on LR's score only: one query, hand-set "
+        "probabilities 0 vs 1 (not the release: see trained-lr)",
+    ),
     "laplace-score-broken": (broken_laplace_experiment, "laplace-score with the noise scale divided by 10"),
-    "dpm-logistic-label-flip": (dpm_logistic_experiment, "diffprivlib DP logistic regression, canary label flip, "
-                                "the logit at the canary"),
+    "dpm-logistic-label-flip": (
+        dpm_logistic_experiment,
+        "diffprivlib DP logistic regression, canary label flip, the logit at the canary",
+    ),
 }
 
 #: names before the trained-neighbour audits existed: they audited the score, not the release
-RENAMED = {"laplace": "laplace-score", "laplace-broken": "laplace-score-broken",
-           "dpm-logistic": "dpm-logistic-label-flip"}
+RENAMED = {
+    "laplace": "laplace-score",
+    "laplace-broken": "laplace-score-broken",
+    "dpm-logistic": "dpm-logistic-label-flip",
+}
 
 
 def make_experiment(name: str, epsilon: float, **params) -> DistinguishingExperiment:
     """The distinguishing experiment registered as ``name`` for a mechanism claimed ``epsilon``-DP."""
     if name in RENAMED:
-        raise InvalidInputError(f"mechanism {name!r} is now {RENAMED[name]!r} (it audits "
-                                f"{MECHANISMS[RENAMED[name]][1]}); the whole release with trained neighbours is "
-                                "audited by trained-lr, trained-dpm-logistic, trained-dpm-lr, trained-dpm-scfe")
+        raise InvalidInputError(
+            f"mechanism {name!r} is now {RENAMED[name]!r} (it audits "
+            f"{MECHANISMS[RENAMED[name]][1]}); the whole release with trained neighbours is "
+            "audited by trained-lr, trained-dpm-logistic, trained-dpm-lr, trained-dpm-scfe"
+        )
     if name not in MECHANISMS:
         raise InvalidInputError(f"mechanism must be one of {sorted(MECHANISMS)}; got {name!r}")
     return MECHANISMS[name][0](epsilon, **params)
 
 
-def audit_dp(name: str, epsilon: float, *, n_trials: int, alpha: float = 0.05, random_state: RandomState = 0,
-             **params) -> EpsilonAudit:
+def audit_dp(
+    name: str, epsilon: float, *, n_trials: int, alpha: float = 0.05, random_state: RandomState = 0, **params
+) -> EpsilonAudit:
     """Audit the registered mechanism ``name`` at claimed ``epsilon`` (what ``audit-dp`` runs)."""
     return make_experiment(name, epsilon, **params).audit(n_trials=n_trials, alpha=alpha, random_state=random_state)

@@ -18,6 +18,7 @@ correct guesses v of r = 2k. For an epsilon-DP release the number correct is sto
 dominated by Binomial(r, e^eps / (1 + e^eps)) (their Theorem 3.1 with delta = 0), so the
 smallest epsilon under which P[Bin(r, p_eps) >= v] reaches beta is a 1 - beta lower bound.
 """
+
 from __future__ import annotations
 
 import time
@@ -69,8 +70,13 @@ def _scfe(epsilon, seed):
 
 #: name -> (model builder, recourse builder, whether training is deterministic, what the claim covers)
 RELEASES: dict[str, tuple[Callable, Callable, bool, str]] = {
-    "lr": (_logistic, _laplace, True, "plain Laplace Recourse over a non-private logistic regression (claimed "
-           "epsilon-DP per query by Huang et al. 2023)"),
+    "lr": (
+        _logistic,
+        _laplace,
+        True,
+        "plain Laplace Recourse over a non-private logistic regression (claimed "
+        "epsilon-DP per query by Huang et al. 2023)",
+    ),
     "dpm-logistic": (_dp_logistic, _linear, False, "exact linear recourse over diffprivlib's DP logistic regression"),
     "dpm-lr": (_dp_logistic, _laplace, False, "Laplace Recourse over diffprivlib's DP logistic regression"),
     "dpm-scfe": (_dp_logistic, _scfe, False, "SCFE (Wachter et al.) over diffprivlib's DP logistic regression"),
@@ -87,8 +93,10 @@ def _check_canary(canary_norm: float | None, data_norm: float) -> float:
     data_norm = check_positive_float(data_norm, "data_norm")
     c = data_norm if canary_norm is None else check_positive_float(canary_norm, "canary_norm")
     if c > data_norm * (1 + 1e-12):
-        raise InvalidInputError(f"canary_norm {c:g} lies outside the declared data norm {data_norm:g} (data_norm): "
-                                "the DP claim covers only rows of norm <= data_norm")
+        raise InvalidInputError(
+            f"canary_norm {c:g} lies outside the declared data norm {data_norm:g} (data_norm): "
+            "the DP claim covers only rows of norm <= data_norm"
+        )
     return c
 
 
@@ -98,9 +106,16 @@ def _abs_cosine(moves: np.ndarray, directions: np.ndarray) -> np.ndarray:
     return np.abs(np.einsum("ij,ij->i", moves, directions)) / np.where(norms > 0, norms, 1.0)
 
 
-def trained_experiment(release: str, epsilon: float, *, n_rows: int = 200, n_features: int = 2,
-                       data_norm: float = 1.0, canary_norm: float | None = None, data_seed: int = 0
-                       ) -> DistinguishingExperiment:
+def trained_experiment(
+    release: str,
+    epsilon: float,
+    *,
+    n_rows: int = 200,
+    n_features: int = 2,
+    data_norm: float = 1.0,
+    canary_norm: float | None = None,
+    data_seed: int = 0,
+) -> DistinguishingExperiment:
     """Many-run audit of ``release`` on D vs D' = D + canary, both trained; claim ``epsilon``.
 
     D is ``n_rows - 1`` rows of :func:`dpm_canary_data` (first coordinate zero); the canary is
@@ -134,10 +149,13 @@ def trained_experiment(release: str, epsilon: float, *, n_rows: int = 200, n_fea
         return _abs_cosine(moves, np.repeat(e_c, n, axis=0))
 
     return DistinguishingExperiment(
-        name=f"trained:{release}", sample=sample, claimed_epsilon=epsilon,
+        name=f"trained:{release}",
+        sample=sample,
+        claimed_epsilon=epsilon,
         statistic="|cos(x' - x, canary direction)| of the canary's released recourse",
         neighbours=f"D: {n_rows - 1} trained rows x {n_features} features; D' = D + canary {c:g} * e_1 labelled 0 "
-                   f"(both trained); {what}")
+        f"(both trained); {what}",
+    )
 
 
 # ----------------------------------------------------------------------------- one run
@@ -192,9 +210,18 @@ class OneRunAudit:
         return {**asdict(self), "violates_claim": self.violates_claim, "verdict": self.verdict}
 
 
-def one_run_audit(release: str, epsilon: float, *, n_canaries: int = 1000, n_guess: int | None = None,
-                  n_rows: int = 200, data_norm: float = 1.0, canary_norm: float | None = None, beta: float = 0.05,
-                  random_state: RandomState = 0) -> OneRunAudit:
+def one_run_audit(
+    release: str,
+    epsilon: float,
+    *,
+    n_canaries: int = 1000,
+    n_guess: int | None = None,
+    n_rows: int = 200,
+    data_norm: float = 1.0,
+    canary_norm: float | None = None,
+    beta: float = 0.05,
+    random_state: RandomState = 0,
+) -> OneRunAudit:
     """One training run with ``n_canaries`` canaries, each included with probability 1/2 (see the module docstring).
 
     The model is epsilon-DP in each canary for the whole release (DPM releases), so the bound
@@ -230,15 +257,23 @@ def one_run_audit(release: str, epsilon: float, *, n_canaries: int = 1000, n_gue
         res = recourse_of(epsilon, int(seeds[1])).generate(model, canaries)  # every canary queried once
     scores = _abs_cosine(res.counterfactuals - canaries, canaries / c)
     order = np.argsort(scores, kind="stable")
-    guess_out, guess_in = order[:k], order[m - k:]
+    guess_out, guess_in = order[:k], order[m - k :]
     correct = int(included[guess_in].sum() + (~included[guess_out]).sum())
-    return OneRunAudit(release=release, claimed_epsilon=epsilon,
-                       epsilon_lower_bound=one_run_bound(2 * k, correct, beta), n_canaries=m,
-                       n_included=int(included.sum()), n_guesses=2 * k, n_correct=correct, beta=float(beta),
-                       seconds=time.perf_counter() - start)
+    return OneRunAudit(
+        release=release,
+        claimed_epsilon=epsilon,
+        epsilon_lower_bound=one_run_bound(2 * k, correct, beta),
+        n_canaries=m,
+        n_included=int(included.sum()),
+        n_guesses=2 * k,
+        n_correct=correct,
+        beta=float(beta),
+        seconds=time.perf_counter() - start,
+    )
 
 
 for _name, (_m, _r, _det, _what) in RELEASES.items():
     MECHANISMS[f"trained-{_name}"] = (
         (lambda name: lambda epsilon, **params: trained_experiment(name, epsilon, **params))(_name),
-        f"{_what}: D vs D' = D + an outlier canary at the norm bound, both trained, the whole release")
+        f"{_what}: D vs D' = D + an outlier canary at the norm bound, both trained, the whole release",
+    )

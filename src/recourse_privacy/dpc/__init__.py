@@ -3,14 +3,30 @@
 Heavy imports (torch) happen inside the functions that train or search. ``dpc.recourse``
 registers the method ``dpc`` in the recourse registry.
 """
+
 from recourse_privacy.dpc.autoencoder import FMAutoencoder, PublicBounds, fm_autoencoder_sensitivity
 from recourse_privacy.dpc.core import MODES, DPCExplainer, DPCExplanation, PrivacyLedger, Prototypes, class_prototypes
 from recourse_privacy.dpc.functional import (
-    FMFit, QuadraticObjective, fm_linear_regression, fm_logistic_regression, functional_mechanism,
+    FMFit,
+    QuadraticObjective,
+    fm_linear_regression,
+    fm_logistic_regression,
+    functional_mechanism,
 )
 
 __all__ = [
-    "MODES", "DPCExplainer", "DPCExplanation", "FMAutoencoder", "FMFit", "PrivacyLedger", "Prototypes",
-    "PublicBounds", "QuadraticObjective", "class_prototypes", "fm_autoencoder_sensitivity", "fm_linear_regression",
-    "fm_logistic_regression", "functional_mechanism",
+    "MODES",
+    "DPCExplainer",
+    "DPCExplanation",
+    "FMAutoencoder",
+    "FMFit",
+    "PrivacyLedger",
+    "Prototypes",
+    "PublicBounds",
+    "QuadraticObjective",
+    "class_prototypes",
+    "fm_autoencoder_sensitivity",
+    "fm_linear_regression",
+    "fm_logistic_regression",
+    "functional_mechanism",
 ]

@@ -21,16 +21,24 @@ Caveat (dpc.md Sec. 11.1): x~ depends on the tuple through the encoder, so the c
 the bases are not data-free as Zhang et al.'s theorem assumes; the epsilon of the autoencoder
 rests on Yang et al.'s argument, not on the FM theorem. :attr:`FMAutoencoder.guarantee` says so.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from recourse_privacy.errors import InvalidInputError, NotFittedError
-from recourse_privacy.validation import check_choice, check_epsilon, check_matrix, check_positive_float, check_positive_int, derive_seed
+from recourse_privacy.validation import (
+    check_choice,
+    check_epsilon,
+    check_matrix,
+    check_positive_float,
+    check_positive_int,
+    derive_seed,
+)
 
 __all__ = ["FMAutoencoder", "PublicBounds", "check_epsilon_or_inf", "fm_autoencoder_sensitivity"]
 
@@ -55,7 +63,7 @@ class PublicBounds:
     clip: bool = False
 
     @classmethod
-    def make(cls, bounds, n_features: int, *, clip: bool = False) -> "PublicBounds":
+    def make(cls, bounds, n_features: int, *, clip: bool = False) -> PublicBounds:
         """From None (data already in [0, 1]), a (low, high) pair of scalars or of arrays of ``n_features``."""
         if isinstance(bounds, PublicBounds):
             lo, hi = bounds.lower, bounds.upper
@@ -82,7 +90,8 @@ class PublicBounds:
             raise InvalidInputError(
                 f"{name}: {int(out.any(axis=1).sum())} row(s) fall outside the declared public bounds (feature {j}: "
                 f"[{self.lower[j]:.4g}, {self.upper[j]:.4g}], values {X[:, j].min():.4g}..{X[:, j].max():.4g}); "
-                "DPC's sensitivity needs inputs in [0, 1] after scaling with public bounds")
+                "DPC's sensitivity needs inputs in [0, 1] after scaling with public bounds"
+            )
         return np.clip((X - self.lower) / (self.upper - self.lower), 0.0, 1.0)
 
     def from_unit(self, U: np.ndarray) -> np.ndarray:
@@ -90,8 +99,9 @@ class PublicBounds:
         return self.lower + np.asarray(U, dtype=np.float64) * (self.upper - self.lower)
 
 
-def fm_autoencoder_sensitivity(n_in: int, widths: Sequence[int], *, sensitivity_mode: str = "8d",
-                               d_mode: str = "safe") -> tuple[float, int]:
+def fm_autoencoder_sensitivity(
+    n_in: int, widths: Sequence[int], *, sensitivity_mode: str = "8d", d_mode: str = "safe"
+) -> tuple[float, int]:
     """(Delta, d) of the FM autoencoder's objective: Delta = 8 d or 6 d (dpc.md Eq. 13)."""
     check_choice(sensitivity_mode, "sensitivity_mode", SENSITIVITY_MODES)
     check_choice(d_mode, "d_mode", D_MODES)
@@ -108,9 +118,18 @@ class FMAutoencoder:
     ``sensitivity_``, ``d_``, ``noise_scale_`` (Delta / epsilon), ``n_train_``.
     """
 
-    def __init__(self, *, encoder_layers: Sequence[int] = (64, 32), epsilon: float = 1.0,
-                 sensitivity_mode: str = "8d", d_mode: str = "safe", epochs: int = 50, batch_size: int = 256,
-                 lr: float = 5e-3, random_state=None):
+    def __init__(
+        self,
+        *,
+        encoder_layers: Sequence[int] = (64, 32),
+        epsilon: float = 1.0,
+        sensitivity_mode: str = "8d",
+        d_mode: str = "safe",
+        epochs: int = 50,
+        batch_size: int = 256,
+        lr: float = 5e-3,
+        random_state=None,
+    ):
         layers = tuple(encoder_layers)
         if not layers:
             raise InvalidInputError("encoder_layers must name at least one layer (the last is the latent size)")
@@ -130,8 +149,10 @@ class FMAutoencoder:
     def check_fits(self, n_in: int) -> None:
         """Refuse an architecture that does not fit ``n_in`` features (a latent code wider than the input)."""
         if self.latent_dim > n_in:
-            raise InvalidInputError(f"encoder_layers: latent size {self.latent_dim} exceeds the {n_in} input features; "
-                                    "an autoencoder's code must not be wider than its input")
+            raise InvalidInputError(
+                f"encoder_layers: latent size {self.latent_dim} exceeds the {n_in} input features; "
+                "an autoencoder's code must not be wider than its input"
+            )
 
     def _build(self, n_in: int, seed: int):
         import torch
@@ -148,7 +169,7 @@ class FMAutoencoder:
             widths = (n_in, *self.encoder_layers)
             return stack(widths), stack(widths[::-1])
 
-    def fit(self, U: np.ndarray) -> "FMAutoencoder":
+    def fit(self, U: np.ndarray) -> FMAutoencoder:
         """Train on rows in [0, 1] (already mapped with public bounds); noise drawn once from ``random_state``."""
         import torch
 
@@ -161,9 +182,9 @@ class FMAutoencoder:
         if n < 2:
             raise InvalidInputError(f"X: the FM autoencoder needs at least 2 rows; got {n}")
         self.check_fits(n_in)
-        self.sensitivity_, self.d_ = fm_autoencoder_sensitivity(n_in, self.encoder_layers,
-                                                                sensitivity_mode=self.sensitivity_mode,
-                                                                d_mode=self.d_mode)
+        self.sensitivity_, self.d_ = fm_autoencoder_sensitivity(
+            n_in, self.encoder_layers, sensitivity_mode=self.sensitivity_mode, d_mode=self.d_mode
+        )
         seed = derive_seed(self.random_state, 7)
         self.encoder_, self.decoder_ = self._build(n_in, seed)
         rng = np.random.default_rng(derive_seed(self.random_state, 8))
@@ -180,7 +201,7 @@ class FMAutoencoder:
             for _ in range(self.epochs):
                 order = torch.randperm(n, generator=gen)
                 for s in range(0, n, self.batch_size):
-                    x = Ut[order[s:s + self.batch_size]]
+                    x = Ut[order[s : s + self.batch_size]]
                     xt = self.decoder_(self.encoder_(x))
                     loss = ((-2.0 * x + c1) * xt + c2 * xt * xt).sum(1).mean()
                     opt.zero_grad(set_to_none=True)
@@ -198,9 +219,11 @@ class FMAutoencoder:
         """What the autoencoder's epsilon covers, in words."""
         if self.epsilon == math.inf:
             return "no privacy (epsilon = inf: noise-free training)"
-        return (f"epsilon={self.epsilon:g} for the training data by Yang et al.'s functional-mechanism argument "
-                f"(Delta={getattr(self, 'sensitivity_', float('nan')):g}); not covered by Zhang et al.'s theorem, "
-                "since the bases depend on the tuple (dpc.md Sec. 11.1)")
+        return (
+            f"epsilon={self.epsilon:g} for the training data by Yang et al.'s functional-mechanism argument "
+            f"(Delta={getattr(self, 'sensitivity_', float('nan')):g}); not covered by Zhang et al.'s theorem, "
+            "since the bases depend on the tuple (dpc.md Sec. 11.1)"
+        )
 
     def _check(self):
         if not hasattr(self, "encoder_"):

@@ -1,7 +1,8 @@
 """A small multi-class ReLU network (the target f of DPC's multi-class experiments), seeded, in PyTorch."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -14,15 +15,22 @@ __all__ = ["MulticlassMLP"]
 class MulticlassMLP:
     """Dense ReLU network with softmax cross-entropy, Adam; ``predict_proba`` gives the prediction vector."""
 
-    def __init__(self, *, hidden_layers: Sequence[int] = (64,), epochs: int = 60, lr: float = 1e-3,
-                 batch_size: int = 64, random_state=None):
+    def __init__(
+        self,
+        *,
+        hidden_layers: Sequence[int] = (64,),
+        epochs: int = 60,
+        lr: float = 1e-3,
+        batch_size: int = 64,
+        random_state=None,
+    ):
         self.hidden_layers = tuple(check_positive_int(h, "hidden_layers") for h in hidden_layers)
         self.epochs = check_positive_int(epochs, "epochs")
         self.lr = float(lr)
         self.batch_size = check_positive_int(batch_size, "batch_size")
         self.random_state = random_state
 
-    def fit(self, X: np.ndarray, y: np.ndarray, n_classes: int | None = None) -> "MulticlassMLP":
+    def fit(self, X: np.ndarray, y: np.ndarray, n_classes: int | None = None) -> MulticlassMLP:
         import torch
         from torch import nn
 
@@ -49,7 +57,7 @@ class MulticlassMLP:
             for _ in range(self.epochs):
                 order = torch.randperm(len(X), generator=gen)
                 for s in range(0, len(X), self.batch_size):
-                    idx = order[s:s + self.batch_size]
+                    idx = order[s : s + self.batch_size]
                     opt.zero_grad(set_to_none=True)
                     nn.functional.cross_entropy(self.module_(Xt[idx]), yt[idx]).backward()
                     opt.step()

@@ -27,18 +27,23 @@ Modes (dpc.md Sec. 11):
 
 Neither mode covers the classifier f itself (trained on the same data, used by the search).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
 from recourse_privacy.dpc.autoencoder import FMAutoencoder, PublicBounds, check_epsilon_or_inf
 from recourse_privacy.errors import InvalidInputError, NotFittedError
 from recourse_privacy.validation import (
-    check_choice, check_matrix, check_positive_float, check_positive_int, derive_seed,
+    check_choice,
+    check_matrix,
+    check_positive_float,
+    check_positive_int,
+    derive_seed,
 )
 
 __all__ = ["MODES", "DPCExplainer", "DPCExplanation", "PrivacyLedger", "Prototypes", "class_prototypes"]
@@ -58,9 +63,14 @@ class PrivacyLedger:
     not_covered: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return {"mode": self.mode, "epsilon_autoencoder": self.epsilon_autoencoder,
-                "epsilon_prototypes": self.epsilon_prototypes, "epsilon_total": self.epsilon_total,
-                "covers": self.covers, "not_covered": list(self.not_covered)}
+        return {
+            "mode": self.mode,
+            "epsilon_autoencoder": self.epsilon_autoencoder,
+            "epsilon_prototypes": self.epsilon_prototypes,
+            "epsilon_total": self.epsilon_total,
+            "covers": self.covers,
+            "not_covered": list(self.not_covered),
+        }
 
 
 @dataclass(frozen=True)
@@ -74,8 +84,9 @@ class Prototypes:
     count_noise_scale: float = 0.0
 
 
-def class_prototypes(codes: np.ndarray, labels: np.ndarray, n_classes: int, *, epsilon: float | None = None,
-                     random_state=None) -> Prototypes:
+def class_prototypes(
+    codes: np.ndarray, labels: np.ndarray, n_classes: int, *, epsilon: float | None = None, random_state=None
+) -> Prototypes:
     """Class means of the latent codes (Eq. 14); with ``epsilon``, noisy sums / noisy counts (hardened).
 
     Codes must lie in [0, 1]^m (sigmoid latents), which bounds the replace-one L1 sensitivity of
@@ -127,24 +138,48 @@ class DPCExplainer:
     0.05, ``max_iter`` 300.
     """
 
-    def __init__(self, *, mode: str = "faithful", epsilon: float = 1.0, epsilon_prototypes: float | None = None,
-                 bounds=None, encoder_layers: Sequence[int] = (64, 32), sensitivity_mode: str = "8d",
-                 d_mode: str = "safe", ae_epochs: int = 50, ae_batch_size: int = 256, ae_lr: float = 5e-3,
-                 alpha: float = 1.0, beta: float = 0.5, gamma: float = 0.1, norm: str = "l2", lr: float = 0.05,
-                 max_iter: int = 300, random_state=None):
+    def __init__(
+        self,
+        *,
+        mode: str = "faithful",
+        epsilon: float = 1.0,
+        epsilon_prototypes: float | None = None,
+        bounds=None,
+        encoder_layers: Sequence[int] = (64, 32),
+        sensitivity_mode: str = "8d",
+        d_mode: str = "safe",
+        ae_epochs: int = 50,
+        ae_batch_size: int = 256,
+        ae_lr: float = 5e-3,
+        alpha: float = 1.0,
+        beta: float = 0.5,
+        gamma: float = 0.1,
+        norm: str = "l2",
+        lr: float = 0.05,
+        max_iter: int = 300,
+        random_state=None,
+    ):
         self.mode = check_choice(mode, "mode", MODES)
         self.epsilon = check_epsilon_or_inf(epsilon)
         if epsilon_prototypes is not None and self.mode == "faithful":
-            raise InvalidInputError("epsilon_prototypes applies to mode='hardened' (faithful prototypes are not noised)")
-        self.epsilon_prototypes = (None if self.mode == "faithful" else
-                                   check_epsilon_or_inf(self.epsilon if epsilon_prototypes is None
-                                                        else epsilon_prototypes, "epsilon_prototypes"))
+            raise InvalidInputError(
+                "epsilon_prototypes applies to mode='hardened' (faithful prototypes are not noised)"
+            )
+        self.epsilon_prototypes = (
+            None
+            if self.mode == "faithful"
+            else check_epsilon_or_inf(
+                self.epsilon if epsilon_prototypes is None else epsilon_prototypes, "epsilon_prototypes"
+            )
+        )
         if isinstance(bounds, str):
             if bounds != "data":
                 raise InvalidInputError(f"bounds must be None, (lower, upper) or 'data'; got {bounds!r}")
             if self.mode == "hardened":
-                raise InvalidInputError("bounds='data' reads min/max from the private data; mode='hardened' needs "
-                                        "public bounds (pass bounds=(lower, upper))")
+                raise InvalidInputError(
+                    "bounds='data' reads min/max from the private data; mode='hardened' needs "
+                    "public bounds (pass bounds=(lower, upper))"
+                )
         self.bounds = bounds
         for name, v in (("alpha", alpha), ("beta", beta), ("gamma", gamma)):
             if not np.isfinite(v) or v < 0:
@@ -153,13 +188,20 @@ class DPCExplainer:
         self.norm = check_choice(norm, "norm", ("l1", "l2"))
         self.lr = check_positive_float(lr, "lr")
         self.max_iter = check_positive_int(max_iter, "max_iter")
-        self.autoencoder = FMAutoencoder(encoder_layers=encoder_layers, epsilon=self.epsilon,
-                                         sensitivity_mode=sensitivity_mode, d_mode=d_mode, epochs=ae_epochs,
-                                         batch_size=ae_batch_size, lr=ae_lr, random_state=random_state)
+        self.autoencoder = FMAutoencoder(
+            encoder_layers=encoder_layers,
+            epsilon=self.epsilon,
+            sensitivity_mode=sensitivity_mode,
+            d_mode=d_mode,
+            epochs=ae_epochs,
+            batch_size=ae_batch_size,
+            lr=ae_lr,
+            random_state=random_state,
+        )
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X: np.ndarray, y: np.ndarray, n_classes: int | None = None) -> "DPCExplainer":
+    def fit(self, X: np.ndarray, y: np.ndarray, n_classes: int | None = None) -> DPCExplainer:
         """Bounds, FM autoencoder, prototypes of classes 0..n_classes-1 (checked before training)."""
         X = check_matrix(X)
         y = np.asarray(y)
@@ -171,8 +213,9 @@ class DPCExplainer:
             raise InvalidInputError(f"y has label {int(y.max())} but n_classes={k}")
         self.autoencoder.check_fits(X.shape[1])
         if isinstance(self.bounds, str):
-            self.bounds_ = PublicBounds.make((X.min(0), np.where(X.max(0) > X.min(0), X.max(0), X.min(0) + 1)),
-                                             X.shape[1], clip=True)
+            self.bounds_ = PublicBounds.make(
+                (X.min(0), np.where(X.max(0) > X.min(0), X.max(0), X.min(0) + 1)), X.shape[1], clip=True
+            )
         else:
             self.bounds_ = PublicBounds.make(self.bounds, X.shape[1])
         U = self.bounds_.to_unit(X)
@@ -192,18 +235,27 @@ class DPCExplainer:
         ae = self.autoencoder
         not_covered = ["the classifier f the search queries (trained on the same data)"]
         if self.mode == "faithful":
-            not_covered.insert(0, "the prototypes (class means re-read the training rows; Yang et al.'s "
-                                  "post-processing argument does not apply)")
+            not_covered.insert(
+                0,
+                "the prototypes (class means re-read the training rows; Yang et al.'s "
+                "post-processing argument does not apply)",
+            )
             if isinstance(self.bounds, str):
                 not_covered.insert(0, "the feature bounds (min/max of the training rows)")
-            return PrivacyLedger("faithful", ae.epsilon, None, None,
-                                 f"the autoencoder's weights: {ae.guarantee}", tuple(not_covered))
+            return PrivacyLedger(
+                "faithful", ae.epsilon, None, None, f"the autoencoder's weights: {ae.guarantee}", tuple(not_covered)
+            )
         total = ae.epsilon + self.epsilon_prototypes
-        return PrivacyLedger("hardened", ae.epsilon, self.epsilon_prototypes, total,
-                             f"the autoencoder ({ae.guarantee}) and the prototypes (Laplace on class sums and "
-                             f"counts, epsilon={self.epsilon_prototypes:g}); total {total:g} by sequential "
-                             "composition; counterfactuals are post-processing of these and the queries",
-                             tuple(not_covered))
+        return PrivacyLedger(
+            "hardened",
+            ae.epsilon,
+            self.epsilon_prototypes,
+            total,
+            f"the autoencoder ({ae.guarantee}) and the prototypes (Laplace on class sums and "
+            f"counts, epsilon={self.epsilon_prototypes:g}); total {total:g} by sequential "
+            "composition; counterfactuals are post-processing of these and the queries",
+            tuple(not_covered),
+        )
 
     # ------------------------------------------------------------------ explain
     def _check_fitted(self):
@@ -270,8 +322,9 @@ class DPCExplainer:
             missing = torch.as_tensor(n_iter < 0)
             out[missing] = up[missing]
         cf = self.bounds_.from_unit(out.numpy())
-        return DPCExplanation(cf, tgt, n_iter >= 0, n_iter, time.perf_counter() - t0,
-                              info={"mode": self.mode, **self.ledger.to_dict()})
+        return DPCExplanation(
+            cf, tgt, n_iter >= 0, n_iter, time.perf_counter() - t0, info={"mode": self.mode, **self.ledger.to_dict()}
+        )
 
     def _adam(self, ae, c, delta, opt, logits_fn, lo, span, u0, tt, best, out, n_iter, p):
         """The batched Adam loop; keeps each row's valid iterate of least loss in ``out``."""
@@ -281,8 +334,11 @@ class DPCExplainer:
             up = ae.decoder_(c + delta)
             logits = logits_fn(lo + up * span)
             pred_loss = torch.nn.functional.cross_entropy(logits, tt, reduction="none")
-            loss = (self.alpha * pred_loss + self.beta * torch.linalg.vector_norm(up - u0, ord=p, dim=1)
-                    + self.gamma * torch.linalg.vector_norm(ae.encoder_(up) - c, ord=p, dim=1))
+            loss = (
+                self.alpha * pred_loss
+                + self.beta * torch.linalg.vector_norm(up - u0, ord=p, dim=1)
+                + self.gamma * torch.linalg.vector_norm(ae.encoder_(up) - c, ord=p, dim=1)
+            )
             with torch.no_grad():
                 ok = logits.argmax(1) == tt
                 better = ok & (loss < best)

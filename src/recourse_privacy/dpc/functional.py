@@ -21,6 +21,7 @@ Sensitivities (x with every attribute in [-1, 1], the intercept column included 
   term y^2 counted (the paper's example), 2 d^2 + 4 d without it (the authors' code);
 - logistic regression, y in {0, 1}: Delta = d^2 / 4 + 3 d (paper and code).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,9 +33,18 @@ from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import as_generator, check_binary_labels, check_epsilon, check_matrix
 
 __all__ = [
-    "FMFit", "QuadraticObjective", "fm_linear_regression", "fm_logistic_regression", "functional_mechanism",
-    "linear_regression_objective", "linear_regression_sensitivity", "logistic_regression_objective",
-    "logistic_regression_sensitivity", "per_tuple_coefficients", "perturb_coefficients", "solve_quadratic",
+    "FMFit",
+    "QuadraticObjective",
+    "fm_linear_regression",
+    "fm_logistic_regression",
+    "functional_mechanism",
+    "linear_regression_objective",
+    "linear_regression_sensitivity",
+    "logistic_regression_objective",
+    "logistic_regression_sensitivity",
+    "per_tuple_coefficients",
+    "perturb_coefficients",
+    "solve_quadratic",
 ]
 
 
@@ -87,8 +97,10 @@ def _with_intercept(X: np.ndarray, fit_intercept: bool) -> np.ndarray:
 def _check_unit_box(X: np.ndarray) -> None:
     if X.size and np.abs(X).max() > 1 + 1e-12:
         j = int(np.argmax(np.abs(X).max(axis=0)))
-        raise InvalidInputError(f"X: the functional mechanism's sensitivity assumes every attribute in [-1, 1]; "
-                                f"column {j} reaches {np.abs(X[:, j]).max():.4g} (scale with public bounds first)")
+        raise InvalidInputError(
+            f"X: the functional mechanism's sensitivity assumes every attribute in [-1, 1]; "
+            f"column {j} reaches {np.abs(X[:, j]).max():.4g} (scale with public bounds first)"
+        )
 
 
 def linear_regression_objective(X: np.ndarray, y: np.ndarray, *, fit_intercept: bool = True) -> QuadraticObjective:
@@ -99,8 +111,10 @@ def linear_regression_objective(X: np.ndarray, y: np.ndarray, *, fit_intercept: 
         raise InvalidInputError(f"y has {y.shape[0]} values but X has {X.shape[0]} rows")
     _check_unit_box(X)
     if y.size and np.abs(y).max() > 1 + 1e-12:
-        raise InvalidInputError(f"y: linear regression under the functional mechanism needs y in [-1, 1]; "
-                                f"got |y| up to {np.abs(y).max():.4g}")
+        raise InvalidInputError(
+            f"y: linear regression under the functional mechanism needs y in [-1, 1]; "
+            f"got |y| up to {np.abs(y).max():.4g}"
+        )
     Xb = _with_intercept(X, fit_intercept)
     return QuadraticObjective(Xb.T @ Xb, -2.0 * Xb.T @ y, float(y @ y))
 
@@ -134,8 +148,9 @@ def per_tuple_coefficients(kind: str, x: np.ndarray, y: float) -> np.ndarray:
     raise InvalidInputError(f"kind must be 'linear' or 'logistic'; got {kind!r}")
 
 
-def perturb_coefficients(objective: QuadraticObjective, sensitivity: float, epsilon: float,
-                         random_state=None) -> QuadraticObjective:
+def perturb_coefficients(
+    objective: QuadraticObjective, sensitivity: float, epsilon: float, random_state=None
+) -> QuadraticObjective:
     """Algorithm 1, step 2: Laplace(sensitivity / epsilon) on each entry of M (d^2) and alpha (d)."""
     eps = check_epsilon(epsilon)
     if not np.isfinite(sensitivity) or sensitivity <= 0:
@@ -143,12 +158,14 @@ def perturb_coefficients(objective: QuadraticObjective, sensitivity: float, epsi
     rng = as_generator(random_state)
     b = sensitivity / eps
     d = objective.d
-    return QuadraticObjective(objective.M + rng.laplace(0.0, b, (d, d)), objective.alpha + rng.laplace(0.0, b, d),
-                              objective.beta)
+    return QuadraticObjective(
+        objective.M + rng.laplace(0.0, b, (d, d)), objective.alpha + rng.laplace(0.0, b, d), objective.beta
+    )
 
 
-def solve_quadratic(objective: QuadraticObjective, *, regularization: float = 0.0,
-                    trim_tol: float = 1e-8) -> tuple[np.ndarray, int]:
+def solve_quadratic(
+    objective: QuadraticObjective, *, regularization: float = 0.0, trim_tol: float = 1e-8
+) -> tuple[np.ndarray, int]:
     """argmin of w^T (M_sym + reg I) w + alpha^T w over the eigen-directions with eigenvalue > ``trim_tol``.
 
     Returns (w, number of directions trimmed). With M positive definite and no regularisation
@@ -161,9 +178,16 @@ def solve_quadratic(objective: QuadraticObjective, *, regularization: float = 0.
     return Q[:, keep] @ g, int((~keep).sum())
 
 
-def functional_mechanism(objective: QuadraticObjective, sensitivity: float, epsilon: float, *,
-                         regularization: float | str | None = "authors", trim_tol: float = 1e-8,
-                         random_state=None, fit_intercept: bool = True) -> FMFit:
+def functional_mechanism(
+    objective: QuadraticObjective,
+    sensitivity: float,
+    epsilon: float,
+    *,
+    regularization: float | str | None = "authors",
+    trim_tol: float = 1e-8,
+    random_state=None,
+    fit_intercept: bool = True,
+) -> FMFit:
     """Minimise the objective under epsilon-DP (Zhang et al. 2012, Algorithm 1, with their post-processing).
 
     ``epsilon`` = inf returns the non-private minimiser (no noise, no regularisation).
@@ -187,17 +211,38 @@ def functional_mechanism(objective: QuadraticObjective, sensitivity: float, epsi
     return FMFit(w, eps, float(sensitivity), b, reg, trimmed, fit_intercept)
 
 
-def fm_linear_regression(X: np.ndarray, y: np.ndarray, epsilon: float, *, fit_intercept: bool = True,
-                         count_constant: bool = True, random_state=None, **kwargs) -> FMFit:
+def fm_linear_regression(
+    X: np.ndarray,
+    y: np.ndarray,
+    epsilon: float,
+    *,
+    fit_intercept: bool = True,
+    count_constant: bool = True,
+    random_state=None,
+    **kwargs,
+) -> FMFit:
     """epsilon-DP linear regression by the functional mechanism (attributes in [-1, 1], y in [-1, 1])."""
     obj = linear_regression_objective(X, y, fit_intercept=fit_intercept)
-    return functional_mechanism(obj, linear_regression_sensitivity(obj.d, count_constant=count_constant), epsilon,
-                                random_state=random_state, fit_intercept=fit_intercept, **kwargs)
+    return functional_mechanism(
+        obj,
+        linear_regression_sensitivity(obj.d, count_constant=count_constant),
+        epsilon,
+        random_state=random_state,
+        fit_intercept=fit_intercept,
+        **kwargs,
+    )
 
 
-def fm_logistic_regression(X: np.ndarray, y: np.ndarray, epsilon: float, *, fit_intercept: bool = True,
-                           random_state=None, **kwargs) -> FMFit:
+def fm_logistic_regression(
+    X: np.ndarray, y: np.ndarray, epsilon: float, *, fit_intercept: bool = True, random_state=None, **kwargs
+) -> FMFit:
     """epsilon-DP logistic regression by the functional mechanism on the Taylor-expanded loss (y in {0, 1})."""
     obj = logistic_regression_objective(X, y, fit_intercept=fit_intercept)
-    return functional_mechanism(obj, logistic_regression_sensitivity(obj.d), epsilon, random_state=random_state,
-                                fit_intercept=fit_intercept, **kwargs)
+    return functional_mechanism(
+        obj,
+        logistic_regression_sensitivity(obj.d),
+        epsilon,
+        random_state=random_state,
+        fit_intercept=fit_intercept,
+        **kwargs,
+    )

@@ -14,6 +14,7 @@ A cell is seeded by its configuration only (:class:`AuditConfig` ``seed``) and r
 on either. Each cell's audit runs in ``DIR/runs/<hash>/``, where the audit caches every
 finished shadow model: a cell killed halfway resumes from its last shadow model.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,18 +22,19 @@ import socket
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from recourse_privacy.audit import AuditConfig, data_provenance, run_audit
-from recourse_privacy.processes import exit_with_parent
-from recourse_privacy.provenance import content_key, sha256_json
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.experiments.spec import Cell, ExperimentSpec, load_spec
 from recourse_privacy.experiments.store import ResultStore
+from recourse_privacy.processes import exit_with_parent
+from recourse_privacy.provenance import content_key, sha256_json
 from recourse_privacy.validation import check_output_dir, check_positive_int
-from recourse_privacy.errors import InvalidInputError
 
 __all__ = ["BACKENDS", "RunSummary", "cell_content_key", "run_cell", "run_spec", "RichProgress"]
 
@@ -51,10 +53,10 @@ class RunSummary:
     out_dir: Path
     backend: str
     n_cells: int
-    n_skipped: int                                   # cells already finished before this run
+    n_skipped: int  # cells already finished before this run
     computed: list[str] = field(default_factory=list)  # hashes of the cells this run computed
-    failed: list[tuple[str, str]] = field(default_factory=list)   # (cell label, error)
-    shared: list[str] = field(default_factory=list)   # cells another runner computed while this one waited
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (cell label, error)
+    shared: list[str] = field(default_factory=list)  # cells another runner computed while this one waited
     invalid: list[tuple[str, str]] = field(default_factory=list)  # cells the spec dropped (on_invalid: skip)
     seconds: float = 0.0
     summary_path: Path | None = None
@@ -103,9 +105,17 @@ def cell_content_key(config: AuditConfig) -> str:
     return content_key(config.digest(), data_provenance(config).data_sha256)
 
 
-def run_cell(config: dict, labels: dict, spec_name: str, root: str, reporter: Callable | None = None,
-             threads: int = 1, parent_pid: int | None = None, spec_digest: str | None = None,
-             wait: bool = False) -> dict:
+def run_cell(
+    config: dict,
+    labels: dict,
+    spec_name: str,
+    root: str,
+    reporter: Callable | None = None,
+    threads: int = 1,
+    parent_pid: int | None = None,
+    spec_digest: str | None = None,
+    wait: bool = False,
+) -> dict:
     """Run one cell's audit in ``root/runs/<hash>/`` and write its record to ``root/cells/<hash>.json``.
 
     Returns the record (``status`` "complete"), or ``status`` "failed" with the error; an
@@ -128,8 +138,13 @@ def run_cell(config: dict, labels: dict, spec_name: str, root: str, reporter: Ca
     try:
         key = cell_content_key(cfg)
     except Exception as err:  # the data is missing or corrupted: the cell fails by name
-        return {"hash": cell_hash, "label": label, "status": "failed", "error": f"{type(err).__name__}: {err}",
-                "seconds": 0.0}
+        return {
+            "hash": cell_hash,
+            "label": label,
+            "status": "failed",
+            "error": f"{type(err).__name__}: {err}",
+            "seconds": 0.0,
+        }
     existing = store.read(cell_hash, key)
     if existing is not None:  # finished since the driver listed its cells (another runner)
         return {**existing, "shared": True}
@@ -140,12 +155,14 @@ def run_cell(config: dict, labels: dict, spec_name: str, root: str, reporter: Ca
         existing = store.read(cell_hash, key)  # written by the runner that held the lock
         if existing is not None:
             return {**existing, "shared": True}
-        return _compute_cell(store, cfg, cell_hash, key, labels, label, spec_name, spec_digest, reporter,
-                             threads, t0, threadpool_limits)
+        return _compute_cell(
+            store, cfg, cell_hash, key, labels, label, spec_name, spec_digest, reporter, threads, t0, threadpool_limits
+        )
 
 
-def _compute_cell(store, cfg, cell_hash, key, labels, label, spec_name, spec_digest, reporter, threads, t0,
-                  threadpool_limits) -> dict:
+def _compute_cell(
+    store, cfg, cell_hash, key, labels, label, spec_name, spec_digest, reporter, threads, t0, threadpool_limits
+) -> dict:
     if reporter is None:
         run_dir = store.run_dir(cell_hash)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -161,20 +178,32 @@ def _compute_cell(store, cfg, cell_hash, key, labels, label, spec_name, spec_dig
         finally:
             torch.set_num_threads(old_threads)
         record = {
-            "hash": cell_hash, "content_key": key, "spec": spec_name, "spec_digest": spec_digest,
-            "labels": dict(labels), "label": label,
+            "hash": cell_hash,
+            "content_key": key,
+            "spec": spec_name,
+            "spec_digest": spec_digest,
+            "labels": dict(labels),
+            "label": label,
             "group_label": " ".join(f"{a}={v}" for a, v in labels.items()) or "(single cell)",
             "config": cfg.to_dict(),
             "metrics": result.to_dict(),
-            "seconds": round(time.perf_counter() - t0, 3), "threads": threads,
-            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "host": socket.gethostname(), "status": "complete",
+            "seconds": round(time.perf_counter() - t0, 3),
+            "threads": threads,
+            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "host": socket.gethostname(),
+            "status": "complete",
         }
         store.write(record)
         return store.read(cell_hash) or {**record, "complete": True}
     except Exception as err:  # a failed cell is reported, the others go on
-        return {"hash": cell_hash, "label": label, "status": "failed", "error": f"{type(err).__name__}: {err}",
-                "traceback": traceback.format_exc(), "seconds": round(time.perf_counter() - t0, 3)}
+        return {
+            "hash": cell_hash,
+            "label": label,
+            "status": "failed",
+            "error": f"{type(err).__name__}: {err}",
+            "traceback": traceback.format_exc(),
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
 
 
 # ---------------------------------------------------------------------- progress display
@@ -186,8 +215,14 @@ class RichProgress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.console = console or Console(stderr=True)
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), console=self.console, transient=False)
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=False,
+        )
         self.cells_task = None
         self.running: dict[str, Any] = {}
         self.lock = threading.Lock()
@@ -239,7 +274,7 @@ class _ProgressPoller:
         for cell_hash, path in list(self.paths.items()):
             try:
                 st = path.stat()
-                if st.st_mtime < self.t0 - 1:   # left by an earlier, killed run
+                if st.st_mtime < self.t0 - 1:  # left by an earlier, killed run
                     continue
                 key = (st.st_mtime_ns, st.st_size)
                 if self.seen.get(cell_hash) == key:
@@ -264,11 +299,19 @@ class _ProgressPoller:
         self.thread.join(timeout=2)
 
 
-def _local(cells: list[Cell], args: Callable, n_jobs: int, threads: int, store: ResultStore, on_stage,
-           on_result, spec_digest: str | None = None) -> None:
+def _local(
+    cells: list[Cell],
+    args: Callable,
+    n_jobs: int,
+    threads: int,
+    store: ResultStore,
+    on_stage,
+    on_result,
+    spec_digest: str | None = None,
+) -> None:
     if n_jobs == 1 or len(cells) == 1:
         for cell in cells:
-            report = (lambda c: (lambda stage, done, total: on_stage((c.hash, stage, done, total))))(cell)
+            report = (lambda c: lambda stage, done, total: on_stage((c.hash, stage, done, total)))(cell)
             on_result(cell, run_cell(*args(cell), reporter=report, threads=threads, spec_digest=spec_digest))
         return
     from joblib import Parallel, delayed
@@ -276,15 +319,25 @@ def _local(cells: list[Cell], args: Callable, n_jobs: int, threads: int, store: 
     by_hash = {c.hash: c for c in cells}
     with _ProgressPoller(store, cells, on_stage) as poller:
         par = Parallel(n_jobs=min(n_jobs, len(cells)), return_as="generator_unordered")
-        jobs = (delayed(run_cell)(*args(c), threads=threads, parent_pid=os.getpid(), spec_digest=spec_digest)
-                for c in cells)
+        jobs = (
+            delayed(run_cell)(*args(c), threads=threads, parent_pid=os.getpid(), spec_digest=spec_digest) for c in cells
+        )
         for rec in par(jobs):
             poller.forget(rec["hash"])
             on_result(by_hash[rec["hash"]], rec)
 
 
-def _ray(cells: list[Cell], args: Callable, n_jobs: int | None, address: str | None, threads: int,
-         store: ResultStore, on_stage, on_result, spec_digest: str | None = None) -> None:
+def _ray(
+    cells: list[Cell],
+    args: Callable,
+    n_jobs: int | None,
+    address: str | None,
+    threads: int,
+    store: ResultStore,
+    on_stage,
+    on_result,
+    spec_digest: str | None = None,
+) -> None:
     try:
         import ray
     except ImportError:
@@ -328,9 +381,15 @@ def _ray(cells: list[Cell], args: Callable, n_jobs: int | None, address: str | N
 
 
 # ---------------------------------------------------------------------- the run
-def run_spec(spec: ExperimentSpec | str | Path, out_dir: str | Path, backend: str = "local",
-             address: str | None = None, n_jobs: int | None = None,
-             progress: bool | ProgressCallback = True, threads_per_cell: int = 1) -> RunSummary:
+def run_spec(
+    spec: ExperimentSpec | str | Path,
+    out_dir: str | Path,
+    backend: str = "local",
+    address: str | None = None,
+    n_jobs: int | None = None,
+    progress: bool | ProgressCallback = True,
+    threads_per_cell: int = 1,
+) -> RunSummary:
     """Run every unfinished cell of ``spec`` and store one record per cell in ``out_dir``.
 
     ``backend`` "local" (joblib processes, ``n_jobs`` default: cores) or "ray" (``address``
@@ -363,8 +422,7 @@ def run_spec(spec: ExperimentSpec | str | Path, out_dir: str | Path, backend: st
 
     todo = [c for c in cells if not finished(c)]
     busy: list[Cell] = []
-    summary = RunSummary(spec.name, store.root, backend, len(cells), len(cells) - len(todo),
-                         invalid=spec.skipped)
+    summary = RunSummary(spec.name, store.root, backend, len(cells), len(cells) - len(todo), invalid=spec.skipped)
     labels = {c.hash: c.label for c in cells}
 
     display = RichProgress() if progress is True else None
@@ -405,8 +463,9 @@ def run_spec(spec: ExperimentSpec | str | Path, out_dir: str | Path, backend: st
         callback("start", None, {"total": len(cells), "done": summary.n_skipped})
         if todo:
             if backend == "local":
-                _local(todo, args, n_jobs or os.cpu_count() or 1, threads_per_cell, store, on_stage, on_result,
-                       spec_digest)
+                _local(
+                    todo, args, n_jobs or os.cpu_count() or 1, threads_per_cell, store, on_stage, on_result, spec_digest
+                )
             else:
                 _ray(todo, args, n_jobs, address, threads_per_cell, store, on_stage, on_result, spec_digest)
             wait_for_busy()

@@ -13,6 +13,7 @@ beside the paper's Table 2; then Table 3's constraint example (age and education
 non-decreasing, d_th = 0.4). Results go to ``out_dir/table2.csv``, ``table3.json`` and
 ``ledger.json``.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,29 +36,65 @@ __all__ = ["PAPER_TABLE2", "READINGS", "run_pentyala2023"]
 
 FEATURES = {
     "adult": ("age", "education-num", "capital-gain", "capital-loss", "hours-per-week"),
-    "heloc": ("ExternalRiskEstimate", "MSinceOldestTradeOpen", "AverageMInFile", "NetFractionRevolvingBurden",
-              "NetFractionInstallBurden"),
+    "heloc": (
+        "ExternalRiskEstimate",
+        "MSinceOldestTradeOpen",
+        "AverageMInFile",
+        "NetFractionRevolvingBurden",
+        "NetFractionInstallBurden",
+    ),
 }
 #: public bounds from domain knowledge (not the data's min and max)
 BOUNDS = {
-    "adult": ([17, 1, 0, 0, 1], [90, 16, 99999, 4356, 99]),            # UCI's documented ranges
-    "heloc": ([0, 0, 0, 0, 0], [100, 840, 420, 300, 600]),              # a score 0-100; months (70 years); percents
+    "adult": ([17, 1, 0, 0, 1], [90, 16, 99999, 4356, 99]),  # UCI's documented ranges
+    "heloc": ([0, 0, 0, 0, 0], [100, 840, 420, 300, 600]),  # a score 0-100; months (70 years); percents
 }
 MODEL_EPSILON = {"adult": 1.0, "heloc": 3.0}
-N_GRAPH = {"adult": 2000, "heloc": None}    # HELOC: 25% of each class of the training split (1,851)
-N_QUERIES = {"adult": 266, "heloc": None}   # HELOC: every rejected point of its 25% test sample
+N_GRAPH = {"adult": 2000, "heloc": None}  # HELOC: 25% of each class of the training split (1,851)
+N_QUERIES = {"adult": 266, "heloc": None}  # HELOC: every rejected point of its 25% test sample
 
 #: (method, metric) -> (Adult, HELOC), paper 003 Table 2
 PAPER_TABLE2 = {
-    "FACE": {"pdensity": (2.38, 2.56), "pdistance_manifold": (0, 0), "pl1": (0.07, 0.12), "pl2": (0.05, 0.06),
-             "pl0": (1.72, 4.51), "redundancy": (0.43, 1.56), "ynn": (0.79, 0.67), "seconds": (75.79, 11.70)},
-    "Baseline": {"pdensity": (-0.34, -0.05), "pdistance_manifold": (0.21, 0.38), "pl1": (0.78, 0.67),
-                 "pl2": (0.43, 0.34), "pl0": (5, 5), "redundancy": (3.23, 2.56), "ynn": (0.13, 0.40),
-                 "seconds": (70.98, 6.45)},
-    "DP-SD": {"pdensity": (2.15, 2.53), "pdistance_manifold": (0.15, 0.05), "pl1": (0.09, 0.13), "pl2": (0.07, 0.07),
-              "pl0": (2.36, 4.36), "redundancy": (1.27, 2.21), "ynn": (0.78, 0.67), "seconds": (72.30, 10.30)},
-    "Ours": {"pdensity": (2.25, 2.54), "pdistance_manifold": (0.01, 0.03), "pl1": (0.17, 0.18), "pl2": (0.11, 0.11),
-             "pl0": (3.79, 4.98), "redundancy": (1.45, 2.29), "ynn": (0.94, 0.74), "seconds": (31.96, 4.40)},
+    "FACE": {
+        "pdensity": (2.38, 2.56),
+        "pdistance_manifold": (0, 0),
+        "pl1": (0.07, 0.12),
+        "pl2": (0.05, 0.06),
+        "pl0": (1.72, 4.51),
+        "redundancy": (0.43, 1.56),
+        "ynn": (0.79, 0.67),
+        "seconds": (75.79, 11.70),
+    },
+    "Baseline": {
+        "pdensity": (-0.34, -0.05),
+        "pdistance_manifold": (0.21, 0.38),
+        "pl1": (0.78, 0.67),
+        "pl2": (0.43, 0.34),
+        "pl0": (5, 5),
+        "redundancy": (3.23, 2.56),
+        "ynn": (0.13, 0.40),
+        "seconds": (70.98, 6.45),
+    },
+    "DP-SD": {
+        "pdensity": (2.15, 2.53),
+        "pdistance_manifold": (0.15, 0.05),
+        "pl1": (0.09, 0.13),
+        "pl2": (0.07, 0.07),
+        "pl0": (2.36, 4.36),
+        "redundancy": (1.27, 2.21),
+        "ynn": (0.78, 0.67),
+        "seconds": (72.30, 10.30),
+    },
+    "Ours": {
+        "pdensity": (2.25, 2.54),
+        "pdistance_manifold": (0.01, 0.03),
+        "pl1": (0.17, 0.18),
+        "pl2": (0.11, 0.11),
+        "pl0": (3.79, 4.98),
+        "redundancy": (1.45, 2.29),
+        "ynn": (0.94, 0.74),
+        "seconds": (31.96, 4.40),
+    },
 }
 #: the methods and readings run: label -> (registered method, parameters)
 READINGS = {
@@ -65,15 +102,33 @@ READINGS = {
     "Baseline": ("privrecourse-laplace", {}),
     "DP-SD": ("privrecourse-mst", {}),
     "Ours (em_point)": ("privrecourse", {"clustering_params": {"release": "em_point", "lap_use": "subzone"}}),
-    "Ours (em_point, init=data)": ("privrecourse", {"clustering_params": {"release": "em_point", "lap_use": "subzone",
-                                                                          "init": "data"}}),
-    "Ours (noisy_mean_paper)": ("privrecourse", {"clustering_params": {"release": "noisy_mean_paper", "lap_use": "final"}}),
-    "Ours (noisy_mean_strict)": ("privrecourse", {"clustering_params": {"release": "noisy_mean_strict",
-                                                                       "lap_use": "final"}}),
+    "Ours (em_point, init=data)": (
+        "privrecourse",
+        {"clustering_params": {"release": "em_point", "lap_use": "subzone", "init": "data"}},
+    ),
+    "Ours (noisy_mean_paper)": (
+        "privrecourse",
+        {"clustering_params": {"release": "noisy_mean_paper", "lap_use": "final"}},
+    ),
+    "Ours (noisy_mean_strict)": (
+        "privrecourse",
+        {"clustering_params": {"release": "noisy_mean_strict", "lap_use": "final"}},
+    ),
     "Ours (diffprivlib)": ("privrecourse", {"clustering": "diffprivlib"}),
 }
-METRICS = ("validity", "pdensity", "pdistance_manifold", "pl1", "pl2", "pl0", "redundancy", "ynn", "seconds",
-           "build_seconds", "n_nodes")
+METRICS = (
+    "validity",
+    "pdensity",
+    "pdistance_manifold",
+    "pl1",
+    "pl2",
+    "pl0",
+    "redundancy",
+    "ynn",
+    "seconds",
+    "build_seconds",
+    "n_nodes",
+)
 
 
 def _split(name: str, data_dir, seed: int):
@@ -90,10 +145,13 @@ def _split(name: str, data_dir, seed: int):
         g = rng.choice(len(Xtr), N_GRAPH[name], replace=False)
         return Xtr, ytr, Xtr[g], ytr[g], Xte, yte
     Xtr, Xte, ytr, yte = train_test_split(Z, y, test_size=0.25, stratify=y, random_state=seed)
+
     def quarter(Xs, ys):
-        idx = np.concatenate([rng.choice(np.flatnonzero(ys == c), int(round(0.25 * (ys == c).sum())), replace=False)
-                              for c in (0, 1)])
+        idx = np.concatenate(
+            [rng.choice(np.flatnonzero(ys == c), int(round(0.25 * (ys == c).sum())), replace=False) for c in (0, 1)]
+        )
         return Xs[np.sort(idx)], ys[np.sort(idx)]
+
     Xg, yg = quarter(Xtr, ytr)
     Xs, ys = quarter(Xte, yte)
     return Xtr, ytr, Xg, yg, Xs, ys
@@ -104,11 +162,15 @@ def run_once(name: str, seed: int, readings: dict, data_dir=None, n_clusters: in
     from sklearn.neighbors import KernelDensity
 
     Xtr, ytr, Xg, yg, Xte, yte = _split(name, data_dir, seed)
-    model = DPLogisticModel(epsilon=MODEL_EPSILON[name], data_norm=float(np.sqrt(5)),
-                            random_state=derive_seed(seed, 1)).fit(Xtr, ytr)
+    model = DPLogisticModel(
+        epsilon=MODEL_EPSILON[name], data_norm=float(np.sqrt(5)), random_state=derive_seed(seed, 1)
+    ).fit(Xtr, ytr)
     rejected = Xte[model.predict(Xte) == 0]
-    Q = rejected[np.random.default_rng(derive_seed(seed, 2)).permutation(len(rejected))[:N_QUERIES[name]]] \
-        if N_QUERIES[name] else rejected
+    Q = (
+        rejected[np.random.default_rng(derive_seed(seed, 2)).permutation(len(rejected))[: N_QUERIES[name]]]
+        if N_QUERIES[name]
+        else rejected
+    )
     kde = KernelDensity(kernel="gaussian", bandwidth="scott").fit(Xg)  # rho^D for PDensity (bandwidth unstated)
     rows, ledgers = [], {}
     for label, (method, params) in readings.items():
@@ -119,11 +181,22 @@ def run_once(name: str, seed: int, readings: dict, data_dir=None, n_clusters: in
         res = m.generate(model, Q)
         q = quality_metrics(res, model, Xg, kde=kde)
         art = m.artefact_
-        rows.append({"dataset": name, "seed": seed, "method": label, "n_queries": len(Q), **q,
-                     "seconds": res.seconds / max(len(Q), 1), "build_seconds": build, "n_nodes": len(art.nodes),
-                     "model_accuracy": float(np.mean(model.predict(Xte) == yte)),
-                     "epsilon_total": art.epsilon, "is_dp": art.privacy["is_dp"],
-                     "avg_2way_tvd": art.config.get("avg_2way_tvd", float("nan"))})
+        rows.append(
+            {
+                "dataset": name,
+                "seed": seed,
+                "method": label,
+                "n_queries": len(Q),
+                **q,
+                "seconds": res.seconds / max(len(Q), 1),
+                "build_seconds": build,
+                "n_nodes": len(art.nodes),
+                "model_accuracy": float(np.mean(model.predict(Xte) == yte)),
+                "epsilon_total": art.epsilon,
+                "is_dp": art.privacy["is_dp"],
+                "avg_2way_tvd": art.config.get("avg_2way_tvd", float("nan")),
+            }
+        )
         ledgers[label] = art.privacy
     return rows, ledgers
 
@@ -138,20 +211,34 @@ def table3(data_dir=None, seed: int = 0, n_clusters: int = 500) -> dict:
     scaler = PublicScaler(*BOUNDS["adult"], feature_names=FEATURES["adult"])
     out = {}
     for label, method in (("FACE", "privrecourse-data"), ("PrivRecourse", "privrecourse")):
-        m = make_recourse(method, n_clusters=n_clusters, action_set=aset, max_distance=0.4,
-                          random_state=derive_seed(seed, 3)).fit(Xg, yg, model)
+        m = make_recourse(
+            method, n_clusters=n_clusters, action_set=aset, max_distance=0.4, random_state=derive_seed(seed, 3)
+        ).fit(Xg, yg, model)
         res = m.generate(model, Q)
         ok = [p for p, v in zip(res.paths, res.valid) if v]
         mono = all((np.diff(p[1:, :2], axis=0) >= -1e-9).all() for p in ok)
-        out[label] = {"success_rate": float(res.valid.mean()), "increase_only_respected": bool(mono),
-                      "example_path": np.round(scaler.inverse_transform(res.paths[0]), 0).tolist()}
+        out[label] = {
+            "success_rate": float(res.valid.mean()),
+            "increase_only_respected": bool(mono),
+            "example_path": np.round(scaler.inverse_transform(res.paths[0]), 0).tolist(),
+        }
     return out
 
 
-def run_pentyala2023(out_dir: Path, *, seeds=None, console=None, datasets=("adult", "heloc"), readings=None,
-                     data_dir=None, n_clusters: int = 500, with_table3: bool = True) -> dict:
+def run_pentyala2023(
+    out_dir: Path,
+    *,
+    seeds=None,
+    console=None,
+    datasets=("adult", "heloc"),
+    readings=None,
+    data_dir=None,
+    n_clusters: int = 500,
+    with_table3: bool = True,
+) -> dict:
     """Run the reproduction and write table2.csv, table3.json and ledger.json into ``out_dir``."""
     import pandas as pd
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     seeds = list(seeds) if seeds else [0, 1, 2]
@@ -174,8 +261,10 @@ def run_pentyala2023(out_dir: Path, *, seeds=None, console=None, datasets=("adul
         (out_dir / "table3.json").write_text(json.dumps(t3, indent=2))
         say("Table 3 (Adult; age, education-num non-decreasing; d_th = 0.4). Paper: success 96% FACE, 94% PrivRecourse")
         for k, v in t3.items():
-            say(f"  {k}: success {v['success_rate']:.1%}, increase-only respected: {v['increase_only_respected']}; "
-                f"path of query 1 (age, edu, gain, loss, hours): {v['example_path']}")
+            say(
+                f"  {k}: success {v['success_rate']:.1%}, increase-only respected: {v['increase_only_respected']}; "
+                f"path of query 1 (age, edu, gain, loss, hours): {v['example_path']}"
+            )
     say(KNOWN_DIFFERENCES)
     return {"table2": df, "table3": t3}
 
@@ -192,14 +281,37 @@ def _format(agg, datasets) -> str:
     for name in datasets:
         col = 0 if name == "adult" else 1
         lines.append(f"--- {name} ---")
-        lines.append(f"{'method':<28}" + "".join(f"{m:>27}" for m in ("pdensity", "pdistance_manifold", "pl1", "pl2",
-                                                                        "pl0", "redundancy", "ynn", "seconds",
-                                                                        "validity")))
+        lines.append(
+            f"{'method':<28}"
+            + "".join(
+                f"{m:>27}"
+                for m in (
+                    "pdensity",
+                    "pdistance_manifold",
+                    "pl1",
+                    "pl2",
+                    "pl0",
+                    "redundancy",
+                    "ynn",
+                    "seconds",
+                    "validity",
+                )
+            )
+        )
         for method in agg.loc[name].index:
             paper = PAPER_TABLE2.get(method.split(" (")[0], {})
             cells = []
-            for met in ("pdensity", "pdistance_manifold", "pl1", "pl2", "pl0", "redundancy", "ynn", "seconds",
-                        "validity"):
+            for met in (
+                "pdensity",
+                "pdistance_manifold",
+                "pl1",
+                "pl2",
+                "pl0",
+                "redundancy",
+                "ynn",
+                "seconds",
+                "validity",
+            ):
                 mu, sd = agg.loc[(name, method), (met, "mean")], agg.loc[(name, method), (met, "std")]
                 p = paper.get(met, (None, None))[col]
                 cells.append(f"{mu:.3g}+-{sd:.2g} ({'-' if p is None else format(p, '.3g')})")
@@ -224,8 +336,11 @@ KNOWN_DIFFERENCES = """Known differences (see docs/privrecourse.md):
 - MST uses delta = 1e-9 (a zCDP mechanism cannot give delta = 0), 10 bins per feature decoded to bin midpoints."""
 
 
-@register_reproduction("pentyala2023", description="Pentyala et al. 2023 (PrivRecourse) Tables 2-3 on Adult and HELOC, "
-                                                   "3 runs: FACE, Laplace baseline, MST, PrivRecourse readings")
+@register_reproduction(
+    "pentyala2023",
+    description="Pentyala et al. 2023 (PrivRecourse) Tables 2-3 on Adult and HELOC, "
+    "3 runs: FACE, Laplace baseline, MST, PrivRecourse readings",
+)
 def reproduce_pentyala2023(out_dir: Path, *, seeds=None, console=None) -> None:
     """The shipped reproduction (see the module docstring)."""
     run_pentyala2023(out_dir, seeds=seeds, console=console)
@@ -234,8 +349,10 @@ def reproduce_pentyala2023(out_dir: Path, *, seeds=None, console=None) -> None:
 #: the owner's recourse in the membership game: label -> (registered method, parameters)
 GAME_METHODS = {
     "PrivRecourse (em_point)": ("privrecourse", {"out_of_bounds": "clip"}),
-    "PrivRecourse (noisy_mean_strict)": ("privrecourse", {"out_of_bounds": "clip", "clustering_params": {
-        "release": "noisy_mean_strict", "lap_use": "final"}}),
+    "PrivRecourse (noisy_mean_strict)": (
+        "privrecourse",
+        {"out_of_bounds": "clip", "clustering_params": {"release": "noisy_mean_strict", "lap_use": "final"}},
+    ),
     "PrivRecourse (diffprivlib)": ("privrecourse", {"out_of_bounds": "clip", "clustering": "diffprivlib"}),
     "FACE (Alg. 1/2 on raw data)": ("privrecourse-data", {"out_of_bounds": "clip"}),
     "DP-SD (MST)": ("privrecourse-mst", {"out_of_bounds": "clip"}),
@@ -264,13 +381,17 @@ def record_exposure(result, X_members, X_nonmembers, tol: float = 1e-9) -> dict:
         return NearestNeighbors(n_neighbors=1).fit(nodes).kneighbors(X)[0][:, 0] <= tol
 
     cf_member = (NearestNeighbors(n_neighbors=1).fit(X_members).kneighbors(cf)[0][:, 0] <= tol) if len(cf) else []
-    return {"cf_is_member_row": float(np.mean(cf_member)) if len(cf) else float("nan"),
-            "distinct_nodes_returned": int(len(nodes)),
-            "match_attack_tpr": float(hit(X_members).mean()), "match_attack_fpr": float(hit(X_nonmembers).mean())}
+    return {
+        "cf_is_member_row": float(np.mean(cf_member)) if len(cf) else float("nan"),
+        "distinct_nodes_returned": int(len(nodes)),
+        "match_attack_tpr": float(hit(X_members).mean()),
+        "match_attack_fpr": float(hit(X_nonmembers).mean()),
+    }
 
 
-def membership_game(out_dir: Path, *, seeds=None, console=None, methods=None, shadow_models: int = 10,
-                    n_members: int = 2000) -> list[dict]:
+def membership_game(
+    out_dir: Path, *, seeds=None, console=None, methods=None, shadow_models: int = 10, n_members: int = 2000
+) -> list[dict]:
     """The recourse membership game (Pawelczyk et al. 2023) on Adult with each method as the owner's recourse.
     The adversary knows the mechanism: its shadow worlds run the same registered method,
     publishing their own artefacts from their own data. Reported: AUC and TPR at FPR 0.01 of
@@ -281,27 +402,44 @@ def membership_game(out_dir: Path, *, seeds=None, console=None, methods=None, sh
     say = _printer(console)
     methods = GAME_METHODS if methods is None else methods
     rows = []
-    for seed in (list(seeds) if seeds else [0]):
+    for seed in list(seeds) if seeds else [0]:
         for label, (method, params) in methods.items():
             t0 = time.perf_counter()
-            cfg = AuditConfig(dataset="adult", model="logistic", recourse=method, recourse_params=params,
-                              scaling="minmax", n_members=n_members, shadow_models=shadow_models,
-                              attacks=("cfd", "cfd-lrt", "random"), seed=seed)
+            cfg = AuditConfig(
+                dataset="adult",
+                model="logistic",
+                recourse=method,
+                recourse_params=params,
+                scaling="minmax",
+                n_members=n_members,
+                shadow_models=shadow_models,
+                attacks=("cfd", "cfd-lrt", "random"),
+                seed=seed,
+            )
             res = run_audit(cfg)
-            row = {"method": label, "seed": seed, "seconds": time.perf_counter() - t0,
-                   "validity": res.recourse.validity}
+            row = {
+                "method": label,
+                "seed": seed,
+                "seconds": time.perf_counter() - t0,
+                "validity": res.recourse.validity,
+            }
             for a in res.table():
                 row[f"{a['attack']}_auc"] = a["auc"]
                 row[f"{a['attack']}_tpr@0.01"] = a["tpr@0.01"]
             rows.append(row)
-            say(f"[game] {label} seed={seed}: " + ", ".join(f"{k}={v:.3f}" for k, v in row.items()
-                                                            if isinstance(v, float)))
+            say(
+                f"[game] {label} seed={seed}: "
+                + ", ".join(f"{k}={v:.3f}" for k, v in row.items() if isinstance(v, float))
+            )
             (out_dir / "membership_game.json").write_text(json.dumps(rows, indent=2))  # after each method
     return rows
 
 
-@register_reproduction("pentyala2023-audit", description="the membership game on Adult against PrivRecourse, FACE and "
-                                                         "the Laplace and MST baselines (distance attacks)")
+@register_reproduction(
+    "pentyala2023-audit",
+    description="the membership game on Adult against PrivRecourse, FACE and "
+    "the Laplace and MST baselines (distance attacks)",
+)
 def reproduce_pentyala2023_audit(out_dir: Path, *, seeds=None, console=None) -> None:
     """The membership game (see :func:`membership_game`) and the record exposure of each method's output."""
     membership_game(out_dir, seeds=seeds, console=console, shadow_models=6)
@@ -344,8 +482,12 @@ def exposure_study(out_dir: Path, *, console=None, seed: int = 0) -> dict:
     Q = Xte[model.predict(Xte) == 0][:266]
     # control: test rows (non-members); adult's 5 features have many exact duplicates, so the control is not 0
     out = {}
-    for label, method in (("FACE", "privrecourse-data"), ("PrivRecourse (em_point)", "privrecourse"),
-                          ("Baseline", "privrecourse-laplace"), ("DP-SD", "privrecourse-mst")):
+    for label, method in (
+        ("FACE", "privrecourse-data"),
+        ("PrivRecourse (em_point)", "privrecourse"),
+        ("Baseline", "privrecourse-laplace"),
+        ("DP-SD", "privrecourse-mst"),
+    ):
         m = make_recourse(method, random_state=derive_seed(seed, 3)).fit(Xg, yg, model)
         res = m.generate(model, Q)
         out[label] = record_exposure(res, Xg, Xte)

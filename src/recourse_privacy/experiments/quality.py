@@ -13,33 +13,47 @@ queries and measures it with :func:`~recourse_privacy.metrics.quality_metrics`. 
 - ``quality.png``: a few query points and their counterfactuals (FACE: whole paths) on the
   two features the methods change most, one panel per method.
 """
+
 from __future__ import annotations
 
 import inspect
 import json
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
-from recourse_privacy.validation import as_generator, check_positive_int, derive_seed
-
-from recourse_privacy.recourse.registry import RECOURSE_METHODS, make_recourse, missing_capabilities, model_capabilities
 from recourse_privacy.data import Preprocessor, load_dataset
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics import quality_metrics
 from recourse_privacy.models import accuracy, make_model
 from recourse_privacy.recourse import ActionSet, check_recourse_name, fit_for
-from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.recourse.registry import RECOURSE_METHODS, make_recourse, missing_capabilities, model_capabilities
+from recourse_privacy.validation import as_generator, check_positive_int, derive_seed
 
 #: progress callback: (stage, completed, total)
 Progress = Callable[[str, int, int], None]
 
 #: metric columns of the table, in print order
-METRICS = ("validity", "l0", "l1", "l2", "linf", "redundancy", "ynn", "violations", "seconds_per_cf",
-           "pdensity", "pdistance_manifold", "pl0", "pl1", "pl2")
+METRICS = (
+    "validity",
+    "l0",
+    "l1",
+    "l2",
+    "linf",
+    "redundancy",
+    "ynn",
+    "violations",
+    "seconds_per_cf",
+    "pdensity",
+    "pdistance_manifold",
+    "pl0",
+    "pl1",
+    "pl2",
+)
 
 
 @dataclass
@@ -47,9 +61,9 @@ class QualityResult:
     """The table (method -> metric -> value), the recourse behind it, skipped methods and files written."""
 
     table: dict
-    results: dict = field(default_factory=dict)      # method -> RecourseResult
-    skipped: dict = field(default_factory=dict)      # method -> reason
-    run: dict = field(default_factory=dict)          # configuration, sizes, model accuracy
+    results: dict = field(default_factory=dict)  # method -> RecourseResult
+    skipped: dict = field(default_factory=dict)  # method -> reason
+    run: dict = field(default_factory=dict)  # configuration, sizes, model accuracy
     files: dict = field(default_factory=dict)
 
 
@@ -116,8 +130,9 @@ def run_quality(
 
     report("data", 0, 1)
     if dataset == "synthetic":
-        ds = load_dataset("synthetic", n_samples=n_train + 4 * n_points, random_state=derive_seed(seed, 1),
-                          **(data_params or {}))
+        ds = load_dataset(
+            "synthetic", n_samples=n_train + 4 * n_points, random_state=derive_seed(seed, 1), **(data_params or {})
+        )
     else:
         ds = load_dataset(dataset, data_dir, **(data_params or {}))
     if ds.n_rows < n_train + 2:
@@ -137,7 +152,9 @@ def run_quality(
     X_query = X_held[rejected[:n_points]]
     report("model", 1, 1)
     action_set = ActionSet.from_preprocessor(pre) if actionable else None
-    kde = KernelDensity(kernel="gaussian", bandwidth="scott").fit(X_train)  # PDensity's rho^D (Pentyala et al. 2023, eq. 2)
+    kde = KernelDensity(kernel="gaussian", bandwidth="scott").fit(
+        X_train
+    )  # PDensity's rho^D (Pentyala et al. 2023, eq. 2)
 
     table: dict[str, dict] = {}
     results, skipped = {}, {}
@@ -160,22 +177,39 @@ def run_quality(
         report(name, 1, 1)
 
     run = {
-        "dataset": dataset, "model": model, "model_params": model_params or {}, "methods": list(methods),
-        "method_params": method_params, "n_points_requested": n_points, "n_points": int(len(X_query)),
-        "n_train": int(n_train), "n_heldout": int(len(held)), "n_features": int(X_train.shape[1]),
-        "feature_names": list(pre.feature_names_out_), "actionable": bool(actionable), "seed": seed,
-        "k_neighbors": k_neighbors, "train_accuracy": accuracy(clf, X_train, y_train),
-        "heldout_accuracy": accuracy(clf, X_held, y_held), "kde_bandwidth": float(kde.bandwidth_),
+        "dataset": dataset,
+        "model": model,
+        "model_params": model_params or {},
+        "methods": list(methods),
+        "method_params": method_params,
+        "n_points_requested": n_points,
+        "n_points": int(len(X_query)),
+        "n_train": int(n_train),
+        "n_heldout": int(len(held)),
+        "n_features": int(X_train.shape[1]),
+        "feature_names": list(pre.feature_names_out_),
+        "actionable": bool(actionable),
+        "seed": seed,
+        "k_neighbors": k_neighbors,
+        "train_accuracy": accuracy(clf, X_train, y_train),
+        "heldout_accuracy": accuracy(clf, X_held, y_held),
+        "kde_bandwidth": float(kde.bandwidth_),
         "conventions": "costs, redundancy, yNN, violations and path metrics are means over valid counterfactuals "
-                       "(CARLA); validity and seconds_per_cf over all query points; L2 is not squared",
+        "(CARLA); validity and seconds_per_cf over all query points; L2 is not squared",
         "total_seconds": round(time.perf_counter() - t_start, 3),
     }
     if len(X_query) < n_points:
         run["warning"] = f"only {len(X_query)} held-out rows are rejected; fewer query points than requested"
     out = QualityResult(table, results, skipped, run)
     if out_dir is not None:
-        out.files = write_quality(out, out_dir, X_train=X_train, y_pred_train=clf.predict(X_train),
-                                  feature_names=list(pre.feature_names_out_), plot_points=plot_points)
+        out.files = write_quality(
+            out,
+            out_dir,
+            X_train=X_train,
+            y_pred_train=clf.predict(X_train),
+            feature_names=list(pre.feature_names_out_),
+            plot_points=plot_points,
+        )
     return out
 
 
@@ -191,8 +225,15 @@ def _jsonable(v):
     return v
 
 
-def write_quality(result: QualityResult, out_dir: str | Path, *, X_train: np.ndarray, y_pred_train: np.ndarray,
-                  feature_names: list[str], plot_points: int = 5) -> dict:
+def write_quality(
+    result: QualityResult,
+    out_dir: str | Path,
+    *,
+    X_train: np.ndarray,
+    y_pred_train: np.ndarray,
+    feature_names: list[str],
+    plot_points: int = 5,
+) -> dict:
     """Write quality.json, quality_run.json, quality.csv and quality.png into ``out_dir``."""
     import pandas as pd
 
@@ -202,21 +243,40 @@ def write_quality(result: QualityResult, out_dir: str | Path, *, X_train: np.nda
     (out / "quality_run.json").write_text(json.dumps(_jsonable(result.run), indent=2))
     rows = []
     for name, m in result.table.items():
-        rows.append({"method": name, **{k: m.get(k) for k in METRICS},
-                     **{k: v for k, v in m.items() if k not in METRICS}})
+        rows.append(
+            {"method": name, **{k: m.get(k) for k in METRICS}, **{k: v for k, v in m.items() if k not in METRICS}}
+        )
     pd.DataFrame(rows).to_csv(out / "quality.csv", index=False)
-    files = {"quality": str(out / "quality.json"), "run": str(out / "quality_run.json"),
-             "csv": str(out / "quality.csv")}
+    files = {
+        "quality": str(out / "quality.json"),
+        "run": str(out / "quality_run.json"),
+        "csv": str(out / "quality.csv"),
+    }
     if result.results:
-        files["plot"] = str(plot_recourse(result.results, out / "quality.png", X_train=X_train,
-                                          y_pred_train=y_pred_train, feature_names=feature_names,
-                                          n_points=plot_points, title=f"{result.run['dataset']} / "
-                                          f"{result.run['model']}"))
+        files["plot"] = str(
+            plot_recourse(
+                result.results,
+                out / "quality.png",
+                X_train=X_train,
+                y_pred_train=y_pred_train,
+                feature_names=feature_names,
+                n_points=plot_points,
+                title=f"{result.run['dataset']} / {result.run['model']}",
+            )
+        )
     return files
 
 
-def plot_recourse(results: dict, path: str | Path, *, X_train: np.ndarray, y_pred_train: np.ndarray,
-                  feature_names: list[str], n_points: int = 5, title: str = "") -> Path:
+def plot_recourse(
+    results: dict,
+    path: str | Path,
+    *,
+    X_train: np.ndarray,
+    y_pred_train: np.ndarray,
+    feature_names: list[str],
+    n_points: int = 5,
+    title: str = "",
+) -> Path:
     """One panel per method: training points (by the model's label), ``n_points`` queries and their recourse.
 
     The two features shown are those the methods change most (mean |x' - x| over valid
@@ -241,8 +301,7 @@ def plot_recourse(results: dict, path: str | Path, *, X_train: np.ndarray, y_pre
         res = results[name]
         fav = y_pred_train[bg] == 1
         ax.scatter(X_train[bg][fav, a], X_train[bg][fav, b], s=5, c="tab:blue", alpha=0.25, label="train, accepted")
-        ax.scatter(X_train[bg][~fav, a], X_train[bg][~fav, b], s=5, c="tab:orange", alpha=0.25,
-                   label="train, rejected")
+        ax.scatter(X_train[bg][~fav, a], X_train[bg][~fav, b], s=5, c="tab:orange", alpha=0.25, label="train, rejected")
         k = min(n_points, len(res.factuals))
         for i in range(k):
             x, c = res.factuals[i], res.counterfactuals[i]
@@ -250,15 +309,25 @@ def plot_recourse(results: dict, path: str | Path, *, X_train: np.ndarray, y_pre
                 p = res.paths[i]
                 ax.plot(p[:, a], p[:, b], "-o", ms=3, lw=1, c="green" if res.valid[i] else "red")
             else:
-                ax.annotate("", xy=(c[a], c[b]), xytext=(x[a], x[b]),
-                            arrowprops={"arrowstyle": "->", "color": "green" if res.valid[i] else "red", "lw": 1})
+                ax.annotate(
+                    "",
+                    xy=(c[a], c[b]),
+                    xytext=(x[a], x[b]),
+                    arrowprops={"arrowstyle": "->", "color": "green" if res.valid[i] else "red", "lw": 1},
+                )
             ax.scatter([x[a]], [x[b]], s=25, c="black", zorder=3)
-            ax.scatter([c[a]], [c[b]], s=30, marker="*" if res.valid[i] else "x",
-                       c="green" if res.valid[i] else "red", zorder=3)
+            ax.scatter(
+                [c[a]],
+                [c[b]],
+                s=30,
+                marker="*" if res.valid[i] else "x",
+                c="green" if res.valid[i] else "red",
+                zorder=3,
+            )
         ax.set_title(f"{name} (validity {res.validity:.2f})", fontsize=10)
         ax.set_xlabel(feature_names[a], fontsize=8)
         ax.set_ylabel(feature_names[b], fontsize=8)
-    for ax in axes.ravel()[len(names):]:
+    for ax in axes.ravel()[len(names) :]:
         ax.axis("off")
     axes.ravel()[0].legend(fontsize=6, loc="best")
     if title:

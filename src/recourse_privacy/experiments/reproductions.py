@@ -6,6 +6,7 @@ A reproduction of another shape is a function registered here with :func:`regist
 writes its tables and plots into ``out_dir`` and prints the paper's figures beside ours with the
 known differences. ``recourse-privacy reproduce NAME`` looks in both places.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -16,7 +17,8 @@ __all__ = ["REPRODUCTIONS", "register_reproduction"]
 
 #: name -> fn(out_dir, *, seeds, console)
 REPRODUCTIONS: Registry[Callable[..., None]] = Registry(
-    "reproduction", builtins=("recourse_privacy.experiments.yang2022", "recourse_privacy.experiments.pentyala2023"))
+    "reproduction", builtins=("recourse_privacy.experiments.yang2022", "recourse_privacy.experiments.pentyala2023")
+)
 
 
 def register_reproduction(name: str, *, description: str, replace: bool = False):

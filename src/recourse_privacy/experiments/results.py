@@ -6,6 +6,7 @@ for the attack metrics. Where the spec carries the paper's figures, each metric 
 published value beside ours; published rows that have no cell of ours (a recourse method
 this installation lacks) are listed with ours empty.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,8 @@ class ResultTables:
     (``model.test_accuracy``, ...); ``n_seeds`` columns count the seeds behind each mean.
     """
 
-    attacks: object                     # pandas DataFrame
-    cells: object                       # pandas DataFrame
+    attacks: object  # pandas DataFrame
+    cells: object  # pandas DataFrame
     attack_metrics: list[str]
     cell_metrics: list[str]
     spec: ExperimentSpec | None = None
@@ -62,7 +63,9 @@ def _match(fig, labels: dict, attack: str | None) -> bool:
     return all(str(labels.get(axis)) == _label_of(v) for axis, v in fig.cell.items())
 
 
-def _paper_values(spec: ExperimentSpec | None, labels: dict, attack: str | None, metrics: list[str]) -> tuple[dict, list]:
+def _paper_values(
+    spec: ExperimentSpec | None, labels: dict, attack: str | None, metrics: list[str]
+) -> tuple[dict, list]:
     """The published values for one row, from the most specific matching figure per metric."""
     out, used = {}, []
     if spec is None or spec.paper is None:
@@ -77,8 +80,9 @@ def _paper_values(spec: ExperimentSpec | None, labels: dict, attack: str | None,
     return out, used
 
 
-def result_tables(out_dir: str | Path, spec: ExperimentSpec | None = None,
-                  metrics: list[str] | None = None) -> ResultTables:
+def result_tables(
+    out_dir: str | Path, spec: ExperimentSpec | None = None, metrics: list[str] | None = None
+) -> ResultTables:
     """Aggregate a store's records: mean, standard deviation (ddof 1) and seed count per cell (and attack)."""
     import numpy as np
     import pandas as pd
@@ -88,8 +92,11 @@ def result_tables(out_dir: str | Path, spec: ExperimentSpec | None = None,
     frame = store.summary_frame()
     warns: list[str] = []
     if metrics is None:
-        metrics = list(spec.metrics) if spec is not None else ["auc", "balanced_accuracy", "tpr_at_fpr.0.1",
-                                                               "tpr_at_fpr.0.01", "model.test_accuracy"]
+        metrics = (
+            list(spec.metrics)
+            if spec is not None
+            else ["auc", "balanced_accuracy", "tpr_at_fpr.0.1", "tpr_at_fpr.0.01", "model.test_accuracy"]
+        )
     attack_metrics = [m for m in metrics if is_attack_metric(m)]
     cell_metrics = [m for m in metrics if not is_attack_metric(m)]
     if frame.empty:
@@ -118,15 +125,19 @@ def result_tables(out_dir: str | Path, spec: ExperimentSpec | None = None,
         return out.reset_index(drop=True)
 
     attack_order = list(dict.fromkeys(frame["attack"]))
-    att = aggregate(frame.assign(**{m: pd.to_numeric(frame[m], errors="coerce") for m in attack_metrics}),
-                    [*keys, "attack"], attack_metrics)
+    att = aggregate(
+        frame.assign(**{m: pd.to_numeric(frame[m], errors="coerce") for m in attack_metrics}),
+        [*keys, "attack"],
+        attack_metrics,
+    )
     att["attack"] = frame.groupby([*keys, "attack"], dropna=False, sort=False)["attack"].first().to_numpy()
     per_cell = frame.drop_duplicates("hash")
-    cel = aggregate(per_cell.assign(**{m: pd.to_numeric(per_cell[m], errors="coerce") for m in cell_metrics}),
-                    keys, cell_metrics)
+    cel = aggregate(
+        per_cell.assign(**{m: pd.to_numeric(per_cell[m], errors="coerce") for m in cell_metrics}), keys, cell_metrics
+    )
 
     def labels_of(row) -> dict:
-        return {c[len("axis."):]: row[c] for c in axis_cols}
+        return {c[len("axis.") :]: row[c] for c in axis_cols}
 
     used: set[int] = set()
     for table, ms, with_attack in ((att, attack_metrics, True), (cel, cell_metrics, False)):
@@ -195,8 +206,10 @@ def print_tables(tables: ResultTables, console=None) -> None:
 
     console = console or Console()
     with_paper = tables.spec is not None and tables.spec.paper is not None
-    for kind, table, metrics in (("attack", tables.attacks, tables.attack_metrics),
-                                 ("cell", tables.cells, tables.cell_metrics)):
+    for kind, table, metrics in (
+        ("attack", tables.attacks, tables.attack_metrics),
+        ("cell", tables.cells, tables.cell_metrics),
+    ):
         if table.empty or not metrics:
             continue
         title = ("Attacks" if kind == "attack" else "Models and recourse") + " (mean ± sd over seeds)"
@@ -240,8 +253,11 @@ def print_paper_notes(spec: ExperimentSpec, console=None) -> None:
     if spec.paper.notes:
         console.print(f"[bold]Known differences:[/] {spec.paper.notes.strip()}", highlight=False)
     if spec.skipped:
-        console.print(f"[yellow]{len(spec.skipped)} cell(s) not run here:[/] " +
-                      "; ".join(f"{lab} ({why})" for lab, why in spec.skipped[:6]), highlight=False)
+        console.print(
+            f"[yellow]{len(spec.skipped)} cell(s) not run here:[/] "
+            + "; ".join(f"{lab} ({why})" for lab, why in spec.skipped[:6]),
+            highlight=False,
+        )
 
 
 def _numeric(values: list[str]):
@@ -268,8 +284,9 @@ def plot_results(tables: ResultTables, out_dir: str | Path, metrics: list[str] |
     table = tables.attacks
     if spec is None or table.empty:
         return []
-    wanted = metrics or [m for m in tables.attack_metrics if m in ("auc", "tpr_at_fpr.0.01")] \
-        or tables.attack_metrics[:2]
+    wanted = (
+        metrics or [m for m in tables.attack_metrics if m in ("auc", "tpr_at_fpr.0.01")] or tables.attack_metrics[:2]
+    )
     out = Path(out_dir) / "plots"
     paths = []
     axes = spec.axes
@@ -297,8 +314,9 @@ def plot_results(tables: ResultTables, out_dir: str | Path, metrics: list[str] |
                 paper = pd.to_numeric(g[f"paper:{m}"], errors="coerce") if f"paper:{m}" in g else None
                 if paper is not None and paper.notna().any():
                     color = line[0].get_color() if line is not None else None
-                    ax.plot(g["_x"], paper, linestyle="none", marker="s", mfc="none", color=color,
-                            label=f"{name} (paper)")
+                    ax.plot(
+                        g["_x"], paper, linestyle="none", marker="s", mfc="none", color=color, label=f"{name} (paper)"
+                    )
             if m.startswith("tpr_at_fpr."):
                 fpr = float(m.split(".", 1)[1])
                 ax.axhline(fpr, color="grey", linestyle=":", label=f"random (TPR = {fpr:g})")

@@ -18,6 +18,7 @@ optionally, the published figures to print beside ours::
 The AuditConfig fields are read from the dataclass at run time, and every cell is checked
 with :meth:`AuditConfig.validate` on load, so the spec follows whatever the registries hold.
 """
+
 from __future__ import annotations
 
 import copy
@@ -32,11 +33,22 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from recourse_privacy.audit.config import AuditConfig
-from recourse_privacy.metrics.membership import DEFAULT_FPRS, fpr_key
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.metrics.membership import DEFAULT_FPRS, fpr_key
 
-__all__ = ["Cell", "ExperimentSpec", "PaperFigure", "PaperReference", "SpecError", "load_spec",
-           "list_reproductions", "config_fields", "check_metric_name", "ATTACK_METRICS", "CELL_METRIC_GROUPS"]
+__all__ = [
+    "Cell",
+    "ExperimentSpec",
+    "PaperFigure",
+    "PaperReference",
+    "SpecError",
+    "load_spec",
+    "list_reproductions",
+    "config_fields",
+    "check_metric_name",
+    "ATTACK_METRICS",
+    "CELL_METRIC_GROUPS",
+]
 
 #: per-attack metrics (``metrics.json`` ``attacks.<name>``); ``tpr_at_fpr.<fpr>`` takes an FPR key
 ATTACK_METRICS = ("auc", "balanced_accuracy", "n_members", "n_nonmembers")
@@ -66,8 +78,11 @@ def config_fields() -> tuple[str, ...]:
 
 def _unknown_field(name: str, where: str) -> str:
     hint = difflib.get_close_matches(name, config_fields(), n=1)
-    return (f"unknown AuditConfig field {name!r} in {where}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
-            + f"; known fields: {', '.join(config_fields())}")
+    return (
+        f"unknown AuditConfig field {name!r} in {where}"
+        + (f" (did you mean {hint[0]!r}?)" if hint else "")
+        + f"; known fields: {', '.join(config_fields())}"
+    )
 
 
 def _fpr_keys() -> tuple[str, ...]:
@@ -86,13 +101,17 @@ def check_metric_name(name: str) -> str:
     head, _, tail = name.partition(".")
     if head in _ATTACK_FPR_METRICS:
         if tail not in _fpr_keys():
-            raise InvalidInputError(f"metric {name!r}: {head} is read at FPR {', '.join(_fpr_keys())}, e.g. {head}.0.01")
+            raise InvalidInputError(
+                f"metric {name!r}: {head} is read at FPR {', '.join(_fpr_keys())}, e.g. {head}.0.01"
+            )
         return name
     if head in CELL_METRIC_GROUPS and tail:
         return name
-    raise InvalidInputError(f"unknown metric {name!r}; attack metrics are {', '.join(ATTACK_METRICS)}, "
-                     f"tpr_at_fpr.<fpr>, achieved_fpr.<fpr>; cell metrics start with "
-                     f"{', '.join(g + '.' for g in CELL_METRIC_GROUPS)}")
+    raise InvalidInputError(
+        f"unknown metric {name!r}; attack metrics are {', '.join(ATTACK_METRICS)}, "
+        f"tpr_at_fpr.<fpr>, achieved_fpr.<fpr>; cell metrics start with "
+        f"{', '.join(g + '.' for g in CELL_METRIC_GROUPS)}"
+    )
 
 
 def is_attack_metric(name: str) -> bool:
@@ -115,7 +134,7 @@ class Cell:
     """One grid cell: a full, validated AuditConfig and the axis labels that produced it."""
 
     config: AuditConfig
-    labels: tuple[tuple[str, str], ...]   # (axis, label) in axis order
+    labels: tuple[tuple[str, str], ...]  # (axis, label) in axis order
 
     @property
     def hash(self) -> str:
@@ -180,8 +199,9 @@ class ExperimentSpec(BaseModel):
     fixed: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     seeds: list[int] = Field(default_factory=lambda: [0])
-    metrics: list[str] = Field(default_factory=lambda: ["auc", "balanced_accuracy", "tpr_at_fpr.0.1",
-                                                         "tpr_at_fpr.0.01"])
+    metrics: list[str] = Field(
+        default_factory=lambda: ["auc", "balanced_accuracy", "tpr_at_fpr.0.1", "tpr_at_fpr.0.01"]
+    )
     paper: PaperReference | None = None
     on_invalid: Literal["error", "skip"] = "error"
 
@@ -206,8 +226,10 @@ class ExperimentSpec(BaseModel):
         known = config_fields()
         for axis, values in v.items():
             if not isinstance(axis, str) or not _AXIS_NAME.fullmatch(axis):
-                raise InvalidInputError(f"axis name {axis!r} may hold only letters, digits and _ . - (starting with a "
-                                        "letter or digit): it names columns, files and plot labels")
+                raise InvalidInputError(
+                    f"axis name {axis!r} may hold only letters, digits and _ . - (starting with a "
+                    "letter or digit): it names columns, files and plot labels"
+                )
             if not isinstance(values, list):
                 raise InvalidInputError(f"axis {axis!r} must list its values; got {values!r}")
             if axis in _RESERVED:
@@ -216,15 +238,19 @@ class ExperimentSpec(BaseModel):
                 raise InvalidInputError(f"axis {axis!r} has no values")
             if axis in known:
                 if axis not in _DICT_FIELDS and any(isinstance(x, dict) for x in values):
-                    raise InvalidInputError(f"axis {axis!r} is the AuditConfig field {axis!r}, whose values are not "
-                                     "mappings; give a linked axis (values that set several fields) a name that "
-                                     "is not a field")
+                    raise InvalidInputError(
+                        f"axis {axis!r} is the AuditConfig field {axis!r}, whose values are not "
+                        "mappings; give a linked axis (values that set several fields) a name that "
+                        "is not a field"
+                    )
                 continue
             # a linked axis: every value is a mapping of AuditConfig fields (plus an optional label)
             for i, value in enumerate(values):
                 if not isinstance(value, dict):
-                    raise InvalidInputError(_unknown_field(axis, "grid") + "; a linked axis (a name that is not a field) "
-                                     f"takes mappings of fields, but value {i} is {value!r}")
+                    raise InvalidInputError(
+                        _unknown_field(axis, "grid") + "; a linked axis (a name that is not a field) "
+                        f"takes mappings of fields, but value {i} is {value!r}"
+                    )
                 for key in value:
                     if key == "label":
                         continue
@@ -235,8 +261,10 @@ class ExperimentSpec(BaseModel):
             labels = [_label_of(x) for x in values]
             odd = [x for x in labels if "$" in x or "\n" in x]
             if odd:
-                raise InvalidInputError(f"axis {axis!r} has the label {odd[0]!r}: labels may not hold '$' or newlines "
-                                        "(give the value a plain 'label')")
+                raise InvalidInputError(
+                    f"axis {axis!r} has the label {odd[0]!r}: labels may not hold '$' or newlines "
+                    "(give the value a plain 'label')"
+                )
             dup = sorted({x for x in labels if labels.count(x) > 1})
             if dup:
                 raise InvalidInputError(f"axis {axis!r} has repeated labels {dup}; give each value a distinct 'label'")
@@ -264,7 +292,7 @@ class ExperimentSpec(BaseModel):
 
     # ------------------------------------------------------------------ the cells
     @model_validator(mode="after")
-    def _expand(self) -> "ExperimentSpec":
+    def _expand(self) -> ExperimentSpec:
         set_by: dict[str, str] = {k: "fixed" for k in self.fixed}
         for axis, values in self.grid.items():
             keys = {axis} if axis in config_fields() else {k for val in values for k in val if k != "label"}
@@ -313,14 +341,19 @@ class ExperimentSpec(BaseModel):
         for i, fig in enumerate(self.paper.figures):
             for axis, value in fig.cell.items():
                 if axis not in labels:
-                    raise InvalidInputError(f"paper.figures.{i}.cell: {axis!r} is not a grid axis "
-                                     f"(axes: {', '.join(labels) or 'none'})")
+                    raise InvalidInputError(
+                        f"paper.figures.{i}.cell: {axis!r} is not a grid axis (axes: {', '.join(labels) or 'none'})"
+                    )
                 if _label_of(value) not in labels[axis]:
-                    raise InvalidInputError(f"paper.figures.{i}.cell: {axis}={value!r} is not a value of that axis "
-                                     f"({', '.join(sorted(labels[axis]))})")
+                    raise InvalidInputError(
+                        f"paper.figures.{i}.cell: {axis}={value!r} is not a value of that axis "
+                        f"({', '.join(sorted(labels[axis]))})"
+                    )
             if fig.attack is not None and fig.attack not in attacks:
-                raise InvalidInputError(f"paper.figures.{i}.attack: {fig.attack!r} is not an attack of the cells "
-                                 f"({', '.join(sorted(attacks))})")
+                raise InvalidInputError(
+                    f"paper.figures.{i}.attack: {fig.attack!r} is not an attack of the cells "
+                    f"({', '.join(sorted(attacks))})"
+                )
             attack_level = [m for m in fig.values if is_attack_metric(m)]
             if attack_level and fig.attack is None:
                 raise InvalidInputError(f"paper.figures.{i}: attack metrics {attack_level} need an 'attack'")
@@ -346,7 +379,7 @@ class ExperimentSpec(BaseModel):
         """Axis -> its value labels, in order."""
         return {axis: [_label_of(x) for x in values] for axis, values in self.grid.items()}
 
-    def with_overrides(self, *, fixed: dict | None = None, seeds: list[int] | None = None) -> "ExperimentSpec":
+    def with_overrides(self, *, fixed: dict | None = None, seeds: list[int] | None = None) -> ExperimentSpec:
         """A copy with some fixed settings or the seeds replaced (e.g. ``shadow_models``), validated again."""
         data = self.model_dump()
         for key in fixed or {}:
@@ -363,11 +396,14 @@ class ExperimentSpec(BaseModel):
 
 
 # ---------------------------------------------------------------------- loading
-_FLOAT = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+_FLOAT = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
                     |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
                     |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
                     |[-+]?\.(?:inf|Inf|INF)
-                    |\.(?:nan|NaN|NAN))$""", re.X)
+                    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
 
 
 def _yaml_loader():
@@ -427,8 +463,10 @@ def load_spec(path_or_name: str | Path) -> ExperimentSpec:
         if name.endswith((".yaml", ".yml")) or "/" in name:
             raise SpecError(f"spec file {name} not found")
         if name not in list_reproductions():
-            raise SpecError(f"no spec file {name!r} and no shipped reproduction of that name; "
-                            f"shipped: {', '.join(list_reproductions())}")
+            raise SpecError(
+                f"no spec file {name!r} and no shipped reproduction of that name; "
+                f"shipped: {', '.join(list_reproductions())}"
+            )
         res = resources.files(_REPRO_PACKAGE) / _REPRO_DIR / f"{name}.yaml"
         text, where = res.read_text(), f"{name}.yaml (shipped)"
     try:

@@ -26,6 +26,7 @@ Two runners on one store share the work: a runner takes ``DIR/locks/<hash>.lock`
 released by the kernel when its process dies, even by ``kill -9``) while it computes a cell,
 and another runner skips that cell, then waits for its record instead of computing it twice.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -45,7 +46,7 @@ from recourse_privacy.provenance import sha256_json
 
 __all__ = ["ResultStore", "atomic_write_json", "RECORD_FORMAT", "flatten_record", "record_checksum"]
 
-RECORD_FORMAT = 2   # 2: records carry their checksum and content key
+RECORD_FORMAT = 2  # 2: records carry their checksum and content key
 _TMP_SUFFIX = ".tmp"
 
 
@@ -136,11 +137,16 @@ class ResultStore:
     # ------------------------------------------------------------------ reading
     @staticmethod
     def _trusted(record: Any, cell_hash: str, content_key: str | None = None) -> bool:
-        return (isinstance(record, dict) and record.get("complete") is True and record.get("hash") == cell_hash
-                and record.get("format") == RECORD_FORMAT
-                and isinstance(record.get("metrics"), dict) and isinstance(record["metrics"].get("attacks"), dict)
-                and record.get("checksum") == record_checksum(record)
-                and (content_key is None or record.get("content_key") == content_key))
+        return (
+            isinstance(record, dict)
+            and record.get("complete") is True
+            and record.get("hash") == cell_hash
+            and record.get("format") == RECORD_FORMAT
+            and isinstance(record.get("metrics"), dict)
+            and isinstance(record["metrics"].get("attacks"), dict)
+            and record.get("checksum") == record_checksum(record)
+            and (content_key is None or record.get("content_key") == content_key)
+        )
 
     def read(self, cell_hash: str, content_key: str | None = None) -> dict | None:
         """The cell's record if it exists and is trusted, else None.
@@ -235,14 +241,17 @@ class ResultStore:
             if not d.is_dir():
                 continue
             for tmp in d.glob(f".*{_TMP_SUFFIX}"):
-                parts = tmp.name.rsplit(".", 4)   # .<name>.<host>.<pid>.<rand>.tmp
+                parts = tmp.name.rsplit(".", 4)  # .<name>.<host>.<pid>.<rand>.tmp
                 try:
                     t_host, t_pid = parts[1], int(parts[2])
                 except (IndexError, ValueError):
                     t_host, t_pid = "", -1
                 try:
-                    stale = (not _pid_alive(t_pid)) if t_host == host else \
-                        time.time() - tmp.stat().st_mtime > max_age_seconds
+                    stale = (
+                        (not _pid_alive(t_pid))
+                        if t_host == host
+                        else time.time() - tmp.stat().st_mtime > max_age_seconds
+                    )
                     if stale:
                         tmp.unlink()
                         removed += 1
@@ -311,9 +320,13 @@ def flatten_record(record: dict) -> list[dict]:
     record of another schema fails here, by name, rather than giving empty columns.
     """
     result = AuditResult.from_dict(record["metrics"])
-    base = {"hash": record["hash"], "spec": record.get("spec"), "spec_digest": record.get("spec_digest"),
-            "cell": record.get("group_label"),
-            "seed": result.config.seed}
+    base = {
+        "hash": record["hash"],
+        "spec": record.get("spec"),
+        "spec_digest": record.get("spec_digest"),
+        "cell": record.get("group_label"),
+        "seed": result.config.seed,
+    }
     base.update({f"axis.{a}": v for a, v in (record.get("labels") or {}).items()})
     base.update({f"config.{k}": _config_value(v) for k, v in record["config"].items()})
     for group in (result.model, result.recourse, result.shadow, result.data):

@@ -14,20 +14,21 @@ not recomputed, so a killed sweep resumes), and writes
 - ``cfd_histograms.png``: member vs non-member counterfactual distances per setting
   (Huang et al. 2023, Figures 4-5); LR's clamped rows (p' = 0 or 1) form the spike at the right.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
 from recourse_privacy.audit import AuditConfig, AuditResult, run_audit
-from recourse_privacy.models.registry import MODELS
-from recourse_privacy.metrics.plots import _new_figure, _save
-from recourse_privacy.metrics import theorem2_bound
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.metrics import theorem2_bound
+from recourse_privacy.metrics.plots import _new_figure, _save
+from recourse_privacy.models.registry import MODELS
 
 #: Huang et al.'s (2023) epsilons (main results 0.5 and 1; appendix 5, 10, 20)
 EPSILONS = (0.5, 1.0, 5.0, 10.0, 20.0)
@@ -41,8 +42,8 @@ class TradeoffResult:
 
     rows: list[dict]
     files: dict = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)   # settings read back from a previous run
-    failed: dict = field(default_factory=dict)         # setting -> error (e.g. a DP model that rejects no one)
+    skipped: list[str] = field(default_factory=list)  # settings read back from a previous run
+    failed: dict = field(default_factory=dict)  # setting -> error (e.g. a DP model that rejects no one)
 
 
 def tradeoff_base_config(**overrides) -> AuditConfig:
@@ -51,8 +52,17 @@ def tradeoff_base_config(**overrides) -> AuditConfig:
     The adversary gets twice the owner's rows so that each shadow model (trained on half of
     them) sees as many rows as the owner's model.
     """
-    d = dict(dataset="synthetic", n_features=100, model="logistic", recourse="linear", attacks=TRADEOFF_ATTACKS,
-             shadow_models=5, n_members=5000, distance="l2", normalize_rows=True)
+    d = dict(
+        dataset="synthetic",
+        n_features=100,
+        model="logistic",
+        recourse="linear",
+        attacks=TRADEOFF_ATTACKS,
+        shadow_models=5,
+        n_members=5000,
+        distance="l2",
+        normalize_rows=True,
+    )
     d.update(overrides)
     if d.get("n_adversary") is None:
         d["n_adversary"] = 2 * d["n_members"]
@@ -73,8 +83,9 @@ def tradeoff_settings(base: AuditConfig, epsilons: Sequence[float] = EPSILONS) -
     for e in eps_list:
         out.append((f"dpm-eps{e:g}", AuditConfig.from_dict({**base_d, "defense": "dpm", "epsilon": e}).validate()))
         if linear:
-            out.append((f"laplace-eps{e:g}",
-                        AuditConfig.from_dict({**base_d, "defense": "laplace", "epsilon": e}).validate()))
+            out.append(
+                (f"laplace-eps{e:g}", AuditConfig.from_dict({**base_d, "defense": "laplace", "epsilon": e}).validate())
+            )
     return out
 
 
@@ -100,12 +111,21 @@ def _cell(label: str, config: AuditConfig, cell_dir: Path) -> tuple[AuditResult,
 
 def _row(label: str, config: AuditConfig, r: AuditResult, arrays: dict) -> dict:
     dp = r.dp
-    row = {"setting": label, "defense": config.defense, "epsilon": config.epsilon, "model": r.model.name,
-           "train_accuracy": r.model.train_accuracy, "test_accuracy": r.model.test_accuracy,
-           "recourse_validity": r.recourse.validity, "n_members": r.n_members,
-           "n_nonmembers": r.n_nonmembers, "epsilon_per_query": dp.epsilon_per_query if dp else None,
-           "epsilon_total": dp.epsilon_total if dp else None, "ba_bound": dp.ba_bound if dp else None,
-           "clamped_share": float(np.mean(arrays["clamped"])) if len(arrays["clamped"]) else 0.0}
+    row = {
+        "setting": label,
+        "defense": config.defense,
+        "epsilon": config.epsilon,
+        "model": r.model.name,
+        "train_accuracy": r.model.train_accuracy,
+        "test_accuracy": r.model.test_accuracy,
+        "recourse_validity": r.recourse.validity,
+        "n_members": r.n_members,
+        "n_nonmembers": r.n_nonmembers,
+        "epsilon_per_query": dp.epsilon_per_query if dp else None,
+        "epsilon_total": dp.epsilon_total if dp else None,
+        "ba_bound": dp.ba_bound if dp else None,
+        "clamped_share": float(np.mean(arrays["clamped"])) if len(arrays["clamped"]) else 0.0,
+    }
     for name, a in r.attacks.items():
         row[f"{name}:auc"] = a.auc
         row[f"{name}:ba"] = a.balanced_accuracy
@@ -118,9 +138,13 @@ def _row(label: str, config: AuditConfig, r: AuditResult, arrays: dict) -> dict:
     return row
 
 
-def run_tradeoff(base: AuditConfig | None = None, out_dir: str | Path = "tradeoff-results", *,
-                 epsilons: Sequence[float] = EPSILONS,
-                 progress: Callable[[str, int, int], None] | None = None) -> TradeoffResult:
+def run_tradeoff(
+    base: AuditConfig | None = None,
+    out_dir: str | Path = "tradeoff-results",
+    *,
+    epsilons: Sequence[float] = EPSILONS,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> TradeoffResult:
     """Audit the baseline, DPM and LR at every epsilon; write the table and the plots into ``out_dir``.
 
     ``base`` (default :func:`tradeoff_base_config`) fixes everything but the defense and
@@ -159,14 +183,18 @@ def _write_table(rows: list[dict], base: AuditConfig, out: Path, failed: dict) -
 
     pd.DataFrame(rows).to_csv(out / "tradeoff.csv", index=False)
     cfg = {k: v for k, v in base.to_dict().items() if k not in ("defense", "epsilon")}
-    (out / "tradeoff.json").write_text(json.dumps({"base_config": cfg, "rows": rows, "failed": failed},
-                                                  indent=2, default=str))
+    (out / "tradeoff.json").write_text(
+        json.dumps({"base_config": cfg, "rows": rows, "failed": failed}, indent=2, default=str)
+    )
     return {"csv": out / "tradeoff.csv", "json": out / "tradeoff.json"}
 
 
 def _plots(rows: list[dict], hist: list, base: AuditConfig, out: Path) -> dict:
-    title = f"{base.data or base.dataset}" + (f" d={base.n_features}" if base.dataset == "synthetic" and not base.data
-                                              else "") + f", {base.model}, n={base.n_members}"
+    title = (
+        f"{base.data or base.dataset}"
+        + (f" d={base.n_features}" if base.dataset == "synthetic" and not base.data else "")
+        + f", {base.model}, n={base.n_members}"
+    )
     attacks = [a for a in base.attacks if f"{a}:auc" in rows[0]]
     colors = {a: f"C{i}" for i, a in enumerate(attacks)}
     styles = {"dpm": ("o", "-"), "laplace": ("s", "--")}

@@ -19,6 +19,7 @@ Per dataset (Adult, Hospital = Diabetes 130-US, digits as the MNIST stand-in):
    the audit's CFD attack on the same targets; attribute inference of Adult's race.
 6. Time per DPC counterfactual for ``n_timing`` queries batched, beside DiCE's on the same model.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,25 +36,44 @@ __all__ = ["PAPER", "Yang2022Config", "run_yang2022"]
 
 #: Yang et al. (2022), Tables 2-4 (spec dpc.md Sec. 9): FR, AD, surrogate accuracy % (known/unknown)
 PAPER = {
-    "adult": {"fr": {"dice": .972, "cadex": .926, "cchvae": .946, "revise": .902, "dpc_low": .918, "dpc_high": .968},
-              "ad": {"dice": 1.32, "cadex": 0.61, "cchvae": 1.66, "revise": 1.61, "dpc": 1.62},
-              "t4": {"nondp": {250: (79.5, 78.1), 500: (80.1, 79.0), 1000: (81.9, 80.2), 2000: (83.1, 81.7)},
-                     "dpc": {250: (73.1, 72.3), 500: (71.0, 70.3), 1000: (68.9, 67.1), 2000: (66.5, 65.1)},
-                     "base": (75.2, 73.6), "target": 85.6}},
-    "hospital": {"fr": {"dice": .892, "cadex": .810, "cchvae": .838, "revise": .788, "dpc_low": .826,
-                        "dpc_high": .884},
-                 "ad": {"dice": 2.51, "cadex": 1.54, "cchvae": 2.68, "revise": 2.70, "dpc": 2.63},
-                 "t4": {"nondp": {250: (64.3, 63.1), 500: (65.7, 63.9), 1000: (66.7, 64.8), 2000: (67.0, 65.8)},
-                        "dpc": {250: (61.3, 59.8), 500: (60.2, 59.1), 1000: (58.9, 57.7), 2000: (56.4, 55.2)},
-                        "base": (61.0, 59.9), "target": 70.1}},
-    "digits": {"fr": {"dice": .812, "cadex": .724, "cchvae": .788, "revise": .682, "dpc_low": .756,
-                      "dpc_high": .790},
-               "fr_spec": {"dice": .204, "cadex": .138, "cchvae": .412, "revise": .316, "dpc_low": .720,
-                           "dpc_high": .742},
-               "ad": {"dice": 2.89, "cadex": 1.81, "cchvae": 3.04, "revise": 3.09, "dpc": 2.99},
-               "t4": {"nondp": {250: (84.2, 81.6), 500: (85.0, 83.1), 1000: (86.5, 84.2), 2000: (87.1, 84.9)},
-                      "dpc": {250: (81.0, 78.3), 500: (80.4, 77.3), 1000: (78.2, 74.8), 2000: (76.4, 73.1)},
-                      "base": (81.6, 78.1), "target": 90.8}},
+    "adult": {
+        "fr": {"dice": 0.972, "cadex": 0.926, "cchvae": 0.946, "revise": 0.902, "dpc_low": 0.918, "dpc_high": 0.968},
+        "ad": {"dice": 1.32, "cadex": 0.61, "cchvae": 1.66, "revise": 1.61, "dpc": 1.62},
+        "t4": {
+            "nondp": {250: (79.5, 78.1), 500: (80.1, 79.0), 1000: (81.9, 80.2), 2000: (83.1, 81.7)},
+            "dpc": {250: (73.1, 72.3), 500: (71.0, 70.3), 1000: (68.9, 67.1), 2000: (66.5, 65.1)},
+            "base": (75.2, 73.6),
+            "target": 85.6,
+        },
+    },
+    "hospital": {
+        "fr": {"dice": 0.892, "cadex": 0.810, "cchvae": 0.838, "revise": 0.788, "dpc_low": 0.826, "dpc_high": 0.884},
+        "ad": {"dice": 2.51, "cadex": 1.54, "cchvae": 2.68, "revise": 2.70, "dpc": 2.63},
+        "t4": {
+            "nondp": {250: (64.3, 63.1), 500: (65.7, 63.9), 1000: (66.7, 64.8), 2000: (67.0, 65.8)},
+            "dpc": {250: (61.3, 59.8), 500: (60.2, 59.1), 1000: (58.9, 57.7), 2000: (56.4, 55.2)},
+            "base": (61.0, 59.9),
+            "target": 70.1,
+        },
+    },
+    "digits": {
+        "fr": {"dice": 0.812, "cadex": 0.724, "cchvae": 0.788, "revise": 0.682, "dpc_low": 0.756, "dpc_high": 0.790},
+        "fr_spec": {
+            "dice": 0.204,
+            "cadex": 0.138,
+            "cchvae": 0.412,
+            "revise": 0.316,
+            "dpc_low": 0.720,
+            "dpc_high": 0.742,
+        },
+        "ad": {"dice": 2.89, "cadex": 1.81, "cchvae": 3.04, "revise": 3.09, "dpc": 2.99},
+        "t4": {
+            "nondp": {250: (84.2, 81.6), 500: (85.0, 83.1), 1000: (86.5, 84.2), 2000: (87.1, 84.9)},
+            "dpc": {250: (81.0, 78.3), 500: (80.4, 77.3), 1000: (78.2, 74.8), 2000: (76.4, 73.1)},
+            "base": (81.6, 78.1),
+            "target": 90.8,
+        },
+    },
 }
 
 KNOWN_DIFFERENCES = (
@@ -128,7 +148,7 @@ def _splits(n: int, cfg: Yang2022Config, rng) -> dict[str, np.ndarray]:
         scale = n / sum(sizes)
         sizes = [int(s * scale) for s in sizes]
     cuts = np.cumsum([0, *sizes])
-    return {k: perm[cuts[i]:cuts[i + 1]] for i, k in enumerate(("train", "non", "adv", "eval"))}
+    return {k: perm[cuts[i] : cuts[i + 1]] for i, k in enumerate(("train", "non", "adv", "eval"))}
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -186,13 +206,18 @@ def _dpc(mode: str, eps: float, cfg: Yang2022Config, seed: int, n_in: int):
     from recourse_privacy.dpc.core import DPCExplainer
 
     layers = (64, min(32, max(2, n_in // 2)))  # Yang et al.'s (64, 32) for mixed data; latent <= half the input
-    return DPCExplainer(mode=mode, epsilon=eps, encoder_layers=layers, ae_epochs=cfg.ae_epochs,
-                        max_iter=cfg.dpc_max_iter, random_state=seed)
+    return DPCExplainer(
+        mode=mode,
+        epsilon=eps,
+        encoder_layers=layers,
+        ae_epochs=cfg.ae_epochs,
+        max_iter=cfg.dpc_max_iter,
+        random_state=seed,
+    )
 
 
 def _explain_api(kind: str, model, fitted, X_fit, y_fit):
     """explain(X, targets) for the adversary: DiCE via the class-1 method (and the negated model), or DPC."""
-    from recourse_privacy.recourse import fit_for
 
     if kind == "dice":
         neg = _Negated(model)
@@ -231,25 +256,34 @@ def _run_dataset(name: str, cfg: Yang2022Config, log) -> dict:
     X, y, yk, names = _load(name, cfg, rng)
     sp = _splits(len(X), cfg, rng)
     Xtr, ytr = X[sp["train"]], y[sp["train"]]
-    model = MLPModel(hidden_layers=cfg.target_hidden, epochs=cfg.target_epochs, lr=1e-3,
-                     random_state=cfg.seed).fit(Xtr, ytr)
+    model = MLPModel(hidden_layers=cfg.target_hidden, epochs=cfg.target_epochs, lr=1e-3, random_state=cfg.seed).fit(
+        Xtr, ytr
+    )
     Xev, yev = X[sp["eval"]], y[sp["eval"]]
-    out: dict = {"n_features": X.shape[1], "sizes": {k: int(len(v)) for k, v in sp.items()},
-                 "target_accuracy": float(np.mean(model.predict(Xev) == yev))}
+    out: dict = {
+        "n_features": X.shape[1],
+        "sizes": {k: int(len(v)) for k, v in sp.items()},
+        "target_accuracy": float(np.mean(model.predict(Xev) == yev)),
+    }
     log(f"[{name}] d={X.shape[1]} sizes={out['sizes']} target accuracy {out['target_accuracy']:.3f}")
 
     # ---- Figure 2: the FM autoencoder's reconstruction MSE over epsilon (held-out rows)
     from recourse_privacy.dpc.autoencoder import FMAutoencoder
 
     layers = _dpc("faithful", 1.0, cfg, cfg.seed, X.shape[1]).autoencoder.encoder_layers
-    out["figure2"] = {str(eps): FMAutoencoder(encoder_layers=layers, epsilon=eps, epochs=cfg.ae_epochs,
-                                              random_state=cfg.seed).fit(Xtr).reconstruction_mse(Xev)
-                      for eps in cfg.fig2_epsilons}
-    log(f"[{name}] Figure 2, reconstruction MSE over epsilon: " +
-        ", ".join(f"{k}: {v:.4f}" for k, v in out["figure2"].items()))
+    out["figure2"] = {
+        str(eps): FMAutoencoder(encoder_layers=layers, epsilon=eps, epochs=cfg.ae_epochs, random_state=cfg.seed)
+        .fit(Xtr)
+        .reconstruction_mse(Xev)
+        for eps in cfg.fig2_epsilons
+    }
+    log(
+        f"[{name}] Figure 2, reconstruction MSE over epsilon: "
+        + ", ".join(f"{k}: {v:.4f}" for k, v in out["figure2"].items())
+    )
 
     # ---- Table 2/3 + Figure 4: flip ratio, distance, time on rejected evaluation queries
-    rej = Xev[model.predict(Xev) == 0][:cfg.n_fr_queries]
+    rej = Xev[model.predict(Xev) == 0][: cfg.n_fr_queries]
     quality = {}
     for method in cfg.baselines:
         params = dict(cfg.dice_params) if method == "dice" else {}
@@ -257,31 +291,44 @@ def _run_dataset(name: str, cfg: Yang2022Config, log) -> dict:
             params["random_state"] = cfg.seed
         m = fit_for(make_recourse(method, **params), Xtr, ytr, model)
         res = m.generate(model, rej)
-        quality[method] = {"fr": res.validity, "ad": float(res.distance("l2").mean()),
-                           "sec_per_cf": res.seconds / max(len(rej), 1)}
-        log(f"[{name}] {method}: FR {res.validity:.3f} AD {quality[method]['ad']:.3f} "
-            f"{quality[method]['sec_per_cf'] * 1e3:.1f} ms/cf")
+        quality[method] = {
+            "fr": res.validity,
+            "ad": float(res.distance("l2").mean()),
+            "sec_per_cf": res.seconds / max(len(rej), 1),
+        }
+        log(
+            f"[{name}] {method}: FR {res.validity:.3f} AD {quality[method]['ad']:.3f} "
+            f"{quality[method]['sec_per_cf'] * 1e3:.1f} ms/cf"
+        )
     dpcs = {}
     for mode in ("faithful", "hardened"):
         for tag, eps in (("low", cfg.eps_low), ("high", cfg.eps_high)):
             e = _dpc(mode, eps, cfg, cfg.seed, X.shape[1]).fit(Xtr, ytr, n_classes=2)
             dpcs[(mode, tag)] = e
-            r = e.explain(rej, _binary_logits(model), targets=np.ones(len(rej), np.int64),
-                          predicted=np.zeros(len(rej), np.int64))
+            r = e.explain(
+                rej, _binary_logits(model), targets=np.ones(len(rej), np.int64), predicted=np.zeros(len(rej), np.int64)
+            )
             valid = model.predict(r.counterfactuals) == 1
             key = f"dpc_{mode}_{tag}"
-            quality[key] = {"fr": float(valid.mean()), "ad": float(np.linalg.norm(r.counterfactuals - rej, axis=1).mean()),
-                            "sec_per_cf": r.seconds / max(len(rej), 1), "epsilon": eps,
-                            "epsilon_total": e.ledger.epsilon_total,
-                            "ae_mse": e.autoencoder.reconstruction_mse(Xev)}
-            log(f"[{name}] DPC {mode} eps={eps:g}: FR {quality[key]['fr']:.3f} AD {quality[key]['ad']:.3f} "
-                f"AE MSE {quality[key]['ae_mse']:.4f} total eps {e.ledger.epsilon_total}")
+            quality[key] = {
+                "fr": float(valid.mean()),
+                "ad": float(np.linalg.norm(r.counterfactuals - rej, axis=1).mean()),
+                "sec_per_cf": r.seconds / max(len(rej), 1),
+                "epsilon": eps,
+                "epsilon_total": e.ledger.epsilon_total,
+                "ae_mse": e.autoencoder.reconstruction_mse(Xev),
+            }
+            log(
+                f"[{name}] DPC {mode} eps={eps:g}: FR {quality[key]['fr']:.3f} AD {quality[key]['ad']:.3f} "
+                f"AE MSE {quality[key]['ae_mse']:.4f} total eps {e.ledger.epsilon_total}"
+            )
     out["quality"] = quality
     if yk is not None:  # 10-class DPC on digits: n/spec. and spec.
         ykt = yk[sp["train"]]
         f10 = MulticlassMLP(hidden_layers=cfg.target_hidden, epochs=cfg.target_epochs, random_state=cfg.seed).fit(
-            Xtr, ykt, 10)
-        Q = Xev[:cfg.n_fr_queries]
+            Xtr, ykt, 10
+        )
+        Q = Xev[: cfg.n_fr_queries]
         pred = f10.predict(Q)
         spec_t = (pred + 1 + np.random.default_rng(cfg.seed).integers(0, 9, len(Q))) % 10
         multi = {"target_accuracy": float(np.mean(f10.predict(Xev) == yk[sp["eval"]]))}
@@ -291,7 +338,9 @@ def _run_dataset(name: str, cfg: Yang2022Config, log) -> dict:
                 ns = e.explain(Q, f10.logits_fn, "nonspecific", predicted=pred)
                 sp_ = e.explain(Q, f10.logits_fn, spec_t, predicted=pred)
                 multi[f"dpc_{mode}_{tag}"] = {"fr_nspec": ns.flip_ratio, "fr_spec": sp_.flip_ratio}
-                log(f"[{name}] 10-class DPC {mode} eps={eps:g}: FR n/spec {ns.flip_ratio:.3f} spec {sp_.flip_ratio:.3f}")
+                log(
+                    f"[{name}] 10-class DPC {mode} eps={eps:g}: FR n/spec {ns.flip_ratio:.3f} spec {sp_.flip_ratio:.3f}"
+                )
         out["multiclass"] = multi
 
     # ---- Table 4: extraction over k
@@ -305,15 +354,17 @@ def _run_dataset(name: str, cfg: Yang2022Config, log) -> dict:
     cached = {}
     for key, api in apis.items():  # ask each API once for all queries (and DualCF's second round for non-DP)
         t0 = time.perf_counter()
-        q = Qa[:max(ks)]
+        q = Qa[: max(ks)]
         yq = model.predict(q)
         cf = api(q, 1 - yq)
         cached[key] = (cf, time.perf_counter() - t0)
-        log(f"[{name}] API {key}: {len(q)} counterfactuals in {cached[key][1]:.1f} s; "
-            f"flipped {np.mean(model.predict(cf) != yq):.3f}")
+        log(
+            f"[{name}] API {key}: {len(q)} counterfactuals in {cached[key][1]:.1f} s; "
+            f"flipped {np.mean(model.predict(cf) != yq):.3f}"
+        )
     table4 = {}
     for key, (cf, _) in cached.items():
-        lookup = {q.tobytes(): c for q, c in zip(Qa[:max(ks)], cf)}
+        lookup = {q.tobytes(): c for q, c in zip(Qa[: max(ks)], cf)}
 
         def replay(Xq, targets, lookup=lookup, api=apis[key]):
             hit = [lookup.get(x.tobytes()) for x in Xq]
@@ -322,16 +373,31 @@ def _run_dataset(name: str, cfg: Yang2022Config, log) -> dict:
             return api(Xq, targets)
 
         variants = ("base", "cf", "dualcf") if key == "nondp" else ("cf",)
-        res = extract_model(Qa, model.predict_proba, replay, Xev, yev, ks=ks, hidden_layers=cfg.target_hidden,
-                            variants=variants, random_state=cfg.seed)
+        res = extract_model(
+            Qa,
+            model.predict_proba,
+            replay,
+            Xev,
+            yev,
+            ks=ks,
+            hidden_layers=cfg.target_hidden,
+            variants=variants,
+            random_state=cfg.seed,
+        )
         for r in res:
             label = "base" if r.variant == "base" else (f"{key}_dualcf" if r.variant == "dualcf" else key)
             table4.setdefault(label, {}).setdefault(str(r.k), {})[r.architecture] = {
-                "accuracy": r.accuracy, "fidelity": r.fidelity}
+                "accuracy": r.accuracy,
+                "fidelity": r.fidelity,
+            }
     out["table4"] = table4
     for label, row in table4.items():
-        log(f"[{name}] extraction {label}: " + "; ".join(
-            f"k={k} {v['known']['accuracy'] * 100:.1f}/{v['unknown']['accuracy'] * 100:.1f}" for k, v in row.items()))
+        log(
+            f"[{name}] extraction {label}: "
+            + "; ".join(
+                f"k={k} {v['known']['accuracy'] * 100:.1f}/{v['unknown']['accuracy'] * 100:.1f}" for k, v in row.items()
+            )
+        )
 
     # ---- membership through the surrogate (k = max) beside the audit's CFD attack
     n_t = min(cfg.n_mi_targets, len(sp["train"]), len(sp["non"]))
@@ -348,14 +414,16 @@ def _run_dataset(name: str, cfg: Yang2022Config, log) -> dict:
         Xs = np.vstack([Qa, cf[:kmax]])
         ys = np.concatenate([model.predict(Qa), model.predict(cf[:kmax])])
         g = train_surrogate(Xs, ys, cfg.target_hidden, random_state=cfg.seed)
-        r = surrogate_membership(g.predict_proba, Xt, yt, mem, Qa, ya, make_shadow=shadow, n_shadows=2,
-                                 random_state=cfg.seed)
+        r = surrogate_membership(
+            g.predict_proba, Xt, yt, mem, Qa, ya, make_shadow=shadow, n_shadows=2, random_state=cfg.seed
+        )
         mi[key] = {"threshold": r.threshold.to_dict(), "learned": r.learned.to_dict()}
         if name == "adult":
             race = [i for i, n in enumerate(names) if n.startswith("race")]
             if race:
-                ai = attribute_inference(g.predict_proba, Xtr[:n_t], ytr[:n_t], race[0], (0.0, 1.0), Qa, ya,
-                                         random_state=cfg.seed)
+                ai = attribute_inference(
+                    g.predict_proba, Xtr[:n_t], ytr[:n_t], race[0], (0.0, 1.0), Qa, ya, random_state=cfg.seed
+                )
                 mi[key]["attribute_race"] = ai.to_dict()
     # the audit's CFD attack on the rejected targets (distance of their released counterfactual)
     rejected = model.predict(Xt) == 0
@@ -364,31 +432,47 @@ def _run_dataset(name: str, cfg: Yang2022Config, log) -> dict:
             cf = fitted.generate(model, Xt[rejected]).counterfactuals
         else:
             e = _dpc(key.split("_")[1], cfg.eps_extraction, cfg, cfg.seed, X.shape[1]).fit(Xtr, ytr, n_classes=2)
-            cf = e.explain(Xt[rejected], _binary_logits(model), targets=np.ones(int(rejected.sum()), np.int64),
-                           predicted=np.zeros(int(rejected.sum()), np.int64)).counterfactuals
+            cf = e.explain(
+                Xt[rejected],
+                _binary_logits(model),
+                targets=np.ones(int(rejected.sum()), np.int64),
+                predicted=np.zeros(int(rejected.sum()), np.int64),
+            ).counterfactuals
         s = cfd_attack(np.abs(cf - Xt[rejected]).sum(1)).scores
         mi.setdefault(key, {})["cfd_audit"] = attack_metrics(mem[rejected], s, (0.01, 0.1)).to_dict()
     out["membership"] = mi
     for key, v in mi.items():
-        log(f"[{name}] MI {key}: surrogate-threshold AUC {v['threshold']['auc']:.3f} TPR@1% "
+        log(
+            f"[{name}] MI {key}: surrogate-threshold AUC {v['threshold']['auc']:.3f} TPR@1% "
             f"{v['threshold']['tpr_at_fpr']['0.01']:.3f}; learned AUC {v['learned']['auc']:.3f} TPR@1% "
             f"{v['learned']['tpr_at_fpr']['0.01']:.3f}; CFD (audit) AUC {v['cfd_audit']['auc']:.3f} "
             f"TPR@1% {v['cfd_audit']['tpr_at_fpr']['0.01']:.3f}"
-            + (f"; race inference acc {v['attribute_race']['accuracy']:.3f} (label-only "
-               f"{v['attribute_race']['baseline_accuracy']:.3f})" if "attribute_race" in v else ""))
+            + (
+                f"; race inference acc {v['attribute_race']['accuracy']:.3f} (label-only "
+                f"{v['attribute_race']['baseline_accuracy']:.3f})"
+                if "attribute_race" in v
+                else ""
+            )
+        )
 
     # ---- Figure 4 / timing: n_timing queries batched, DPC vs DiCE on the same model
     if cfg.n_timing and name == "adult":
         pool = np.vstack([Qa, Xev, X[sp["non"]]])
-        Q = pool[model.predict(pool) == 0][:cfg.n_timing]
+        Q = pool[model.predict(pool) == 0][: cfg.n_timing]
         e = dpcs[("faithful", "low")]
-        t = e.explain(Q, _binary_logits(model), targets=np.ones(len(Q), np.int64),
-                      predicted=np.zeros(len(Q), np.int64))
+        t = e.explain(Q, _binary_logits(model), targets=np.ones(len(Q), np.int64), predicted=np.zeros(len(Q), np.int64))
         d = fit_for(make_recourse("dice", random_state=cfg.seed), Xtr, ytr, model).generate(model, Q)
-        out["timing"] = {"n_queries": int(len(Q)), "dpc_sec_per_cf": t.seconds / len(Q),
-                         "dice_sec_per_cf": d.seconds / len(Q), "dpc_fr": t.flip_ratio, "dice_fr": d.validity}
-        log(f"[{name}] timing ({len(Q)} queries, batched): DPC {t.seconds / len(Q) * 1e3:.2f} ms/cf, "
-            f"DiCE (defaults, 4 cfs) {d.seconds / len(Q) * 1e3:.2f} ms/cf")
+        out["timing"] = {
+            "n_queries": int(len(Q)),
+            "dpc_sec_per_cf": t.seconds / len(Q),
+            "dice_sec_per_cf": d.seconds / len(Q),
+            "dpc_fr": t.flip_ratio,
+            "dice_fr": d.validity,
+        }
+        log(
+            f"[{name}] timing ({len(Q)} queries, batched): DPC {t.seconds / len(Q) * 1e3:.2f} ms/cf, "
+            f"DiCE (defaults, 4 cfs) {d.seconds / len(Q) * 1e3:.2f} ms/cf"
+        )
     return out
 
 
@@ -400,37 +484,48 @@ def _print_beside_paper(results: dict, log) -> None:
         q = res["quality"]
         for m in ("dice", "cadex", "cchvae", "revise"):
             if m in q:
-                log(f"  {m:8s} FR {q[m]['fr']:.3f} ({p['fr'][m]:.3f})  AD {q[m]['ad']:.2f} ({p['ad'][m]:.2f})  "
-                    f"{q[m]['sec_per_cf'] * 1e3:.1f} ms/cf")
+                log(
+                    f"  {m:8s} FR {q[m]['fr']:.3f} ({p['fr'][m]:.3f})  AD {q[m]['ad']:.2f} ({p['ad'][m]:.2f})  "
+                    f"{q[m]['sec_per_cf'] * 1e3:.1f} ms/cf"
+                )
         for mode in ("faithful", "hardened"):
             for tag in ("low", "high"):
                 k = f"dpc_{mode}_{tag}"
-                log(f"  DPC {mode:9s} eps={q[k]['epsilon']:g}: FR {q[k]['fr']:.3f} ({p['fr']['dpc_' + tag]:.3f})  "
+                log(
+                    f"  DPC {mode:9s} eps={q[k]['epsilon']:g}: FR {q[k]['fr']:.3f} ({p['fr']['dpc_' + tag]:.3f})  "
                     f"AD {q[k]['ad']:.2f} ({p['ad']['dpc']:.2f})  {q[k]['sec_per_cf'] * 1e3:.1f} ms/cf  "
-                    f"total eps {q[k]['epsilon_total']}")
+                    f"total eps {q[k]['epsilon_total']}"
+                )
         if "multiclass" in res:
             for k, v in res["multiclass"].items():
                 if k.startswith("dpc_"):
                     tag = k.rsplit("_", 1)[1]
-                    log(f"  10-class {k}: FR n/spec {v['fr_nspec']:.3f} ({p['fr']['dpc_' + tag]:.3f}) spec "
-                        f"{v['fr_spec']:.3f} ({p['fr_spec']['dpc_' + tag]:.3f})")
+                    log(
+                        f"  10-class {k}: FR n/spec {v['fr_nspec']:.3f} ({p['fr']['dpc_' + tag]:.3f}) spec "
+                        f"{v['fr_spec']:.3f} ({p['fr_spec']['dpc_' + tag]:.3f})"
+                    )
         t4 = res["table4"]
         log(f"  target accuracy {res['target_accuracy'] * 100:.1f} ({p['t4']['target']})")
         b = t4["base"]["0"]
-        log(f"  base extraction {b['known']['accuracy'] * 100:.1f}/{b['unknown']['accuracy'] * 100:.1f} "
-            f"({p['t4']['base'][0]}/{p['t4']['base'][1]})")
+        log(
+            f"  base extraction {b['known']['accuracy'] * 100:.1f}/{b['unknown']['accuracy'] * 100:.1f} "
+            f"({p['t4']['base'][0]}/{p['t4']['base'][1]})"
+        )
         for label in [x for x in t4 if x != "base"]:
             pk = "nondp" if label.startswith("nondp") else "dpc"
             cells = []
             for k, v in t4[label].items():
                 ref = p["t4"][pk].get(int(k))
-                cells.append(f"k={k} {v['known']['accuracy'] * 100:.1f}/{v['unknown']['accuracy'] * 100:.1f}"
-                             + (f" ({ref[0]}/{ref[1]})" if ref and label in ("nondp", "dpc_faithful") else ""))
+                cells.append(
+                    f"k={k} {v['known']['accuracy'] * 100:.1f}/{v['unknown']['accuracy'] * 100:.1f}"
+                    + (f" ({ref[0]}/{ref[1]})" if ref and label in ("nondp", "dpc_faithful") else "")
+                )
             log(f"  {label:14s} " + "; ".join(cells))
 
 
-def run_yang2022(out_dir: Path, *, seeds: list[int] | None = None, console=None,
-                 config: Yang2022Config | None = None) -> dict:
+def run_yang2022(
+    out_dir: Path, *, seeds: list[int] | None = None, console=None, config: Yang2022Config | None = None
+) -> dict:
     """Run the reproduction, write ``results.json`` into ``out_dir`` and print ours beside the paper's."""
     cfg = config or Yang2022Config()
     if seeds:
@@ -448,8 +543,9 @@ def run_yang2022(out_dir: Path, *, seeds: list[int] | None = None, console=None,
     results = {}
     for name in cfg.datasets:
         results[name] = _run_dataset(name, cfg, log)
-        (out_dir / "results.json").write_text(json.dumps({"config": asdict(cfg), "results": results}, indent=1,
-                                                         default=float))
+        (out_dir / "results.json").write_text(
+            json.dumps({"config": asdict(cfg), "results": results}, indent=1, default=float)
+        )
     _print_beside_paper(results, log)
     log("\nKnown differences:")
     for d in KNOWN_DIFFERENCES:
@@ -457,7 +553,10 @@ def run_yang2022(out_dir: Path, *, seeds: list[int] | None = None, console=None,
     return results
 
 
-@register_reproduction("yang2022", description="Yang et al. 2022 (DPC): flip ratio, distance, time, extraction over "
-                       "k, membership and attribute inference through the surrogate; faithful and hardened")
+@register_reproduction(
+    "yang2022",
+    description="Yang et al. 2022 (DPC): flip ratio, distance, time, extraction over "
+    "k, membership and attribute inference through the surrogate; faithful and hardened",
+)
 def _reproduce(out_dir: Path, *, seeds: list[int] | None = None, console=None) -> None:
     run_yang2022(out_dir, seeds=seeds, console=console)

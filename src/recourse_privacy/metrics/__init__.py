@@ -2,6 +2,7 @@
 
 ``recourse_privacy.metrics.plots`` imports matplotlib only when a plot is drawn.
 """
+
 from __future__ import annotations
 
 from recourse_privacy.metrics.membership import (
@@ -16,10 +17,16 @@ from recourse_privacy.metrics.membership import (
     balanced_accuracy,
     fpr_key,
     roc,
+    selected_target_privacy,
     theorem2_bound,
     tight_ba_bound,
-    selected_target_privacy,
     tpr_at_fpr,
+)
+from recourse_privacy.metrics.plots import (
+    plot_roc_loglog,
+    plot_score_histogram,
+    roc_loglog_figure,
+    score_histogram_figure,
 )
 from recourse_privacy.metrics.quality import (
     constraint_violations,
@@ -27,12 +34,6 @@ from recourse_privacy.metrics.quality import (
     quality_metrics,
     redundancy,
     ynn,
-)
-from recourse_privacy.metrics.plots import (
-    plot_roc_loglog,
-    plot_score_histogram,
-    roc_loglog_figure,
-    score_histogram_figure,
 )
 
 __all__ = [

@@ -19,6 +19,7 @@ number not match the paper?" is the most common question about these metrics):
   attacker is assumed to know the optimal threshold, as in Pawelczyk et al. (2023).
 * AUC: :func:`sklearn.metrics.roc_auc_score` (ties count one half).
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 
-from recourse_privacy.validation import check_delta, check_interval, check_positive_float
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.validation import check_delta, check_interval, check_positive_float
 
 __all__ = [
     "RocCurve",
@@ -129,9 +130,7 @@ def _validate(labels: ArrayLike, scores: ArrayLike) -> tuple[np.ndarray, np.ndar
     if y.dtype == bool:
         y = y.astype(np.int8)
     if not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
-        raise InvalidInputError(
-            f"labels must be numeric 0 (non-member) / 1 (member), got dtype {y.dtype}"
-        )
+        raise InvalidInputError(f"labels must be numeric 0 (non-member) / 1 (member), got dtype {y.dtype}")
     bad = ~np.isin(y, (0, 1))
     if bad.any():
         found = np.unique(y[bad])[:5].tolist()
@@ -144,12 +143,9 @@ def _validate(labels: ArrayLike, scores: ArrayLike) -> tuple[np.ndarray, np.ndar
     n0 = int(y.shape[0] - n1)
     if n1 == 0 or n0 == 0:
         raise InvalidInputError(
-            "labels must contain both members (1) and non-members (0); "
-            f"got {n1} member(s) and {n0} non-member(s)"
+            f"labels must contain both members (1) and non-members (0); got {n1} member(s) and {n0} non-member(s)"
         )
-    if s.dtype == bool or not (
-        np.issubdtype(s.dtype, np.integer) or np.issubdtype(s.dtype, np.floating)
-    ):
+    if s.dtype == bool or not (np.issubdtype(s.dtype, np.integer) or np.issubdtype(s.dtype, np.floating)):
         raise InvalidInputError(f"scores must be numeric, got dtype {s.dtype}")
     s = s.astype(np.float64)
     nonfinite = ~np.isfinite(s)
@@ -304,15 +300,11 @@ def auc_null_halfwidth(n_members: int, n_nonmembers: int, z: float = 1.96) -> fl
     """
     n1, n0 = int(n_members), int(n_nonmembers)
     if n1 <= 0 or n0 <= 0:
-        raise InvalidInputError(
-            f"n_members and n_nonmembers must be positive, got {n1} and {n0}"
-        )
+        raise InvalidInputError(f"n_members and n_nonmembers must be positive, got {n1} and {n0}")
     return float(z) * math.sqrt((n1 + n0 + 1) / (12.0 * n1 * n0))
 
 
-def attack_metrics(
-    labels: ArrayLike, scores: ArrayLike, fprs: Sequence[float] = DEFAULT_FPRS
-) -> AttackMetrics:
+def attack_metrics(labels: ArrayLike, scores: ArrayLike, fprs: Sequence[float] = DEFAULT_FPRS) -> AttackMetrics:
     """AUC, best-threshold balanced accuracy and TPR at each FPR in ``fprs``.
 
     The TPR dict is keyed by ``format(fpr, "g")``; see :func:`tpr_at_fpr` for how each

@@ -4,6 +4,7 @@ matplotlib is imported only inside the functions. Figures are built with
 ``matplotlib.figure.Figure`` and rendered by the Agg canvas, so no display is needed
 and the caller's pyplot backend / figure registry is left untouched.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -56,9 +57,7 @@ def _save(fig: Figure, path: str | Path) -> Path:
     return out
 
 
-def roc_loglog_figure(
-    curves: Mapping[str, tuple[ArrayLike, ArrayLike]], *, title: str = ""
-) -> Figure:
+def roc_loglog_figure(curves: Mapping[str, tuple[ArrayLike, ArrayLike]], *, title: str = "") -> Figure:
     """Build (without saving) the log-log ROC figure used by :func:`plot_roc_loglog`.
 
     Both axes run from min(1e-3, 1/largest n_nonmembers) to 1. ROC points with FPR or
@@ -73,9 +72,7 @@ def roc_loglog_figure(
         try:
             labels, scores = pair
         except (TypeError, ValueError):
-            raise ValueError(
-                f"curves[{name!r}] must be a (labels, scores) pair"
-            ) from None
+            raise ValueError(f"curves[{name!r}] must be a (labels, scores) pair") from None
         y, s = _validate(labels, scores)
         n0 = int((y == 0).sum())
         max_n0 = max(max_n0, n0)
@@ -97,8 +94,7 @@ def roc_loglog_figure(
             linewidth=1.5,
             label=label,
         )
-    ax.plot([lo, 1.0], [lo, 1.0], linestyle="--", color="grey", linewidth=1.0,
-            label="random guessing")
+    ax.plot([lo, 1.0], [lo, 1.0], linestyle="--", color="grey", linewidth=1.0, label="random guessing")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, 1.0)
@@ -238,7 +234,5 @@ def plot_score_histogram(
     (noted in the title). Counts rather than densities keep a spike of identical values
     visible. Returns the path.
     """
-    fig = score_histogram_figure(
-        member_values, nonmember_values, xlabel=xlabel, log=log, title=title
-    )
+    fig = score_histogram_figure(member_values, nonmember_values, xlabel=xlabel, log=log, title=title)
     return _save(fig, path)

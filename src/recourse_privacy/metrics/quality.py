@@ -8,13 +8,14 @@ PL0/PL1/PL2 (Pentyala et al. 2023, equations 2-4). :func:`quality_metrics` aggre
 redundancy, yNN, violations and path metrics are means over the valid counterfactuals
 (CARLA drops the failed rows first); validity and time per counterfactual are over all rows.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from recourse_privacy.validation import check_matrix, check_positive_int
-from recourse_privacy.recourse.base import NORMS, distances
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.recourse.base import NORMS, distances
+from recourse_privacy.validation import check_matrix, check_positive_int
 
 
 def redundancy(model, X: np.ndarray, X_cf: np.ndarray, *, tol: float = 1e-8) -> np.ndarray:
@@ -76,8 +77,9 @@ def constraint_violations(action_set, X: np.ndarray, X_cf: np.ndarray, *, tol: f
     return (changed_immutable | decreased | out_of_range).sum(axis=1)
 
 
-def path_metrics(paths, X_train: np.ndarray, *, kde=None, bandwidth: float | str = "scott",
-                 tol: float = 1e-8) -> dict[str, np.ndarray]:
+def path_metrics(
+    paths, X_train: np.ndarray, *, kde=None, bandwidth: float | str = "scott", tol: float = 1e-8
+) -> dict[str, np.ndarray]:
     """Pentyala et al.'s (2023) path metrics per path; each path is (factual, Z_1, ..., Z_p), factual first.
 
     - PDensity (eq. 2): mean over Z_1..Z_p of the log-likelihood under a Gaussian KDE of the
@@ -108,20 +110,33 @@ def path_metrics(paths, X_train: np.ndarray, *, kde=None, bandwidth: float | str
     if kde is None:
         kde = KernelDensity(kernel="gaussian", bandwidth=bandwidth).fit(X_train)
     out["pdensity"][has] = (np.bincount(step_owner, weights=kde.score_samples(steps), minlength=n) / p)[has]
-    nn_dist = np.abs(steps - X_train[NearestNeighbors(n_neighbors=1).fit(X_train)
-                                     .kneighbors(steps, return_distance=False)[:, 0]]).sum(axis=1)
+    nn_dist = np.abs(
+        steps - X_train[NearestNeighbors(n_neighbors=1).fit(X_train).kneighbors(steps, return_distance=False)[:, 0]]
+    ).sum(axis=1)
     out["pdistance_manifold"][has] = (np.bincount(step_owner, weights=nn_dist, minlength=n) / p)[has]
     same = owner[1:] == owner[:-1]  # consecutive points of one path
     delta = (allp[1:] - allp[:-1])[same]
     seg_owner = owner[1:][same]
-    for key, d in (("pl0", (np.abs(delta) > tol).sum(axis=1).astype(np.float64)),
-                   ("pl1", np.abs(delta).sum(axis=1)), ("pl2", np.sqrt((delta**2).sum(axis=1)))):
+    for key, d in (
+        ("pl0", (np.abs(delta) > tol).sum(axis=1).astype(np.float64)),
+        ("pl1", np.abs(delta).sum(axis=1)),
+        ("pl2", np.sqrt((delta**2).sum(axis=1))),
+    ):
         out[key][has] = (np.bincount(seg_owner, weights=d, minlength=n) / p)[has]
     return out
 
 
-def quality_metrics(result, model, X_train: np.ndarray, *, action_set=None, k: int = 5, kde=None,
-                    bandwidth: float | str = "scott", tol: float = 1e-6) -> dict[str, float]:
+def quality_metrics(
+    result,
+    model,
+    X_train: np.ndarray,
+    *,
+    action_set=None,
+    k: int = 5,
+    kde=None,
+    bandwidth: float | str = "scott",
+    tol: float = 1e-6,
+) -> dict[str, float]:
     """CARLA's metric set for one recourse result (and the path metrics of Pentyala et al. 2023 when it has paths).
 
     Returns a flat dict: ``n``, ``n_valid``, ``validity``, ``l0``/``l1``/``l2``/``linf``,
@@ -140,14 +155,18 @@ def quality_metrics(result, model, X_train: np.ndarray, *, action_set=None, k: i
         v = v[np.isfinite(v)]
         return float(v.mean()) if len(v) else float("nan")
 
-    out: dict[str, float] = {"n": int(n), "n_valid": int(valid.sum()),
-                             "validity": float(valid.mean()) if n else float("nan")}
+    out: dict[str, float] = {
+        "n": int(n),
+        "n_valid": int(valid.sum()),
+        "validity": float(valid.mean()) if n else float("nan"),
+    }
     for norm in NORMS:
         out[norm] = mean(distances(X, X_cf, norm) if norm != "l0" else (np.abs(X_cf - X) > tol).sum(axis=1))
     out["redundancy"] = mean(redundancy(model, X, X_cf, tol=tol)) if n else float("nan")
     out["ynn"] = mean(ynn(model, X_cf, X_train, k=k, valid=valid)) if n else float("nan")
-    out["violations"] = (mean(constraint_violations(action_set, X, X_cf, tol=tol))
-                         if action_set is not None and n else float("nan"))
+    out["violations"] = (
+        mean(constraint_violations(action_set, X, X_cf, tol=tol)) if action_set is not None and n else float("nan")
+    )
     out["seconds_per_cf"] = float(result.seconds) / n if n else float("nan")
     if result.paths is not None:
         pm = path_metrics(result.paths, X_train, kde=kde, bandwidth=bandwidth, tol=tol)

@@ -1,4 +1,5 @@
 """Models: the protocol, logistic regression, the papers' MLPs, DP-trained models (DPM), wrappers for user models."""
+
 from recourse_privacy.models.base import (
     BaseClassifier,
     Classifier,
@@ -11,6 +12,18 @@ from recourse_privacy.models.registry import MODELS, check_model_name, make_mode
 from recourse_privacy.models.wrappers import SklearnModel, TorchModel
 
 __all__ = [
-    "BaseClassifier", "Classifier", "DPLogisticModel", "DPMLPModel", "MODELS", "SklearnModel", "TorchModel", "accuracy",
-    "check_model_name", "logit_confidence", "make_model", "model_factory", "per_example_loss", "register_model",
+    "BaseClassifier",
+    "Classifier",
+    "DPLogisticModel",
+    "DPMLPModel",
+    "MODELS",
+    "SklearnModel",
+    "TorchModel",
+    "accuracy",
+    "check_model_name",
+    "logit_confidence",
+    "make_model",
+    "model_factory",
+    "per_example_loss",
+    "register_model",
 ]

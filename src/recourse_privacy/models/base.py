@@ -6,22 +6,23 @@ the logit-scaled confidence of Carlini et al. are derived from it. Models that c
 gradients expose a PyTorch module (``torch_module``); linear models expose ``coef_`` and
 ``intercept_`` so that exact recourse applies.
 """
+
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from recourse_privacy.errors import NotFittedError
 from recourse_privacy.hyperparams import enforce_params
 from recourse_privacy.validation import check_binary_labels, check_matrix
-from recourse_privacy.errors import NotFittedError
 
 
 @runtime_checkable
 class Classifier(Protocol):
     """A fitted binary classifier; ``decision_function`` is the favourable-class logit."""
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "Classifier": ...
+    def fit(self, X: np.ndarray, y: np.ndarray) -> Classifier: ...
 
     def decision_function(self, X: np.ndarray) -> np.ndarray: ...
 

@@ -7,15 +7,16 @@ stacked parameters. The loss is the sum of the N models' mean batch losses and A
 elementwise, so each network follows the same trajectory as :meth:`MLPModel.fit` would give
 it alone (same initialisation, same batch order), up to floating-point summation order.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from recourse_privacy.validation import check_binary_labels, check_matrix, derive_seed
-from recourse_privacy.models.mlp import MLPModel
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.models.mlp import MLPModel
+from recourse_privacy.validation import check_binary_labels, check_matrix, derive_seed
 
 _HYPER = ("hidden_layers", "lr", "epochs", "batch_size", "weight_decay")
 
@@ -28,8 +29,9 @@ def can_batch(models: Sequence[object]) -> bool:
     return all(tuple(getattr(m, h) for h in _HYPER) == first for m in models)
 
 
-def fit_mlps_batched(models: Sequence[MLPModel], X: np.ndarray, y: np.ndarray,
-                     rows: Sequence[np.ndarray]) -> list[MLPModel]:
+def fit_mlps_batched(
+    models: Sequence[MLPModel], X: np.ndarray, y: np.ndarray, rows: Sequence[np.ndarray]
+) -> list[MLPModel]:
     """Fit ``models[k]`` on ``X[rows[k]], y[rows[k]]`` for all k at once; returns the fitted models.
 
     Models whose row sets differ in size are trained in groups of equal size (a batch step
@@ -80,8 +82,11 @@ def _fit_group(models: list[MLPModel], X: np.ndarray, y: np.ndarray, rows: list[
             for start in range(0, m, bs):
                 batch = order[:, start : start + bs]
                 logits = batched_forward(params, buffers, Xt[batch])
-                loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                    logits, yt[batch], reduction="none").mean(dim=1).sum()
+                loss = (
+                    torch.nn.functional.binary_cross_entropy_with_logits(logits, yt[batch], reduction="none")
+                    .mean(dim=1)
+                    .sum()
+                )
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

@@ -1,5 +1,6 @@
 """The model configurations of the papers, registered by name (Pawelczyk et al. 2023, Table 5 and
 Figure 3; Huang et al. 2023 for the DP-trained ones)."""
+
 from __future__ import annotations
 
 from recourse_privacy.models.dp import DPLogisticModel, DPMLPModel
@@ -16,8 +17,12 @@ _MLP_DESCRIPTIONS = {
     "mlp3-1000": "3 hidden layers of 1,000 ReLU (Pawelczyk et al. 2023, Figure 3d)",
 }
 
-register_model("logistic", description="logistic regression (scikit-learn, C=1)", capabilities=("linear", "gradients"),
-               dp_counterpart=("dp-logistic", {}))(LogisticModel)
+register_model(
+    "logistic",
+    description="logistic regression (scikit-learn, C=1)",
+    capabilities=("linear", "gradients"),
+    dp_counterpart=("dp-logistic", {}),
+)(LogisticModel)
 
 
 def _mlp_factory(hidden: tuple[int, ...]):
@@ -31,10 +36,22 @@ def _mlp_factory(hidden: tuple[int, ...]):
 for _name, _hidden in HIDDEN.items():
     _factory = _mlp_factory(_hidden)
     _factory.__qualname__ = f"mlp_factory[{_name}]"
-    register_model(_name, description=_MLP_DESCRIPTIONS[_name], capabilities=("gradients",),
-                   dp_counterpart=("dp-mlp", {"hidden_layers": _hidden}))(_factory)
+    register_model(
+        _name,
+        description=_MLP_DESCRIPTIONS[_name],
+        capabilities=("gradients",),
+        dp_counterpart=("dp-mlp", {"hidden_layers": _hidden}),
+    )(_factory)
 
-register_model("dp-logistic", description="epsilon-DP logistic regression (diffprivlib, objective perturbation; "
-               "rows of norm <= data_norm)", capabilities=("linear", "gradients"), dp=True)(DPLogisticModel)
-register_model("dp-mlp", description="ReLU network trained with DP-SGD (Opacus; epsilon, delta, max_grad_norm)",
-               capabilities=("gradients",), dp=True)(DPMLPModel)
+register_model(
+    "dp-logistic",
+    description="epsilon-DP logistic regression (diffprivlib, objective perturbation; rows of norm <= data_norm)",
+    capabilities=("linear", "gradients"),
+    dp=True,
+)(DPLogisticModel)
+register_model(
+    "dp-mlp",
+    description="ReLU network trained with DP-SGD (Opacus; epsilon, delta, max_grad_norm)",
+    capabilities=("gradients",),
+    dp=True,
+)(DPMLPModel)

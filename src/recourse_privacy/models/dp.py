@@ -13,19 +13,20 @@ Theorem 3.4) for any number of recourse queries: the privacy cost is paid once, 
   multiplier Opacus chooses so that ``epochs`` epochs of Poisson-sampled batches reach
   (``epsilon``, ``delta``) under its accountant; the achieved epsilon is ``epsilon_``.
 """
+
 from __future__ import annotations
 
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.hyperparams import Bool, Float, Int, Ints
+from recourse_privacy.models.base import LinearClassifier, TorchBackedClassifier
+from recourse_privacy.models.mlp import MLPModel
 from recourse_privacy.validation import check_binary_labels, check_matrix, check_positive_int, derive_seed
 from recourse_privacy.validation import check_epsilon as _check_epsilon
-from recourse_privacy.models.base import LinearClassifier, TorchBackedClassifier
-from recourse_privacy.errors import InvalidInputError
-from recourse_privacy.models.mlp import MLPModel
 
 #: rows may exceed ``data_norm`` by this relative amount (floating-point rounding of unit rows)
 _NORM_TOL = 1e-9
@@ -40,11 +41,24 @@ class DPLogisticModel(LinearClassifier):
     """
 
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
-    PARAMS = {"epsilon": Float(0, 1e4, low_open=True), "data_norm": Float(0, 1e6, low_open=True),
-              "C": Float(0, 1e12, low_open=True), "max_iter": Int(1, 10**7), "fit_intercept": Bool()}
+    PARAMS = {
+        "epsilon": Float(0, 1e4, low_open=True),
+        "data_norm": Float(0, 1e6, low_open=True),
+        "C": Float(0, 1e12, low_open=True),
+        "max_iter": Int(1, 10**7),
+        "fit_intercept": Bool(),
+    }
 
-    def __init__(self, *, epsilon: float, data_norm: float = 1.0, C: float = 1.0, max_iter: int = 1000,
-                 fit_intercept: bool = True, random_state=None):
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        data_norm: float = 1.0,
+        C: float = 1.0,
+        max_iter: int = 1000,
+        fit_intercept: bool = True,
+        random_state=None,
+    ):
         self.epsilon = epsilon
         self.data_norm = data_norm
         self.C = C
@@ -52,7 +66,7 @@ class DPLogisticModel(LinearClassifier):
         self.fit_intercept = fit_intercept
         self.random_state = random_state
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "DPLogisticModel":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> DPLogisticModel:
         """Fit with epsilon-DP on rows ``X`` (each of L2 norm <= data_norm) and 0/1 labels ``y``."""
         from diffprivlib.accountant import BudgetAccountant
         from diffprivlib.models import LogisticRegression
@@ -70,11 +84,18 @@ class DPLogisticModel(LinearClassifier):
                 f"{int(over.sum())} rows have L2 norm above data_norm={norm:g} (largest {row_norms.max():.4g}); "
                 "the DP guarantee of objective perturbation needs every row within data_norm: normalise rows "
                 "(--normalize-rows, Preprocessor(normalize_rows=True)) or pass a larger data_norm chosen "
-                "without looking at the data")
+                "without looking at the data"
+            )
         self.accountant_ = BudgetAccountant()
-        est = LogisticRegression(epsilon=eps, data_norm=norm, C=self.C, max_iter=self.max_iter,
-                                 fit_intercept=self.fit_intercept, accountant=self.accountant_,
-                                 random_state=derive_seed(self.random_state, 0))
+        est = LogisticRegression(
+            epsilon=eps,
+            data_norm=norm,
+            C=self.C,
+            max_iter=self.max_iter,
+            fit_intercept=self.fit_intercept,
+            accountant=self.accountant_,
+            random_state=derive_seed(self.random_state, 0),
+        )
         with warnings.catch_warnings():
             # rows are checked above, so diffprivlib's clipping is a no-op; lbfgs may stop early on the
             # perturbed objective, which does not affect privacy
@@ -106,13 +127,29 @@ class DPMLPModel(TorchBackedClassifier):
     """
 
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
-    PARAMS = {"epsilon": Float(0, 1e4, low_open=True), "delta": Float(0, 1, low_open=True, high_open=True),
-              "max_grad_norm": Float(0, 1e6, low_open=True), "hidden_layers": Ints(1, 100_000),
-              "lr": Float(0, 10, low_open=True), "epochs": Int(1, 100_000), "batch_size": Int(1, 10**7)}
+    PARAMS = {
+        "epsilon": Float(0, 1e4, low_open=True),
+        "delta": Float(0, 1, low_open=True, high_open=True),
+        "max_grad_norm": Float(0, 1e6, low_open=True),
+        "hidden_layers": Ints(1, 100_000),
+        "lr": Float(0, 10, low_open=True),
+        "epochs": Int(1, 100_000),
+        "batch_size": Int(1, 10**7),
+    }
 
-    def __init__(self, *, epsilon: float, delta: float = 1e-5, max_grad_norm: float = 1.0,
-                 hidden_layers: Sequence[int] = (1000,), lr: float = 1e-3, epochs: int = 20,
-                 batch_size: int = 256, accountant: str = "rdp", random_state=None):
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        delta: float = 1e-5,
+        max_grad_norm: float = 1.0,
+        hidden_layers: Sequence[int] = (1000,),
+        lr: float = 1e-3,
+        epochs: int = 20,
+        batch_size: int = 256,
+        accountant: str = "rdp",
+        random_state=None,
+    ):
         self.epsilon = epsilon
         self.delta = delta
         self.max_grad_norm = max_grad_norm
@@ -123,7 +160,7 @@ class DPMLPModel(TorchBackedClassifier):
         self.accountant = accountant
         self.random_state = random_state
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "DPMLPModel":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> DPMLPModel:
         """Train from scratch with DP-SGD on ``X`` with 0/1 labels ``y``."""
         import torch
         from opacus import PrivacyEngine
@@ -141,14 +178,18 @@ class DPMLPModel(TorchBackedClassifier):
         X = check_matrix(X)
         y = check_binary_labels(y, n=X.shape[0])
         if delta >= 1.0 / X.shape[0]:
-            warnings.warn(f"delta={delta:g} is not below 1/n = {1 / X.shape[0]:.3g}: (epsilon, delta)-DP with such a "
-                          "delta allows releasing a few rows outright", stacklevel=2)
+            warnings.warn(
+                f"delta={delta:g} is not below 1/n = {1 / X.shape[0]:.3g}: (epsilon, delta)-DP with such a "
+                "delta allows releasing a few rows outright",
+                stacklevel=2,
+            )
         seed = derive_seed(self.random_state, 0)
         module = MLPModel._build(self, X.shape[1], seed)  # same initialisation as the non-private MLP
         module.train()
         ds = TensorDataset(torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(y, dtype=torch.float32))
-        loader = DataLoader(ds, batch_size=min(batch, len(ds)), shuffle=True,
-                            generator=torch.Generator().manual_seed(seed))
+        loader = DataLoader(
+            ds, batch_size=min(batch, len(ds)), shuffle=True, generator=torch.Generator().manual_seed(seed)
+        )
         opt = torch.optim.Adam(module.parameters(), lr=self.lr)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*[Ss]ecure RNG turned off.*")
@@ -156,8 +197,15 @@ class DPMLPModel(TorchBackedClassifier):
             warnings.filterwarnings("ignore", message=".*Optimal order is the (largest|smallest) alpha.*")
             engine = PrivacyEngine(accountant=self.accountant)
             dp_module, dp_opt, dp_loader = engine.make_private_with_epsilon(
-                module=module, optimizer=opt, data_loader=loader, target_epsilon=eps, target_delta=delta,
-                epochs=epochs, max_grad_norm=clip, noise_generator=torch.Generator().manual_seed(seed + 1))
+                module=module,
+                optimizer=opt,
+                data_loader=loader,
+                target_epsilon=eps,
+                target_delta=delta,
+                epochs=epochs,
+                max_grad_norm=clip,
+                noise_generator=torch.Generator().manual_seed(seed + 1),
+            )
             loss_fn = torch.nn.BCEWithLogitsLoss()
             dp_module.train()
             for _ in range(epochs):

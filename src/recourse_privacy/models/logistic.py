@@ -1,12 +1,13 @@
 """Logistic regression (scikit-learn) behind the model protocol, with exact-recourse access."""
+
 from __future__ import annotations
 
 import numpy as np
 
-from recourse_privacy.hyperparams import Bool, Float, Int
-from recourse_privacy.validation import check_binary_labels, check_matrix
-from recourse_privacy.models.base import LinearClassifier
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.hyperparams import Bool, Float, Int
+from recourse_privacy.models.base import LinearClassifier
+from recourse_privacy.validation import check_binary_labels, check_matrix
 
 
 class LogisticModel(LinearClassifier):
@@ -25,7 +26,7 @@ class LogisticModel(LinearClassifier):
         self.fit_intercept = fit_intercept
         self.random_state = random_state
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "LogisticModel":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> LogisticModel:
         """Fit on rows ``X`` with 0/1 labels ``y``."""
         X = check_matrix(X)
         y = check_binary_labels(y, n=X.shape[0])

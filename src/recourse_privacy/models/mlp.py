@@ -1,13 +1,14 @@
 """The paper's fully connected networks in PyTorch behind the model protocol."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from recourse_privacy.hyperparams import Float, Int, Ints
-from recourse_privacy.validation import check_binary_labels, check_matrix, derive_seed
 from recourse_privacy.models.base import TorchBackedClassifier
+from recourse_privacy.validation import check_binary_labels, check_matrix, derive_seed
 
 
 class MLPModel(TorchBackedClassifier):
@@ -18,8 +19,13 @@ class MLPModel(TorchBackedClassifier):
     """
 
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
-    PARAMS = {"hidden_layers": Ints(1, 100_000), "lr": Float(0, 10, low_open=True), "epochs": Int(1, 100_000),
-              "batch_size": Int(1, 10**7), "weight_decay": Float(0, 10)}
+    PARAMS = {
+        "hidden_layers": Ints(1, 100_000),
+        "lr": Float(0, 10, low_open=True),
+        "epochs": Int(1, 100_000),
+        "batch_size": Int(1, 10**7),
+        "weight_decay": Float(0, 10),
+    }
 
     def __init__(
         self,
@@ -54,7 +60,7 @@ class MLPModel(TorchBackedClassifier):
             layers.append(nn.Linear(width, 1))
             return logit_module(nn.Sequential(*layers))
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "MLPModel":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> MLPModel:
         """Train from scratch on ``X`` with 0/1 labels ``y`` (seeded by ``random_state``)."""
         import torch
 

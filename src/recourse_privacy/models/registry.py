@@ -5,9 +5,10 @@ they are trained with differential privacy (``dp``, DPM of Huang et al. 2023; th
 ``epsilon``), and, for non-private models, which DP model of the same family replaces them
 under the DPM defense (``dp_counterpart``).
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.models.base import BaseClassifier
@@ -16,14 +17,29 @@ from recourse_privacy.registry import Entry, Registry
 __all__ = ["MODELS", "check_model_name", "dp_counterpart", "make_model", "model_factory", "register_model"]
 
 MODELS: Registry[Callable[..., BaseClassifier]] = Registry(
-    "model", builtins=("recourse_privacy.models.catalog",), needs_vocabulary=("epsilon",))
+    "model", builtins=("recourse_privacy.models.catalog",), needs_vocabulary=("epsilon",)
+)
 
 
-def register_model(name: str, *, description: str, capabilities=(), dp: bool = False,
-                   dp_counterpart: tuple[str, dict] | None = None, replace: bool = False):
+def register_model(
+    name: str,
+    *,
+    description: str,
+    capabilities=(),
+    dp: bool = False,
+    dp_counterpart: tuple[str, dict] | None = None,
+    replace: bool = False,
+):
     """Decorator: register a factory ``(random_state=None, **params) -> unfitted model`` under ``name``."""
-    return MODELS.register(name, description=description, needs=("epsilon",) if dp else (), replace=replace,
-                           capabilities=frozenset(capabilities), dp=dp, dp_counterpart=dp_counterpart)
+    return MODELS.register(
+        name,
+        description=description,
+        needs=("epsilon",) if dp else (),
+        replace=replace,
+        capabilities=frozenset(capabilities),
+        dp=dp,
+        dp_counterpart=dp_counterpart,
+    )
 
 
 def check_model_name(name: str) -> str:

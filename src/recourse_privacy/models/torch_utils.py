@@ -1,4 +1,5 @@
 """Small PyTorch helpers shared by the torch-backed models (imported lazily)."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager

@@ -1,13 +1,14 @@
 """Wrap a user's own scikit-learn or PyTorch classifier into the model protocol."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
-from recourse_privacy.validation import check_matrix
-from recourse_privacy.models.base import BaseClassifier, TorchBackedClassifier
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.models.base import BaseClassifier, TorchBackedClassifier
+from recourse_privacy.validation import check_matrix
 
 _EPS = 1e-12
 
@@ -35,14 +36,16 @@ class SklearnModel(BaseClassifier):
         self.estimator_ = est
         self.n_features_in_ = int(est.n_features_in_)
         coef = getattr(est, "coef_", None)
-        self.is_linear = coef is not None and np.ndim(coef) == 2 and np.shape(coef)[0] == 1 and hasattr(est, "intercept_")
+        self.is_linear = (
+            coef is not None and np.ndim(coef) == 2 and np.shape(coef)[0] == 1 and hasattr(est, "intercept_")
+        )
         self.is_differentiable = self.is_linear
         if self.is_linear:
             self.coef_ = np.asarray(coef, dtype=np.float64).ravel()
             self.intercept_ = float(np.ravel(est.intercept_)[0])
         self.fitted_ = True
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "SklearnModel":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> SklearnModel:
         """Fit a clone of the wrapped estimator."""
         from sklearn.base import clone
 
@@ -61,7 +64,9 @@ class SklearnModel(BaseClassifier):
     def torch_module(self):
         """A linear torch module (linear estimators only)."""
         if not self.is_linear:
-            raise TypeError(f"{type(self.estimator).__name__} is not differentiable; wrap a linear model or use a torch model")
+            raise TypeError(
+                f"{type(self.estimator).__name__} is not differentiable; wrap a linear model or use a torch model"
+            )
         from recourse_privacy.models.torch_utils import linear_module
 
         return linear_module(self.coef_, self.intercept_)
@@ -74,9 +79,14 @@ class TorchModel(TorchBackedClassifier):
     ``train_fn`` so that shadow models can be trained with the same algorithm.
     """
 
-    def __init__(self, module=None, *, n_features: int | None = None,
-                 module_factory: Callable[[], object] | None = None,
-                 train_fn: Callable[[object, np.ndarray, np.ndarray], object] | None = None):
+    def __init__(
+        self,
+        module=None,
+        *,
+        n_features: int | None = None,
+        module_factory: Callable[[], object] | None = None,
+        train_fn: Callable[[object, np.ndarray, np.ndarray], object] | None = None,
+    ):
         self.module = module
         self.n_features = n_features
         self.module_factory = module_factory
@@ -97,7 +107,7 @@ class TorchModel(TorchBackedClassifier):
         self.n_features_in_ = int(n_features)
         self.fitted_ = True
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "TorchModel":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> TorchModel:
         """Train a fresh module from ``module_factory`` with ``train_fn``."""
         if self.module_factory is None or self.train_fn is None:
             raise TypeError("TorchModel.fit needs module_factory and train_fn (to train shadow models)")

@@ -9,6 +9,7 @@
 - :mod:`.core`: :class:`PrivRecourse`, the publisher and registered recourse methods
   ``privrecourse``, ``privrecourse-laplace``, ``privrecourse-mst``, ``privrecourse-data``.
 """
+
 from recourse_privacy.privrecourse.artefact import ARTEFACT_VERSION, PublishedGraph, load_artefact
 from recourse_privacy.privrecourse.clustering import ConvergentDPKMeans, DiffprivlibKMeans
 from recourse_privacy.privrecourse.core import (
@@ -23,7 +24,18 @@ from recourse_privacy.privrecourse.ledger import BudgetLedger
 from recourse_privacy.privrecourse.scaling import PublicScaler
 
 __all__ = [
-    "ARTEFACT_VERSION", "BudgetLedger", "ConvergentDPKMeans", "DiffprivlibKMeans", "PrivRecourse", "PrivRecourseData",
-    "PrivRecourseLaplace", "PrivRecourseMST", "PublicScaler", "PublishedGraph", "SOURCES", "build_graph",
-    "load_artefact", "recourse_paths",
+    "ARTEFACT_VERSION",
+    "BudgetLedger",
+    "ConvergentDPKMeans",
+    "DiffprivlibKMeans",
+    "PrivRecourse",
+    "PrivRecourseData",
+    "PrivRecourseLaplace",
+    "PrivRecourseMST",
+    "PublicScaler",
+    "PublishedGraph",
+    "SOURCES",
+    "build_graph",
+    "load_artefact",
+    "recourse_paths",
 ]

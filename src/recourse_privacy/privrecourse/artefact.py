@@ -7,6 +7,7 @@ sec. 4.2: post-processing of the release). It saves to two files, never pickle:
 configuration). :func:`load_artefact` refuses another format version, a checksum mismatch
 and arrays of inconsistent shapes, each with a clear error.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -49,9 +50,12 @@ class PublishedGraph:
         m = len(self.nodes)
         self.candidates = np.asarray(self.candidates, bool)
         if self.candidates.shape != (m,) or self.graph.shape != (m, m):
-            raise InvalidInputError(f"artefact arrays disagree: {m} nodes, candidates {self.candidates.shape}, "
-                                    f"graph {self.graph.shape}")
-        if np.asarray(self.lower).shape != (self.nodes.shape[1],) or np.asarray(self.upper).shape != (self.nodes.shape[1],):
+            raise InvalidInputError(
+                f"artefact arrays disagree: {m} nodes, candidates {self.candidates.shape}, graph {self.graph.shape}"
+            )
+        if np.asarray(self.lower).shape != (self.nodes.shape[1],) or np.asarray(self.upper).shape != (
+            self.nodes.shape[1],
+        ):
             raise InvalidInputError("artefact bounds do not match the node dimension")
         self._cost = self._pred = self._nn = None
 
@@ -82,13 +86,22 @@ class PublishedGraph:
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.n_features:
             names = f" ({', '.join(self.feature_names)})" if self.feature_names else ""
-            raise InvalidInputError(f"the query has {X.shape[-1] if X.ndim else 0} features; the artefact was "
-                                    f"published on {self.n_features}{names}: query in the artefact's feature space")
+            raise InvalidInputError(
+                f"the query has {X.shape[-1] if X.ndim else 0} features; the artefact was "
+                f"published on {self.n_features}{names}: query in the artefact's feature space"
+            )
         X = check_matrix(X, n_features=self.n_features)
         self.prepare()
         imm = np.asarray(self.config.get("immutable", np.zeros(self.n_features, bool)), bool)
-        return recourse_paths(self._unit(self.nodes), self.candidates, self._unit(X), self._cost, self._pred,
-                              nn_index=self._nn, immutable=imm if imm.any() else None)
+        return recourse_paths(
+            self._unit(self.nodes),
+            self.candidates,
+            self._unit(X),
+            self._cost,
+            self._pred,
+            nn_index=self._nn,
+            immutable=imm if imm.any() else None,
+        )
 
     def _unit(self, X: np.ndarray) -> np.ndarray:
         """Model space -> the public-bounds-scaled space where distances are measured."""
@@ -102,12 +115,24 @@ class PublishedGraph:
         base.parent.mkdir(parents=True, exist_ok=True)
         npz, meta = base.with_name(base.name + ".npz"), base.with_name(base.name + ".json")
         g = self.graph.tocsr()
-        np.savez(npz, nodes=self.nodes, candidates=self.candidates, indptr=g.indptr.astype(np.int64),
-                 indices=g.indices.astype(np.int64), weights=g.data.astype(np.float64),
-                 lower=np.asarray(self.lower, np.float64), upper=np.asarray(self.upper, np.float64))
-        doc = {"format": ARTEFACT_FORMAT, "version": ARTEFACT_VERSION,
-               "sha256": hashlib.sha256(npz.read_bytes()).hexdigest(), "feature_names": list(self.feature_names),
-               "privacy": self.privacy, "config": self.config}
+        np.savez(
+            npz,
+            nodes=self.nodes,
+            candidates=self.candidates,
+            indptr=g.indptr.astype(np.int64),
+            indices=g.indices.astype(np.int64),
+            weights=g.data.astype(np.float64),
+            lower=np.asarray(self.lower, np.float64),
+            upper=np.asarray(self.upper, np.float64),
+        )
+        doc = {
+            "format": ARTEFACT_FORMAT,
+            "version": ARTEFACT_VERSION,
+            "sha256": hashlib.sha256(npz.read_bytes()).hexdigest(),
+            "feature_names": list(self.feature_names),
+            "privacy": self.privacy,
+            "config": self.config,
+        }
         meta.write_text(json.dumps(doc, indent=2, default=_json_default))
         return npz, meta
 
@@ -135,10 +160,14 @@ def load_artefact(path: str | Path) -> PublishedGraph:
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise InvalidInputError(f"artefact {meta} is corrupted: not valid JSON ({err})") from None
     if not isinstance(doc, dict) or doc.get("format") != ARTEFACT_FORMAT:
-        raise InvalidInputError(f"{meta} is not a PrivRecourse artefact (format {doc.get('format') if isinstance(doc, dict) else None!r})")
+        raise InvalidInputError(
+            f"{meta} is not a PrivRecourse artefact (format {doc.get('format') if isinstance(doc, dict) else None!r})"
+        )
     if doc.get("version") != ARTEFACT_VERSION:
-        raise IncompatibleError(f"artefact {meta} has format version {doc.get('version')!r}; this release reads "
-                                f"version {ARTEFACT_VERSION} only: republish it with this release")
+        raise IncompatibleError(
+            f"artefact {meta} has format version {doc.get('version')!r}; this release reads "
+            f"version {ARTEFACT_VERSION} only: republish it with this release"
+        )
     if hashlib.sha256(npz.read_bytes()).hexdigest() != doc.get("sha256"):
         raise InvalidInputError(f"artefact {npz} is corrupted: its SHA-256 differs from the one in {meta.name}")
     try:
@@ -151,5 +180,13 @@ def load_artefact(path: str | Path) -> PublishedGraph:
         graph = sparse.csr_matrix((arr["weights"], arr["indices"], arr["indptr"]), shape=(m, m))
     except ValueError as err:
         raise InvalidInputError(f"artefact {npz} is corrupted: inconsistent graph arrays ({err})") from None
-    return PublishedGraph(arr["nodes"], graph, arr["candidates"], arr["lower"], arr["upper"],
-                          tuple(doc.get("feature_names", ())), doc.get("privacy", {}), doc.get("config", {}))
+    return PublishedGraph(
+        arr["nodes"],
+        graph,
+        arr["candidates"],
+        arr["lower"],
+        arr["upper"],
+        tuple(doc.get("feature_names", ())),
+        doc.get("privacy", {}),
+        doc.get("config", {}),
+    )

@@ -16,6 +16,7 @@ exactly as on PrivRecourse's centres.
   and decoded to the bin midpoint (``decode="midpoint"``, smartnoise) or uniformly in the bin.
   The total is estimated by mbi, not passed in (passing ``len(data)`` would leak n).
 """
+
 from __future__ import annotations
 
 import math
@@ -77,8 +78,17 @@ def cdp_rho(eps: float, delta: float) -> float:
     return lo
 
 
-def mst_synthetic_data(X: np.ndarray, *, epsilon: float, delta: float = 1e-9, n_rows: int | None = None,
-                       bins: int = 10, decode: str = "midpoint", iters: int = 1000, random_state=None):
+def mst_synthetic_data(
+    X: np.ndarray,
+    *,
+    epsilon: float,
+    delta: float = 1e-9,
+    n_rows: int | None = None,
+    bins: int = 10,
+    decode: str = "midpoint",
+    iters: int = 1000,
+    random_state=None,
+):
     """MST synthetic records in [0, 1]^d from ``X`` (rows in [0, 1]^d). Returns (points, ledger, info)."""
     import warnings
 
@@ -153,8 +163,12 @@ def mst_synthetic_data(X: np.ndarray, *, epsilon: float, delta: float = 1e-9, n_
     else:
         out = (codes + rng.random(codes.shape)) / bins
     led = BudgetLedger(eps, dlt)
-    led.spend("MST (1-way marginals, spanning tree, tree marginals)", eps, dlt,
-              note=f"zCDP rho = {rho:.6g} split 1/3 each, converted (Canonne-Kamath-Steinke); sigma = {sigma:.4g}")
+    led.spend(
+        "MST (1-way marginals, spanning tree, tree marginals)",
+        eps,
+        dlt,
+        note=f"zCDP rho = {rho:.6g} split 1/3 each, converted (Canonne-Kamath-Steinke); sigma = {sigma:.4g}",
+    )
     # average 2-way total-variation distance between the binned data and the synthetic data (paper: 0.19 / 0.21)
     tvd = []
     for i in range(d):

@@ -26,6 +26,7 @@ spend; steps that are not DP as run (an EM whose candidates are the data records
 raw counts, a raw sum, released records) are recorded with ``dp=False``. The whole round is
 vectorised over clusters (one batched sub-zone k-means, Gumbel-max sampling per cluster).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -79,25 +80,45 @@ class ConvergentDPKMeans:
     raw data) and ``updated_`` (which centres ever had a non-empty cluster, i.e. became an EM-drawn record).
     """
 
-    def __init__(self, n_clusters: int = 500, *, epsilon: float = 1.0, delta: float = 0.0, rounds: int = 10,
-                 budget_rounds: int | None = None, internal_k: int = 5, em_frac: float = 0.75,
-                 lap_frac: float = 0.25, em_sensitivity: float = 1.0, lap_use: str = "subzone",
-                 release: str = "em_point", release_frac: float | None = None, zone: str = "sampling",
-                 init: str = "uniform", drop_empty: bool = True, subzone_iters: int = 10,
-                 allow_overspend: bool = False, random_state=None):
+    def __init__(
+        self,
+        n_clusters: int = 500,
+        *,
+        epsilon: float = 1.0,
+        delta: float = 0.0,
+        rounds: int = 10,
+        budget_rounds: int | None = None,
+        internal_k: int = 5,
+        em_frac: float = 0.75,
+        lap_frac: float = 0.25,
+        em_sensitivity: float = 1.0,
+        lap_use: str = "subzone",
+        release: str = "em_point",
+        release_frac: float | None = None,
+        zone: str = "sampling",
+        init: str = "uniform",
+        drop_empty: bool = True,
+        subzone_iters: int = 10,
+        allow_overspend: bool = False,
+        random_state=None,
+    ):
         self.n_clusters = check_positive_int(n_clusters, "n_clusters")
         self.epsilon = check_epsilon(epsilon, "epsilon")
         self.delta = check_delta(delta, "delta")
         self.rounds = check_positive_int(rounds, "rounds")
-        self.budget_rounds = self.rounds if budget_rounds is None else check_positive_int(budget_rounds, "budget_rounds")
+        self.budget_rounds = (
+            self.rounds if budget_rounds is None else check_positive_int(budget_rounds, "budget_rounds")
+        )
         self.internal_k = check_positive_int(internal_k, "internal_k")
         self.em_frac = check_interval(em_frac, "em_frac", 0, 1, closed="right")
         self.lap_frac = check_interval(lap_frac, "lap_frac", 0, 1, closed="both")
         if self.em_frac + self.lap_frac > 1 + 1e-12 and not allow_overspend:
             from recourse_privacy.errors import BudgetExceededError
 
-            raise BudgetExceededError(f"budget split overspends: em_frac + lap_frac = {self.em_frac + self.lap_frac:g} "
-                                      "> 1 of each round's budget")
+            raise BudgetExceededError(
+                f"budget split overspends: em_frac + lap_frac = {self.em_frac + self.lap_frac:g} "
+                "> 1 of each round's budget"
+            )
         self.em_sensitivity = check_epsilon(em_sensitivity, "em_sensitivity")
         self.lap_use = check_choice(lap_use, "lap_use", LAP_USES)
         self.release = check_choice(release, "release", RELEASES)
@@ -132,10 +153,14 @@ class ConvergentDPKMeans:
         led = BudgetLedger(self.epsilon, self.delta, allow_overspend=self.allow_overspend)
         _, eps_e, eps_l, eps_rel = self._budget()
         for t in range(1, n_rounds + 1):
-            led.spend(f"round {t}: EM over records", eps_e, dp=False,
-                      note="parallel over clusters; candidates are the cluster's own records, so the output range "
-                           "depends on the data (not DP as written); utility -||x-m||, sensitivity "
-                           f"{self.em_sensitivity:g} (the bound is sqrt(d)/n_k)")
+            led.spend(
+                f"round {t}: EM over records",
+                eps_e,
+                dp=False,
+                note="parallel over clusters; candidates are the cluster's own records, so the output range "
+                "depends on the data (not DP as written); utility -||x-m||, sensitivity "
+                f"{self.em_sensitivity:g} (the bound is sqrt(d)/n_k)",
+            )
             if self.lap_use == "subzone":
                 led.spend(f"round {t}: Laplace sub-zone counts", eps_l, note="scale 1/eps; parallel over sub-zones")
             else:
@@ -159,8 +184,10 @@ class ConvergentDPKMeans:
         if K > n:
             raise InvalidInputError(f"n_clusters={K} is larger than the data ({n} rows)")
         if (X < -1e-9).any() or (X > 1 + 1e-9).any():
-            raise InvalidInputError("X has values outside [0, 1]: scale with the declared public bounds first "
-                                    "(PublicScaler), never with the data's min and max")
+            raise InvalidInputError(
+                "X has values outside [0, 1]: scale with the declared public bounds first "
+                "(PublicScaler), never with the data's min and max"
+            )
         self.planned_ledger()  # refuse an overspending configuration before any work
         rng = as_generator(self.random_state)
         _, eps_e, eps_l, eps_rel = self._budget()
@@ -279,8 +306,15 @@ class ConvergentDPKMeans:
 class DiffprivlibKMeans:
     """diffprivlib's ``KMeans`` (Su et al. 2016's DPLloyd) on [0, 1]^d with public bounds: epsilon-DP."""
 
-    def __init__(self, n_clusters: int = 500, *, epsilon: float = 1.0, delta: float = 0.0, drop_empty: bool = True,
-                 random_state=None):
+    def __init__(
+        self,
+        n_clusters: int = 500,
+        *,
+        epsilon: float = 1.0,
+        delta: float = 0.0,
+        drop_empty: bool = True,
+        random_state=None,
+    ):
         self.n_clusters = check_positive_int(n_clusters, "n_clusters")
         self.epsilon = check_epsilon(epsilon, "epsilon")
         self.delta = check_delta(delta, "delta")
@@ -299,8 +333,12 @@ class DiffprivlibKMeans:
         if (X < -1e-9).any() or (X > 1 + 1e-9).any():
             raise InvalidInputError("X has values outside [0, 1]: scale with the declared public bounds first")
         d = X.shape[1]
-        km = KMeans(n_clusters=self.n_clusters, epsilon=self.epsilon, bounds=(np.zeros(d), np.ones(d)),
-                    random_state=as_generator(self.random_state).integers(2**31))
+        km = KMeans(
+            n_clusters=self.n_clusters,
+            epsilon=self.epsilon,
+            bounds=(np.zeros(d), np.ones(d)),
+            random_state=as_generator(self.random_state).integers(2**31),
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             km.fit(X)

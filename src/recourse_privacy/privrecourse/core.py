@@ -10,6 +10,7 @@ label-only), draws the graph's nodes from ``source`` and returns a
 and ``privrecourse-data`` (the raw records: paper 003's non-private FACE column, Algorithm 1/2
 on V = D).
 """
+
 from __future__ import annotations
 
 import time
@@ -40,8 +41,11 @@ __all__ = ["SOURCES", "PrivRecourse", "PrivRecourseLaplace", "PrivRecourseMST", 
 SOURCES = ("clusters", "laplace", "mst", "data")
 
 
-@register_recourse("privrecourse", needs=("fitting_data",),
-                   description="Pentyala et al. 2023 PrivRecourse: recourse paths on a graph of DP k-means centres")
+@register_recourse(
+    "privrecourse",
+    needs=("fitting_data",),
+    description="Pentyala et al. 2023 PrivRecourse: recourse paths on a graph of DP k-means centres",
+)
 class PrivRecourse:
     """PrivRecourse's publisher and recourse method (paper 003, Algorithms 1 and 2).
 
@@ -59,12 +63,27 @@ class PrivRecourse:
 
     source = "clusters"
 
-    def __init__(self, *, n_clusters: int = 500, epsilon: float = 1.0, delta: float | None = None,
-                 clustering: str = "convergent", clustering_params: dict | None = None, model_epsilon: float = 1.0,
-                 bounds=None, out_of_bounds: str = "raise", weight: str = "inverse", bandwidth: float | str = "scott",
-                 max_distance: float = float("inf"), n_neighbors: int | None = None, action_set=None,
-                 clip_noisy: bool = False, n_rows: int | None = None, mst_params: dict | None = None,
-                 random_state=None):
+    def __init__(
+        self,
+        *,
+        n_clusters: int = 500,
+        epsilon: float = 1.0,
+        delta: float | None = None,
+        clustering: str = "convergent",
+        clustering_params: dict | None = None,
+        model_epsilon: float = 1.0,
+        bounds=None,
+        out_of_bounds: str = "raise",
+        weight: str = "inverse",
+        bandwidth: float | str = "scott",
+        max_distance: float = float("inf"),
+        n_neighbors: int | None = None,
+        action_set=None,
+        clip_noisy: bool = False,
+        n_rows: int | None = None,
+        mst_params: dict | None = None,
+        random_state=None,
+    ):
         check_choice(self.source, "source", SOURCES)
         self.n_clusters = check_positive_int(n_clusters, "n_clusters")
         self.epsilon = check_epsilon(epsilon, "epsilon")
@@ -100,14 +119,15 @@ class PrivRecourse:
         if lo.shape == (1,) and hi.shape == (1,):  # one public range for every feature, e.g. [-4, 4] sd
             lo, hi = np.full(d, lo[0]), np.full(d, hi[0])
         if lo.shape != (d,) or hi.shape != (d,):
-            raise InvalidInputError(f"bounds must give {d} lower and {d} upper values (the data has {d} features); "
-                                    f"got {lo.shape} and {hi.shape}")
+            raise InvalidInputError(
+                f"bounds must give {d} lower and {d} upper values (the data has {d} features); "
+                f"got {lo.shape} and {hi.shape}"
+            )
         if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (hi > lo).all()):
             raise InvalidInputError("bounds: every feature needs finite public lower < upper")
         return lo, hi
 
-    def publish(self, X: np.ndarray, y: np.ndarray | None = None, model=None, *,
-                feature_names=()) -> PublishedGraph:
+    def publish(self, X: np.ndarray, y: np.ndarray | None = None, model=None, *, feature_names=()) -> PublishedGraph:
         """Algorithm 1: nodes from ``source`` under (epsilon, delta), the graph, candidates f(C) = 1."""
         X = check_matrix(X)
         n, d = X.shape
@@ -121,27 +141,41 @@ class PrivRecourse:
         if model is None:
             if y is None:
                 raise InvalidInputError("publish needs labels y to train the DP model (or a trained model)")
-            model = DPLogisticModel(epsilon=self.model_epsilon, data_norm=float(np.linalg.norm(np.maximum(abs(lo), abs(hi)))),
-                                    random_state=derive_seed(self.random_state, 0)).fit(
-                np.clip(X, lo, hi) if self.out_of_bounds == "clip" else X, y)
+            model = DPLogisticModel(
+                epsilon=self.model_epsilon,
+                data_norm=float(np.linalg.norm(np.maximum(abs(lo), abs(hi)))),
+                random_state=derive_seed(self.random_state, 0),
+            ).fit(np.clip(X, lo, hi) if self.out_of_bounds == "clip" else X, y)
         if hasattr(model, "epsilon_"):
-            model_priv = {"step": "model", "epsilon": float(model.epsilon_), "delta": float(getattr(model, "delta_", 0.0)),
-                          "dp": True, "note": f"{type(model).__name__}, published label-only (predict)"}
+            model_priv = {
+                "step": "model",
+                "epsilon": float(model.epsilon_),
+                "delta": float(getattr(model, "delta_", 0.0)),
+                "dp": True,
+                "note": f"{type(model).__name__}, published label-only (predict)",
+            }
         else:
-            model_priv = {"step": "model", "epsilon": 0.0, "delta": 0.0, "dp": False,
-                          "note": f"{type(model).__name__} supplied, not DP-trained: not covered"}
+            model_priv = {
+                "step": "model",
+                "epsilon": 0.0,
+                "delta": 0.0,
+                "dp": False,
+                "note": f"{type(model).__name__} supplied, not DP-trained: not covered",
+            }
         seed = derive_seed(self.random_state, 1)
         info = {}
         if self.source == "clusters":
-            km = CLUSTERINGS[self.clustering](self.n_clusters, epsilon=self.epsilon, delta=self.delta,
-                                              random_state=seed, **self.clustering_params).fit(Z)
+            km = CLUSTERINGS[self.clustering](
+                self.n_clusters, epsilon=self.epsilon, delta=self.delta, random_state=seed, **self.clustering_params
+            ).fit(Z)
             nodes_u, ledger = km.cluster_centers_, km.ledger_
             info["rounds"] = km.n_rounds_
         elif self.source == "laplace":
             nodes_u, ledger = laplace_noisy_data(Z, epsilon=self.epsilon, clip=self.clip_noisy, random_state=seed)
         elif self.source == "mst":
-            nodes_u, ledger, mst_info = mst_synthetic_data(Z, epsilon=self.epsilon, delta=self.delta,
-                                                           n_rows=self.n_rows, random_state=seed, **self.mst_params)
+            nodes_u, ledger, mst_info = mst_synthetic_data(
+                Z, epsilon=self.epsilon, delta=self.delta, n_rows=self.n_rows, random_state=seed, **self.mst_params
+            )
             info.update({"avg_2way_tvd": mst_info["avg_2way_tvd"], "rho": mst_info["rho"]})
         else:
             nodes_u = Z.copy()
@@ -149,21 +183,45 @@ class PrivRecourse:
             ledger.spend("raw training records as nodes", 0.0, dp=False, note="non-private FACE (Poyiadzi et al. 2020)")
         inc = np.zeros(d, bool) if self.action_set is None else np.asarray(self.action_set.increasing, bool)
         imm = np.zeros(d, bool) if self.action_set is None else np.asarray(self.action_set.immutable, bool)
-        graph, _ = build_graph(nodes_u, weight=self.weight, bandwidth=self.bandwidth, max_distance=self.max_distance,
-                               n_neighbors=self.n_neighbors, increasing=inc, immutable=imm)
+        graph, _ = build_graph(
+            nodes_u,
+            weight=self.weight,
+            bandwidth=self.bandwidth,
+            max_distance=self.max_distance,
+            n_neighbors=self.n_neighbors,
+            increasing=inc,
+            immutable=imm,
+        )
         nodes = lo + nodes_u * (hi - lo)
         candidates = model.predict(nodes) == 1
         is_dp = bool(model_priv["dp"] and ledger.is_dp)
-        privacy = {"epsilon": model_priv["epsilon"] + ledger.total_epsilon,
-                   "delta": model_priv["delta"] + ledger.total_delta, "is_dp": is_dp,
-                   "composition": "sequential: model + nodes (Pentyala et al. 2023, sec. 4.1)",
-                   "model": model_priv, "nodes": ledger.to_dict()}
-        config = {"source": self.source, "n_clusters": self.n_clusters, "epsilon": self.epsilon, "delta": self.delta,
-                  "clustering": self.clustering, "clustering_params": self.clustering_params, "weight": self.weight,
-                  "bandwidth": self.bandwidth, "max_distance": self.max_distance, "n_neighbors": self.n_neighbors,
-                  "increasing": inc.tolist(), "immutable": imm.tolist(), "n_nodes": int(len(nodes)),
-                  "n_edges": int(graph.nnz), "n_candidates": int(candidates.sum()),
-                  "build_seconds": time.perf_counter() - t0, **info}
+        privacy = {
+            "epsilon": model_priv["epsilon"] + ledger.total_epsilon,
+            "delta": model_priv["delta"] + ledger.total_delta,
+            "is_dp": is_dp,
+            "composition": "sequential: model + nodes (Pentyala et al. 2023, sec. 4.1)",
+            "model": model_priv,
+            "nodes": ledger.to_dict(),
+        }
+        config = {
+            "source": self.source,
+            "n_clusters": self.n_clusters,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "clustering": self.clustering,
+            "clustering_params": self.clustering_params,
+            "weight": self.weight,
+            "bandwidth": self.bandwidth,
+            "max_distance": self.max_distance,
+            "n_neighbors": self.n_neighbors,
+            "increasing": inc.tolist(),
+            "immutable": imm.tolist(),
+            "n_nodes": int(len(nodes)),
+            "n_edges": int(graph.nnz),
+            "n_candidates": int(candidates.sum()),
+            "build_seconds": time.perf_counter() - t0,
+            **info,
+        }
         return PublishedGraph(nodes, graph, candidates, lo, hi, tuple(feature_names), privacy, config)
 
     # ------------------------------------------------------------------ the recourse method
@@ -193,31 +251,52 @@ class PrivRecourse:
         ans = art.query(X)
         n = len(X)
         X_cf = np.where(ans.found[:, None], art.nodes[np.maximum(ans.end, 0)], X)
-        paths = tuple(np.vstack([X[i], art.nodes[ans.node_paths[i][ans.node_paths[i] >= 0]]]) if ans.found[i]
-                      else X[i][None, :] for i in range(n))
-        return SearchOutput(X_cf, found=ans.found, paths=paths,
-                            info={"path_cost": ans.cost, "start_node": ans.start, "graph_nodes": len(art.nodes),
-                                  "n_failed": ans.n_failed, "epsilon_total": art.epsilon, "delta_total": art.delta})
+        paths = tuple(
+            np.vstack([X[i], art.nodes[ans.node_paths[i][ans.node_paths[i] >= 0]]]) if ans.found[i] else X[i][None, :]
+            for i in range(n)
+        )
+        return SearchOutput(
+            X_cf,
+            found=ans.found,
+            paths=paths,
+            info={
+                "path_cost": ans.cost,
+                "start_node": ans.start,
+                "graph_nodes": len(art.nodes),
+                "n_failed": ans.n_failed,
+                "epsilon_total": art.epsilon,
+                "delta_total": art.delta,
+            },
+        )
 
 
-@register_recourse("privrecourse-laplace", needs=("fitting_data",),
-                   description="Pentyala et al. 2023 baseline: the PrivRecourse graph on per-record Laplace-noised data")
+@register_recourse(
+    "privrecourse-laplace",
+    needs=("fitting_data",),
+    description="Pentyala et al. 2023 baseline: the PrivRecourse graph on per-record Laplace-noised data",
+)
 class PrivRecourseLaplace(PrivRecourse):
     """The graph on the records plus Laplace noise (scale d / epsilon per feature)."""
 
     source = "laplace"
 
 
-@register_recourse("privrecourse-mst", needs=("fitting_data",),
-                   description="Pentyala et al. 2023 baseline: the PrivRecourse graph on MST synthetic data (mbi)")
+@register_recourse(
+    "privrecourse-mst",
+    needs=("fitting_data",),
+    description="Pentyala et al. 2023 baseline: the PrivRecourse graph on MST synthetic data (mbi)",
+)
 class PrivRecourseMST(PrivRecourse):
     """The graph on MST synthetic data (McKenna et al. 2021) with as many rows as the data."""
 
     source = "mst"
 
 
-@register_recourse("privrecourse-data", needs=("fitting_data",),
-                   description="non-private FACE as Pentyala et al. 2023 run it: Algorithms 1/2 on the raw records")
+@register_recourse(
+    "privrecourse-data",
+    needs=("fitting_data",),
+    description="non-private FACE as Pentyala et al. 2023 run it: Algorithms 1/2 on the raw records",
+)
 class PrivRecourseData(PrivRecourse):
     """The graph on the raw training records (not private; paper 003's FACE column)."""
 

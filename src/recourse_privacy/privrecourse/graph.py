@@ -13,6 +13,7 @@ multi-source Dijkstra from all candidates on the reversed graph gives every node
 candidate and the path to it (Algorithm 2 lines 3-6 for all queries at once). Queries whose
 start node reaches no candidate are kept and flagged (``found`` False).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,9 +36,18 @@ def _allowed(A: np.ndarray, B: np.ndarray, increasing: np.ndarray, immutable: np
     return ok
 
 
-def build_graph(nodes: np.ndarray, *, weight: str = "inverse", bandwidth: float | str = "scott",
-                max_distance: float = np.inf, n_neighbors: int | None = None, increasing=None, immutable=None,
-                tol: float = 1e-9, density: str = "kde"):
+def build_graph(
+    nodes: np.ndarray,
+    *,
+    weight: str = "inverse",
+    bandwidth: float | str = "scott",
+    max_distance: float = np.inf,
+    n_neighbors: int | None = None,
+    increasing=None,
+    immutable=None,
+    tol: float = 1e-9,
+    density: str = "kde",
+):
     """Directed weighted graph (scipy CSR, ``(m, m)``) on ``nodes``; returns ``(graph, kde)``.
 
     ``density="kde"`` (default): the Gaussian KDE at each edge midpoint; ``"knn"``: FACE's k-NN
@@ -147,8 +157,9 @@ def knn_log_density(M: np.ndarray, nodes: np.ndarray, k: int) -> np.ndarray:
         return np.log(k) - np.log(m) - log_vd - d * np.log(np.maximum(r, 1e-12))
 
 
-def truncated_log_density(M: np.ndarray, nodes: np.ndarray, h: float, *, cutoff: float = 30.0,
-                          chunk: int = 20000) -> np.ndarray:
+def truncated_log_density(
+    M: np.ndarray, nodes: np.ndarray, h: float, *, cutoff: float = 30.0, chunk: int = 20000
+) -> np.ndarray:
     """The Gaussian KDE's log density at the rows of ``M``, summing only kernels above exp(-``cutoff``).
 
     Each dropped kernel is below e^-30 (about 1e-13) of a kernel's peak, so the density is
@@ -163,13 +174,14 @@ def truncated_log_density(M: np.ndarray, nodes: np.ndarray, h: float, *, cutoff:
     nn = NearestNeighbors(radius=h * np.sqrt(2 * cutoff)).fit(nodes)
     out = np.empty(len(M))
     for a in range(0, len(M), chunk):
-        dist, _ = nn.radius_neighbors(M[a:a + chunk], return_distance=True)
+        dist, _ = nn.radius_neighbors(M[a : a + chunk], return_distance=True)
         lens = np.fromiter((len(x) for x in dist), np.int64, len(dist))
         D = np.concatenate(dist) if lens.sum() else np.zeros(0)
-        s = np.bincount(np.repeat(np.arange(len(dist)), lens), weights=np.exp(-D * D / (2 * h * h)),
-                        minlength=len(dist))
+        s = np.bincount(
+            np.repeat(np.arange(len(dist)), lens), weights=np.exp(-D * D / (2 * h * h)), minlength=len(dist)
+        )
         with np.errstate(divide="ignore"):
-            out[a:a + chunk] = np.log(s) - norm
+            out[a : a + chunk] = np.log(s) - norm
     return out
 
 
@@ -186,7 +198,7 @@ def direct_log_density(M: np.ndarray, nodes: np.ndarray, h: float, chunk: int = 
     norm = np.log(m) + 0.5 * d * np.log(2 * np.pi * h * h)
     out = np.empty(len(M))
     for a in range(0, len(M), chunk):
-        out[a:a + chunk] = logsumexp(-cdist(M[a:a + chunk], nodes, "sqeuclidean") / (2 * h * h), axis=1) - norm
+        out[a : a + chunk] = logsumexp(-cdist(M[a : a + chunk], nodes, "sqeuclidean") / (2 * h * h), axis=1) - norm
     return out
 
 
@@ -210,11 +222,11 @@ def edge_weights(kde, A: np.ndarray, B: np.ndarray, dist: np.ndarray, weight: st
 class GraphPaths:
     """Answers of Algorithm 2 for a batch: per query the start node, the end node, the cost and the path."""
 
-    start: np.ndarray        # (n,) Z_1's node index (-1: no non-favourable node)
-    end: np.ndarray          # (n,) Z*'s node index (-1: no reachable candidate)
-    cost: np.ndarray         # (n,) weighted path length from Z_1 to Z* (inf: failure)
-    found: np.ndarray        # (n,) bool
-    node_paths: np.ndarray   # (n, longest) node indices Z_1 .. Z*, -1 padded
+    start: np.ndarray  # (n,) Z_1's node index (-1: no non-favourable node)
+    end: np.ndarray  # (n,) Z*'s node index (-1: no reachable candidate)
+    cost: np.ndarray  # (n,) weighted path length from Z_1 to Z* (inf: failure)
+    found: np.ndarray  # (n,) bool
+    node_paths: np.ndarray  # (n, longest) node indices Z_1 .. Z*, -1 padded
 
     @property
     def n_failed(self) -> int:
@@ -228,13 +240,21 @@ def candidate_costs(graph, candidates: np.ndarray):
     m = graph.shape[0]
     if not candidates.any():
         return np.full(m, np.inf), np.full(m, -9999, np.int64)
-    cost, pred, _ = dijkstra(graph.T.tocsr(), directed=True, indices=np.flatnonzero(candidates), min_only=True,
-                             return_predecessors=True)
+    cost, pred, _ = dijkstra(
+        graph.T.tocsr(), directed=True, indices=np.flatnonzero(candidates), min_only=True, return_predecessors=True
+    )
     return cost, pred.astype(np.int64)
 
 
-def recourse_paths(nodes: np.ndarray, candidates: np.ndarray, queries: np.ndarray, cost: np.ndarray,
-                   pred: np.ndarray, nn_index=None, immutable=None) -> GraphPaths:
+def recourse_paths(
+    nodes: np.ndarray,
+    candidates: np.ndarray,
+    queries: np.ndarray,
+    cost: np.ndarray,
+    pred: np.ndarray,
+    nn_index=None,
+    immutable=None,
+) -> GraphPaths:
     """Algorithm 2 for every row of ``queries`` from the precomputed :func:`candidate_costs`.
 
     With an ``immutable`` mask, the start node is the nearest non-favourable node with the
@@ -252,7 +272,7 @@ def recourse_paths(nodes: np.ndarray, candidates: np.ndarray, queries: np.ndarra
     elif len(non) and n:  # Z_1 must share the query's immutable values (no edge changes them either)
         keys, inv = np.unique(np.vstack([nodes[non][:, imm], queries[:, imm]]), axis=0, return_inverse=True)
         inv = inv.ravel()
-        node_key, query_key = inv[: len(non)], inv[len(non):]
+        node_key, query_key = inv[: len(non)], inv[len(non) :]
         for g in np.intersect1d(node_key, query_key):  # one group per distinct immutable value (a few)
             members, qi = non[node_key == g], np.flatnonzero(query_key == g)
             ind = NearestNeighbors(n_neighbors=1).fit(nodes[members]).kneighbors(queries[qi], return_distance=False)

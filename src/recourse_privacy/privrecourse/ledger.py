@@ -7,6 +7,7 @@ A line may be marked ``dp=False``: a step of a paper's reading that is not diffe
 private as written (raw counts, a released data record); the ledger then says so instead of
 claiming a guarantee.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -50,12 +51,14 @@ class BudgetLedger:
         dlt = check_delta(delta, f"delta of {step}")
         entry = LedgerEntry(step, eps, dlt, dp, note)
         total_eps, total_delta = self.total_epsilon + eps, self.total_delta + dlt
-        if not self.allow_overspend and (total_eps > self.epsilon * (1 + _SLACK) or
-                                         total_delta > self.delta * (1 + _SLACK) + 1e-300):
+        if not self.allow_overspend and (
+            total_eps > self.epsilon * (1 + _SLACK) or total_delta > self.delta * (1 + _SLACK) + 1e-300
+        ):
             raise BudgetExceededError(
                 f"budget split overspends: {step!r} brings the total to (epsilon={total_eps:.6g}, "
                 f"delta={total_delta:.3g}) above the cap (epsilon={self.epsilon:g}, delta={self.delta:g}); "
-                "fix the split or pass allow_overspend=True to record it")
+                "fix the split or pass allow_overspend=True to record it"
+            )
         self.entries.append(entry)
 
     @property
@@ -77,9 +80,13 @@ class BudgetLedger:
 
     def to_dict(self) -> dict:
         """Plain JSON-ready form: cap, entries, totals and the DP verdict."""
-        return {"cap": {"epsilon": self.epsilon, "delta": self.delta}, "entries": [asdict(e) for e in self.entries],
-                "total": {"epsilon": self.total_epsilon, "delta": self.total_delta},
-                "is_dp": self.is_dp, "overspent": self.overspent}
+        return {
+            "cap": {"epsilon": self.epsilon, "delta": self.delta},
+            "entries": [asdict(e) for e in self.entries],
+            "total": {"epsilon": self.total_epsilon, "delta": self.total_delta},
+            "is_dp": self.is_dp,
+            "overspent": self.overspent,
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> BudgetLedger:
@@ -89,8 +96,13 @@ class BudgetLedger:
 
     def lines(self) -> list[str]:
         """Human-readable ledger lines."""
-        out = [f"{e.step:<40} eps={e.epsilon:.4g} delta={e.delta:.3g}{'' if e.dp else '  [NOT DP as run]'}"
-               + (f"  ({e.note})" if e.note else "") for e in self.entries]
-        out.append(f"{'total':<40} eps={self.total_epsilon:.4g} delta={self.total_delta:.3g}"
-                   f"  (cap eps={self.epsilon:g}, delta={self.delta:g}; {'DP' if self.is_dp else 'not DP as run'})")
+        out = [
+            f"{e.step:<40} eps={e.epsilon:.4g} delta={e.delta:.3g}{'' if e.dp else '  [NOT DP as run]'}"
+            + (f"  ({e.note})" if e.note else "")
+            for e in self.entries
+        ]
+        out.append(
+            f"{'total':<40} eps={self.total_epsilon:.4g} delta={self.total_delta:.3g}"
+            f"  (cap eps={self.epsilon:g}, delta={self.delta:g}; {'DP' if self.is_dp else 'not DP as run'})"
+        )
         return out

@@ -4,6 +4,7 @@ Paper 003 (Pentyala et al. 2023, sec. 5.1) scales every continuous feature with 
 public minimum and maximum so that the sensitivity of each feature is bounded; reading the
 bounds from the data would leak the extreme records.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,7 +28,9 @@ class PublicScaler:
     def __post_init__(self) -> None:
         lo, hi = np.asarray(self.lower, np.float64).ravel(), np.asarray(self.upper, np.float64).ravel()
         if lo.shape != hi.shape or not len(lo):
-            raise InvalidInputError(f"public bounds: lower and upper must be 1-d of one length; got {lo.shape}, {hi.shape}")
+            raise InvalidInputError(
+                f"public bounds: lower and upper must be 1-d of one length; got {lo.shape}, {hi.shape}"
+            )
         if not (np.isfinite(lo).all() and np.isfinite(hi).all()) or (hi <= lo).any():
             raise InvalidInputError("public bounds: every feature needs finite lower < upper")
         if self.feature_names and len(self.feature_names) != len(lo):
@@ -63,5 +66,6 @@ def check_unit_box(Z: np.ndarray, *, out_of_bounds: str = "raise", names=(), tol
         raise InvalidInputError(
             f"{int(bad.any(axis=1).sum())} rows have features outside the declared public bounds ({', '.join(label)}); "
             "declare wider public bounds from domain knowledge or pass out_of_bounds='clip' (never bounds read "
-            "from the data)")
+            "from the data)"
+        )
     return np.clip(Z, 0.0, 1.0)

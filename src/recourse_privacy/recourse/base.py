@@ -28,6 +28,7 @@ and the driver, in this order:
 
 The search step returns a :class:`SearchOutput`; only ``counterfactuals`` is required.
 """
+
 from __future__ import annotations
 
 import copy
@@ -146,8 +147,9 @@ class SearchOutput:
     info: dict = field(default_factory=dict)
 
 
-def generate_recourse(method, model, X: np.ndarray, *, info: dict | None = None,
-                      skip_accepted: bool = False) -> RecourseResult:
+def generate_recourse(
+    method, model, X: np.ndarray, *, info: dict | None = None, skip_accepted: bool = False
+) -> RecourseResult:
     """The shared ``generate``: checks, chunking, timing, validity and the result (see the module docstring).
 
     ``info`` holds the method's static description (hyperparameters), merged with the search
@@ -179,8 +181,16 @@ def generate_recourse(method, model, X: np.ndarray, *, info: dict | None = None,
     valid = model.predict(out.counterfactuals) == 1 if len(X) else np.zeros(0, bool)
     if out.found is not None:
         valid &= out.found
-    return RecourseResult(X, out.counterfactuals, valid, method.name, n_iter=out.n_iter,
-                          seconds=time.perf_counter() - t0, info={**(info or {}), **out.info}, paths=out.paths)
+    return RecourseResult(
+        X,
+        out.counterfactuals,
+        valid,
+        method.name,
+        n_iter=out.n_iter,
+        seconds=time.perf_counter() - t0,
+        info={**(info or {}), **out.info},
+        paths=out.paths,
+    )
 
 
 def _search_in_chunks(method, model, X: np.ndarray, state) -> SearchOutput:
@@ -199,8 +209,9 @@ def _search_in_chunks(method, model, X: np.ndarray, state) -> SearchOutput:
         n_iter=join([p.n_iter for p in parts]),
         found=join([p.found for p in parts]),
         paths=None if parts[0].paths is None else tuple(q for p in parts for q in p.paths),
-        info={k: np.concatenate([p.info[k] for p in parts]) if isinstance(v, np.ndarray) else v
-              for k, v in last.items()},
+        info={
+            k: np.concatenate([p.info[k] for p in parts]) if isinstance(v, np.ndarray) else v for k, v in last.items()
+        },
     )
 
 

@@ -1,20 +1,23 @@
 """CADEX (Moore, Hammerla and Watkins 2019): constrained adversarial examples as counterfactuals, batched."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import numpy as np
 
-from recourse_privacy.hyperparams import Float, Int
 from recourse_privacy.errors import InvalidInputError
-from recourse_privacy.validation import check_positive_int
+from recourse_privacy.hyperparams import Float, Int
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
-from recourse_privacy.recourse.scfe import compact_adam
 from recourse_privacy.recourse.registry import register_recourse
+from recourse_privacy.recourse.scfe import compact_adam
+from recourse_privacy.validation import check_positive_int
 
 
-@register_recourse('cadex', description='Moore et al. constrained adversarial examples (masked Adam toward the favourable class), batched',
-                   needs=('gradients',))
+@register_recourse(
+    "cadex",
+    description="Moore et al. constrained adversarial examples (masked Adam toward the favourable class), batched",
+    needs=("gradients",),
+)
 class CADEX:
     """Moore et al.'s CADEX: Adam on the input toward the favourable class, under a gradient mask.
 
@@ -40,10 +43,13 @@ class CADEX:
     group structure). A row without recourse keeps its last iterate and is flagged invalid.
     """
 
-
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
-    PARAMS = {"lr": Float(0, 100, low_open=True), "max_iter": Int(1, 10**7), "n_changed": Int(1, 10**6, optional=True),
-              "batch_size": Int(1, 10**7, optional=True)}
+    PARAMS = {
+        "lr": Float(0, 100, low_open=True),
+        "max_iter": Int(1, 10**7),
+        "n_changed": Int(1, 10**6, optional=True),
+        "batch_size": Int(1, 10**7, optional=True),
+    }
 
     def __init__(
         self,
@@ -64,8 +70,9 @@ class CADEX:
 
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their last iterate, flagged invalid."""
-        return generate_recourse(self, model, X,
-                                 info={"lr": self.lr, "max_iter": self.max_iter, "n_changed": self.n_changed})
+        return generate_recourse(
+            self, model, X, info={"lr": self.lr, "max_iter": self.max_iter, "n_changed": self.n_changed}
+        )
 
     def _search(self, model, X: np.ndarray, module) -> SearchOutput:
         """Masked Adam on the rows of ``X``: (counterfactuals, first-valid iteration, -1 where none)."""
@@ -129,8 +136,12 @@ class CADEX:
 def _torch_bounds(action_set: ActionSet | None, d: int, dtype, torch):
     """(immutable, increasing, lower, upper) as tensors; no constraint where ``action_set`` is None."""
     a = action_set or ActionSet.unconstrained(d)
-    return (torch.as_tensor(a.immutable), torch.as_tensor(a.increasing),
-            torch.as_tensor(a.lower, dtype=dtype), torch.as_tensor(a.upper, dtype=dtype))
+    return (
+        torch.as_tensor(a.immutable),
+        torch.as_tensor(a.increasing),
+        torch.as_tensor(a.lower, dtype=dtype),
+        torch.as_tensor(a.upper, dtype=dtype),
+    )
 
 
 def _project(x, x0, bounds, torch) -> None:
@@ -140,4 +151,3 @@ def _project(x, x0, bounds, torch) -> None:
         x.copy_(torch.where(imm, x0, x))
         x.copy_(torch.where(inc, torch.maximum(x, x0), x))
         x.copy_(torch.clamp(x, torch.minimum(lo, x0), torch.maximum(hi, x0)))
-

@@ -1,19 +1,23 @@
 """CCHVAE (Pawelczyk et al. 2020): growing-shell search in a VAE's latent space, for all points at once."""
+
 from __future__ import annotations
 
 import numpy as np
 
 from recourse_privacy.hyperparams import Float, Int
-from recourse_privacy.validation import check_positive_float, check_positive_int
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, check_norm, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.growing_spheres import search_seed, shell_search
-from recourse_privacy.recourse.vae import VAEBackedMethod, make_vae
 from recourse_privacy.recourse.registry import register_recourse
+from recourse_privacy.recourse.vae import VAEBackedMethod, make_vae
+from recourse_privacy.validation import check_positive_float, check_positive_int
 
 
-@register_recourse('cchvae', description="C-CHVAE (Pawelczyk et al.): growing-shell search in a VAE's latent space, batched",
-                   needs=('fitting_data',))
+@register_recourse(
+    "cchvae",
+    description="C-CHVAE (Pawelczyk et al.): growing-shell search in a VAE's latent space, batched",
+    needs=("fitting_data",),
+)
 class CCHVAE(VAEBackedMethod):
     """C-CHVAE (Pawelczyk, Broelemann and Kasneci 2020; Pawelczyk et al. 2023, Appendix C.2), batched.
 
@@ -31,7 +35,6 @@ class CCHVAE(VAEBackedMethod):
     training and the search draw from ``random_state`` mixed with a fingerprint of the
     fitting rows, so each world of the audit is independent and reproducible.
     """
-
 
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
     PARAMS = {"n_search_samples": Int(1, 10**7), "step": Float(0, 1e6, low_open=True), "max_iter": Int(1, 10**7)}
@@ -58,9 +61,18 @@ class CCHVAE(VAEBackedMethod):
 
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their factual, flagged invalid."""
-        return generate_recourse(self, model, X, skip_accepted=True, info={
-            "n_search_samples": self.n_search_samples, "norm": self.norm, "step": self.step,
-            "max_iter": self.max_iter})
+        return generate_recourse(
+            self,
+            model,
+            X,
+            skip_accepted=True,
+            info={
+                "n_search_samples": self.n_search_samples,
+                "norm": self.norm,
+                "step": self.step,
+                "max_iter": self.max_iter,
+            },
+        )
 
     def _begin(self, model) -> int:
         """This call's search seed (this world's, set by :meth:`fit`)."""
@@ -80,6 +92,15 @@ class CCHVAE(VAEBackedMethod):
             out = vae.decode(latents.reshape(m * s, k), x)
             return aset.project(out, x).reshape(m, s, -1)
 
-        X_cf, _, n_iter = shell_search(X, vae.encode(X), candidates, model, n_samples=self.n_search_samples,
-                                       norm=self.norm, step=self.step, max_iter=self.max_iter, seed=seed)
+        X_cf, _, n_iter = shell_search(
+            X,
+            vae.encode(X),
+            candidates,
+            model,
+            n_samples=self.n_search_samples,
+            norm=self.norm,
+            step=self.step,
+            max_iter=self.max_iter,
+            seed=seed,
+        )
         return SearchOutput(X_cf, n_iter, info=info)

@@ -1,4 +1,5 @@
 """Actionability constraints, one object per dataset (after actionable-recourse's ActionSet)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,13 +23,13 @@ class ActionSet:
     upper: np.ndarray
 
     @classmethod
-    def unconstrained(cls, n_features: int) -> "ActionSet":
+    def unconstrained(cls, n_features: int) -> ActionSet:
         """No constraint at all (the paper's A^p = R^d)."""
         z = np.zeros(n_features, dtype=bool)
         return cls(z, z.copy(), np.full(n_features, -np.inf), np.full(n_features, np.inf))
 
     @classmethod
-    def from_preprocessor(cls, pre, *, bounds: bool = True) -> "ActionSet":
+    def from_preprocessor(cls, pre, *, bounds: bool = True) -> ActionSet:
         """Masks and ranges learned by a fitted :class:`~recourse_privacy.data.Preprocessor`."""
         n = int(pre.n_features_out_)
         lo = np.asarray(pre.lower_, dtype=np.float64) if bounds else np.full(n, -np.inf)

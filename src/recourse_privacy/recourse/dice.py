@@ -1,23 +1,30 @@
 """DiCE-style diverse counterfactuals (Mothilal, Sharma and Tan 2020), gradient method, batched."""
+
 from __future__ import annotations
 
 import numpy as np
 
-from recourse_privacy.hyperparams import Bool, Float, Int
 from recourse_privacy.errors import InvalidInputError, NotFittedError
-from recourse_privacy.validation import (
-    as_generator, check_matrix, check_positive_float, check_positive_int,
-)
+from recourse_privacy.hyperparams import Bool, Float, Int
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
-from recourse_privacy.recourse.scfe import compact_adam
 from recourse_privacy.recourse.registry import register_recourse
+from recourse_privacy.recourse.scfe import compact_adam
+from recourse_privacy.validation import (
+    as_generator,
+    check_matrix,
+    check_positive_float,
+    check_positive_int,
+)
 
 FEATURE_WEIGHTS = ("inverse_mad", "unit")
 
 
-@register_recourse('dice', description='Mothilal et al. DiCE: k diverse counterfactuals (hinge + proximity - DPP), batched',
-                   needs=('gradients', 'fitting_data'))
+@register_recourse(
+    "dice",
+    description="Mothilal et al. DiCE: k diverse counterfactuals (hinge + proximity - DPP), batched",
+    needs=("gradients", "fitting_data"),
+)
 class DiverseCounterfactuals:
     """Mothilal et al.'s DiCE: ``total_cfs`` counterfactuals per point from one gradient objective.
 
@@ -52,14 +59,22 @@ class DiverseCounterfactuals:
     no group structure) and its rounding of continuous features to their data precision.
     """
 
-
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
-    PARAMS = {"total_cfs": Int(1, 1000), "proximity_weight": Float(0, 1e6), "diversity_weight": Float(0, 1e6),
-              "learning_rate": Float(0, 100, low_open=True), "min_iter": Int(0, 10**7), "max_iter": Int(1, 10**7),
-              "loss_diff_thresh": Float(0, 1e6), "loss_converge_maxiter": Int(1, 10**6),
-              "stopping_threshold": Float(0, 1, low_open=True, high_open=True), "init_near_query": Bool(),
-              "posthoc_sparsity_param": Float(0, 1e6, optional=True), "posthoc_steps": Int(0, 10**6),
-              "batch_size": Int(1, 10**7, optional=True)}
+    PARAMS = {
+        "total_cfs": Int(1, 1000),
+        "proximity_weight": Float(0, 1e6),
+        "diversity_weight": Float(0, 1e6),
+        "learning_rate": Float(0, 100, low_open=True),
+        "min_iter": Int(0, 10**7),
+        "max_iter": Int(1, 10**7),
+        "loss_diff_thresh": Float(0, 1e6),
+        "loss_converge_maxiter": Int(1, 10**6),
+        "stopping_threshold": Float(0, 1, low_open=True, high_open=True),
+        "init_near_query": Bool(),
+        "posthoc_sparsity_param": Float(0, 1e6, optional=True),
+        "posthoc_steps": Int(0, 10**6),
+        "batch_size": Int(1, 10**7, optional=True),
+    }
 
     def __init__(
         self,
@@ -83,8 +98,9 @@ class DiverseCounterfactuals:
     ):
         self.total_cfs = check_positive_int(total_cfs, "total_cfs")
         if proximity_weight < 0 or diversity_weight < 0:
-            raise InvalidInputError(f"proximity_weight and diversity_weight must be >= 0; got {proximity_weight!r}, "
-                             f"{diversity_weight!r}")
+            raise InvalidInputError(
+                f"proximity_weight and diversity_weight must be >= 0; got {proximity_weight!r}, {diversity_weight!r}"
+            )
         self.proximity_weight = float(proximity_weight)
         self.diversity_weight = float(diversity_weight)
         self.learning_rate = check_positive_float(learning_rate, "learning_rate")
@@ -108,7 +124,7 @@ class DiverseCounterfactuals:
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X: np.ndarray, y: np.ndarray | None = None, model=None) -> "DiverseCounterfactuals":
+    def fit(self, X: np.ndarray, y: np.ndarray | None = None, model=None) -> DiverseCounterfactuals:
         """Learn what dice-ml reads from the training data: ranges, MADs and the post-hoc quantiles."""
         X = check_matrix(X)
         if len(X) < 2:
@@ -139,18 +155,30 @@ class DiverseCounterfactuals:
     # ------------------------------------------------------------------ generate
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """k diverse counterfactuals for every row of ``X``; the closest valid one per row in ``counterfactuals``."""
-        return generate_recourse(self, model, X, info={
-            "total_cfs": self.total_cfs, "proximity_weight": self.proximity_weight,
-            "diversity_weight": self.diversity_weight, "learning_rate": self.learning_rate,
-            "min_iter": self.min_iter, "max_iter": self.max_iter})
+        return generate_recourse(
+            self,
+            model,
+            X,
+            info={
+                "total_cfs": self.total_cfs,
+                "proximity_weight": self.proximity_weight,
+                "diversity_weight": self.diversity_weight,
+                "learning_rate": self.learning_rate,
+                "min_iter": self.min_iter,
+                "max_iter": self.max_iter,
+            },
+        )
 
     def _check_fitted(self, X: np.ndarray) -> None:
         if not hasattr(self, "weights_"):
-            raise NotFittedError("DiverseCounterfactuals needs fit(X_train, y_train, model) first: it reads the "
-                                 "training ranges and MADs (use recourse_privacy.recourse.fit_for)")
+            raise NotFittedError(
+                "DiverseCounterfactuals needs fit(X_train, y_train, model) first: it reads the "
+                "training ranges and MADs (use recourse_privacy.recourse.fit_for)"
+            )
         if X.shape[1] != self.n_features_in_:
-            raise InvalidInputError(f"X has {X.shape[1]} features; DiverseCounterfactuals was fitted on "
-                                    f"{self.n_features_in_}")
+            raise InvalidInputError(
+                f"X has {X.shape[1]} features; DiverseCounterfactuals was fitted on {self.n_features_in_}"
+            )
 
     def _begin(self, model):
         """The torch module and one random generator for all chunks of this call."""
@@ -185,8 +213,16 @@ class DiverseCounterfactuals:
         vary = torch.as_tensor(~a.immutable)
         inc = torch.as_tensor(a.increasing)
         # dice-ml's permitted range is the training range; an action set's ranges replace it
-        ulo = np.where(np.isfinite(a.lower), (a.lower - self.lower_) / self.scale_, 0.0) if self.action_set else np.zeros(d)
-        uhi = np.where(np.isfinite(a.upper), (a.upper - self.lower_) / self.scale_, 1.0) if self.action_set else np.ones(d)
+        ulo = (
+            np.where(np.isfinite(a.lower), (a.lower - self.lower_) / self.scale_, 0.0)
+            if self.action_set
+            else np.zeros(d)
+        )
+        uhi = (
+            np.where(np.isfinite(a.upper), (a.upper - self.lower_) / self.scale_, 1.0)
+            if self.action_set
+            else np.ones(d)
+        )
         ulo = torch.minimum(torch.as_tensor(ulo, dtype=dtype), u0)[:, None, :]  # widened to hold the query
         uhi = torch.maximum(torch.as_tensor(uhi, dtype=dtype), u0)[:, None, :]
         if self.init_near_query:

@@ -1,26 +1,29 @@
 """FACE (Poyiadzi et al. 2020): recourse paths along a density-weighted graph of data points."""
+
 from __future__ import annotations
 
 import math
-
 import time
 
 import numpy as np
 
-from recourse_privacy.hyperparams import Float, Int
-from recourse_privacy.validation import as_generator, check_matrix, check_positive_float, check_positive_int
 from recourse_privacy.errors import InvalidInputError, NotFittedError
+from recourse_privacy.hyperparams import Float, Int
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.registry import register_recourse
+from recourse_privacy.validation import as_generator, check_matrix, check_positive_float, check_positive_int
 
 MODES = ("knn", "epsilon")
 DENSITY_WEIGHTS = ("neglog", "inverse")
 _MIN_WEIGHT = 1e-12  # scipy.sparse.csgraph reads a stored 0 as an edge only in some paths: keep weights > 0
 
 
-@register_recourse('face', description='Poyiadzi et al. FACE: shortest density-weighted paths on a graph of data points',
-                   needs=('fitting_data',))
+@register_recourse(
+    "face",
+    description="Poyiadzi et al. FACE: shortest density-weighted paths on a graph of data points",
+    needs=("fitting_data",),
+)
 class FACE:
     """Poyiadzi et al.'s FACE: shortest density-weighted paths from a query to accepted data points.
 
@@ -61,10 +64,13 @@ class FACE:
     subsamples once, seeded) and increase-only features are honoured.
     """
 
-
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
-    PARAMS = {"n_neighbors": Int(1, 10**6), "radius": Float(0, math.inf, low_open=True, finite=False), "max_nodes": Int(2, 10**8, optional=True),
-              "tol": Float(0, 1)}
+    PARAMS = {
+        "n_neighbors": Int(1, 10**6),
+        "radius": Float(0, math.inf, low_open=True, finite=False),
+        "max_nodes": Int(2, 10**8, optional=True),
+        "tol": Float(0, 1),
+    }
 
     def __init__(
         self,
@@ -102,7 +108,7 @@ class FACE:
         self.random_state = random_state
 
     # ------------------------------------------------------------------ the graph
-    def fit(self, X: np.ndarray, y: np.ndarray | None = None, model=None) -> "FACE":
+    def fit(self, X: np.ndarray, y: np.ndarray | None = None, model=None) -> FACE:
         """Build the graph on the rows of ``X`` (the nodes); ``y`` and ``model`` are not needed."""
         from scipy import sparse
         from sklearn.neighbors import KernelDensity
@@ -123,8 +129,9 @@ class FACE:
         keys = X[:, imm]
         self.group_keys_, self.node_group_ = np.unique(keys, axis=0, return_inverse=True)
         self.node_group_ = self.node_group_.ravel()
-        self.group_nn_ = [self._group_index(X, np.flatnonzero(self.node_group_ == g))
-                          for g in range(len(self.group_keys_))]
+        self.group_nn_ = [
+            self._group_index(X, np.flatnonzero(self.node_group_ == g)) for g in range(len(self.group_keys_))
+        ]
 
         # undirected candidate pairs (i < j), within immutable groups (a few groups: a loop over them)
         pairs = []
@@ -168,8 +175,10 @@ class FACE:
 
     def _check_fitted(self, X: np.ndarray) -> None:
         if not hasattr(self, "graph_"):
-            raise NotFittedError("FACE needs fit(X_train, y_train, model) first: it builds its graph on data "
-                                 "points (use recourse_privacy.recourse.fit_for)")
+            raise NotFittedError(
+                "FACE needs fit(X_train, y_train, model) first: it builds its graph on data "
+                "points (use recourse_privacy.recourse.fit_for)"
+            )
         if X.shape[1] != self.nodes_.shape[1]:
             raise InvalidInputError(f"X has {X.shape[1]} features; FACE's graph was built on {self.nodes_.shape[1]}")
 
@@ -182,8 +191,13 @@ class FACE:
         cost = np.full(len(nodes), np.inf)
         pred = np.full(len(nodes), -9999, dtype=np.int64)
         if target.any():  # one multi-source run on the reversed graph: every node's cost to its nearest candidate
-            cost, pred = dijkstra(self.graph_.T.tocsr(), directed=True, indices=np.flatnonzero(target),
-                                  min_only=True, return_predecessors=True)[:2]
+            cost, pred = dijkstra(
+                self.graph_.T.tocsr(),
+                directed=True,
+                indices=np.flatnonzero(target),
+                min_only=True,
+                return_predecessors=True,
+            )[:2]
         q, j, w = self._query_edges(X)
         total = w + cost[j]
         order = np.lexsort((total, q))  # by query, then by cost
@@ -208,9 +222,14 @@ class FACE:
         end = np.where(found, chain[np.arange(n), (chain >= 0).sum(axis=1) - 1], -1)
         X_cf = np.where(found[:, None], nodes[np.maximum(end, 0)], X)
         paths = tuple(np.vstack([X[i], nodes[chain[i][chain[i] >= 0]]]) for i in range(n))
-        info = {"path_cost": best_cost, "path_nodes": chain, "graph_nodes": len(nodes),
-                "graph_edges": int(self.graph_.nnz), "n_candidates": int(target.sum()),
-                "fit_seconds": getattr(self, "fit_seconds_", float("nan"))}
+        info = {
+            "path_cost": best_cost,
+            "path_nodes": chain,
+            "graph_nodes": len(nodes),
+            "graph_edges": int(self.graph_.nnz),
+            "n_candidates": int(target.sum()),
+            "fit_seconds": getattr(self, "fit_seconds_", float("nan")),
+        }
         return SearchOutput(X_cf, found=found, paths=paths, info=info)
 
     def _candidates(self, model) -> np.ndarray:

@@ -3,24 +3,29 @@
 The shell search here is shared with CCHVAE (:mod:`recourse_privacy.recourse.cchvae`), which runs
 the same loop in a VAE's latent space instead of the input space.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from recourse_privacy.hyperparams import Bool, Float, Int
+from recourse_privacy.recourse.base import (
+    NORM_ORD,
+    RecourseResult,
+    SearchOutput,
+    check_norm,
+    generate_recourse,
+)
+from recourse_privacy.recourse.constraints import ActionSet
+from recourse_privacy.recourse.registry import register_recourse
 from recourse_privacy.validation import (
     check_matrix,
     check_positive_float,
     check_positive_int,
     derive_seed,
 )
-from recourse_privacy.recourse.base import (
-    NORM_ORD, RecourseResult, SearchOutput, check_norm, generate_recourse,
-)
-from recourse_privacy.recourse.constraints import ActionSet
-from recourse_privacy.recourse.registry import register_recourse
 
 #: candidates evaluated per model call at most (rows x samples), which bounds memory
 MAX_CANDIDATES = 1 << 17
@@ -117,8 +122,11 @@ def shell_search(
     return X_cf, found, n_iter
 
 
-@register_recourse('gs', description='Growing Spheres (Laugel et al.): random search in growing L2 (or L1) shells, batched',
-                   needs=('fitting_data',))
+@register_recourse(
+    "gs",
+    description="Growing Spheres (Laugel et al.): random search in growing L2 (or L1) shells, batched",
+    needs=("fitting_data",),
+)
 class GrowingSpheres:
     """Growing Spheres (Laugel et al. 2017; Pawelczyk et al. 2023, Appendix C.2), batched over all points.
 
@@ -142,10 +150,13 @@ class GrowingSpheres:
     rows, so the owner's and each shadow model's searches are independent and reproducible.
     """
 
-
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
-    PARAMS = {"n_search_samples": Int(1, 10**7), "step": Float(0, 1e6, low_open=True), "max_iter": Int(1, 10**7),
-              "feature_selection": Bool()}
+    PARAMS = {
+        "n_search_samples": Int(1, 10**7),
+        "step": Float(0, 1e6, low_open=True),
+        "max_iter": Int(1, 10**7),
+        "feature_selection": Bool(),
+    }
 
     def __init__(
         self,
@@ -166,16 +177,26 @@ class GrowingSpheres:
         self.action_set = action_set
         self.random_state = random_state
 
-    def fit(self, X: np.ndarray, y=None, model=None) -> "GrowingSpheres":
+    def fit(self, X: np.ndarray, y=None, model=None) -> GrowingSpheres:
         """Nothing to learn: only seeds this world's search from ``random_state`` and the rows (see :func:`world_seed`)."""
         self.seed_ = world_seed(self.random_state, check_matrix(X), y)
         return self
 
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their factual, flagged invalid."""
-        return generate_recourse(self, model, X, skip_accepted=True, info={
-            "n_search_samples": self.n_search_samples, "norm": self.norm, "step": self.step,
-            "max_iter": self.max_iter, "feature_selection": self.feature_selection})
+        return generate_recourse(
+            self,
+            model,
+            X,
+            skip_accepted=True,
+            info={
+                "n_search_samples": self.n_search_samples,
+                "norm": self.norm,
+                "step": self.step,
+                "max_iter": self.max_iter,
+                "feature_selection": self.feature_selection,
+            },
+        )
 
     def _begin(self, model) -> int:
         """This call's search seed (after :meth:`fit`, this world's)."""
@@ -196,8 +217,17 @@ class GrowingSpheres:
             out[..., mutable] = x[..., mutable] + delta
             return aset.project(out, x)
 
-        X_cf, _, n_iter = shell_search(X, X[:, mutable], candidates, model, n_samples=self.n_search_samples,
-                                       norm=self.norm, step=self.step, max_iter=self.max_iter, seed=seed)
+        X_cf, _, n_iter = shell_search(
+            X,
+            X[:, mutable],
+            candidates,
+            model,
+            n_samples=self.n_search_samples,
+            norm=self.norm,
+            step=self.step,
+            max_iter=self.max_iter,
+            seed=seed,
+        )
         if self.feature_selection:
             X_cf = select_features(model, X, X_cf, n_iter > 0)
         return SearchOutput(X_cf, n_iter)

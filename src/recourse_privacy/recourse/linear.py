@@ -1,4 +1,5 @@
 """Exact recourse for linear models: the closed-form minimum-cost move across the boundary."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,8 +10,7 @@ from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.registry import register_recourse
 
 
-@register_recourse('linear', description='exact closed-form recourse for linear models',
-                   needs=('linear',))
+@register_recourse("linear", description="exact closed-form recourse for linear models", needs=("linear",))
 class LinearRecourse:
     """Closed-form recourse for a linear logit w.x + b (Pawelczyk et al. 2023 sec. 6.3; Huang et al. 2023 sec. 4.2.1).
 
@@ -22,7 +22,6 @@ class LinearRecourse:
     in floating point. Points already accepted are returned unchanged. Only immutability is
     honoured exactly: bounds and monotone directions have no closed form here.
     """
-
 
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
     PARAMS = {"margin": Float(0, 1e6)}

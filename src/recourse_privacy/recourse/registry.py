@@ -9,6 +9,7 @@ without a lookup. What a method may need:
 - ``fitting_data``: the method learns from data (a VAE, a graph of data points): ``fit(X, y, model)``
   is called in each world on that world's training data (see :func:`fit_for`).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -18,9 +19,16 @@ from recourse_privacy.hyperparams import enforce_params
 from recourse_privacy.registry import Entry, Registry
 
 __all__ = [
-    "MODEL_CAPABILITIES", "RECOURSE_METHODS", "RECOURSE_NEEDS", "check_compatible", "check_recourse_name",
+    "MODEL_CAPABILITIES",
+    "RECOURSE_METHODS",
+    "RECOURSE_NEEDS",
+    "check_compatible",
+    "check_recourse_name",
     "missing_capabilities",
-    "make_recourse", "model_capabilities", "recourse_needs", "register_recourse",
+    "make_recourse",
+    "model_capabilities",
+    "recourse_needs",
+    "register_recourse",
 ]
 
 #: what a recourse method may need
@@ -31,9 +39,14 @@ MODEL_CAPABILITIES = ("linear", "gradients")
 RECOURSE_METHODS: Registry[type] = Registry(
     "recourse method",
     builtins=(
-        "recourse_privacy.recourse.linear", "recourse_privacy.recourse.scfe", "recourse_privacy.recourse.cadex",
-        "recourse_privacy.recourse.dice", "recourse_privacy.recourse.face", "recourse_privacy.recourse.growing_spheres",
-        "recourse_privacy.recourse.cchvae", "recourse_privacy.recourse.revise",
+        "recourse_privacy.recourse.linear",
+        "recourse_privacy.recourse.scfe",
+        "recourse_privacy.recourse.cadex",
+        "recourse_privacy.recourse.dice",
+        "recourse_privacy.recourse.face",
+        "recourse_privacy.recourse.growing_spheres",
+        "recourse_privacy.recourse.cchvae",
+        "recourse_privacy.recourse.revise",
         # Laplace Recourse is a defense; its module registers it here (a string, not an upward import)
         "recourse_privacy.defenses.laplace",
         # DPC (Yang et al. 2022) lives in its own package above recourse
@@ -57,8 +70,14 @@ def register_recourse(name: str, *, description: str, needs=(), replace: bool = 
         cls.needs = frozenset(needs)
         cls.name = name
         enforce_params(cls, name)  # its declared PARAMS checked at every construction
-        RECOURSE_METHODS.add(name, cls, description=description, needs=needs, replace=replace,
-                             randomized="random_state" in inspect.signature(cls).parameters)
+        RECOURSE_METHODS.add(
+            name,
+            cls,
+            description=description,
+            needs=needs,
+            replace=replace,
+            randomized="random_state" in inspect.signature(cls).parameters,
+        )
         return cls
 
     return decorate
@@ -109,8 +128,12 @@ def check_compatible(method: str | Entry | type | object, capabilities, model_la
     name = method.name if isinstance(method, Entry) else getattr(method, "name", type(method).__name__)
     missing = missing_capabilities(method, capabilities)
     if "linear" in missing:
-        raise IncompatibleError(f"recourse {name!r} needs a linear model (coef_, intercept_); "
-                                f"{model_label} is not linear: use a method that needs no linear model, e.g. scfe")
+        raise IncompatibleError(
+            f"recourse {name!r} needs a linear model (coef_, intercept_); "
+            f"{model_label} is not linear: use a method that needs no linear model, e.g. scfe"
+        )
     if "gradients" in missing:
-        raise IncompatibleError(f"recourse {name!r} needs gradients; {model_label} gives none: use a black-box "
-                                "method (gs, cchvae, face) or wrap a PyTorch / linear scikit-learn model")
+        raise IncompatibleError(
+            f"recourse {name!r} needs gradients; {model_label} gives none: use a black-box "
+            "method (gs, cchvae, face) or wrap a PyTorch / linear scikit-learn model"
+        )

@@ -1,20 +1,24 @@
 """REVISE (Joshi et al. 2019): gradient search in a VAE's latent space, batched over all points."""
+
 from __future__ import annotations
 
 import numpy as np
 
-from recourse_privacy.hyperparams import Bool, Float, Int
 from recourse_privacy.errors import InvalidInputError
-from recourse_privacy.validation import check_positive_float, check_positive_int
+from recourse_privacy.hyperparams import Bool, Float, Int
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
+from recourse_privacy.recourse.registry import register_recourse
 from recourse_privacy.recourse.scfe import compact_adam
 from recourse_privacy.recourse.vae import VAEBackedMethod, make_vae
-from recourse_privacy.recourse.registry import register_recourse
+from recourse_privacy.validation import check_positive_float, check_positive_int
 
 
-@register_recourse('revise', description="REVISE (Joshi et al.): Adam in a VAE's latent space (BCE + lam * L1), batched",
-                   needs=('gradients', 'fitting_data'))
+@register_recourse(
+    "revise",
+    description="REVISE (Joshi et al.): Adam in a VAE's latent space (BCE + lam * L1), batched",
+    needs=("gradients", "fitting_data"),
+)
 class REVISE(VAEBackedMethod):
     """REVISE (Joshi, Koyejo, Vijitbenjaronk, Kim and Ghosh 2019; a baseline of Yang et al. 2022).
 
@@ -32,10 +36,14 @@ class REVISE(VAEBackedMethod):
     ``random_state`` and a fingerprint of the fitting rows (one independent VAE per world).
     """
 
-
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
-    PARAMS = {"lam": Float(0, 1e6), "lr": Float(0, 100, low_open=True), "max_iter": Int(1, 10**7), "early_stop": Bool(),
-              "batch_size": Int(1, 10**7, optional=True)}
+    PARAMS = {
+        "lam": Float(0, 1e6),
+        "lr": Float(0, 100, low_open=True),
+        "max_iter": Int(1, 10**7),
+        "early_stop": Bool(),
+        "batch_size": Int(1, 10**7, optional=True),
+    }
 
     def __init__(
         self,
@@ -63,8 +71,13 @@ class REVISE(VAEBackedMethod):
 
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their last iterate, flagged invalid."""
-        return generate_recourse(self, model, X, skip_accepted=True, info={
-            "lam": self.lam, "lr": self.lr, "max_iter": self.max_iter, "early_stop": self.early_stop})
+        return generate_recourse(
+            self,
+            model,
+            X,
+            skip_accepted=True,
+            info={"lam": self.lam, "lr": self.lr, "max_iter": self.max_iter, "early_stop": self.early_stop},
+        )
 
     def _feasible(self, xp, x0, torch):
         """Project decoded rows onto the action set (differentiable almost everywhere)."""

@@ -1,18 +1,19 @@
 """SCFE (Wachter et al. 2018) in PyTorch, batched over all points at once."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import numpy as np
 
 from recourse_privacy.hyperparams import Float, Int
-from recourse_privacy.validation import check_positive_int
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, check_norm, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.registry import register_recourse
+from recourse_privacy.validation import check_positive_int
 
 
-@register_recourse('scfe', description='Wachter et al. gradient search (Adam, BCE + lam * L1), batched',
-                   needs=('gradients',))
+@register_recourse(
+    "scfe", description="Wachter et al. gradient search (Adam, BCE + lam * L1), batched", needs=("gradients",)
+)
 class SCFE:
     """Wachter et al.'s counterfactual: argmin BCE(f(x'), 1) + lam * ||x' - x||_1 (Pawelczyk et al. 2023, eq. 1).
 
@@ -28,10 +29,15 @@ class SCFE:
     ``norm="l2"`` puts the (unsquared) L2 distance in the objective instead of the L1.
     """
 
-
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
-    PARAMS = {"lr": Float(0, 100, low_open=True), "lam": Float(0, 1e6), "max_iter": Int(1, 10**7),
-              "lam_decay": Float(0, 1), "max_rounds": Int(1, 10_000), "batch_size": Int(1, 10**7, optional=True)}
+    PARAMS = {
+        "lr": Float(0, 100, low_open=True),
+        "lam": Float(0, 1e6),
+        "max_iter": Int(1, 10**7),
+        "lam_decay": Float(0, 1),
+        "max_rounds": Int(1, 10_000),
+        "batch_size": Int(1, 10**7, optional=True),
+    }
 
     def __init__(
         self,
@@ -56,8 +62,18 @@ class SCFE:
 
     def generate(self, model, X: np.ndarray) -> RecourseResult:
         """Counterfactuals for every row of ``X``; rows without recourse keep their last iterate, flagged invalid."""
-        return generate_recourse(self, model, X, info={"lr": self.lr, "lam": self.lam, "max_iter": self.max_iter,
-                                                       "max_rounds": self.max_rounds, "norm": self.norm})
+        return generate_recourse(
+            self,
+            model,
+            X,
+            info={
+                "lr": self.lr,
+                "lam": self.lam,
+                "max_iter": self.max_iter,
+                "max_rounds": self.max_rounds,
+                "norm": self.norm,
+            },
+        )
 
     def _project(self, x, x0, torch):
         a = self.action_set

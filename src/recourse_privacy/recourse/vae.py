@@ -1,7 +1,8 @@
 """A small variational autoencoder for the manifold-based recourse methods (CCHVAE, REVISE)."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -59,7 +60,7 @@ class VAE:
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X: np.ndarray, mutable: np.ndarray | None = None) -> "VAE":
+    def fit(self, X: np.ndarray, mutable: np.ndarray | None = None) -> VAE:
         """Train on the rows of ``X``; ``mutable`` (bool mask, default all) says which features are encoded."""
         import torch
 
@@ -83,8 +84,12 @@ class VAE:
 
         Xs = torch.as_tensor((X - self.mean_) / self.scale_, dtype=torch.float64)
         x_m, x_i = Xs[:, self._mut], Xs[:, self._imm]
-        params = [*self.encoder_.parameters(), *self.mu_.parameters(), *self.logvar_.parameters(),
-                  *self.decoder_.parameters()]
+        params = [
+            *self.encoder_.parameters(),
+            *self.mu_.parameters(),
+            *self.logvar_.parameters(),
+            *self.decoder_.parameters(),
+        ]
         opt = torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
         gen = torch.Generator().manual_seed(seed)
         self.history_ = []
@@ -161,7 +166,9 @@ class VAE:
 
         if len(self._imm):
             if x is None:
-                raise InvalidInputError("x: decoding needs the factual rows, whose immutable features condition the decoder")
+                raise InvalidInputError(
+                    "x: decoding needs the factual rows, whose immutable features condition the decoder"
+                )
             cond = ((x - self._mean) / self._scale)[:, self._imm]
             out_m = self.decoder_(torch.cat([z, cond], dim=1))
         else:
@@ -231,7 +238,8 @@ class VAEBackedMethod:
     def _check_fitted(self, X: np.ndarray) -> None:
         """Raise unless the VAE is fitted, on as many features as ``X`` (called by the recourse driver)."""
         if not hasattr(self, "vae_"):
-            raise NotFittedError(f"{type(self).__name__} is not fitted; call fit(X, y, model) on the model's "
-                                 "training data first")
+            raise NotFittedError(
+                f"{type(self).__name__} is not fitted; call fit(X, y, model) on the model's training data first"
+            )
         if X.shape[1] != self.vae_.n_features_in_:
             raise InvalidInputError(f"X has {X.shape[1]} features; the VAE was fitted on {self.vae_.n_features_in_}")

@@ -4,6 +4,7 @@
 random guessing, the strongest attack, the DP bound comparison); :mod:`~recourse_privacy.report.html`
 lays out a typed ``AuditResult``; :mod:`~recourse_privacy.report.outputs` writes an audit's files.
 """
+
 from __future__ import annotations
 
 from recourse_privacy.report.html import audit_label, report_title, write_html_report
@@ -19,6 +20,15 @@ from recourse_privacy.report.verdict import (
 )
 
 __all__ = [
-    "AttackAssessment", "BoundCheck", "BoundComparison", "Verdict", "assess_attack", "audit_label",
-    "compare_with_bound", "make_verdict", "report_title", "verdict_of", "write_html_report",
+    "AttackAssessment",
+    "BoundCheck",
+    "BoundComparison",
+    "Verdict",
+    "assess_attack",
+    "audit_label",
+    "compare_with_bound",
+    "make_verdict",
+    "report_title",
+    "verdict_of",
+    "write_html_report",
 ]

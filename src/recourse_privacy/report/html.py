@@ -11,6 +11,7 @@ every string is escaped.
 The report reads an :class:`~recourse_privacy.audit.result.AuditResult`'s attributes and never
 imports the audit package at run time (the audit imports the report).
 """
+
 from __future__ import annotations
 
 import base64
@@ -178,8 +179,12 @@ def report_title(result: AuditResult) -> str:
 def _subtitle(result: AuditResult) -> str:
     cfg = result.config
     parts = [f"target column {cfg.target}"] if cfg.data and cfg.target else []
-    parts += [f"model trained: {result.model.name}", f"recourse released: {result.recourse.method}",
-              f"{result.n_members} members / {result.n_nonmembers} non-members attacked", f"seed {cfg.seed}"]
+    parts += [
+        f"model trained: {result.model.name}",
+        f"recourse released: {result.recourse.method}",
+        f"{result.n_members} members / {result.n_nonmembers} non-members attacked",
+        f"seed {cfg.seed}",
+    ]
     return '<p class="subtitle">' + " &middot; ".join(_e(p) for p in parts) + "</p>"
 
 
@@ -196,8 +201,10 @@ def _verdict_box(v: Verdict) -> str:
         if v.band_halfwidth is not None:
             bits.append(f"random band 0.5 &plusmn; {_fmt(v.band_halfwidth, '.2g')}")
         key = '<p class="key">' + " &middot; ".join(bits) + "</p>"
-    return (f'<div class="verdict {css}"><p class="headline">{_e(v.headline)}</p>{key}'
-            f"<p>{_t(' '.join(v.explanation))}</p></div>")
+    return (
+        f'<div class="verdict {css}"><p class="headline">{_e(v.headline)}</p>{key}'
+        f"<p>{_t(' '.join(v.explanation))}</p></div>"
+    )
 
 
 # --------------------------------------------------------------------------- attacks
@@ -210,11 +217,12 @@ def _attacks_table(attacks: Mapping[str, AttackResult], assessments: Mapping[str
     for a in attacks.values():
         keys += [str(k) for k in a.tpr_at_fpr if str(k) not in keys]
     keys.sort(key=_fpr_sort_key)
-    head = ("<tr><th>attack</th><th>AUC</th><th>AUC outside random band?</th>"
-            "<th>balanced accuracy (best threshold)</th>"
-            + "".join(f'<th>TPR at FPR &le; {_e(k)}<br><span class="small">(achieved FPR)</span></th>'
-                      for k in keys)
-            + "<th>members / non-members</th></tr>")
+    head = (
+        "<tr><th>attack</th><th>AUC</th><th>AUC outside random band?</th>"
+        "<th>balanced accuracy (best threshold)</th>"
+        + "".join(f'<th>TPR at FPR &le; {_e(k)}<br><span class="small">(achieved FPR)</span></th>' for k in keys)
+        + "<th>members / non-members</th></tr>"
+    )
     rows = []
     any_unreliable = False
     for name, a in attacks.items():
@@ -230,8 +238,12 @@ def _attacks_table(attacks: Mapping[str, AttackResult], assessments: Mapping[str
             sig_cell = "no"
         if s.is_control:
             sig_cell += ' <span class="small">(random-guessing control)</span>'
-        cells = [f"<td>{_e(name)}</td>", f'<td class="num">{auc_cell}</td>', f"<td>{sig_cell}</td>",
-                 f'<td class="num">{_fmt(s.balanced_accuracy, ".3f")}</td>']
+        cells = [
+            f"<td>{_e(name)}</td>",
+            f'<td class="num">{auc_cell}</td>',
+            f"<td>{sig_cell}</td>",
+            f'<td class="num">{_fmt(s.balanced_accuracy, ".3f")}</td>',
+        ]
         for k in keys:
             t = a.tpr_at_fpr.get(k)
             if t is None:
@@ -243,16 +255,17 @@ def _attacks_table(attacks: Mapping[str, AttackResult], assessments: Mapping[str
                 txt += f' <span class="small">({_fmt(float(ach), ".2g")})</span>'
             if tpr_reliable(a, k) is False:
                 any_unreliable = True
-                cells.append(f'<td class="num unreliable" title="too few non-members for this FPR">'
-                             f"{txt} &dagger;</td>")
+                cells.append(f'<td class="num unreliable" title="too few non-members for this FPR">{txt} &dagger;</td>')
             else:
                 cells.append(f'<td class="num">{txt}</td>')
         cells.append(f'<td class="num">{_e(a.n_members)} / {_e(a.n_nonmembers)}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     note = ""
     if any_unreliable:
-        note = ('<p class="small">&dagger; Unreliable: fewer than 1/FPR non-members, so the target FPR is '
-                "finer than the smallest non-zero FPR these data can show (1 / number of non-members).</p>")
+        note = (
+            '<p class="small">&dagger; Unreliable: fewer than 1/FPR non-members, so the target FPR is '
+            "finer than the smallest non-zero FPR these data can show (1 / number of non-members).</p>"
+        )
     return "<table>" + head + "".join(rows) + "</table>" + note
 
 
@@ -262,8 +275,9 @@ def _conventions_table(attacks: Mapping[str, AttackResult]) -> str:
     cols: list[str] = []
     for a in attacks.values():
         cols += [str(k) for k in a.conventions if str(k) not in cols]
-    head = "<tr><th>attack</th><th>direction</th>" + "".join(f"<th>{_e(c.replace('_', ' '))}</th>"
-                                                            for c in cols) + "</tr>"
+    head = (
+        "<tr><th>attack</th><th>direction</th>" + "".join(f"<th>{_e(c.replace('_', ' '))}</th>" for c in cols) + "</tr>"
+    )
     rows = []
     for name, a in attacks.items():
         cells = [f"<td>{_e(name)}</td>", f"<td>{_t(a.direction)}</td>"]
@@ -272,11 +286,13 @@ def _conventions_table(attacks: Mapping[str, AttackResult]) -> str:
             cls = ' class="num"' if _is_num(v) else ""
             cells.append(f"<td{cls}>{_fmt(v, '.4g')}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return ("<table>" + head + "".join(rows) + "</table>"
-            '<p class="small">&ldquo;greater&rdquo;: a larger statistic means &ldquo;member&rdquo; (e.g. '
-            "counterfactual distance, Pawelczyk et al. 2023, eq. 3); &ldquo;less&rdquo;: a smaller one does "
-            "(e.g. loss, eq. 2). Variance / center / cdf describe how likelihood-ratio attacks model the "
-            "shadow-model statistics; &mdash; means not applicable or not reported.</p>")
+    return (
+        "<table>" + head + "".join(rows) + "</table>"
+        '<p class="small">&ldquo;greater&rdquo;: a larger statistic means &ldquo;member&rdquo; (e.g. '
+        "counterfactual distance, Pawelczyk et al. 2023, eq. 3); &ldquo;less&rdquo;: a smaller one does "
+        "(e.g. loss, eq. 2). Variance / center / cdf describe how likelihood-ratio attacks model the "
+        "shadow-model statistics; &mdash; means not applicable or not reported.</p>"
+    )
 
 
 # --------------------------------------------------------------------------- differential privacy
@@ -287,23 +303,30 @@ def _status_cell(c: BoundCheck) -> str:
         "unknown": "<td>&mdash;</td>",
         "vacuous": "<td>bound vacuous</td>",
         "within": "<td>within bound</td>",
-        "above": ('<td class="above"><strong>above bound</strong> (the measured BA is a maximum over '
-                  "thresholds and noisy; a large excess suggests the DP guarantee does not hold)</td>"),
+        "above": (
+            '<td class="above"><strong>above bound</strong> (the measured BA is a maximum over '
+            "thresholds and noisy; a large excess suggests the DP guarantee does not hold)</td>"
+        ),
     }[c.status]
 
 
 def _dp_section(dp: DPSummary, cmp: BoundComparison) -> str:
     rows: list[tuple[str, Any, str]] = [
-        ("defense", dp.defense, ""), ("mechanism", dp.mechanism, ""),
+        ("defense", dp.defense, ""),
+        ("mechanism", dp.mechanism, ""),
         ("ε per query (one recourse)", dp.epsilon_per_query, ".4g"),
         ("ε total (all recourses released)", dp.epsilon_total, ".4g"),
         ("δ", dp.delta, ".3g"),
         ("ε the bound uses", dp.bound_epsilon, ".4g"),
         ("tight bound on balanced accuracy (the verdict's; rejected targets)", dp.ba_bound, ".4f"),
     ]
-    optional = (("Theorem 2 bound of Pawelczyk et al. (2023)", getattr(dp, "ba_bound_paper", None), ".4f"),
-                ("target ε of the model", dp.epsilon_target, ".4g"), ("privacy budget", dp.budget, ".4g"),
-                ("recourse queries", dp.n_queries, ""), ("share of clamped scores", dp.clamped_share, ".3g"))
+    optional = (
+        ("Theorem 2 bound of Pawelczyk et al. (2023)", getattr(dp, "ba_bound_paper", None), ".4f"),
+        ("target ε of the model", dp.epsilon_target, ".4g"),
+        ("privacy budget", dp.budget, ".4g"),
+        ("recourse queries", dp.n_queries, ""),
+        ("share of clamped scores", dp.clamped_share, ".3g"),
+    )
     rows += [r for r in optional if r[1] is not None]
     out = [_rows(rows)]
     if dp.composition:
@@ -311,28 +334,39 @@ def _dp_section(dp: DPSummary, cmp: BoundComparison) -> str:
     if dp.guarantee:
         out.append(f"<p><strong>What is private.</strong> {_t(dp.guarantee)}</p>")
     if cmp.bound is None:
-        out.append('<p class="small">No valid &epsilon; was reported, so the Theorem 2 bound could not be '
-                   "computed.</p>")
+        out.append(
+            '<p class="small">No valid &epsilon; was reported, so the Theorem 2 bound could not be computed.</p>'
+        )
         return "".join(out)
     out.append(
         "<p>Theorem 2 (Pawelczyk et al. 2023): if the recourse mechanism is (&epsilon;, 0)-differentially "
         "private, no attacker's balanced accuracy exceeds 1/2 + (1 &minus; e<sup>&minus;&epsilon;</sup>)/2 = "
         f"<strong>{_fmt(cmp.bound, '.4f')}</strong> ({_e(cmp.source)})."
-        + (" This bound is vacuous (close to 1): it rules nothing out." if cmp.vacuous else "") + "</p>")
+        + (" This bound is vacuous (close to 1): it rules nothing out." if cmp.vacuous else "")
+        + "</p>"
+    )
     if cmp.total_bound is not None:
-        out.append(f'<p class="small">With the total &epsilon; = {_fmt(cmp.epsilon_total, ".4g")} of every '
-                   f"recourse released (basic composition) the bound would be {_fmt(cmp.total_bound, '.4f')}.</p>")
+        out.append(
+            f'<p class="small">With the total &epsilon; = {_fmt(cmp.epsilon_total, ".4g")} of every '
+            f"recourse released (basic composition) the bound would be {_fmt(cmp.total_bound, '.4f')}.</p>"
+        )
     checks = list(cmp.checks) + ([cmp.direction_check] if cmp.direction_check is not None else [])
     if checks:
         body = "".join(
             f'<tr><td>{_e(c.attack)}</td><td class="num">{_fmt(c.balanced_accuracy, ".3f")}</td>'
-            f'<td class="num">{_fmt(cmp.bound, ".4f")}</td>{_status_cell(c)}</tr>' for c in checks)
-        out.append("<table><tr><th>attack</th><th>measured balanced accuracy</th><th>Theorem 2 bound</th>"
-                   "<th></th></tr>" + body + "</table>")
+            f'<td class="num">{_fmt(cmp.bound, ".4f")}</td>{_status_cell(c)}</tr>'
+            for c in checks
+        )
+        out.append(
+            "<table><tr><th>attack</th><th>measured balanced accuracy</th><th>Theorem 2 bound</th>"
+            "<th></th></tr>" + body + "</table>"
+        )
     da = dp.direction_attack
     if da is not None:
-        out.append(f'<p class="small">Direction attack: {_t(da.what)}; AUC {_fmt(float(da.auc), ".3f")}, '
-                   f"TPR at 1% FPR {_fmt(da.tpr_at_fpr.get('0.01'), '.3g')}.</p>")
+        out.append(
+            f'<p class="small">Direction attack: {_t(da.what)}; AUC {_fmt(float(da.auc), ".3f")}, '
+            f"TPR at 1% FPR {_fmt(da.tpr_at_fpr.get('0.01'), '.3g')}.</p>"
+        )
     return "".join(out)
 
 
@@ -341,44 +375,66 @@ def _dp_section(dp: DPSummary, cmp: BoundComparison) -> str:
 
 def _model_section(result: AuditResult) -> str:
     m = result.model
-    return (_rows([("model", m.name, ""), ("train accuracy (members)", m.train_accuracy, ".4g"),
-                   ("test accuracy (non-members)", m.test_accuracy, ".4g"),
-                   ("train − test accuracy", m.generalization_gap, ".4g")])
-            + '<p class="small">A large gap between train and test accuracy (overfitting) is the usual driver '
-              "of membership leakage.</p>")
+    return (
+        _rows(
+            [
+                ("model", m.name, ""),
+                ("train accuracy (members)", m.train_accuracy, ".4g"),
+                ("test accuracy (non-members)", m.test_accuracy, ".4g"),
+                ("train − test accuracy", m.generalization_gap, ".4g"),
+            ]
+        )
+        + '<p class="small">A large gap between train and test accuracy (overfitting) is the usual driver '
+        "of membership leakage.</p>"
+    )
 
 
 def _recourse_section(result: AuditResult) -> str:
     r = result.recourse
-    return _rows([
-        ("method", r.method, ""), ("targets", r.n, ""),
-        ("validity (share of counterfactuals that flip the prediction)", r.validity, ".4g"),
-        ("validity, members", r.validity_members, ".4g"), ("validity, non-members", r.validity_nonmembers, ".4g"),
-        ("invalid counterfactuals", r.n_invalid, ""), ("mean L1 cost", r.mean_l1, ".4g"),
-        ("mean L2 cost", r.mean_l2, ".4g"), ("distance the attacks read", r.distance, ""),
-        ("seconds", r.seconds, ".3g"),
-    ])
+    return _rows(
+        [
+            ("method", r.method, ""),
+            ("targets", r.n, ""),
+            ("validity (share of counterfactuals that flip the prediction)", r.validity, ".4g"),
+            ("validity, members", r.validity_members, ".4g"),
+            ("validity, non-members", r.validity_nonmembers, ".4g"),
+            ("invalid counterfactuals", r.n_invalid, ""),
+            ("mean L1 cost", r.mean_l1, ".4g"),
+            ("mean L2 cost", r.mean_l2, ".4g"),
+            ("distance the attacks read", r.distance, ""),
+            ("seconds", r.seconds, ".3g"),
+        ]
+    )
 
 
 def _data_section(result: AuditResult) -> str:
     d = result.data
-    return _rows([
-        ("data", _dataset_label(result), ""), ("rows", d.n_rows, ""), ("features (after preprocessing)", d.n_features, ""),
-        ("member pool", d.pools.members, ""), ("non-member pool", d.pools.nonmembers, ""),
-        ("adversary pool", d.pools.adversary, ""),
-        ("features dropped as correlated", d.dropped_correlated, ""),
-    ])
+    return _rows(
+        [
+            ("data", _dataset_label(result), ""),
+            ("rows", d.n_rows, ""),
+            ("features (after preprocessing)", d.n_features, ""),
+            ("member pool", d.pools.members, ""),
+            ("non-member pool", d.pools.nonmembers, ""),
+            ("adversary pool", d.pools.adversary, ""),
+            ("features dropped as correlated", d.dropped_correlated, ""),
+        ]
+    )
 
 
 def _shadow_section(result: AuditResult) -> str:
     s = result.shadow
     if s is None:
         return ""
-    return "<h2>Shadow models</h2>" + _rows([
-        ("shadow models", s.n, ""), ("share of the adversary's pool each trains on", s.fraction, ".3g"),
-        ("training rows each", s.train_rows, ""), ("mean train accuracy", s.mean_train_accuracy, ".4g"),
-        ("calibration pseudo-targets", s.n_calibration, ""),
-    ])
+    return "<h2>Shadow models</h2>" + _rows(
+        [
+            ("shadow models", s.n, ""),
+            ("share of the adversary's pool each trains on", s.fraction, ".3g"),
+            ("training rows each", s.train_rows, ""),
+            ("mean train accuracy", s.mean_train_accuracy, ".4g"),
+            ("calibration pseudo-targets", s.n_calibration, ""),
+        ]
+    )
 
 
 def _warnings_section(warnings_: Sequence[str], problems: Sequence[str]) -> str:
@@ -396,8 +452,9 @@ def _timing_section(timing: Mapping[str, float]) -> str:
     for stage, sec in timing.items():
         if stage == "total":
             continue
-        share = (f' <span class="small">({100 * sec / total:.0f}%)</span>'
-                 if total and _is_num(sec) and total > 0 else "")
+        share = (
+            f' <span class="small">({100 * sec / total:.0f}%)</span>' if total and _is_num(sec) and total > 0 else ""
+        )
         rows.append(f'<tr><th>{_e(stage)}</th><td class="num">{_fmt(float(sec), ".2f")}{share}</td></tr>')
     if total is not None:
         rows.append(f'<tr class="total"><th>total</th><td class="num">{_fmt(float(total), ".2f")}</td></tr>')
@@ -407,8 +464,11 @@ def _timing_section(timing: Mapping[str, float]) -> str:
 def _config_section(result: AuditResult) -> str:
     cfg = result.config
     rows = [(f.name.replace("_", " "), getattr(cfg, f.name), ".4g") for f in fields(cfg)]
-    return ("<details><summary>All settings of this audit (click to expand)</summary>" + _rows(rows)
-            + f'<p class="small">metrics.json schema version {_e(result.schema_version)}.</p></details>')
+    return (
+        "<details><summary>All settings of this audit (click to expand)</summary>"
+        + _rows(rows)
+        + f'<p class="small">metrics.json schema version {_e(result.schema_version)}.</p></details>'
+    )
 
 
 def _figure(caption: str, path: str | Path, problems: list[str], css: str = "") -> str:
@@ -424,8 +484,10 @@ def _figure(caption: str, path: str | Path, problems: list[str], css: str = "") 
     mime = _MIME.get(p.suffix.lower(), "image/png")
     b64 = base64.b64encode(data).decode("ascii")
     cls = f' class="{css}"' if css else ""
-    return (f'<figure{cls}><img src="data:{mime};base64,{b64}" alt="{_e(caption)}">'
-            f"<figcaption>{_e(caption)}</figcaption></figure>")
+    return (
+        f'<figure{cls}><img src="data:{mime};base64,{b64}" alt="{_e(caption)}">'
+        f"<figcaption>{_e(caption)}</figcaption></figure>"
+    )
 
 
 _HOW_TO_READ = """
@@ -480,8 +542,10 @@ def _render(result: AuditResult, images: Mapping[str, str | Path]) -> str:
         _verdict_box(verdict),
         roc_html,
         "<h2>Attacks</h2>",
-        (f"<p>{_e(result.n_members)} members and {_e(result.n_nonmembers)} non-members (the targets the "
-         "owner's model rejects) were attacked.</p>"),
+        (
+            f"<p>{_e(result.n_members)} members and {_e(result.n_nonmembers)} non-members (the targets the "
+            "owner's model rejects) were attacked.</p>"
+        ),
         _attacks_table(result.attacks, verdict.assessments),
         "<h3>Conventions of each attack</h3>",
         _conventions_table(result.attacks),
@@ -491,18 +555,28 @@ def _render(result: AuditResult, images: Mapping[str, str | Path]) -> str:
     if other_figs:
         sections += ["<h2>Figures</h2>", other_figs]
     sections += [
-        "<h2>Model</h2>", _model_section(result),
-        "<h2>Recourse</h2>", _recourse_section(result),
-        "<h2>Data</h2>", _data_section(result),
+        "<h2>Model</h2>",
+        _model_section(result),
+        "<h2>Recourse</h2>",
+        _recourse_section(result),
+        "<h2>Data</h2>",
+        _data_section(result),
         _shadow_section(result),
-        "<h2>Warnings</h2>", _warnings_section(result.warnings, problems),
-        "<h2>Timing</h2>", _timing_section(result.timing_seconds),
-        "<h2>Configuration</h2>", _config_section(result),
-        "<h2>How to read these numbers</h2>", _HOW_TO_READ,
+        "<h2>Warnings</h2>",
+        _warnings_section(result.warnings, problems),
+        "<h2>Timing</h2>",
+        _timing_section(result.timing_seconds),
+        "<h2>Configuration</h2>",
+        _config_section(result),
+        "<h2>How to read these numbers</h2>",
+        _HOW_TO_READ,
     ]
-    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-            + "\n".join(s for s in sections if s) + "\n</body>\n</html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        + "\n".join(s for s in sections if s)
+        + "\n</body>\n</html>\n"
+    )
 
 
 def write_html_report(
@@ -520,8 +594,10 @@ def write_html_report(
     or JavaScript and escapes every string.
     """
     if isinstance(result, Mapping) or not hasattr(result, "attacks") or not hasattr(result, "config"):
-        raise InvalidInputError(f"result must be an AuditResult (for a metrics.json dict use "
-                                f"AuditResult.from_dict), got {type(result).__name__}")
+        raise InvalidInputError(
+            f"result must be an AuditResult (for a metrics.json dict use "
+            f"AuditResult.from_dict), got {type(result).__name__}"
+        )
     if not isinstance(images, Mapping):
         raise InvalidInputError(f"images must be a mapping caption -> path, got {type(images).__name__}")
     out = Path(out_dir)

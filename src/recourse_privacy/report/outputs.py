@@ -1,4 +1,5 @@
 """Write an audit's files: metrics.json, the log-log ROC, the distance histogram and the HTML report."""
+
 from __future__ import annotations
 
 import json
@@ -33,13 +34,24 @@ def write_outputs(result: AuditResult, out_dir: str | Path) -> Mapping[str, str]
     member = result.is_member == 1
     metrics = write_metrics_json(result, out / "metrics.json")  # first: a failing plot cannot lose the numbers
     files = {
-        "roc": plot_roc_loglog({n: (result.is_member, s.scores) for n, s in result.scores.items()},
-                               out / "roc.png", title=title),
-        "cfd_histogram": plot_score_histogram(result.cfd[member], result.cfd[~member], out / "cfd_histogram.png",
-                                              xlabel=f"counterfactual distance ({cfg.distance})", title=title),
+        "roc": plot_roc_loglog(
+            {n: (result.is_member, s.scores) for n, s in result.scores.items()}, out / "roc.png", title=title
+        ),
+        "cfd_histogram": plot_score_histogram(
+            result.cfd[member],
+            result.cfd[~member],
+            out / "cfd_histogram.png",
+            xlabel=f"counterfactual distance ({cfg.distance})",
+            title=title,
+        ),
         "metrics": metrics,
     }
-    files["report"] = write_html_report(result, out, images={
-        "Log-log ROC of every attack against random guessing": files["roc"],
-        "Counterfactual distances of members and non-members": files["cfd_histogram"]})
+    files["report"] = write_html_report(
+        result,
+        out,
+        images={
+            "Log-log ROC of every attack against random guessing": files["roc"],
+            "Counterfactual distances of members and non-members": files["cfd_histogram"],
+        },
+    )
     return {k: str(v) for k, v in files.items()}

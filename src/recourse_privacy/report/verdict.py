@@ -11,6 +11,7 @@ no HTML): the renderer escapes it.
 This module reads an :class:`~recourse_privacy.audit.result.AuditResult`'s attributes and
 never imports the audit package at run time (the audit imports the report).
 """
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,17 @@ if TYPE_CHECKING:  # the audit layer imports the report: type hints only
     from recourse_privacy.audit.summaries import AttackResult, DPSummary
 
 __all__ = [
-    "CONTROL_NAMES", "LOW_FPR", "AttackAssessment", "BoundCheck", "BoundComparison", "Verdict",
-    "assess_attack", "compare_with_bound", "make_verdict", "tpr_reliable", "verdict_of",
+    "CONTROL_NAMES",
+    "LOW_FPR",
+    "AttackAssessment",
+    "BoundCheck",
+    "BoundComparison",
+    "Verdict",
+    "assess_attack",
+    "compare_with_bound",
+    "make_verdict",
+    "tpr_reliable",
+    "verdict_of",
 ]
 
 #: attack names treated as a random-guessing control: shown, but not used for the verdict
@@ -104,8 +114,7 @@ class AttackAssessment:
     @property
     def strength(self) -> tuple[float, float]:
         """Sort key of the strongest attack: TPR at 1% FPR, then AUC (missing values last)."""
-        return (self.tpr_low_fpr if self.tpr_low_fpr is not None else -1.0,
-                self.auc if self.auc is not None else -1.0)
+        return (self.tpr_low_fpr if self.tpr_low_fpr is not None else -1.0, self.auc if self.auc is not None else -1.0)
 
 
 def assess_attack(attack: AttackResult) -> AttackAssessment:
@@ -115,9 +124,15 @@ def assess_attack(attack: AttackResult) -> AttackAssessment:
     hw = auc_null_halfwidth(n1, n0) if n1 and n0 and n1 > 0 and n0 > 0 else None
     sig = None if auc is None or hw is None else abs(auc - 0.5) > hw
     return AttackAssessment(
-        name=str(attack.name), auc=auc, balanced_accuracy=_float(attack.balanced_accuracy),
-        tpr_low_fpr=_float(attack.tpr_at_fpr.get(LOW_FPR)), n_members=n1, n_nonmembers=n0,
-        halfwidth=hw, significant=sig, is_control=str(attack.name).strip().lower() in CONTROL_NAMES,
+        name=str(attack.name),
+        auc=auc,
+        balanced_accuracy=_float(attack.balanced_accuracy),
+        tpr_low_fpr=_float(attack.tpr_at_fpr.get(LOW_FPR)),
+        n_members=n1,
+        n_nonmembers=n0,
+        halfwidth=hw,
+        significant=sig,
+        is_control=str(attack.name).strip().lower() in CONTROL_NAMES,
     )
 
 
@@ -219,8 +234,11 @@ def compare_with_bound(dp: DPSummary, attacks: Iterable[AttackResult]) -> BoundC
     vacuous = bound >= _VACUOUS
     checks = tuple(_check(str(a.name), _float(a.balanced_accuracy), bound, vacuous) for a in attacks)
     da = getattr(dp, "direction_attack", None)
-    direction = (_check("direction (released move direction)", _float(getattr(da, "balanced_accuracy", None)),
-                     bound, vacuous) if da is not None else None)
+    direction = (
+        _check("direction (released move direction)", _float(getattr(da, "balanced_accuracy", None)), bound, vacuous)
+        if da is not None
+        else None
+    )
     return BoundComparison(defense, bound, source, eps_q, eps_t, total_bound, checks, direction)
 
 
@@ -307,78 +325,120 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
     rel = tpr_reliable(src, LOW_FPR)
     if t01 is not None:
         ach_txt = f"; achieved FPR {_g(ach, '.2g')}" if ach is not None else ""
-        rel_txt = (f" (unreliable: only {best.n_nonmembers} non-members, at least 100 are needed to "
-                   "resolve a 1% FPR)" if rel is False else "")
+        rel_txt = (
+            f" (unreliable: only {best.n_nonmembers} non-members, at least 100 are needed to resolve a 1% FPR)"
+            if rel is False
+            else ""
+        )
         parts.append(
             f"The strongest attack, {best.name}, reaches a true-positive rate (TPR) of {_g(t01, '.3g')} "
             f"at a 1% false-positive rate (FPR ≤ 0.01{ach_txt}){rel_txt} with AUC {_g(best.auc, '.3f')}; "
-            "random guessing gives TPR 0.01 at 1% FPR and AUC 0.5.")
-        parts.append(f"A TPR at 1% FPR of {_g(t01, '.3g')} means the attacker identifies {_pct(t01)} of "
-                     "members while wrongly flagging 1% of non-members.")
+            "random guessing gives TPR 0.01 at 1% FPR and AUC 0.5."
+        )
+        parts.append(
+            f"A TPR at 1% FPR of {_g(t01, '.3g')} means the attacker identifies {_pct(t01)} of "
+            "members while wrongly flagging 1% of non-members."
+        )
     else:
-        parts.append(f"The strongest attack by AUC, {best.name}, has AUC {_g(best.auc, '.3f')} "
-                     "(random guessing: 0.5); no TPR at 1% FPR was reported.")
+        parts.append(
+            f"The strongest attack by AUC, {best.name}, has AUC {_g(best.auc, '.3f')} "
+            "(random guessing: 0.5); no TPR at 1% FPR was reported."
+        )
 
     hws = [a.halfwidth for a in candidates if a.halfwidth is not None]
     band = max(hws) if hws else None
     if band is not None:
-        n_txt = (f" with {best.n_members} members and {best.n_nonmembers} non-members"
-                 if best.n_members and best.n_nonmembers else "")
+        n_txt = (
+            f" with {best.n_members} members and {best.n_nonmembers} non-members"
+            if best.n_members and best.n_nonmembers
+            else ""
+        )
         if sig:
-            names = ", ".join(f"{a.name} (AUC {_g(a.auc, '.3f')})"
-                              for a in sorted(sig, key=lambda a: -abs(a.auc - 0.5)))
-            parts.append(f"{len(sig)} of {len(candidates)} attack(s) have an AUC outside the band "
-                         f"0.5 ± {_g(band, '.2g')} within which random guessing stays 95% of the time{n_txt}: "
-                         f"{names}.")
+            names = ", ".join(
+                f"{a.name} (AUC {_g(a.auc, '.3f')})" for a in sorted(sig, key=lambda a: -abs(a.auc - 0.5))
+            )
+            parts.append(
+                f"{len(sig)} of {len(candidates)} attack(s) have an AUC outside the band "
+                f"0.5 ± {_g(band, '.2g')} within which random guessing stays 95% of the time{n_txt}: "
+                f"{names}."
+            )
             below = [a for a in sig if a.reversed]
             if below:
-                parts.append("An AUC significantly below 0.5 (" + ", ".join(a.name for a in below)
-                             + ") is also leakage: membership is revealed, but in the direction opposite to "
-                             "that attack's convention.")
+                parts.append(
+                    "An AUC significantly below 0.5 ("
+                    + ", ".join(a.name for a in below)
+                    + ") is also leakage: membership is revealed, but in the direction opposite to "
+                    "that attack's convention."
+                )
         else:
-            parts.append(f"Every attack's AUC is within 0.5 ± {_g(band, '.2g')}, the ~95% band of random "
-                         f"guessing{n_txt}.")
+            parts.append(
+                f"Every attack's AUC is within 0.5 ± {_g(band, '.2g')}, the ~95% band of random guessing{n_txt}."
+            )
         if len(candidates) > 1:
             k = len(candidates)
-            parts.append(f"With {k} attacks checked at once, the chance that at least one falls outside the "
-                         f"band by luck alone is up to about {min(100, 5 * k)}%.")
+            parts.append(
+                f"With {k} attacks checked at once, the chance that at least one falls outside the "
+                f"band by luck alone is up to about {min(100, 5 * k)}%."
+            )
     if unknown:
-        parts.append("Sample sizes were missing for " + ", ".join(a.name for a in unknown)
-                     + ", so their AUC could not be compared with the noise of random guessing.")
+        parts.append(
+            "Sample sizes were missing for "
+            + ", ".join(a.name for a in unknown)
+            + ", so their AUC could not be compared with the noise of random guessing."
+        )
     if controls:
-        parts.append("The " + ", ".join(a.name for a in controls) + " attack is a random-guessing control and "
-                     "is not counted in this verdict (its numbers show the noise level of this audit).")
+        parts.append(
+            "The " + ", ".join(a.name for a in controls) + " attack is a random-guessing control and "
+            "is not counted in this verdict (its numbers show the noise level of this audit)."
+        )
     dpv = getattr(dp, "verdict", None) if dp is not None else None
     if dpv is not None:  # the audit's own worst case over the attacks the claim covers, against the tight bound
         defense = f"the {dp.defense} defense"
         paper = _float(getattr(dp, "ba_bound_paper", None))
-        paper_txt = (f"; Pawelczyk et al. (2023)'s Theorem 2 would allow {_g(paper, '.4f')}" if paper is not None
-                     else "")
+        paper_txt = f"; Pawelczyk et al. (2023)'s Theorem 2 would allow {_g(paper, '.4f')}" if paper is not None else ""
         parts.append(
             f"Under {defense}, the worst case over the {len(dpv.covered)} attack(s) the DP claim covers is "
             f"{dpv.attack} (balanced accuracy {_g(dpv.balanced_accuracy, '.4f')}, 95% lower confidence bound "
             f"{_g(dpv.ba_lower_confidence, '.4f')}), against the tight bound {_g(dpv.ba_bound, '.4f')} "
             f"(e^ε/(1+e^ε) at ε = {_g(dp.selected_epsilon, '.4g')}, twice the claim because targets are the "
             f"rejected points){paper_txt}: "
-            + ("the claim is refuted for this release." if dpv.exceeds else
-               "consistent with the claim, which is not a proof of privacy."))
+            + (
+                "the claim is refuted for this release."
+                if dpv.exceeds
+                else "consistent with the claim, which is not a proof of privacy."
+            )
+        )
     if comparison is not None and comparison.bound is not None and not comparison.vacuous:
         defense = f"the {comparison.defense} defense" if comparison.defense else "the DP defense"
         if comparison.exceeded:
-            parts.append(f"Under {defense}, " + ", ".join(comparison.exceeded)
-                         + f" exceed(s) the DP bound of {_g(comparison.bound, '.4f')} on balanced accuracy "
-                         "(the tight form of Theorem 2 of Pawelczyk et al. 2023): see the differential-privacy "
-                         "section.")
+            parts.append(
+                f"Under {defense}, "
+                + ", ".join(comparison.exceeded)
+                + f" exceed(s) the DP bound of {_g(comparison.bound, '.4f')} on balanced accuracy "
+                "(the tight form of Theorem 2 of Pawelczyk et al. 2023): see the differential-privacy "
+                "section."
+            )
         elif dpv is not None:
             pass
         elif any(c.status == "within" for c in comparison.checks):
-            parts.append(f"Under {defense}, every attack's balanced accuracy is within Theorem 2's bound of "
-                         f"{_g(comparison.bound, '.4f')} (Pawelczyk et al. 2023).")
+            parts.append(
+                f"Under {defense}, every attack's balanced accuracy is within Theorem 2's bound of "
+                f"{_g(comparison.bound, '.4f')} (Pawelczyk et al. 2023)."
+            )
     return Verdict(
-        level=level, headline=head, explanation=tuple(parts), attack=best.name, auc=best.auc,
-        tpr_at_1pct_fpr=t01, achieved_fpr=ach, tpr_reliable=rel, band_halfwidth=band,
-        significant=tuple(a.name for a in sig), controls=tuple(a.name for a in controls),
-        assessments=assessed, dp=comparison,
+        level=level,
+        headline=head,
+        explanation=tuple(parts),
+        attack=best.name,
+        auc=best.auc,
+        tpr_at_1pct_fpr=t01,
+        achieved_fpr=ach,
+        tpr_reliable=rel,
+        band_halfwidth=band,
+        significant=tuple(a.name for a in sig),
+        controls=tuple(a.name for a in controls),
+        assessments=assessed,
+        dp=comparison,
     )
 
 
