@@ -17,6 +17,7 @@ from recourse_privacy.audit.defenses import DEFENSES, dp_verdict
 from recourse_privacy.audit.result import AuditArrays, AuditResult
 from recourse_privacy.audit.stages import Progress
 from recourse_privacy.audit.summaries import DataSummary, ModelSummary, PoolSizes, Provenance
+from recourse_privacy.cache import ArtifactCache, open_cache
 from recourse_privacy.data import dataset_file
 from recourse_privacy.models.base import accuracy
 from recourse_privacy.models.registry import model_factory
@@ -67,6 +68,7 @@ def run_audit(
     out_dir: str | Path | None = None,
     *,
     progress: Progress | None = None,
+    cache: ArtifactCache | str | Path | bool | None = None,
     **overrides,
 ) -> AuditResult:
     """Play the recourse membership-inference game once and measure every attack.
@@ -75,11 +77,18 @@ def run_audit(
     ``metrics.json``, ``roc.png``, ``cfd_histogram.png`` and ``report.html`` there, and keeps
     each finished shadow model's statistics under ``out_dir/.cache`` so that a killed run
     resumes where it stopped.
+
+    ``cache``: the content-addressed store of trained models and recourse shared by audits and
+    grid cells (:mod:`recourse_privacy.cache`): an :class:`~recourse_privacy.cache.ArtifactCache`
+    (whose ``stats`` then count this audit's hits and misses), a directory, ``"off"`` or False for
+    none, or None for ``$RECOURSE_PRIVACY_CACHE``, else the user cache directory. The numbers
+    are the same with and without it.
     """
     config = AuditConfig.from_dict({**(config or AuditConfig()).to_dict(), **overrides}).validate()
     if out_dir is not None:
         out_dir = check_output_dir(out_dir)
     clock = _Clock(progress or (lambda stage, done, total: None))
+    artifacts = open_cache(cache)
     defense = DEFENSES.get(config.defense).obj
 
     clock.begin("data")
@@ -93,14 +102,14 @@ def run_audit(
     clock.begin("owner model")
     model_name, model_params = config.effective_model
     make_model = model_factory(model_name, **model_params)
-    targets = stages.train_owner(make_model, game, config.seed)
+    targets = stages.train_owner(make_model, game, config.seed, artifacts)
     clock.lap("owner model")
 
     clock.begin("recourse")
     fit_X, fit_y = (
         (game.X_pool, game.y_pool) if config.recourse_fit == "adversary" else (game.X_members, game.y_members)
     )
-    res, session = defense.owner_recourse(config, method, targets.model, fit_X, fit_y, targets.X)
+    res, session = stages.owner_recourse(config, defense, method, targets, fit_X, fit_y, artifacts)
     cfd = res.distance(config.distance)
     clock.lap("recourse")
 
@@ -113,7 +122,7 @@ def run_audit(
     )
     with workers_die_with_parent():  # no shadow-model worker outlives a killed run
         shadow = stages.train_shadow_models(
-            config, make_model, method, game, targets, cache_dir=cache, progress=clock.progress
+            config, make_model, method, game, targets, cache_dir=cache, progress=clock.progress, artifacts=artifacts
         )
     if shadow is not None:
         clock.lap("shadow models", report=False)
