@@ -41,7 +41,10 @@ def method_config(method) -> dict:
     missing = [n for n in names if not hasattr(method, n)]
     if missing:
         raise Uncacheable(f"{cls.__name__} keeps no attribute {missing[0]!r}")
-    return {"class": f"{cls.__module__}.{cls.__qualname__}", "params": canonical({n: getattr(method, n) for n in names})}
+    return {
+        "class": f"{cls.__module__}.{cls.__qualname__}",
+        "params": canonical({n: getattr(method, n) for n in names}),
+    }
 
 
 def _fit_digest(method, X: np.ndarray, y: np.ndarray) -> str | None:
@@ -151,9 +154,9 @@ def _result_arrays(res: RecourseResult) -> dict[str, np.ndarray]:
     if res.paths is not None:
         d = res.counterfactuals.shape[1]
         arrays["paths.lengths"] = np.array([len(p) for p in res.paths], dtype=np.int64)
-        arrays["paths.points"] = np.concatenate([np.asarray(p, np.float64).reshape(-1, d) for p in res.paths] or [
-            np.zeros((0, d))
-        ])
+        arrays["paths.points"] = np.concatenate(
+            [np.asarray(p, np.float64).reshape(-1, d) for p in res.paths] or [np.zeros((0, d))]
+        )
     return arrays
 
 
