@@ -186,7 +186,9 @@ def test_a_cached_model_and_its_recourse_equal_the_computed_ones(tmp_path):
         np.testing.assert_array_equal(res.valid, direct.valid)
         costs = cached_fit_for(LinearRecourse(), X, y, read, cache, role="c").generate(read, rejected)
         assert isinstance(costs, RecourseCosts)
-        np.testing.assert_array_equal(costs.distance("l1"), LinearRecourse().generate(trained, rejected).distance("l1"))
+        exact = LinearRecourse().generate(trained, rejected)
+        for norm in ("l0", "l1", "l2", "linf"):  # the same operations as RecourseResult.distance
+            np.testing.assert_array_equal(costs.distance(norm), exact.distance(norm))
     assert cache.stats["r"].hits == 1 and cache.stats["c"].hits == 1
 
 

@@ -26,7 +26,7 @@ from recourse_privacy.cache import ArtifactCache, Uncacheable, artifact_key, can
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.models.cached import model_fingerprint
 from recourse_privacy.provenance import sha256_arrays
-from recourse_privacy.recourse.base import NORMS, RecourseResult, distances, fit_for
+from recourse_privacy.recourse.base import NORMS, RecourseResult, fit_for
 
 __all__ = ["RecourseCosts", "cached_fit_for", "cached_generate", "method_config"]
 
@@ -71,7 +71,16 @@ class RecourseCosts:
 
     @classmethod
     def from_result(cls, res: RecourseResult) -> RecourseCosts:
-        return cls(np.asarray(res.valid, bool), {n: distances(res.factuals, res.counterfactuals, n) for n in NORMS})
+        """Every norm of :func:`~recourse_privacy.recourse.base.distances` (the same operations) from one difference."""
+        delta = np.asarray(res.counterfactuals, dtype=np.float64) - np.asarray(res.factuals, dtype=np.float64)
+        size = np.abs(delta)
+        costs = {
+            "l0": (size > 1e-8).sum(axis=1).astype(np.float64),
+            "l1": size.sum(axis=1),
+            "l2": np.sqrt((delta**2).sum(axis=1)),
+            "linf": size.max(axis=1, initial=0.0),
+        }
+        return cls(np.asarray(res.valid, bool), {n: costs[n] for n in NORMS})
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"valid": self.valid, **{f"cost.{n}": c for n, c in self.costs.items()}}
