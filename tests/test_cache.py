@@ -185,11 +185,13 @@ def test_a_cached_model_and_its_recourse_equal_the_computed_ones(tmp_path):
         np.testing.assert_array_equal(res.counterfactuals, direct.counterfactuals)
         np.testing.assert_array_equal(res.valid, direct.valid)
         costs = cached_fit_for(LinearRecourse(), X, y, read, cache, role="c").generate(read, rejected)
+        only_l2 = cached_fit_for(LinearRecourse(), X, y, read, cache, role="c2", norms=("l2",)).generate(read, rejected)
+        assert set(only_l2.costs) == {"l2"}  # a key of its own: not the all-norms entry
         assert isinstance(costs, RecourseCosts)
         exact = LinearRecourse().generate(trained, rejected)
         for norm in ("l0", "l1", "l2", "linf"):  # the same operations as RecourseResult.distance
             np.testing.assert_array_equal(costs.distance(norm), exact.distance(norm))
-    assert cache.stats["r"].hits == 1 and cache.stats["c"].hits == 1
+    assert cache.stats["r"].hits == 1 and cache.stats["c"].hits == 1 and cache.stats["c2"].hits == 1
 
 
 def test_audit_numbers_are_the_same_with_and_without_the_cache(tmp_path):

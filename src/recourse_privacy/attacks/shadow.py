@@ -128,7 +128,9 @@ def _read_entry(path: Path, inputs_key: str, n_targets: int, n_calib: int) -> di
 
 def _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, X_t, y_t, X_c, y_c, need_cfd, artifacts=None):
     idx = np.flatnonzero(keep[:, k])
-    recourse = cached_fit_for(recourse, X_pool[idx], y_pool[idx], model, artifacts, role="shadow recourse")
+    recourse = cached_fit_for(
+        recourse, X_pool[idx], y_pool[idx], model, artifacts, role="shadow recourse", norms=(distance,)
+    )
     out = {"train_accuracy": np.array(np.mean(model.predict(X_pool[idx]) == y_pool[idx]))}
     for tag, X, y in (("targets", X_t, y_t), ("calib", X_c, y_c)):
         rejected = model.predict(X) == 0

@@ -8,7 +8,7 @@ and the SHA-256 of the query points. Two kinds of entries:
 * ``recourse``: the whole :class:`RecourseResult` (the owner's recourse: the attacks read its
   counterfactuals); larger entries than the cache's size limit are recomputed each time.
 * ``recourse-costs``: only what the shadow statistics read, validity and the cost of every
-  counterfactual in every norm (:class:`RecourseCosts`): a few numbers per point.
+  counterfactual in the norms asked for (:class:`RecourseCosts`): a few numbers per point.
 
 A method or model without a canonical description (see :func:`~recourse_privacy.cache.canonical`)
 is run as without the cache.
@@ -58,7 +58,7 @@ def _key(kind: str, config: dict, fit_digest: str | None, model, X: np.ndarray) 
 
 @dataclass(frozen=True)
 class RecourseCosts:
-    """Validity and the cost of each counterfactual in every norm: what a shadow world's statistics read."""
+    """Validity and the cost of each counterfactual in some norms: what a shadow world's statistics read."""
 
     valid: np.ndarray
     costs: dict[str, np.ndarray]
@@ -70,24 +70,17 @@ class RecourseCosts:
         return self.costs[norm]
 
     @classmethod
-    def from_result(cls, res: RecourseResult) -> RecourseCosts:
-        """Every norm of :func:`~recourse_privacy.recourse.base.distances` (the same operations) from one difference."""
-        delta = np.asarray(res.counterfactuals, dtype=np.float64) - np.asarray(res.factuals, dtype=np.float64)
-        size = np.abs(delta)
-        costs = {
-            "l0": (size > 1e-8).sum(axis=1).astype(np.float64),
-            "l1": size.sum(axis=1),
-            "l2": np.sqrt((delta**2).sum(axis=1)),
-            "linf": size.max(axis=1, initial=0.0),
-        }
-        return cls(np.asarray(res.valid, bool), {n: costs[n] for n in NORMS})
+    def from_result(cls, res: RecourseResult, norms: tuple[str, ...] = NORMS) -> RecourseCosts:
+        """The validity and the costs in ``norms`` of a computed result."""
+        return cls(np.asarray(res.valid, bool), {n: res.distance(n) for n in norms})
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"valid": self.valid, **{f"cost.{n}": c for n, c in self.costs.items()}}
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> RecourseCosts:
-        return cls(arrays["valid"].astype(bool), {n: arrays[f"cost.{n}"] for n in NORMS})
+        costs = {name[5:]: a for name, a in arrays.items() if name.startswith("cost.")}
+        return cls(arrays["valid"].astype(bool), costs)
 
 
 class _CostsOnly:
@@ -96,8 +89,8 @@ class _CostsOnly:
     The method is fitted on ``(fit_X, fit_y)`` only when a result is missing.
     """
 
-    def __init__(self, method, config, fit_X, fit_y, fit_model, artifacts: ArtifactCache, role: str):
-        self.method, self.config = method, config
+    def __init__(self, method, config, fit_X, fit_y, fit_model, artifacts: ArtifactCache, role: str, norms):
+        self.method, self.config, self.norms = method, config, tuple(norms)
         self.fit_X, self.fit_y, self.fit_model = fit_X, fit_y, fit_model
         self.fit_digest = _fit_digest(method, fit_X, fit_y)
         self.artifacts, self.role = artifacts, role
@@ -111,18 +104,29 @@ class _CostsOnly:
 
     def generate(self, model, X: np.ndarray) -> RecourseCosts:
         """Validity and costs of the method's recourse for ``X`` under ``model``."""
-        key = _key(COSTS_KIND, self.config, self.fit_digest, model, X)
+        key = _key(COSTS_KIND, self.config, [self.fit_digest, self.norms], model, X)
         arrays = self.artifacts.get_or_compute(
             COSTS_KIND,
             key,
-            lambda: RecourseCosts.from_result(self.fitted().generate(model, X)).to_arrays(),
+            lambda: RecourseCosts.from_result(self.fitted().generate(model, X), self.norms).to_arrays(),
             self.role,
         )
         return RecourseCosts.from_arrays(arrays)
 
 
-def cached_fit_for(method, X: np.ndarray, y: np.ndarray, model, artifacts: ArtifactCache | None, *, role: str):
+def cached_fit_for(
+    method,
+    X: np.ndarray,
+    y: np.ndarray,
+    model,
+    artifacts: ArtifactCache | None,
+    *,
+    role: str,
+    norms: tuple[str, ...] = NORMS,
+):
     """:func:`fit_for` ``(method, X, y, model)``; with ``artifacts``, a method giving :class:`RecourseCosts` from it.
+
+    ``norms``: the costs the caller reads (each one costs a pass over the counterfactuals).
 
     Without a cache, or for a method or model the cache cannot key, the fitted method itself.
     """
@@ -133,7 +137,10 @@ def cached_fit_for(method, X: np.ndarray, y: np.ndarray, model, artifacts: Artif
         model_fingerprint(model)
     except Uncacheable:
         return fit_for(method, X, y, model)
-    return _CostsOnly(method, config, X, y, model, artifacts, role)
+    for norm in norms:
+        if norm not in NORMS:
+            raise InvalidInputError(f"unknown norm {norm!r}; choose one of {', '.join(NORMS)}")
+    return _CostsOnly(method, config, X, y, model, artifacts, role, norms)
 
 
 def _result_arrays(res: RecourseResult) -> dict[str, np.ndarray]:
