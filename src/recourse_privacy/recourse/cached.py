@@ -10,8 +10,9 @@ and the SHA-256 of the query points. Two kinds of entries:
 * ``recourse-costs``: only what the shadow statistics read, validity and the cost of every
   counterfactual in the norms asked for (:class:`RecourseCosts`): a few numbers per point.
 
-A method or model without a canonical description (see :func:`~recourse_privacy.cache.canonical`)
-is run as without the cache.
+A method or model without a canonical description (see :func:`~recourse_privacy.cache.canonical`),
+or a method whose class sets ``cache_results = False`` (a closed form such as exact linear
+recourse, cheaper to compute than to hash its query points), is run as without the cache.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ COSTS_KIND = "recourse-costs"
 def method_config(method) -> dict:
     """The method's class and constructor parameters, canonical; raises Uncacheable where one has no description."""
     cls = type(method)
+    if not getattr(method, "cache_results", True):  # closed form: computing it is cheaper than keying the points
+        raise Uncacheable(f"{cls.__name__} is not worth caching")
     names = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs")]
     missing = [n for n in names if not hasattr(method, n)]
     if missing:

@@ -23,6 +23,9 @@ class LinearRecourse:
     honoured exactly: bounds and monotone directions have no closed form here.
     """
 
+    #: closed form: cheaper to compute again than to hash its query points (recourse_privacy.cache)
+    cache_results = False
+
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
     PARAMS = {"margin": Float(0, 1e6)}
 
