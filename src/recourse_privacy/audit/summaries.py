@@ -6,12 +6,11 @@ puts them together.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from types import MappingProxyType
 from typing import Any
-
-import math
 
 import numpy as np
 
@@ -200,7 +199,12 @@ class AttackResult:
 
     @classmethod
     def from_scores(
-        cls, metrics: AttackMetrics, scores: AttackScores, *, signal: str = "", versus_scores: VersusScores | None = None
+        cls,
+        metrics: AttackMetrics,
+        scores: AttackScores,
+        *,
+        signal: str = "",
+        versus_scores: VersusScores | None = None,
     ) -> AttackResult:
         """Combine an attack's scores (direction, conventions) with their metrics."""
         m = metrics.to_dict()

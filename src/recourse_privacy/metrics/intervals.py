@@ -107,7 +107,9 @@ def _levels(scores: np.ndarray, member: np.ndarray) -> tuple[np.ndarray, np.ndar
     return inv[member], inv[~member], int(uniq.shape[0])
 
 
-def _boot_numerators(lev1: np.ndarray, lev0: np.ndarray, n_levels: int, idx1: np.ndarray, idx0: np.ndarray) -> np.ndarray:
+def _boot_numerators(
+    lev1: np.ndarray, lev0: np.ndarray, n_levels: int, idx1: np.ndarray, idx0: np.ndarray
+) -> np.ndarray:
     """Mann-Whitney U of each replicate: rows of ``idx1`` / ``idx0`` index the resampled members / non-members.
 
     U = sum over resampled members of (#resampled non-members below + 1/2 #tied), read off the
