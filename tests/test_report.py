@@ -69,12 +69,22 @@ def test_real_audit_report_layout(default_run):
     # Verdict first, then the ROC, then the attack table; configuration collapsed.
     i_verdict = text.index('<div class="verdict')
     i_roc = text.index('<figure class="roc">')
+    i_q1 = text.index("<h2>Question 1: what the model&rsquo;s own scores leak</h2>")
+    i_q2 = text.index("<h2>Question 2: what recourse leaks, beyond the scores</h2>")
+    i_power = text.index("<h2>What this sample size can detect</h2>")
     i_attacks = text.index("<h2>Attacks</h2>")
-    assert i_verdict < i_roc < i_attacks
-    assert text.index("<h2>") == i_attacks  # no section before the verdict and ROC
+    assert i_verdict < i_roc < i_q1 < i_q2 < i_power < i_attacks
+    assert text.index("<h2>") == i_q1  # no section before the verdict and ROC
     verdict = re.search(r'<div class="verdict[^"]*">(.*?)</div>', text, re.DOTALL).group(1)
     v = verdict_of(result)
-    assert v.headline in verdict and v.attack in verdict
+    assert v.headline.replace("'", "&#x27;") in verdict and v.attack in verdict
+    # Each question's table holds its own attacks (by their registered signal), with intervals.
+    q1, q2 = text[i_q1:i_q2], text[i_q2:i_power]
+    assert "<td>loss-lrt</td>" in q1 and "<td>cfd-lrt</td>" not in q1 and "<td>random</td>" not in q1
+    assert "<td>cfd-lrt</td>" in q2 and "<td>loss</td>" not in q2 and "Beyond the scores?" in q2
+    lo, hi = result.attacks["cfd-lrt"].auc_ci
+    assert f"[{lo:.3f}, {hi:.3f}]" in q2 and "vs loss" in q2
+    assert f"With {result.n_members} members and {result.n_nonmembers} non-members" in text[i_power:i_attacks]
     for name in ATTACK_NAMES:
         assert f"<td>{name}</td>" in _section(text, "Attacks")
     config = _section(text, "Configuration")

@@ -482,7 +482,7 @@ def _beyond(
         f"{_g(v.ci_high, '.3f')}] (paired bootstrap, 95%): "
         + (
             f"it beats the scores' strongest attack by at most {_g(v.ci_high, '.3f')} AUC."
-            if v.ci_high > 0
+            if round(v.ci_high, 3) > 0
             else "the scores' strongest attack is at least as strong."
         ),
         a.name,
