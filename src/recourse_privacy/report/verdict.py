@@ -412,6 +412,16 @@ class BeyondFinding:
         return self.outcome == "beyond"
 
 
+def _diff_txt(v: Any) -> str:
+    """A recorded AUC difference with its interval: "0.080 [0.050, 0.110]"."""
+    return f"{_g(v.auc_difference, '.3f')} [{_g(v.ci_low, '.3f')}, {_g(v.ci_high, '.3f')}]"
+
+
+def _versus_finding(outcome: str, text: str, attack: str, v: Any, by: str = "") -> BeyondFinding:
+    """The finding behind a paired AUC comparison ``v`` (an attack's ``versus_scores``)."""
+    return BeyondFinding(outcome, text, attack, v.attack, v.auc_difference, (v.ci_low, v.ci_high), by)
+
+
 def _beyond(
     attacks: Mapping[str, AttackResult],
     scores: SignalFinding,
@@ -439,17 +449,11 @@ def _beyond(
     if above:
         a = max(above, key=lambda a: versus[a.name].ci_low)
         v = versus[a.name]
-        return BeyondFinding(
-            "beyond",
+        text = (
             f"Recourse leaks beyond the model's scores: {a.name}'s AUC exceeds that of the strongest score attack, "
-            f"{v.attack}, by {_g(v.auc_difference, '.3f')} [{_g(v.ci_low, '.3f')}, {_g(v.ci_high, '.3f')}] "
-            "(paired bootstrap on the same targets, 95%).",
-            a.name,
-            v.attack,
-            v.auc_difference,
-            (v.ci_low, v.ci_high),
-            "auc",
+            f"{v.attack}, by {_diff_txt(v)} (paired bootstrap on the same targets, 95%)."
         )
+        return _versus_finding("beyond", text, a.name, v, "auc")
     # rule (b): at 1% FPR, the distance attack's TPR interval lies above every score attack's
     score_tprs = [assessed[n] for n in scores.attacks if assessed[n].tpr_ci is not None]
     if score_tprs and len(score_tprs) == len(scores.attacks):
@@ -475,22 +479,16 @@ def _beyond(
         )
     a = max(by_auc, key=lambda a: versus[a.name].ci_high)
     v = versus[a.name]
-    return BeyondFinding(
-        "not-beyond",
+    text = (
         f"Recourse leaks, but not measurably more than the model's scores: {a.name}'s AUC minus that of the "
-        f"strongest score attack, {v.attack}, is {_g(v.auc_difference, '.3f')} [{_g(v.ci_low, '.3f')}, "
-        f"{_g(v.ci_high, '.3f')}] (paired bootstrap, 95%): "
+        f"strongest score attack, {v.attack}, is {_diff_txt(v)} (paired bootstrap, 95%): "
         + (
             f"it beats the scores' strongest attack by at most {_g(v.ci_high, '.3f')} AUC."
             if round(v.ci_high, 3) > 0
             else "the scores' strongest attack is at least as strong."
-        ),
-        a.name,
-        v.attack,
-        v.auc_difference,
-        (v.ci_low, v.ci_high),
-        "",
+        )
     )
+    return _versus_finding("not-beyond", text, a.name, v)
 
 
 @dataclass(frozen=True)
