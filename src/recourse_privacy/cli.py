@@ -285,14 +285,42 @@ def _print_summary(console, result) -> None:
         f"targets: {result.n_members} members, {result.n_nonmembers} non-members",
         highlight=False,
     )
-    table = Table(title="Membership inference from recourse (TPR at FPR 0.1 / 0.01 / 0.001)")
+    from recourse_privacy.report.verdict import verdict_of
+
+    def ci(value: float, pair, spec: str) -> str:  # "0.62 [0.58, 0.66]"; the value alone without an interval
+        lo, hi = pair if pair is not None else (float("nan"), float("nan"))
+        return f"{value:{spec}}" + (f" [{lo:{spec}},\u00a0{hi:{spec}}]" if lo == lo and hi == hi else "")
+
+    table = Table(title="Membership inference from recourse (95% intervals; TPR at FPR 0.1 / 0.01 / 0.001)")
     for col in ("attack", "AUC", "BA", "TPR@0.1", "TPR@0.01", "TPR@0.001", "direction"):
-        table.add_column(col, justify="left" if col in ("attack", "direction") else "right", no_wrap=True)
-    for name, a in result.attacks.items():
-        cells = [f"{a.tpr_at_fpr[k]:.4f}" + ("" if a.tpr_at_fpr_reliable[k] else "*") for k in ("0.1", "0.01", "0.001")]
-        direction = a.direction + (" (paper's; shadow game null)" if a.conventions.get("direction_fallback") else "")
-        table.add_row(name, f"{a.auc:.4f}", f"{a.balanced_accuracy:.4f}", *cells, direction)
+        left = col in ("attack", "direction")  # on a narrow terminal an interval folds below its value
+        table.add_column(col, justify="left" if left else "right", no_wrap=col == "attack", min_width=5)
+    groups = {"score": "scores", "distance": "recourse", "none": "controls"}
+    order = [*groups, *sorted({a.signal for a in result.attacks.values()} - set(groups))]
+    for signal in order:  # one block per signal: what the scores leak, what recourse leaks, the controls
+        block = [(n, a) for n, a in result.attacks.items() if a.signal == signal]
+        if not block:
+            continue
+        table.add_row(f"[dim]{groups.get(signal, signal or 'unknown')}[/]")
+        for name, a in block:
+            cells = [
+                ci(a.tpr_at_fpr[k], a.tpr_at_fpr_ci.get(k) if k == "0.01" else None, ".3f")
+                + ("" if a.tpr_at_fpr_reliable[k] else "*")
+                for k in ("0.1", "0.01", "0.001")
+            ]
+            fallback = " (paper's; shadow game null)" if a.conventions.get("direction_fallback") else ""
+            table.add_row(
+                f"  {name}", ci(a.auc, a.auc_ci, ".2f"), f"{a.balanced_accuracy:.3f}", *cells, a.direction + fallback
+            )
+        table.add_section()
     console.print(table)
+    verdict = verdict_of(result)
+    console.print(f"[bold]{verdict.headline}[/]", highlight=False)
+    for finding in (verdict.scores, verdict.recourse, verdict.beyond):
+        if finding is not None:
+            console.print(f"  {finding.text}", highlight=False, markup=False)
+    if verdict.detectable is not None:
+        console.print(f"  {verdict.detectable.text}", highlight=False, markup=False, style="dim")
     dp = result.dp
     if dp is not None:
         console.print(

@@ -120,7 +120,7 @@ def run_audit(
 
     clock.begin("attacks")
     scores = stages.run_attacks(config, stages.attack_inputs(config, game, targets, res, cfd, shadow))
-    attacks, warns = stages.measure_attacks(scores, targets.is_member)
+    attacks, warns = stages.measure_attacks(scores, targets.is_member, seed=config.seed)
     clock.lap("attacks")
 
     recourse = stages.summarize_recourse(res, targets.is_member, config.distance)
