@@ -190,6 +190,8 @@ class DiverseCounterfactuals:
         n, d = X.shape
         cfs, n_iter = self._run(module, X, rng)
         cfs = self._posthoc_sparsity(model, X, cfs)
+        if self.action_set is not None and self.action_set.structured:  # choose among valid rows
+            cfs = self.action_set.project(cfs, X[:, None, :])
         valid_k = (model.predict(cfs.reshape(-1, d)) == 1).reshape(n, -1) if n else np.zeros((0, self.total_cfs), bool)
         dist = (np.abs(cfs - X[:, None, :]) / self.scale_ * self.weights_).sum(axis=2)
         best = np.argmin(np.where(valid_k, dist, np.inf), axis=1) if n else np.zeros(0, int)
