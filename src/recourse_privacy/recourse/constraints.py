@@ -94,6 +94,11 @@ class ActionSet:
         return bool(self.groups) or (self.integer is not None and bool(self.integer.any()))
 
     @property
+    def actionability(self) -> ActionSet:
+        """The same immutability, monotonicity and ranges without the structure (for continuous iterates)."""
+        return ActionSet(self.immutable, self.increasing, self.lower, self.upper)
+
+    @property
     def in_group(self) -> np.ndarray:
         """Boolean mask of the features that belong to a one-hot group."""
         mask = np.zeros(self.n_features, dtype=bool)
