@@ -91,7 +91,7 @@ def _fit_group(models: list[MLPModel], X: np.ndarray, y: np.ndarray, rows: list[
     linears = [[layer for layer in mod.modules() if isinstance(layer, torch.nn.Linear)] for mod in modules]
     stack = _Stack(K, (d, *proto.hidden_layers), dev)
     stack.load(linears)
-    Xt = torch.as_tensor(X, dtype=torch.float32).to(dev)
+    Xt = torch.as_tensor(np.column_stack([X, np.ones(len(X))]), dtype=torch.float32).to(dev)
     yt = torch.as_tensor(y, dtype=torch.float32).to(dev)
     idx = torch.as_tensor(np.stack(rows), dtype=torch.long)  # (K, m), on the CPU like the generators
     gens = [torch.Generator().manual_seed(s) for s in seeds]
@@ -100,7 +100,7 @@ def _fit_group(models: list[MLPModel], X: np.ndarray, y: np.ndarray, rows: list[
         for _ in range(proto.epochs):
             # each model's own minibatch order, drawn as MLPModel.fit draws it; gathered once per epoch
             order = torch.stack([idx[k, torch.randperm(m, generator=g)] for k, g in enumerate(gens)]).to(dev)
-            X_epoch, y_epoch = Xt[order], yt[order].unsqueeze(1)  # (K, m, d), (K, 1, m)
+            X_epoch, y_epoch = Xt[order], yt[order].unsqueeze(1)  # (K, m, d + 1) with the ones column, (K, 1, m)
             for start in range(0, m, bs):
                 stack.step(X_epoch[:, start : start + bs], y_epoch[:, :, start : start + bs])
                 stack.adam(proto.lr, proto.weight_decay)
@@ -116,96 +116,120 @@ def _fit_group(models: list[MLPModel], X: np.ndarray, y: np.ndarray, rows: list[
 class _Stack:
     """K ReLU networks of widths ``(d, h_1, ..., h_L)`` and one logit, stacked: parameters, gradients, Adam state.
 
-    Hidden layer l holds ``W[l]`` (K, n_in, n_out) (``nn.Linear.weight`` transposed) and ``b[l]``
-    (K, 1, n_out); the output layer ``w_out`` (K, 1, h_L) and ``b_out`` (K, 1, 1). All are views
-    of one flat vector, and so are their gradients, so Adam is one fused elementwise pass.
+    Hidden layer 0 holds ``W[0]`` (K, d + 1, h_1): ``nn.Linear.weight`` transposed with the bias
+    as its last row, applied to inputs with a column of ones appended (so that one product
+    gives both the weight and the bias gradient, and the forward copies no bias). Hidden layer
+    l > 0 holds ``W[l]`` (K, h_l, h_{l+1}) and ``b[l]`` (K, 1, h_{l+1}); the output layer
+    ``w_out`` (K, 1, h_L) and ``b_out`` (K, 1, 1). All are views of one flat vector, and so are
+    their gradients, so Adam is one fused elementwise pass.
     """
 
     def __init__(self, K: int, widths: tuple[int, ...], dev) -> None:
         import torch
 
         self.K, self.widths, self.dev = K, widths, dev
-        shapes = []
-        for n_in, n_out in zip(widths[:-1], widths[1:]):
+        shapes = [(K, widths[0] + 1, widths[1])]
+        for n_in, n_out in zip(widths[1:-1], widths[2:]):
             shapes += [(K, n_in, n_out), (K, 1, n_out)]
         shapes += [(K, 1, widths[-1]), (K, 1, 1)]
         sizes = [int(np.prod(s)) for s in shapes]
         self.flat = torch.zeros(sum(sizes), dtype=torch.float32, device=dev)
         self.grad = torch.zeros_like(self.flat)
-        self.params = [t.view(s) for t, s in zip(self.flat.split(sizes), shapes)]
-        self.grads = [t.view(s) for t, s in zip(self.grad.split(sizes), shapes)]
+        params = [t.view(s) for t, s in zip(self.flat.split(sizes), shapes)]
+        grads = [t.view(s) for t, s in zip(self.grad.split(sizes), shapes)]
+        self.W, self.gW = [params[0], *params[1:-2:2]], [grads[0], *grads[1:-2:2]]
+        self.b, self.gb = [None, *params[2:-2:2]], [None, *grads[2:-2:2]]
+        self.w_out, self.b_out, self.g_w_out, self.g_b_out = *params[-2:], *grads[-2:]
         self.exp_avg = torch.zeros_like(self.flat)
         self.exp_avg_sq = torch.zeros_like(self.flat)
         self.steps = torch.zeros((), dtype=torch.float32, device=dev)
         self._buffers: dict[int, tuple] = {}
 
     def load(self, linears) -> None:
-        """Copy each model's ``nn.Linear`` layers into the stack (hidden weights transposed)."""
+        """Copy each model's ``nn.Linear`` layers into the stack (hidden weights transposed, layer 0's bias as a row)."""
         import torch
 
         with torch.no_grad():
-            for j, p in enumerate(self.params):
-                layer, is_bias = divmod(j, 2)
-                last = layer == len(self.widths) - 1
-                if is_bias:
-                    src = torch.stack([lin[layer].bias for lin in linears]).unsqueeze(1)
-                else:
-                    src = torch.stack([lin[layer].weight if last else lin[layer].weight.T for lin in linears])
-                p.copy_(src.to(p.dtype))
+            for k, lin in enumerate(linears):
+                self.W[0][k, :-1].copy_(lin[0].weight.T)
+                self.W[0][k, -1].copy_(lin[0].bias)
+                for layer in range(1, len(self.W)):
+                    self.W[layer][k].copy_(lin[layer].weight.T)
+                    self.b[layer][k, 0].copy_(lin[layer].bias)
+                self.w_out[k].copy_(lin[-1].weight)
+                self.b_out[k, 0].copy_(lin[-1].bias)
 
     def store(self, linears) -> None:
         """Copy the trained stack back into each model's ``nn.Linear`` layers (on the CPU)."""
         import torch
 
-        cpu = [p.cpu() for p in self.params]
+        W = [w.cpu() for w in self.W]
+        b = [None if v is None else v.cpu() for v in self.b]
+        w_out, b_out = self.w_out.cpu(), self.b_out.cpu()
         with torch.no_grad():
-            for j, p in enumerate(cpu):
-                layer, is_bias = divmod(j, 2)
-                last = layer == len(self.widths) - 1
-                for k, lin in enumerate(linears):
-                    target = lin[layer].bias if is_bias else lin[layer].weight
-                    value = p[k, 0] if is_bias else (p[k] if last else p[k].T)
-                    target.copy_(value.to(target.dtype))
+            for k, lin in enumerate(linears):
+                lin[0].weight.copy_(W[0][k, :-1].T)
+                lin[0].bias.copy_(W[0][k, -1])
+                for layer in range(1, len(W)):
+                    lin[layer].weight.copy_(W[layer][k].T)
+                    lin[layer].bias.copy_(b[layer][k, 0])
+                lin[-1].weight.copy_(w_out[k])
+                lin[-1].bias.copy_(b_out[k, 0])
 
     def _buffers_for(self, B: int) -> tuple:
-        """(activations, their gradients, logits) for a batch of ``B`` rows, allocated once per batch size."""
+        """Activations, their gradients, the logits and a scratch input for a batch of ``B`` rows, allocated once."""
         import torch
 
         if B not in self._buffers:
             kw = dict(dtype=torch.float32, device=self.dev)
             hs = [torch.empty(self.K, B, h, **kw) for h in self.widths[1:]]
-            gs = [torch.empty(self.K, B, h, **kw) for h in self.widths[1:]]
-            self._buffers[B] = (hs, gs, torch.empty(self.K, 1, B, **kw))
+            gs = [torch.empty(self.K, B, h, **kw) for h in self.widths[1:-1]]
+            n_in = self.widths[0] + 1 if len(hs) == 1 else self.widths[-2]
+            self._buffers[B] = (hs, gs, torch.empty(self.K, 1, B, **kw), torch.empty(self.K, B, n_in, **kw))
         return self._buffers[B]
 
     def step(self, xb, yb) -> None:
-        """Gradients of every model's mean binary cross-entropy on its batch: ``xb`` (K, B, d), ``yb`` (K, 1, B)."""
+        """Gradients of every model's mean binary cross-entropy on its batch.
+
+        ``xb`` (K, B, d + 1) with a last column of ones, ``yb`` (K, 1, B). The last hidden
+        layer's gradient is rank one per model before the ReLU mask M: with g the logit
+        gradients (K, 1, B) and w the output weights, dL/dW = ((a * g^T)^T M) * w and
+        dL/db = (g M) * w, so the (K, B, h) gradient is never formed for it.
+        """
         import torch
 
         B = xb.shape[1]
-        hs, gs, z = self._buffers_for(B)
+        hs, gs, z, scaled = self._buffers_for(B)
         n_hidden = len(hs)
-        W, b = self.params[0 : 2 * n_hidden : 2], self.params[1 : 2 * n_hidden : 2]
-        gW, gb = self.grads[0 : 2 * n_hidden : 2], self.grads[1 : 2 * n_hidden : 2]
-        w_out, b_out, g_w_out, g_b_out = self.params[-2], self.params[-1], self.grads[-2], self.grads[-1]
         a = xb
         for layer in range(n_hidden):
-            torch.baddbmm(b[layer], a, W[layer], out=hs[layer]).relu_()
-            a = hs[layer]
+            if layer == 0:
+                torch.bmm(a, self.W[0], out=hs[0])
+            else:
+                torch.baddbmm(self.b[layer], a, self.W[layer], out=hs[layer])
+            a = hs[layer].relu_()
         # the output layer as (K, 1, h) x (K, h, B): a batched matrix-vector product laid out as a GEMM row
-        torch.baddbmm(b_out, w_out, a.transpose(1, 2), out=z)
+        torch.baddbmm(self.b_out, self.w_out, a.transpose(1, 2), out=z)
         gz = z.sigmoid_().sub_(yb).div_(B)  # d(mean BCE)/d(logit), (K, 1, B)
-        torch.bmm(gz, a, out=g_w_out)
-        torch.sum(gz, dim=2, keepdim=True, out=g_b_out)
-        torch.mul(gz.transpose(1, 2), w_out, out=gs[-1])  # d/d(last hidden activation), (K, B, h_L)
+        torch.bmm(gz, a, out=self.g_w_out)
+        torch.sum(gz, dim=2, keepdim=True, out=self.g_b_out)
+        mask = a.sign_()  # the last ReLU's mask, in place: its activations are no longer needed
+        last = n_hidden - 1
+        inputs = xb if last == 0 else hs[last - 1]
+        torch.mul(inputs, gz.transpose(1, 2), out=scaled)
+        torch.bmm(scaled.transpose(1, 2), mask, out=self.gW[last]).mul_(self.w_out)
+        if not last:
+            return
+        torch.bmm(gz, mask, out=self.gb[last]).mul_(self.w_out)
+        grad = mask.mul_(gz.transpose(1, 2)).mul_(self.w_out)  # dL/d(last pre-activation), in place
+        torch.bmm(grad, self.W[last].transpose(1, 2), out=gs[last - 1])
         relu_backward = torch.ops.aten.threshold_backward.grad_input
-        for layer in reversed(range(n_hidden)):
-            relu_backward(gs[layer], hs[layer], 0.0, grad_input=gs[layer])  # zero where the unit was off
-            inputs = xb if layer == 0 else hs[layer - 1]
-            torch.bmm(inputs.transpose(1, 2), gs[layer], out=gW[layer])
-            torch.sum(gs[layer], dim=1, keepdim=True, out=gb[layer])
+        for layer in reversed(range(last)):
+            relu_backward(gs[layer], hs[layer], 0.0, grad_input=gs[layer])  # dL/d(pre-activation of `layer`)
+            torch.bmm((xb if layer == 0 else hs[layer - 1]).transpose(1, 2), gs[layer], out=self.gW[layer])
             if layer:
-                torch.bmm(gs[layer], W[layer].transpose(1, 2), out=gs[layer - 1])
+                torch.sum(gs[layer], dim=1, keepdim=True, out=self.gb[layer])
+                torch.bmm(gs[layer], self.W[layer].transpose(1, 2), out=gs[layer - 1])
 
     def adam(self, lr: float, weight_decay: float) -> None:
         """One Adam step (torch's defaults: betas 0.9, 0.999, eps 1e-8; L2 ``weight_decay``) over every model."""
