@@ -12,12 +12,14 @@ minibatch order (the same seeded ``torch.randperm`` per epoch); the loss is the 
 models' mean batch losses and Adam is elementwise, so each network follows the trajectory it
 follows alone, up to floating-point summation order.
 
-Why not ``torch.func.vmap`` (the previous implementation): profiled on 16 networks of width
-1,000 (heloc, batch 64), its step spent most of its time outside the two real matrix products:
-batched matrix-vector products for the width-1 output layer that run as slow GEMMs (10x a
-broadcast product), fresh (K, batch, width) temporaries every step (page faults: a ReLU
-backward slower than the matrix products), autograd bookkeeping and Adam's per-tensor Python
-loop. See ``benchmarks/bench_shadow_batched.py``.
+Why not ``torch.func.vmap`` (the previous implementation): profiled (``torch.profiler``) on 16
+networks of width 1,000 (heloc, batch 64), its step spent most of its time outside the two
+matrix products that carry the FLOPs: batched matrix-vector products of the width-1 output
+layer laid out as (K, B, h) x (K, h, 1), which run about 40x slower than the same product laid
+out as (K, 1, h) x (K, h, B); fresh (K, B, h) temporaries every step (page faults: the ReLU
+backward took longer than a matrix product); autograd bookkeeping; Adam's per-tensor loop. Here
+the two first-layer products are more than half of a step on the CPU. See
+``benchmarks/bench_shadow_batched.py``.
 """
 
 from __future__ import annotations
@@ -191,10 +193,11 @@ class _Stack:
     def step(self, xb, yb) -> None:
         """Gradients of every model's mean binary cross-entropy on its batch.
 
-        ``xb`` (K, B, d + 1) with a last column of ones, ``yb`` (K, 1, B). The last hidden
-        layer's gradient is rank one per model before the ReLU mask M: with g the logit
-        gradients (K, 1, B) and w the output weights, dL/dW = ((a * g^T)^T M) * w and
-        dL/db = (g M) * w, so the (K, B, h) gradient is never formed for it.
+        ``xb`` (K, B, d + 1) with a last column of ones, ``yb`` (K, 1, B). The gradient at the
+        last hidden layer's pre-activations is rank one per model before the ReLU mask M: with
+        g the logit gradients (K, 1, B), w the output weights and a the layer's input,
+        dL/dW = ((a * g^T)^T M) * w and dL/db = (g M) * w. With one hidden layer (the paper's
+        MLP) no (K, B, h) gradient is ever formed: M overwrites the activations in place.
         """
         import torch
 
