@@ -98,11 +98,14 @@ def _fit_group(models: list[MLPModel], X: np.ndarray, y: np.ndarray, rows: list[
     idx = torch.as_tensor(np.stack(rows), dtype=torch.long)  # (K, m), on the CPU like the generators
     gens = [torch.Generator().manual_seed(s) for s in seeds]
     m, bs = idx.shape[1], proto.batch_size
+    X_epoch = torch.empty(K, m, d + 1, dtype=torch.float32, device=dev)  # with the ones column
+    y_epoch = torch.empty(K, 1, m, dtype=torch.float32, device=dev)
     with torch_threads(1), torch.no_grad():
         for _ in range(proto.epochs):
             # each model's own minibatch order, drawn as MLPModel.fit draws it; gathered once per epoch
             order = torch.stack([idx[k, torch.randperm(m, generator=g)] for k, g in enumerate(gens)]).to(dev)
-            X_epoch, y_epoch = Xt[order], yt[order].unsqueeze(1)  # (K, m, d + 1) with the ones column, (K, 1, m)
+            torch.index_select(Xt, 0, order.view(-1), out=X_epoch.view(K * m, d + 1))
+            torch.index_select(yt, 0, order.view(-1), out=y_epoch.view(K * m))
             for start in range(0, m, bs):
                 stack.step(X_epoch[:, start : start + bs], y_epoch[:, :, start : start + bs])
                 stack.adam(proto.lr, proto.weight_decay)
@@ -216,7 +219,7 @@ class _Stack:
         gz = z.sigmoid_().sub_(yb).div_(B)  # d(mean BCE)/d(logit), (K, 1, B)
         torch.bmm(gz, a, out=self.g_w_out)
         torch.sum(gz, dim=2, keepdim=True, out=self.g_b_out)
-        mask = a.sign_()  # the last ReLU's mask, in place: its activations are no longer needed
+        mask = a.gt_(0)  # the last ReLU's 0/1 mask, in place: its activations are no longer needed
         last = n_hidden - 1
         inputs = xb if last == 0 else hs[last - 1]
         torch.mul(inputs, gz.transpose(1, 2), out=scaled)
