@@ -19,6 +19,7 @@ from recourse_privacy.audit.stages import Progress
 from recourse_privacy.audit.summaries import DataSummary, ModelSummary, PoolSizes, Provenance
 from recourse_privacy.data import dataset_file
 from recourse_privacy.models.base import accuracy
+from recourse_privacy.models.device import use_device
 from recourse_privacy.models.registry import model_factory
 from recourse_privacy.processes import workers_die_with_parent
 from recourse_privacy.provenance import content_key, sha256_file
@@ -77,6 +78,12 @@ def run_audit(
     resumes where it stopped.
     """
     config = AuditConfig.from_dict({**(config or AuditConfig()).to_dict(), **overrides}).validate()
+    with use_device(config.device):  # every torch step of the game (models, gradient recourse) on this device
+        return _play(config, out_dir, progress)
+
+
+def _play(config: AuditConfig, out_dir: str | Path | None, progress: Progress | None) -> AuditResult:
+    """The game of :func:`run_audit` with a validated ``config``."""
     if out_dir is not None:
         out_dir = check_output_dir(out_dir)
     clock = _Clock(progress or (lambda stage, done, total: None))

@@ -56,7 +56,27 @@ def logit_module(net: nn.Module) -> nn.Module:
 
 @torch.no_grad()
 def batched_logits(module: nn.Module, X: np.ndarray, batch_size: int = 8192) -> np.ndarray:
-    """Run ``module`` on ``X`` in chunks and return float64 logits."""
-    dtype = next(module.parameters()).dtype
-    out = [module(torch.as_tensor(X[i : i + batch_size], dtype=dtype)) for i in range(0, len(X), batch_size)]
-    return torch.cat(out).double().numpy() if out else np.zeros(0)
+    """Run ``module`` on ``X`` in chunks, on the module's device, and return float64 logits (numpy)."""
+    p = next(module.parameters())
+    out = [
+        module(torch.as_tensor(X[i : i + batch_size], dtype=p.dtype, device=p.device))
+        for i in range(0, len(X), batch_size)
+    ]
+    return torch.cat(out).double().cpu().numpy() if out else np.zeros(0)
+
+
+def module_on_device(module: nn.Module, device: str | None = None) -> nn.Module:
+    """``module`` on ``device`` (None: the current :func:`~recourse_privacy.models.device.use_device` block).
+
+    The module itself where it is already there; else a copy moved there, so that a fitted
+    model's own network never changes device.
+    """
+    import copy
+
+    from recourse_privacy.models.device import resolve_device
+
+    dev = resolve_device(device)
+    p = next(module.parameters(), None)
+    if p is None or p.device == dev:
+        return module
+    return copy.deepcopy(module).to(dev)
