@@ -102,8 +102,17 @@ def shell_search(
     logit within its error bound of acceptance) are built and scored by the model itself, so
     the result is the one of scoring every candidate.
     """
-    n, d = X.shape
+    from recourse_privacy.models.torch_utils import torch_threads
+
     p = NORM_ORD[check_norm(norm)]
+    # many small blocks: one thread, which never waits for a second core another process holds
+    with torch_threads(1):
+        return _shell_loop(X, centers, candidates, model, n_samples, p, step, max_iter, seed, max_candidates, shifted)
+
+
+def _shell_loop(X, centers, candidates, model, n_samples, p, step, max_iter, seed, max_candidates, shifted):
+    """The loop of :func:`shell_search` (``p``: the norm's order)."""
+    n = len(X)
     X_cf = X.copy()
     found = np.zeros(n, dtype=bool)
     n_iter = np.full(n, -1, dtype=np.int64)
