@@ -150,11 +150,11 @@ def test_cchvae_gives_the_plain_searchs_counterfactuals(mlp):
         return vae.decode(latents.reshape(m * s, k), np.repeat(Xr[rows], s, axis=0)).reshape(m, s, -1)
 
     X_cf, n_iter = reference_shell_search(
-        Xr[:40],
-        vae.encode(Xr[:40]),
+        Xr[:25],
+        vae.encode(Xr[:25]),
         candidates,
         model,
-        n_samples=300,
+        n_samples=100,
         p=1,
         step=0.1,
         max_iter=1000,
