@@ -80,6 +80,15 @@ def test_chain_logits_are_the_modules_values(mlp):
     np.testing.assert_array_equal(model.decision_function(Xb), ref.double().numpy())
     np.testing.assert_array_equal(model.search_logits(Xb), model.decision_function(Xb))
     np.testing.assert_array_equal(chain_logits(linear_chain(model.module_), Xb).numpy(), ref.numpy())
+    # a single linear layer is a chain too
+    lin = TorchModel(torch.nn.Sequential(torch.nn.Linear(6, 1)), n_features=6)
+    with torch.no_grad():
+        np.testing.assert_array_equal(
+            lin.decision_function(Xb), lin.module_(torch.as_tensor(Xb, dtype=torch.float32)).double().numpy()
+        )
+    logits, bound = lin.shifted_logits(X[:5], X[:7])
+    exact = lin.decision_function((X[:5, None, :] + X[None, :7]).reshape(-1, 6)).reshape(5, 7)
+    assert (np.abs(logits - exact) <= bound[:, None]).all()
     # a network of another form is no chain and runs as itself
     net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
     other = TorchModel(net, n_features=6)

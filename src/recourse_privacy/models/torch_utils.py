@@ -133,8 +133,12 @@ def chain_logits(layers, X) -> torch.Tensor:
 def _chain_logits(layers, X) -> torch.Tensor:
     W0 = layers[0][0]
     X = torch.as_tensor(X, dtype=W0.dtype, device=W0.device)
-    rows = _block_rows(max(W.shape[0] for W, _ in layers))
     out = torch.empty(len(X), 1, dtype=W0.dtype, device=W0.device)
+    if len(layers) == 1:  # a single Linear(d, 1): the module's chunks of 8,192 rows
+        for lo in range(0, len(X), 8192):
+            torch.addmm(layers[0][1], X[lo : lo + 8192], W0.T, out=out[lo : lo + 8192])
+        return out.reshape(len(X))
+    rows = _block_rows(max(W.shape[0] for W, _ in layers))
     bufs = _buffers(layers, rows, W0)
     W, b = layers[0]
     for lo in range(0, len(X), rows):
@@ -178,6 +182,8 @@ def _shifted_chain_logits(layers, X: np.ndarray, offsets: np.ndarray) -> tuple[n
         k = W_.shape[1] + 2
     gamma += k * u / (1 - k * u)
     bound = (4.0 * gamma * mag.reshape(n)).double().cpu().numpy()  # twice the bound of each of the two computations
+    if len(layers) == 1:  # a single Linear(d, 1)
+        return (A + B.T).double().cpu().numpy(), bound
 
     width = max(W_.shape[0] for W_, _ in layers)
     rows = max(1, BLOCK_ELEMENTS // (width * max(s, 1)))
