@@ -20,6 +20,7 @@ from recourse_privacy.audit.summaries import DataSummary, ModelSummary, PoolSize
 from recourse_privacy.cache import ArtifactCache, open_cache
 from recourse_privacy.data import dataset_file
 from recourse_privacy.models.base import accuracy
+from recourse_privacy.models.device import use_device
 from recourse_privacy.models.registry import model_factory
 from recourse_privacy.processes import workers_die_with_parent
 from recourse_privacy.provenance import content_key, sha256_file
@@ -85,6 +86,17 @@ def run_audit(
     are the same with and without it.
     """
     config = AuditConfig.from_dict({**(config or AuditConfig()).to_dict(), **overrides}).validate()
+    with use_device(config.device):  # every torch step of the game (models, gradient recourse) on this device
+        return _play(config, out_dir, progress, cache)
+
+
+def _play(
+    config: AuditConfig,
+    out_dir: str | Path | None,
+    progress: Progress | None,
+    cache: ArtifactCache | str | Path | bool | None = None,
+) -> AuditResult:
+    """The game of :func:`run_audit` with a validated ``config``."""
     if out_dir is not None:
         out_dir = check_output_dir(out_dir)
     clock = _Clock(progress or (lambda stage, done, total: None))
@@ -129,7 +141,7 @@ def run_audit(
 
     clock.begin("attacks")
     scores = stages.run_attacks(config, stages.attack_inputs(config, game, targets, res, cfd, shadow))
-    attacks, warns = stages.measure_attacks(scores, targets.is_member)
+    attacks, warns = stages.measure_attacks(scores, targets.is_member, seed=config.seed)
     clock.lap("attacks")
 
     recourse = stages.summarize_recourse(res, targets.is_member, config.distance)

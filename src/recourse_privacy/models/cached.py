@@ -5,7 +5,9 @@ A model class whose fitted state can be written as plain arrays registers a :cla
 :class:`~recourse_privacy.models.mlp.MLPModel`; the DP-trained models are not cached). A
 trained model is keyed by its class, its constructor parameters (the seed included), the
 trainer (one-by-one ``fit`` or :func:`~recourse_privacy.models.batched.fit_mlps_batched`, whose
-numbers agree only within float tolerance) and the SHA-256 of its exact training rows; a model
+numbers agree only within float tolerance) with the device it trains on (``cpu``/``cuda``, as the
+model's ``device`` or the enclosing ``use_device`` block resolves it) and the SHA-256 of its
+exact training rows; a model
 without a codec, or with a parameter that has no canonical description, is simply trained.
 """
 
@@ -109,7 +111,12 @@ def model_fingerprint(model) -> str:
 
 
 def _key(model, X: np.ndarray, y: np.ndarray, trainer: str) -> str:
-    return artifact_key(MODEL_KIND, model_config(model), trainer, sha256_arrays(np.asarray(X), np.asarray(y)))
+    config = model_config(model)  # first: raises Uncacheable for a model without a codec
+    if hasattr(model, "device"):  # the device training runs on (its numbers differ within float tolerance)
+        from recourse_privacy.models.device import device_kind
+
+        trainer = f"{trainer}@{device_kind(model.device)}"
+    return artifact_key(MODEL_KIND, config, trainer, sha256_arrays(np.asarray(X), np.asarray(y)))
 
 
 def fit_cached(model, X: np.ndarray, y: np.ndarray, artifacts: ArtifactCache | None, *, role: str):
