@@ -278,7 +278,7 @@ def _print_summary(console, result) -> None:
 
     cfg, model, rec = result.config, result.model, result.recourse
     console.print(
-        f"\n[bold]{cfg.data or cfg.dataset}[/] | model {cfg.model} "
+        f"\n[bold]{cfg.data or cfg.dataset}[/] | model {cfg.model_label} "
         f"(train acc {model.train_accuracy:.3f}, test acc {model.test_accuracy:.3f}) | "
         f"recourse {cfg.recourse} (validity {rec.validity:.3f}, "
         f"mean L1 {rec.mean_l1:.3g}, mean L2 {rec.mean_l2:.3g}) | "

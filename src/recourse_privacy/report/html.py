@@ -148,8 +148,8 @@ def _fpr_sort_key(key: str) -> tuple[int, float, str]:
 def _dataset_label(result: AuditResult) -> str:
     """The named dataset, or for --data the file name and its target column."""
     cfg = result.config
-    if cfg.data:
-        name = Path(str(cfg.data)).name or str(cfg.data)
+    if cfg.data is not None:
+        name = Path(str(result.data.dataset)).name or str(result.data.dataset)
         return f"{name} (target column {cfg.target})" if cfg.target else name
     return str(cfg.dataset)
 
@@ -165,8 +165,8 @@ def _defense_label(result: AuditResult) -> str | None:
 def audit_label(result: AuditResult) -> str:
     """A short label of the audit: data, model, recourse and (if any) the defense with its epsilon."""
     cfg = result.config
-    data = Path(str(cfg.data)).name if cfg.data else str(cfg.dataset)
-    bits = [data, str(cfg.model), str(cfg.recourse)]
+    data = Path(str(result.data.dataset)).name if cfg.data is not None else str(cfg.dataset)
+    bits = [data, cfg.model_label, str(cfg.recourse)]
     defense = _defense_label(result)
     return " / ".join(bits + ([defense] if defense else []))
 
@@ -178,7 +178,7 @@ def report_title(result: AuditResult) -> str:
 
 def _subtitle(result: AuditResult) -> str:
     cfg = result.config
-    parts = [f"target column {cfg.target}"] if cfg.data and cfg.target else []
+    parts = [f"target column {cfg.target}"] if cfg.data is not None and cfg.target else []
     parts += [
         f"model trained: {result.model.name}",
         f"recourse released: {result.recourse.method}",
