@@ -291,12 +291,15 @@ def counterfactual_table(
         after = pre.inverse_transform(res.counterfactuals)
     except IncompatibleError as err:
         return None, f"counterfactuals.csv not written: {err}"
+    if targets.rows is not None:  # the data's own values, not their round trip through the scaling
+        before = game.dataset.X.iloc[targets.rows].reset_index(drop=True)[list(before.columns)]
     changed = np.zeros((len(before), before.shape[1]), dtype=bool)
     for j, col in enumerate(before.columns):
         a, b = before[col].to_numpy(), after[col].to_numpy()
         if col in pre.numeric_:
             a, b = a.astype(np.float64), b.astype(np.float64)
             changed[:, j] = np.abs(b - a) > 1e-9 * np.maximum(1.0, np.abs(a))
+            after[col] = np.where(changed[:, j], b, a)  # unchanged: exactly the original value
         else:
             changed[:, j] = a != b
     names = np.asarray([str(c) for c in before.columns], dtype=object)

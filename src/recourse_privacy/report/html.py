@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from recourse_privacy import __version__ as version
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.report.counterfactuals import examples_html
 from recourse_privacy.report.verdict import (
     AttackAssessment,
     BoundCheck,
@@ -559,6 +560,7 @@ def _render(result: AuditResult, images: Mapping[str, str | Path]) -> str:
         _model_section(result),
         "<h2>Recourse</h2>",
         _recourse_section(result),
+        examples_html(getattr(result.arrays, "counterfactuals", None)),
         "<h2>Data</h2>",
         _data_section(result),
         _shadow_section(result),
