@@ -111,12 +111,10 @@ class AuditConfig:
             )
         if self.data is not None and not self.target:
             raise InvalidInputError("--data needs --target COLUMN (the binary label column)")
-        self._check_user_data()
+        self.check_user_inputs()
         RECOURSE_METHODS.check(self.recourse)
         check_choice(self.recourse_fit, "recourse_fit", RECOURSE_FIT)
-        if self.user_model:
-            self._check_user_model()
-        else:
+        if not self.user_model:
             MODELS.check(self.model)
             DEFENSES.get(self.defense).obj.validate(self)
             model_name = self.effective_model[0]
@@ -162,12 +160,27 @@ class AuditConfig:
         self._check_component_params()
         return self
 
+    def check_user_inputs(self) -> None:
+        """The user's data options and model object (:meth:`validate` runs it; so does the ``recourse`` command)."""
+        self._check_user_data()
+        if self.user_model:
+            self._check_user_model()
+
     def _check_user_data(self) -> None:
         """The user's data options: a path or a DataFrame; column options only with it; numeric bounds."""
         is_path = isinstance(self.data, str)
         if self.data is not None and not is_path and not describe_data(self.data).startswith("DataFrame("):
             raise InvalidInputError(
                 f"data must be a CSV/Parquet path or a pandas DataFrame; got {type(self.data).__name__}"
+            )
+        if self.data is not None and self.data_params:
+            hint = (
+                f"positive_label={self.data_params['positive_label']!r} (--positive-label)"
+                if "positive_label" in self.data_params
+                else "positive_label, categorical, immutable, increasing, bounds"
+            )
+            raise InvalidInputError(
+                f"data_params {sorted(self.data_params)} apply to the named datasets; your own data takes {hint}"
             )
         given = [n for n in ("positive_label", "categorical", "immutable", "increasing", "bounds") if getattr(self, n)]
         if given and self.data is None:

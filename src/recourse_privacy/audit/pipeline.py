@@ -128,7 +128,11 @@ def run_audit(
     res, session = defense.owner_recourse(config, method, targets.model, fit_X, fit_y, targets.X)
     cfd = res.distance(config.distance)
     counterfactuals, note = (
-        stages.counterfactual_table(game, targets, res, config.distance) if config.data is not None else (None, None)
+        stages.counterfactual_table(
+            game.preprocessor, game.dataset, targets.rows, res, config.distance, targets.is_member
+        )
+        if config.data is not None
+        else (None, None)
     )
     clock.lap("recourse")
 

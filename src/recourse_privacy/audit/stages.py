@@ -274,25 +274,30 @@ def shadow_summary(config: AuditConfig, shadow: ShadowData, n_members: int) -> t
 
 
 def counterfactual_table(
-    game: GameData, targets: Targets, res: RecourseResult, distance: str
+    pre: Preprocessor,
+    dataset: Dataset,
+    rows: np.ndarray | None,
+    res: RecourseResult,
+    distance: str,
+    is_member: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame | None, str | None]:
-    """One row per target in the data's own columns and units: ``row`` (position in the data),
-    ``member``, ``valid``, ``cost`` (the audit's distance, encoded space), ``changed`` (the columns
-    recourse changes), then each column's original value and its recourse value (``COL_cf``).
+    """One row per factual in the data's own columns and units: ``row`` (position in the data),
+    ``member`` (with ``is_member``), ``valid``, ``cost_<distance>`` (encoded space, what the attacks
+    read), ``n_changed`` and ``changed`` (the columns recourse changes), then each column's
+    original value and its recourse value (``COL_cf``).
 
     (None, why) where the encoded points cannot be decoded (a numeric column dropped by the
     correlation filter, or rows normalised).
     """
     from recourse_privacy.errors import IncompatibleError
 
-    pre = game.preprocessor
     try:
         before = pre.inverse_transform(res.factuals)
         after = pre.inverse_transform(res.counterfactuals)
     except IncompatibleError as err:
         return None, f"counterfactuals.csv not written: {err}"
-    if targets.rows is not None:  # the data's own values, not their round trip through the scaling
-        before = game.dataset.X.iloc[targets.rows].reset_index(drop=True)[list(before.columns)]
+    if rows is not None:  # the data's own values, not their round trip through the scaling
+        before = dataset.X.iloc[rows].reset_index(drop=True)[list(before.columns)]
     changed = np.zeros((len(before), before.shape[1]), dtype=bool)
     for j, col in enumerate(before.columns):
         a, b = before[col].to_numpy(), after[col].to_numpy()
@@ -305,8 +310,8 @@ def counterfactual_table(
     names = np.asarray([str(c) for c in before.columns], dtype=object)
     table = pd.DataFrame(
         {
-            "row": targets.rows if targets.rows is not None else np.arange(len(before)),
-            "member": targets.is_member.astype(bool),
+            "row": rows if rows is not None else np.arange(len(before)),
+            **({"member": np.asarray(is_member).astype(bool)} if is_member is not None else {}),
             "valid": res.valid.astype(bool),
             f"cost_{distance}": res.distance(distance),
             "n_changed": changed.sum(axis=1),

@@ -77,6 +77,11 @@ def tradeoff_settings(base: AuditConfig, epsilons: Sequence[float] = EPSILONS) -
             raise InvalidInputError(f"epsilons must be finite numbers > 0; got {e!r}")
     if len(set(eps_list)) != len(eps_list):
         raise InvalidInputError(f"epsilons must be distinct; got {eps_list}")
+    if base.user_model:
+        raise InvalidInputError(
+            f"tradeoff retrains the model under DP (DPM; Huang et al. 2023), which needs a registered model, not "
+            f"your {base.model_label}: audit your own model with `recourse-privacy audit --model-file ...`"
+        )
     base_d = {**base.to_dict(), "defense": "none", "epsilon": None}
     out = [("baseline", AuditConfig.from_dict(base_d).validate())]
     linear = "linear" in MODELS.get(base.model).meta["capabilities"]
@@ -191,8 +196,8 @@ def _write_table(rows: list[dict], base: AuditConfig, out: Path, failed: dict) -
 
 def _plots(rows: list[dict], hist: list, base: AuditConfig, out: Path) -> dict:
     title = (
-        f"{base.data or base.dataset}"
-        + (f" d={base.n_features}" if base.dataset == "synthetic" and not base.data else "")
+        f"{base.to_dict()['data'] or base.dataset}"
+        + (f" d={base.n_features}" if base.dataset == "synthetic" and base.data is None else "")
         + f", {base.model}, n={base.n_members}"
     )
     attacks = [a for a in base.attacks if f"{a}:auc" in rows[0]]

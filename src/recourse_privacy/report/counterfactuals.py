@@ -49,9 +49,9 @@ def example_sentences(table: pd.DataFrame, k: int = 5) -> list[str]:
     out = []
     for _, r in rows.iterrows():
         changes = [f"{c} from {_value(r[c])} to {_value(r[f'{c}_cf'])}" for c in str(r["changed"]).split("; ")]
-        who = "member" if r["member"] else "non-member"
+        who = f" ({'member' if r['member'] else 'non-member'})" if "member" in r else ""
         tail = f" ({cost.removeprefix('cost_').upper()} cost {r[cost]:.3g} in the audit's scaled units)" if cost else ""
-        out.append(f"row {r['row']} ({who}): change {', '.join(changes)}{tail}")
+        out.append(f"row {r['row']}{who}: change {', '.join(changes)}{tail}")
     return out
 
 
