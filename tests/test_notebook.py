@@ -13,7 +13,9 @@ def test_audit_your_model_notebook_runs(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nbclient.NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     assert (tmp_path / "audit-your-model" / "counterfactuals.csv").is_file()
     assert (tmp_path / "audit-your-model" / "report.html").is_file()
     shares = next(o for o in nb.cells[8].outputs if "data" in o)["data"]["text/plain"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -101,12 +102,14 @@ def test_linear_pipeline_gets_exact_recourse_with_the_builtin_distances():
 
 
 def test_linear_probe_accepts_onehot_logistic_and_rejects_trees():
-    from recourse_privacy.audit.user_model import resolve_model
     from recourse_privacy.audit.stages import load_data, prepare_game
+    from recourse_privacy.audit.user_model import resolve_model
 
     df = loans(600)
     X = df.drop(columns="decision")
-    ct = ColumnTransformer([("cat", OneHotEncoder(), ["housing", "purpose"]), ("num", StandardScaler(), ["income", "age"])])
+    ct = ColumnTransformer(
+        [("cat", OneHotEncoder(), ["housing", "purpose"]), ("num", StandardScaler(), ["income", "age"])]
+    )
     lin = Pipeline([("prep", ct), ("lr", LogisticRegression())]).fit(X, df.decision)
     for model, linear in ((lin, True), (gb_pipeline(df), False)):
         cfg = AuditConfig(model=model, data=df, recourse="gs", **FAST).validate()
@@ -184,13 +187,19 @@ def _bad_cases():
             dict(model=Pipeline([("s", gb_pipeline(df).steps[0][1]), ("c", LogisticRegression())]).fit(X, three)),
             "exactly two classes",
         ),
-        "positive label absent": (dict(model=gb_pipeline(df), positive_label="maybe"), "positive_label='maybe' is not one of"),
+        "positive label absent": (
+            dict(model=gb_pipeline(df), positive_label="maybe"),
+            "positive_label='maybe' is not one of",
+        ),
         "unclonable": (dict(model=unclonable), "cannot be cloned"),
         "unknown column in data": (
             dict(model=gb_pipeline(df), data=df.assign(extra=np.arange(len(df)) % 7)),
             r"feature columns \['extra'\] that model",
         ),
-        "column the data lacks": (dict(model=gb_pipeline(df), data=df.drop(columns="age")), r"reads the columns \['age'\]"),
+        "column the data lacks": (
+            dict(model=gb_pipeline(df), data=df.drop(columns="age")),
+            r"reads the columns \['age'\]",
+        ),
         "unseen category": (
             dict(model=gb_pipeline(no_mortgage)),
             r"column 'housing' holds values \['mortgage'\]",
@@ -286,3 +295,97 @@ def test_bounds_and_immutable_feed_the_action_set():
     z = np.zeros((2, len(names)))
     z[:, j] = [lo, hi]
     np.testing.assert_allclose(game.preprocessor.inverse_transform(z)["income"], [10_000, 90_000])
+
+
+# ------------------------------------------------------------------ the command line
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from recourse_privacy.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.fixture
+def analyst_files(tmp_path):
+    import skops.io as sio
+
+    df = loans()
+    df.to_csv(tmp_path / "loans.csv", index=False)
+    sio.dump(gb_pipeline(df), tmp_path / "model.skops")
+    return tmp_path
+
+
+def test_cli_analyst_journey_writes_counterfactuals(analyst_files):
+    d = analyst_files
+    common = ["--data", str(d / "loans.csv"), "--target", "decision", "--positive-label", "approved"]
+    model = ["--model-file", str(d / "model.skops"), "--trust", "sklearn.tree._tree.Tree"]
+    res = _cli(
+        "audit",
+        *common,
+        *model,
+        "--recourse",
+        "gs",
+        "--n-members",
+        "200",
+        "--attacks",
+        "cfd,loss",
+        "--immutable",
+        "age",
+        "--bounds",
+        "income=0:200000",
+        "--out",
+        str(d / "out"),
+    )
+    assert res.exit_code == 0, res.output
+    assert "Pipeline(ColumnTransformer, GradientBoostingClassifier)" in " ".join(res.output.split())
+    cf = pd.read_csv(d / "out" / "counterfactuals.csv")
+    assert cf["housing_cf"].isin(CATS["housing"]).all() and cf["purpose_cf"].isin(CATS["purpose"]).all()
+    assert (cf["age_cf"] == cf["age"]).all()  # immutable
+    assert "change " in (d / "out" / "report.html").read_text()
+    res = _cli(
+        "recourse", *common, *model, "--methods", "gs", "--n-train", "500", "--n-points", "30", "--out", str(d / "rq")
+    )
+    assert res.exit_code == 0, res.output
+    assert pd.read_csv(d / "rq" / "counterfactuals.csv")["method"].eq("gs").all()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--data-param", "positive_label=approved"], "your own data takes positive_label='approved'"),
+        (["--bounds", "income=5"], "--bounds expects COL=LO:HI"),
+        (["--model-file", "model.onnx"], "no such model file"),
+        (["--model-file", "MODEL", "--model", "mlp"], "either --model mlp or --model-file"),
+        (["--model-file", "MODEL"], r"--trust sklearn\.tree\._tree\.Tree"),
+        (
+            [
+                "--model-file",
+                "MODEL",
+                "--trust",
+                "sklearn.tree._tree.Tree",
+                "--positive-label",
+                "approved",
+                "--categorical",
+                "ghost",
+            ],
+            "categorical names unknown columns",
+        ),
+    ],
+)
+def test_cli_bad_input_one_line(analyst_files, extra, message):
+    d = analyst_files
+    extra = [str(d / "model.skops") if e == "MODEL" else e for e in extra]
+    for command in ("audit", "tradeoff"):
+        res = _cli(command, "--data", str(d / "loans.csv"), "--target", "decision", *extra, "--out", str(d / "o"))
+        assert res.exit_code == 2, res.output
+        if command == "tradeoff" and "--trust" in extra:  # the model loads; DP retraining needs a registered one
+            message = "tradeoff retrains the model under DP"
+        assert re.search(message, " ".join(res.output.split())), res.output
+
+
+def test_the_three_commands_share_the_data_and_model_options():
+    for command in ("audit", "recourse", "tradeoff"):
+        out = " ".join(_cli(command, "--help").output.split())
+        for option in ("--data", "--positive-label", "--model-file", "--trust", "--categorical", "--bounds"):
+            assert option in out, (command, option)

@@ -867,7 +867,9 @@ def recourse_command(
         trust,
         trust_pickle,
     )
-    model_label = model if model_file is None else type(inputs["model"]).__name__
+    from recourse_privacy.audit.user_inputs import describe_model
+
+    model_label = model if model_file is None else describe_model(inputs["model"])
     if isinstance(inputs["model"], str):
         _check_params_before_work(model, _parse_params(model_param, "--model-param"), per_method)
     else:

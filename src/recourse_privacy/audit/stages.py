@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.attacks.registry import AttackInputs, LRTOptions, run_attack
 from recourse_privacy.attacks.shadow import ShadowData, run_shadow_models
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.summaries import AttackResult, RecourseSummary, ShadowSummary
-import pandas as pd
-
 from recourse_privacy.data import Dataset, Pools, Preprocessor, load_dataset, split_pools
 from recourse_privacy.data.tabular import read_table, validate_frame
 from recourse_privacy.errors import InvalidInputError
@@ -131,7 +130,9 @@ def prepare_game(config: AuditConfig, dataset: Dataset) -> GameData:
     pools = split_pools(dataset.n_rows, n_mem, n_non, n_adv, random_state=derive_seed(config.seed, 2))
     # a user's own model reads every original column: every encoded point must decode (no filter)
     corr = None if config.user_model else config.corr_threshold
-    pre = Preprocessor(scaling=config.scaling, corr_threshold=corr, normalize_rows=config.normalize_rows).fit(dataset.X.iloc[pools.members], dataset)
+    pre = Preprocessor(scaling=config.scaling, corr_threshold=corr, normalize_rows=config.normalize_rows).fit(
+        dataset.X.iloc[pools.members], dataset
+    )
     Xm, Xn, Xa = (pre.transform(dataset.X.iloc[idx]) for idx in (pools.members, pools.nonmembers, pools.adversary))
     y = dataset.y
     return GameData(

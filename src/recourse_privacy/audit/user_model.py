@@ -178,9 +178,7 @@ def _check_scores(est: object, X: pd.DataFrame, label: str) -> None:
     try:
         p = np.asarray(est.predict_proba(inputs), dtype=np.float64)
     except Exception as err:  # noqa: BLE001 - whatever the user's model raises, say which
-        raise InvalidInputError(
-            f"model {label} cannot score rows of the data: {type(err).__name__}: {err}"
-        ) from None
+        raise InvalidInputError(f"model {label} cannot score rows of the data: {type(err).__name__}: {err}") from None
     if p.shape != (len(sample), 2) or not np.isfinite(p).all():
         raise InvalidInputError(
             f"model {label}.predict_proba returns shape {p.shape} (finite: {bool(np.isfinite(p).all())}) for "

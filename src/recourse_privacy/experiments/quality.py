@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
 import pandas as pd
 
 from recourse_privacy.audit.config import AuditConfig
@@ -37,8 +36,8 @@ from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics import quality_metrics
 from recourse_privacy.models import accuracy, make_model
 from recourse_privacy.recourse import ActionSet, check_recourse_name, fit_for
-from recourse_privacy.report.counterfactuals import write_counterfactuals
 from recourse_privacy.recourse.registry import RECOURSE_METHODS, make_recourse, missing_capabilities, model_capabilities
+from recourse_privacy.report.counterfactuals import write_counterfactuals
 from recourse_privacy.validation import as_generator, check_positive_int, derive_seed
 
 #: progress callback: (stage, completed, total)
@@ -70,10 +69,10 @@ class QualityResult:
     table: dict
     results: dict = field(default_factory=dict)  # method -> RecourseResult
     skipped: dict = field(default_factory=dict)  # method -> reason
-    #: your own data: every method's counterfactuals in the data's columns and units (stages.counterfactual_table)
-    counterfactuals: object = None
     run: dict = field(default_factory=dict)  # configuration, sizes, model accuracy
     files: dict = field(default_factory=dict)
+    #: your own data: every method's counterfactuals in the data's columns and units (stages.counterfactual_table)
+    counterfactuals: object = None
 
 
 def _skip_reason(name: str, model) -> str | None:
@@ -205,7 +204,9 @@ def run_quality(
     X_query = X_held[rejected[:n_points]]
     report("model", 1, 1)
     query_rows = held[rejected[:n_points]]
-    action_set = action_set_for(user, game) if user is not None else (ActionSet.from_preprocessor(pre) if actionable else None)
+    action_set = (
+        action_set_for(user, game) if user is not None else (ActionSet.from_preprocessor(pre) if actionable else None)
+    )
     kde = KernelDensity(kernel="gaussian", bandwidth="scott").fit(
         X_train
     )  # PDensity's rho^D (Pentyala et al. 2023, eq. 2)

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from recourse_privacy.audit import AuditConfig, AuditResult, run_audit
+from recourse_privacy.audit.user_inputs import describe_model
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics import theorem2_bound
 from recourse_privacy.metrics.plots import _new_figure, _save
@@ -64,6 +65,11 @@ def tradeoff_base_config(**overrides) -> AuditConfig:
         normalize_rows=True,
     )
     d.update(overrides)
+    if not isinstance(d["model"], str):
+        raise InvalidInputError(
+            f"tradeoff retrains the model under DP (DPM; Huang et al. 2023), which needs a registered model, not "
+            f"your {describe_model(d['model'])}: audit your own model with `recourse-privacy audit --model-file ...`"
+        )
     if d.get("n_adversary") is None:
         d["n_adversary"] = 2 * d["n_members"]
     return AuditConfig(**d)
@@ -77,11 +83,6 @@ def tradeoff_settings(base: AuditConfig, epsilons: Sequence[float] = EPSILONS) -
             raise InvalidInputError(f"epsilons must be finite numbers > 0; got {e!r}")
     if len(set(eps_list)) != len(eps_list):
         raise InvalidInputError(f"epsilons must be distinct; got {eps_list}")
-    if base.user_model:
-        raise InvalidInputError(
-            f"tradeoff retrains the model under DP (DPM; Huang et al. 2023), which needs a registered model, not "
-            f"your {base.model_label}: audit your own model with `recourse-privacy audit --model-file ...`"
-        )
     base_d = {**base.to_dict(), "defense": "none", "epsilon": None}
     out = [("baseline", AuditConfig.from_dict(base_d).validate())]
     linear = "linear" in MODELS.get(base.model).meta["capabilities"]

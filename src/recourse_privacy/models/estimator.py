@@ -66,8 +66,7 @@ def estimator_labels(estimator: object, positive_label: Any, name: str = "model"
     match = [c for c in classes if c == positive_label or str(c) == str(positive_label)]
     if len(match) != 1:
         raise InvalidInputError(
-            f"positive_label={positive_label!r} is not one of {name} {type(estimator).__name__}'s classes_ "
-            f"{classes}"
+            f"positive_label={positive_label!r} is not one of {name} {type(estimator).__name__}'s classes_ {classes}"
         )
     return match[0], classes[1 - classes.index(match[0])]
 

@@ -60,7 +60,9 @@ def examples_html(table: pd.DataFrame | None, k: int = 5) -> str:
     if table is None:
         return ""
     sentences = example_sentences(table, k)
-    items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences) or "<li>no valid counterfactual changes a column</li>"
+    items = (
+        "".join(f"<li>{html.escape(s)}</li>" for s in sentences) or "<li>no valid counterfactual changes a column</li>"
+    )
     return (
         "<h2>Recourse in the data's units</h2>"
         f"<p>A few of the {len(table)} counterfactuals, decoded into the original columns (all of them are in "
