@@ -146,11 +146,18 @@ def _fpr_sort_key(key: str) -> tuple[int, float, str]:
 # --------------------------------------------------------------------------- header and verdict
 
 
+def _data_source(result: AuditResult) -> str:
+    """The user's data file, or the description of their DataFrame (e.g. ``DataFrame(900x5)``)."""
+    data = result.config.data
+    return data if isinstance(data, str) else str(result.data.dataset)
+
+
 def _dataset_label(result: AuditResult) -> str:
     """The named dataset, or for --data the file name and its target column."""
     cfg = result.config
     if cfg.data is not None:
-        name = Path(str(result.data.dataset)).name or str(result.data.dataset)
+        source = _data_source(result)
+        name = Path(source).name or source
         return f"{name} (target column {cfg.target})" if cfg.target else name
     return str(cfg.dataset)
 
@@ -166,7 +173,7 @@ def _defense_label(result: AuditResult) -> str | None:
 def audit_label(result: AuditResult) -> str:
     """A short label of the audit: data, model, recourse and (if any) the defense with its epsilon."""
     cfg = result.config
-    data = Path(str(result.data.dataset)).name if cfg.data is not None else str(cfg.dataset)
+    data = Path(_data_source(result)).name if cfg.data is not None else str(cfg.dataset)
     bits = [data, cfg.model_label, str(cfg.recourse)]
     defense = _defense_label(result)
     return " / ".join(bits + ([defense] if defense else []))
