@@ -119,9 +119,12 @@ class CADEX:
         return SearchOutput(self._exact(X, out, x0), n_iter)
 
     def _exact(self, X: np.ndarray, out, x0) -> np.ndarray:
-        """float64 counterfactuals: the factual plus the step taken, so untouched features keep their exact value."""
+        """float64 counterfactuals: the factual plus the step taken, so untouched features keep their exact value.
+
+        Continuous: the driver projects onto the structure (groups, integers) and repairs.
+        """
         X_cf = X + (out - x0).numpy().astype(np.float64)
-        return self.action_set.project(X_cf, X) if self.action_set is not None else X_cf
+        return self.action_set.actionability.project(X_cf, X) if self.action_set is not None else X_cf
 
     def _initial_mask(self, grad, imm, inc, torch):
         mask = ~imm.expand_as(grad) & ~(inc & (grad > 0))

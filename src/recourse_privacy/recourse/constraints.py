@@ -94,6 +94,11 @@ class ActionSet:
         return bool(self.groups) or (self.integer is not None and bool(self.integer.any()))
 
     @property
+    def actionability(self) -> ActionSet:
+        """The same immutability, monotonicity and ranges without the structure (for continuous iterates)."""
+        return ActionSet(self.immutable, self.increasing, self.lower, self.upper)
+
+    @property
     def in_group(self) -> np.ndarray:
         """Boolean mask of the features that belong to a one-hot group."""
         mask = np.zeros(self.n_features, dtype=bool)
@@ -151,7 +156,8 @@ class ActionSet:
         choose = (np.arange(g.size) == pick[:, None]) & on[:, None]
         return np.where(choose, g.on, g.off)
 
-    def _units(self) -> tuple[np.ndarray, np.ndarray]:
+    def units(self) -> tuple[np.ndarray, np.ndarray]:
+        """(scale, offset) of the map to original units, ``original = encoded * scale + offset``."""
         n = self.n_features
         scale = np.ones(n) if self.scale is None else self.scale
         offset = np.zeros(n) if self.offset is None else self.offset
@@ -162,7 +168,7 @@ class ActionSet:
     ) -> np.ndarray:
         """Integer features to the nearest integer (original units) inside ``[lo, hi]`` (and >= X if increasing)."""
         j = np.flatnonzero(self.integer & ~self.immutable)
-        scale, offset = self._units()
+        scale, offset = self.units()
         s, b = scale[j], offset[j]
         v = out[:, j] * s + b
         r = np.round(v)
@@ -194,7 +200,7 @@ class ActionSet:
             count += ~ok
         if self.integer is not None and self.integer.any():
             j = np.flatnonzero(self.integer)
-            scale, offset = self._units()
+            scale, offset = self.units()
             v = X_cf[:, j] * scale[j] + offset[j]
             count += (np.abs(v - np.round(v)) / np.abs(scale[j]) > tol).sum(axis=1)
         return count
