@@ -196,20 +196,15 @@ def _bounds(items: list[str] | None) -> dict[str, tuple[float, float]]:
     return out
 
 
-def _user_inputs(
-    data: Path | None,
-    target: str | None,
-    positive_label: str | None,
-    categorical: list[str] | None,
-    immutable: list[str] | None,
-    increasing: list[str] | None,
-    bounds: list[str] | None,
-    model: str,
-    model_file: Path | None,
-    trust: list[str] | None,
-    trust_pickle: bool,
-) -> dict:
-    """The AuditConfig fields of the shared data and model options (the model file loaded, checked)."""
+def _user_inputs(options: dict) -> dict:
+    """The AuditConfig fields of the shared data and model options (the model file loaded, checked).
+
+    ``options``: the command's parameters (its ``locals()``), the shared ones among them.
+    """
+    data, target, positive_label = options["data"], options["target"], options["positive_label"]
+    categorical, immutable, increasing = options["categorical"], options["immutable"], options["increasing"]
+    bounds, model, model_file = options["bounds"], options["model"], options["model_file"]
+    trust, trust_pickle = options["trust"], options["trust_pickle"]
     out = {
         "data": str(data) if data else None,
         "target": target,
@@ -304,19 +299,7 @@ def audit(
     try:
         config = AuditConfig(
             dataset=dataset,
-            **_user_inputs(
-                data,
-                target,
-                positive_label,
-                categorical,
-                immutable,
-                increasing,
-                bounds,
-                model,
-                model_file,
-                trust,
-                trust_pickle,
-            ),
+            **_user_inputs(locals()),
             data_dir=str(data_dir) if data_dir else None,
             n_features=n_features,
             recourse=recourse,
@@ -515,19 +498,7 @@ def tradeoff(
         eps = _numbers(epsilons, float, "--epsilons")
         base = tradeoff_base_config(
             dataset=dataset,
-            **_user_inputs(
-                data,
-                target,
-                positive_label,
-                categorical,
-                immutable,
-                increasing,
-                bounds,
-                model,
-                model_file,
-                trust,
-                trust_pickle,
-            ),
+            **_user_inputs(locals()),
             data_dir=str(data_dir) if data_dir else None,
             n_features=n_features,
             recourse=recourse,
@@ -854,19 +825,7 @@ def recourse_command(
         if not dot or not param:
             _fail(InvalidInputError(f"--method-param expects METHOD.KEY=VALUE; got {key!r}"))
         per_method.setdefault(name, {})[param] = value
-    inputs = _user_inputs(
-        data,
-        target,
-        positive_label,
-        categorical,
-        immutable,
-        increasing,
-        bounds,
-        "logistic" if model_file is not None and model == "mlp" else model,
-        model_file,
-        trust,
-        trust_pickle,
-    )
+    inputs = _user_inputs({**locals(), "model": "logistic" if model_file is not None and model == "mlp" else model})
     from recourse_privacy.audit.user_inputs import describe_model
 
     model_label = model if model_file is None else describe_model(inputs["model"])
