@@ -76,7 +76,9 @@ class TorchModel(TorchBackedClassifier):
     """A user's trained ``torch.nn.Module`` that maps (n, d) inputs to (n,), (n, 1) or (n, 2) logits.
 
     ``train_fn(module_factory_output, X, y)`` is optional: pass ``module_factory`` and
-    ``train_fn`` so that shadow models can be trained with the same algorithm. With
+    ``train_fn`` so that shadow models can be trained with the same algorithm. A factory that
+    takes one argument is given the number of input features (the audit's encoded columns:
+    numeric columns, then one indicator per category). With
     ``random_state``, :meth:`fit` seeds torch before building and training the module
     (the audit sets it for the owner's and every shadow model).
     """
@@ -119,10 +121,20 @@ class TorchModel(TorchBackedClassifier):
 
         if self.random_state is not None:
             torch.manual_seed(int(self.random_state) % 2**63)
-        module = self.module_factory()
+        module = self._build(X.shape[1])
         self.train_fn(module, check_matrix(X), np.asarray(y))
         self._adopt(module, X.shape[1])
         return self
+
+    def _build(self, n_features: int):
+        """A fresh module: ``module_factory(n_features)`` where the factory takes an argument, else ``module_factory()``."""
+        import inspect
+
+        try:
+            takes = len(inspect.signature(self.module_factory).parameters) > 0
+        except (TypeError, ValueError):  # a builtin or a class without a readable signature
+            takes = False
+        return self.module_factory(n_features) if takes else self.module_factory()
 
     def unfitted(self, random_state: int | None = None) -> TorchModel:
         """A fresh, unfitted copy with the same factory and training function (a shadow model's recipe)."""
@@ -143,8 +155,8 @@ class TorchModel(TorchBackedClassifier):
         (n,), (n, 1) or (n, 2) logits for (n, d) inputs."""
         import torch
 
-        module = self.module if self.module is not None else self.module_factory()
         X = check_matrix(X)[:2]
+        module = self.module if self.module is not None else self._build(X.shape[1])
         dtype = next((p.dtype for p in module.parameters()), torch.float32)
         try:
             with torch.no_grad():
