@@ -100,6 +100,18 @@ def _command(*args, **kwargs):
     return decorate
 
 
+_DEVICE_HELP = "where torch trains MLPs and searches gradient recourse: cpu, cuda, or auto (CUDA where available)"
+
+
+def _check_device(device: str) -> str:
+    """``--device``, checked before any work: a known name, and CUDA present where ``cuda`` is asked for."""
+    from recourse_privacy.models.device import check_device, resolve_device
+
+    if check_device(device, "--device") == "cuda":
+        resolve_device(device, "--device")
+    return device
+
+
 def _names(kind: str) -> str:
     """The registered names of ``kind`` (attack, recourse, model, defense, dataset), for help texts."""
     from recourse_privacy import catalog
@@ -286,6 +298,7 @@ def audit(
     epsilon: float | None = typer.Option(None, help="DP epsilon: the model's (dpm) or per recourse query (laplace)"),
     seed: int = typer.Option(0, help="seed of every random step"),
     n_jobs: int = typer.Option(1, help="parallel shadow-model trainings (joblib processes)"),
+    device: str = typer.Option("auto", help=_DEVICE_HELP),
     out: Path = typer.Option(Path("audit-results"), help="output directory"),
 ) -> None:
     """Play the recourse membership-inference game and report every attack."""
@@ -320,6 +333,7 @@ def audit(
             recourse_params=_parse_params(recourse_param, "--recourse-param"),
             seed=seed,
             n_jobs=n_jobs,
+            device=device,
             defense=defense,
             epsilon=epsilon,
             recourse_fit=recourse_fit,
@@ -364,14 +378,42 @@ def _print_summary(console, result) -> None:
         f"targets: {result.n_members} members, {result.n_nonmembers} non-members",
         highlight=False,
     )
-    table = Table(title="Membership inference from recourse (TPR at FPR 0.1 / 0.01 / 0.001)")
+    from recourse_privacy.report.verdict import verdict_of
+
+    def ci(value: float, pair, spec: str) -> str:  # "0.62 [0.58, 0.66]"; the value alone without an interval
+        lo, hi = pair if pair is not None else (float("nan"), float("nan"))
+        return f"{value:{spec}}" + (f" [{lo:{spec}},\u00a0{hi:{spec}}]" if lo == lo and hi == hi else "")
+
+    table = Table(title="Membership inference from recourse (95% intervals; TPR at FPR 0.1 / 0.01 / 0.001)")
     for col in ("attack", "AUC", "BA", "TPR@0.1", "TPR@0.01", "TPR@0.001", "direction"):
-        table.add_column(col, justify="left" if col in ("attack", "direction") else "right", no_wrap=True)
-    for name, a in result.attacks.items():
-        cells = [f"{a.tpr_at_fpr[k]:.4f}" + ("" if a.tpr_at_fpr_reliable[k] else "*") for k in ("0.1", "0.01", "0.001")]
-        direction = a.direction + (" (paper's; shadow game null)" if a.conventions.get("direction_fallback") else "")
-        table.add_row(name, f"{a.auc:.4f}", f"{a.balanced_accuracy:.4f}", *cells, direction)
+        left = col in ("attack", "direction")  # on a narrow terminal an interval folds below its value
+        table.add_column(col, justify="left" if left else "right", no_wrap=col == "attack", min_width=5)
+    groups = {"score": "scores", "distance": "recourse", "none": "controls"}
+    order = [*groups, *sorted({a.signal for a in result.attacks.values()} - set(groups))]
+    for signal in order:  # one block per signal: what the scores leak, what recourse leaks, the controls
+        block = [(n, a) for n, a in result.attacks.items() if a.signal == signal]
+        if not block:
+            continue
+        table.add_row(f"[dim]{groups.get(signal, signal or 'unknown')}[/]")
+        for name, a in block:
+            cells = [
+                ci(a.tpr_at_fpr[k], a.tpr_at_fpr_ci.get(k) if k == "0.01" else None, ".3f")
+                + ("" if a.tpr_at_fpr_reliable[k] else "*")
+                for k in ("0.1", "0.01", "0.001")
+            ]
+            fallback = " (paper's; shadow game null)" if a.conventions.get("direction_fallback") else ""
+            table.add_row(
+                f"  {name}", ci(a.auc, a.auc_ci, ".2f"), f"{a.balanced_accuracy:.3f}", *cells, a.direction + fallback
+            )
+        table.add_section()
     console.print(table)
+    verdict = verdict_of(result)
+    console.print(f"[bold]{verdict.headline}[/]", highlight=False)
+    for finding in (verdict.scores, verdict.recourse, verdict.beyond):
+        if finding is not None:
+            console.print(f"  {finding.text}", highlight=False, markup=False)
+    if verdict.detectable is not None:
+        console.print(f"  {verdict.detectable.text}", highlight=False, markup=False, style="dim")
     dp = result.dp
     if dp is not None:
         console.print(
@@ -482,6 +524,7 @@ def tradeoff(
     model_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the model"),
     seed: int = typer.Option(0, help="seed of every random step"),
     n_jobs: int = typer.Option(1, help="parallel shadow-model trainings"),
+    device: str = typer.Option("auto", help=_DEVICE_HELP),
     out: Path = typer.Option(Path("tradeoff-results"), help="output directory (one sub-directory per setting)"),
 ) -> None:
     """Baseline, DPM and Laplace Recourse over epsilon (Huang et al. 2023): a table and plots of attacks and accuracy."""
@@ -512,6 +555,7 @@ def tradeoff(
             model_params=_parse_params(model_param, "--model-param"),
             seed=seed,
             n_jobs=n_jobs,
+            device=device,
         ).validate()
         tradeoff_settings(base, eps)
     except RecoursePrivacyError as err:
@@ -651,22 +695,28 @@ def reproduce_command(
     address: str | None = typer.Option(None, help="Ray cluster address (--backend ray)"),
     n_jobs: int | None = typer.Option(None, help="cells in parallel (local default: the number of cores)"),
     threads_per_cell: int = typer.Option(1, help="torch/BLAS threads of each cell"),
+    device: str = typer.Option("auto", help=_DEVICE_HELP),
 ) -> None:
     """Run a shipped reproduction and print the paper's figures beside ours, with the known differences."""
     from recourse_privacy.experiments.reproductions import REPRODUCTIONS
     from recourse_privacy.experiments.spec import list_reproductions, load_spec
+    from recourse_privacy.models.device import use_device
 
     console = _wide_console()
     seed_list = _numbers(seeds, int, "--seeds") if seeds else None
     out_dir = out or Path(f"{name}-results")
+    _check_device(device)
     if name in REPRODUCTIONS:  # a reproduction that is not a grid of audits
-        REPRODUCTIONS.get(name).obj(out_dir, seeds=seed_list, console=console)
+        with use_device(device):
+            REPRODUCTIONS.get(name).obj(out_dir, seeds=seed_list, console=console)
         return
     if name not in list_reproductions():
         known = sorted([*list_reproductions(), *REPRODUCTIONS.names()])
         raise UnknownNameError(f"unknown reproduction {name!r}; shipped: {', '.join(known)}")
     spec = load_spec(name)
-    fixed = {"shadow_models": shadow_models} if shadow_models is not None else None
+    fixed = {"shadow_models": shadow_models} if shadow_models is not None else {}
+    if device != "auto":  # the cells (and their keys) say it; "auto" keeps the keys of before
+        fixed["device"] = device
     if fixed or seed_list:
         spec = spec.with_overrides(fixed=fixed, seeds=seed_list)
     _run_and_report(spec, out_dir, backend, address, n_jobs, threads_per_cell, console)
@@ -805,6 +855,7 @@ def recourse_command(
     model_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the model (epochs, lr, ...)"),
     method_param: list[str] | None = typer.Option(None, help="METHOD.KEY=VALUE, e.g. face.n_neighbors=20"),
     seed: int = typer.Option(0, help="seed of every random step"),
+    device: str = typer.Option("auto", help=_DEVICE_HELP),
     out: Path = typer.Option(Path("recourse-quality"), help="output directory"),
 ) -> None:
     """Recourse quality per method (CARLA's metrics, the path metrics of Pentyala et al. 2023): a table, JSON, CSV and a plot."""
@@ -812,6 +863,7 @@ def recourse_command(
     from rich.table import Table
 
     from recourse_privacy.experiments.quality import METRICS, run_quality
+    from recourse_privacy.models.device import use_device
     from recourse_privacy.recourse import RECOURSE_METHODS
 
     console = Console()
@@ -834,8 +886,9 @@ def recourse_command(
     else:
         _check_params_before_work(None, {}, per_method)
     dataset_label = str(inputs["data"] and Path(inputs["data"]).name or dataset)
+    _check_device(device)
     try:
-        with console.status("measuring recourse quality") as status:
+        with console.status("measuring recourse quality") as status, use_device(device):
 
             def progress(stage: str, done: int, total: int) -> None:
                 if done < total:

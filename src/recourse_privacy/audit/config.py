@@ -16,6 +16,7 @@ from recourse_privacy.audit.user_inputs import describe_data, describe_model, mo
 from recourse_privacy.data import DATASETS
 from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError, UnknownNameError
 from recourse_privacy.hyperparams import Float, check_params
+from recourse_privacy.models.device import check_device, device_kind
 from recourse_privacy.models.registry import MODELS, make_model
 from recourse_privacy.recourse.registry import RECOURSE_METHODS, check_compatible
 from recourse_privacy.validation import check_choice, check_interval, check_positive_int
@@ -90,6 +91,8 @@ class AuditConfig:
     epsilon: float | None = None  # DPM: the model's epsilon; laplace: epsilon per recourse query
     seed: int = 0
     n_jobs: int = 1
+    # where torch trains the MLPs and searches gradient recourse: cpu | cuda | auto (CUDA where available)
+    device: str = "auto"
 
     def __post_init__(self):
         object.__setattr__(self, "attacks", tuple(self.attacks))
@@ -134,6 +137,8 @@ class AuditConfig:
         check_positive_int(self.n_features, "n_features")
         check_positive_int(self.n_calibration, "n_calibration")
         check_positive_int(self.n_jobs, "n_jobs")
+        if check_device(self.device, "device") == "cuda":
+            device_kind(self.device)  # no CUDA here: an IncompatibleError now, not when the first model trains
         check_choice(self.distance, "distance", DISTANCES)
         check_choice(self.variance, "variance", VARIANCES)
         check_choice(self.center, "center", CENTERS)
@@ -323,8 +328,12 @@ class AuditConfig:
         """A short hash of everything that changes the numbers (for caches).
 
         Fields left at their defaults are not hashed, so that adding a new setting with a
-        default keeps the keys of every existing cell and shadow cache.
+        default keeps the keys of every existing cell and shadow cache. ``device`` counts by what
+        it resolves to here, and only when that is CUDA (whose float rounding differs from the
+        CPU's): ``cpu`` and ``auto`` on a machine without CUDA share the keys of before.
         """
         defaults = AuditConfig().to_dict()
-        d = {k: v for k, v in self.to_dict().items() if k != "n_jobs" and v != defaults.get(k)}
+        d = {k: v for k, v in self.to_dict().items() if k not in ("n_jobs", "device") and v != defaults.get(k)}
+        if self.device != "cpu" and device_kind(self.device) != "cpu":
+            d["device"] = device_kind(self.device)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]

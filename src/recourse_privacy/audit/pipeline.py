@@ -28,6 +28,7 @@ from recourse_privacy.audit.user_model import (
 from recourse_privacy.data import dataset_file
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.models.base import accuracy
+from recourse_privacy.models.device import use_device
 from recourse_privacy.processes import workers_die_with_parent
 from recourse_privacy.provenance import content_key, sha256_file
 from recourse_privacy.report.outputs import write_outputs
@@ -100,6 +101,12 @@ def run_audit(
     if unknown:
         raise InvalidInputError(f"unknown audit setting(s): {', '.join(unknown)}")
     config = replace(config or AuditConfig(), **overrides).validate()
+    with use_device(config.device):  # every torch step of the game (models, gradient recourse) on this device
+        return _play(config, out_dir, progress)
+
+
+def _play(config: AuditConfig, out_dir: str | Path | None, progress: Progress | None) -> AuditResult:
+    """The game of :func:`run_audit` with a validated ``config``."""
     if out_dir is not None:
         out_dir = check_output_dir(out_dir)
     clock = _Clock(progress or (lambda stage, done, total: None))
@@ -152,7 +159,7 @@ def run_audit(
 
     clock.begin("attacks")
     scores = stages.run_attacks(config, stages.attack_inputs(config, game, targets, res, cfd, shadow))
-    attacks, warns = stages.measure_attacks(scores, targets.is_member)
+    attacks, warns = stages.measure_attacks(scores, targets.is_member, seed=config.seed)
     clock.lap("attacks")
 
     recourse = stages.summarize_recourse(res, targets.is_member, config.distance)

@@ -16,13 +16,14 @@ import numpy as np
 import pandas as pd
 
 from recourse_privacy.attacks.base import AttackScores
-from recourse_privacy.attacks.registry import AttackInputs, LRTOptions, run_attack
+from recourse_privacy.attacks.registry import ATTACKS, AttackInputs, LRTOptions, run_attack
 from recourse_privacy.attacks.shadow import ShadowData, run_shadow_models
 from recourse_privacy.audit.config import AuditConfig
-from recourse_privacy.audit.summaries import AttackResult, RecourseSummary, ShadowSummary
+from recourse_privacy.audit.summaries import AttackResult, RecourseSummary, ShadowSummary, VersusScores
 from recourse_privacy.data import Dataset, Pools, Preprocessor, load_dataset, split_pools
 from recourse_privacy.data.tabular import read_table, validate_frame
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.metrics.intervals import paired_auc_difference
 from recourse_privacy.metrics.membership import attack_metrics
 from recourse_privacy.models.base import BaseClassifier
 from recourse_privacy.recourse.base import RecourseResult
@@ -33,6 +34,7 @@ __all__ = [
     "Targets",
     "counterfactual_table",
     "load_data",
+    "attack_signal",
     "measure_attacks",
     "prepare_game",
     "run_attacks",
@@ -232,13 +234,35 @@ def attack_inputs(
     )
 
 
+def attack_signal(name: str) -> str:
+    """What the registered attack ``name`` reads: distance, score or none ("" when not registered)."""
+    return str(ATTACKS.get(name).meta.get("signal", "")) if name in ATTACKS else ""
+
+
 def measure_attacks(
-    scores: dict[str, AttackScores], is_member: np.ndarray
+    scores: dict[str, AttackScores], is_member: np.ndarray, seed: int = 0
 ) -> tuple[dict[str, AttackResult], list[str]]:
-    """Each attack's metrics (AUC, balanced accuracy, TPR at low FPR), and the warnings they raised."""
+    """Each attack's metrics (AUC, balanced accuracy, TPR at low FPR, with intervals), and the warnings they raised.
+
+    Every bootstrap draws the same resamples of the targets (one seed derived from ``seed``), and each
+    distance attack's AUC is set against the strongest score attack's on those resamples (paired).
+    """
+    boot_seed = derive_seed(seed, 11)
+    signals = {name: attack_signal(name) for name in scores}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        results = {name: AttackResult.from_scores(attack_metrics(is_member, s.scores), s) for name, s in scores.items()}
+        metrics = {name: attack_metrics(is_member, s.scores, seed=boot_seed) for name, s in scores.items()}
+    score_attacks = [n for n in scores if signals[n] == "score"]
+    best = max(score_attacks, key=lambda n: metrics[n].auc) if score_attacks else None
+    versus: dict[str, VersusScores] = {}
+    for name in scores:
+        if best is not None and signals[name] == "distance":
+            d = paired_auc_difference(is_member, scores[name].scores, scores[best].scores, seed=boot_seed)
+            versus[name] = VersusScores(best, d.difference, d.ci_low, d.ci_high, d.ci_level, d.n_boot)
+    results = {
+        name: AttackResult.from_scores(metrics[name], s, signal=signals[name], versus_scores=versus.get(name))
+        for name, s in scores.items()
+    }
     return results, sorted({str(w.message) for w in caught})
 
 

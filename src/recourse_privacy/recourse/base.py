@@ -14,7 +14,9 @@ and the driver, in this order:
    many features as ``X``) and ``method.action_set.check(d)``;
 3. starts the clock and makes the state shared by every chunk of this call:
    ``method._begin(model)`` where defined (a random generator, a search seed), else the
-   model's ``torch_module()`` for a method that needs ``gradients``, else None;
+   model's ``torch_module()`` for a method that needs ``gradients`` (moved onto the device of
+   the current :func:`~recourse_privacy.models.device.use_device` block when the method sets
+   ``device_aware = True``: its search then creates every tensor on the module's device), else None;
 4. with ``skip_accepted=True``, keeps the rows the model already accepts unchanged
    (``n_iter`` 0) and searches only the others;
 5. calls ``method._search(model, rows, state) -> SearchOutput`` on chunks of at most
@@ -172,6 +174,10 @@ def generate_recourse(
         state = method._begin(model)
     else:
         state = model.torch_module() if "gradients" in getattr(method, "needs", ()) else None
+        if state is not None and getattr(method, "device_aware", False):
+            from recourse_privacy.models.torch_utils import module_on_device
+
+            state = module_on_device(state)
     if skip_accepted:
         todo = np.flatnonzero(model.predict(X) == 0) if len(X) else np.zeros(0, np.int64)
         out = _search_in_chunks(method, model, X[todo], state)
