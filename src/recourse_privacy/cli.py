@@ -165,11 +165,92 @@ def _fail(err: Exception | str, code: int = 2) -> None:
     raise typer.Exit(code=code)
 
 
+# ------------------------------------------------------------------ the data and model options of audit, recourse
+# and tradeoff: one definition, shared by the three commands
+_DATA = typer.Option(None, "--data", help="your own CSV/Parquet file instead of --dataset")
+_TARGET = typer.Option(None, "--target", help="label column of --data (two values; see --positive-label)")
+_POSITIVE_LABEL = typer.Option(
+    None, "--positive-label", help="the favourable value of --target (needed unless the labels are 0/1)"
+)
+_MODEL_FILE = typer.Option(
+    None,
+    "--model-file",
+    help="your own fitted scikit-learn classifier or Pipeline (reading the columns of --data): .skops (safe), "
+    ".joblib/.pkl (trusted files only, with --trust-pickle); the game retrains it on the members (a clone)",
+)
+_TRUST = typer.Option(None, "--trust", help="a type in the .skops file you trust (repeatable); the error lists them")
+_TRUST_PICKLE = typer.Option(False, "--trust-pickle", help="load a .joblib/.pkl model file (runs code from it)")
+_CATEGORICAL = typer.Option(
+    None, "--categorical", help="column(s) of --data to one-hot encode (repeatable or comma-separated; text always is)"
+)
+_IMMUTABLE = typer.Option(None, "--immutable", help="column(s) recourse must not change (repeatable or commas)")
+_INCREASING = typer.Option(None, "--increasing", help="column(s) recourse may only increase (repeatable or commas)")
+_BOUNDS = typer.Option(None, "--bounds", help="COL=LO:HI, the range recourse may move a numeric column in (repeatable)")
+
+
+def _columns(items: list[str] | None) -> tuple[str, ...]:
+    """Repeated and comma-separated column names, in order."""
+    return tuple(c.strip() for item in items or [] for c in item.split(",") if c.strip())
+
+
+def _bounds(items: list[str] | None) -> dict[str, tuple[float, float]]:
+    """``COL=LO:HI`` options as column -> (lo, hi)."""
+    out = {}
+    for item in items or []:
+        col, sep, rng = item.partition("=")
+        lo, colon, hi = rng.partition(":")
+        try:
+            if not sep or not col or not colon:
+                raise ValueError
+            out[col.strip()] = (float(lo), float(hi))
+        except ValueError:
+            raise InvalidInputError(f"--bounds expects COL=LO:HI with two numbers; got {item!r}") from None
+    return out
+
+
+def _user_inputs(options: dict) -> dict:
+    """The AuditConfig fields of the shared data and model options (the model file loaded, checked).
+
+    ``options``: the command's parameters (its ``locals()``), the shared ones among them.
+    """
+    data, target, positive_label = options["data"], options["target"], options["positive_label"]
+    categorical, immutable, increasing = options["categorical"], options["immutable"], options["increasing"]
+    bounds, model, model_file = options["bounds"], options["model"], options["model_file"]
+    trust, trust_pickle = options["trust"], options["trust_pickle"]
+    out = {
+        "data": str(data) if data else None,
+        "target": target,
+        "positive_label": positive_label,
+        "categorical": _columns(categorical),
+        "immutable": _columns(immutable),
+        "increasing": _columns(increasing),
+        "bounds": _bounds(bounds),
+        "model": model,
+    }
+    if model_file is not None:
+        if model != "logistic":
+            raise InvalidInputError(f"pass either --model {model} or --model-file, not both")
+        from recourse_privacy.models.files import load_model_file
+
+        out["model"] = load_model_file(model_file, tuple(trust or ()), trust_pickle=trust_pickle)
+    elif trust or trust_pickle:
+        raise InvalidInputError("--trust and --trust-pickle apply to --model-file")
+    return out
+
+
 @_command()
 def audit(
     dataset: str = typer.Option("synthetic", help=f"a registered dataset: {_names('dataset')}"),
-    data: Path | None = typer.Option(None, help="your own CSV/Parquet file instead of --dataset"),
-    target: str | None = typer.Option(None, help="label column of --data (binary; 1 = favourable)"),
+    data: Path | None = _DATA,
+    target: str | None = _TARGET,
+    positive_label: str | None = _POSITIVE_LABEL,
+    categorical: list[str] | None = _CATEGORICAL,
+    immutable: list[str] | None = _IMMUTABLE,
+    increasing: list[str] | None = _INCREASING,
+    bounds: list[str] | None = _BOUNDS,
+    model_file: Path | None = _MODEL_FILE,
+    trust: list[str] | None = _TRUST,
+    trust_pickle: bool = _TRUST_PICKLE,
     data_dir: Path | None = typer.Option(
         None, help="directory of the real datasets (else $RECOURSE_PRIVACY_DATA, else a download cache)"
     ),
@@ -237,11 +318,9 @@ def audit(
     try:
         config = AuditConfig(
             dataset=dataset,
-            data=str(data) if data else None,
-            target=target,
+            **_user_inputs(locals()),
             data_dir=str(data_dir) if data_dir else None,
             n_features=n_features,
-            model=model,
             recourse=recourse,
             attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
             shadow_models=shadow_models,
@@ -310,7 +389,7 @@ def _print_summary(console, result) -> None:
 
     cfg, model, rec = result.config, result.model, result.recourse
     console.print(
-        f"\n[bold]{cfg.data or cfg.dataset}[/] | model {cfg.model} "
+        f"\n[bold]{result.data.dataset}[/] | model {cfg.model_label} "
         f"(train acc {model.train_accuracy:.3f}, test acc {model.test_accuracy:.3f}) | "
         f"recourse {cfg.recourse} (validity {rec.validity:.3f}, "
         f"mean L1 {rec.mean_l1:.3g}, mean L2 {rec.mean_l2:.3g}) | "
@@ -436,6 +515,16 @@ def version() -> None:
 @_command()
 def tradeoff(
     dataset: str = typer.Option("synthetic", help="adult, heloc, compas, diabetes, synthetic, breast_cancer, digits"),
+    data: Path | None = _DATA,
+    target: str | None = _TARGET,
+    positive_label: str | None = _POSITIVE_LABEL,
+    categorical: list[str] | None = _CATEGORICAL,
+    immutable: list[str] | None = _IMMUTABLE,
+    increasing: list[str] | None = _INCREASING,
+    bounds: list[str] | None = _BOUNDS,
+    model_file: Path | None = _MODEL_FILE,
+    trust: list[str] | None = _TRUST,
+    trust_pickle: bool = _TRUST_PICKLE,
     data_dir: Path | None = typer.Option(None, help="directory of the real datasets"),
     n_features: int = typer.Option(100, help="features of the synthetic data (Huang et al. 2023: 100, 1000, ...)"),
     model: str = typer.Option("logistic", help="logistic (DPM and LR) or mlp* (DPM only: LR needs a linear model)"),
@@ -470,9 +559,9 @@ def tradeoff(
         eps = _numbers(epsilons, float, "--epsilons")
         base = tradeoff_base_config(
             dataset=dataset,
+            **_user_inputs(locals()),
             data_dir=str(data_dir) if data_dir else None,
             n_features=n_features,
-            model=model,
             recourse=recourse,
             attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
             shadow_models=shadow_models,
@@ -859,6 +948,16 @@ def audit_dp_command(
 @_command("recourse")
 def recourse_command(
     dataset: str = typer.Option("adult", help="adult, heloc, compas, diabetes, synthetic, breast_cancer, digits"),
+    data: Path | None = _DATA,
+    target: str | None = _TARGET,
+    positive_label: str | None = _POSITIVE_LABEL,
+    categorical: list[str] | None = _CATEGORICAL,
+    immutable: list[str] | None = _IMMUTABLE,
+    increasing: list[str] | None = _INCREASING,
+    bounds: list[str] | None = _BOUNDS,
+    model_file: Path | None = _MODEL_FILE,
+    trust: list[str] | None = _TRUST,
+    trust_pickle: bool = _TRUST_PICKLE,
     model: str = typer.Option("mlp", help="logistic, mlp, mlp3-100, mlp3-333, mlp3-1000"),
     methods: str = typer.Option(
         "scfe,cadex,dice,face",
@@ -894,7 +993,15 @@ def recourse_command(
         if not dot or not param:
             _fail(InvalidInputError(f"--method-param expects METHOD.KEY=VALUE; got {key!r}"))
         per_method.setdefault(name, {})[param] = value
-    _check_params_before_work(model, _parse_params(model_param, "--model-param"), per_method)
+    inputs = _user_inputs({**locals(), "model": "logistic" if model_file is not None and model == "mlp" else model})
+    from recourse_privacy.audit.user_inputs import describe_model
+
+    model_label = model if model_file is None else describe_model(inputs["model"])
+    if isinstance(inputs["model"], str):
+        _check_params_before_work(model, _parse_params(model_param, "--model-param"), per_method)
+    else:
+        _check_params_before_work(None, {}, per_method)
+    dataset_label = str(inputs["data"] and Path(inputs["data"]).name or dataset)
     _check_device(device)
     try:
         with console.status("measuring recourse quality") as status, use_device(device):
@@ -905,7 +1012,7 @@ def recourse_command(
 
             result = run_quality(
                 dataset,
-                model,
+                inputs.pop("model"),
                 names,
                 n_points=n_points,
                 seed=seed,
@@ -916,12 +1023,13 @@ def recourse_command(
                 model_params=_parse_params(model_param, "--model-param"),
                 method_params=per_method,
                 progress=progress,
+                **inputs,
             )
     except RecoursePrivacyError as err:
         _fail(err)
     run = result.run
     table = Table(
-        title=f"Recourse quality: {dataset} / {model} (held-out acc {run['heldout_accuracy']:.3f}), "
+        title=f"Recourse quality: {dataset_label} / {model_label} (held-out acc {run['heldout_accuracy']:.3f}), "
         f"{run['n_points']} query points{', actionable' if actionable else ''}"
     )
     shown = [m for m in METRICS if any(m in v for v in result.table.values())]
@@ -952,14 +1060,15 @@ def recourse_command(
     )
 
 
-def _check_params_before_work(model: str, model_params: dict, per_method: dict[str, dict]) -> None:
+def _check_params_before_work(model: str | None, model_params: dict, per_method: dict[str, dict]) -> None:
     """Construct the model and each method once, so that their bounded parameters are checked before training."""
     import inspect
 
     from recourse_privacy.models.registry import make_model
     from recourse_privacy.recourse import RECOURSE_METHODS
 
-    make_model(model, random_state=0, **model_params)
+    if model is not None:
+        make_model(model, random_state=0, **model_params)
     for name, params in per_method.items():
         cls = RECOURSE_METHODS.get(name).obj
         if "epsilon" in inspect.signature(cls).parameters and "epsilon" not in params:

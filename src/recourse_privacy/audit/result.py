@@ -48,6 +48,8 @@ class AuditArrays:
     cfd: np.ndarray
     recourse: RecourseResult
     pools: object = None
+    #: one row per target in the data's own columns and units (a user's data only; see stages.counterfactual_table)
+    counterfactuals: object = None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from recourse_privacy import __version__ as version
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.report.counterfactuals import examples_html
 from recourse_privacy.report.verdict import (
     LOW_FPR,
     AttackAssessment,
@@ -153,11 +154,18 @@ def _fpr_sort_key(key: str) -> tuple[int, float, str]:
 # --------------------------------------------------------------------------- header and verdict
 
 
+def _data_source(result: AuditResult) -> str:
+    """The user's data file, or the description of their DataFrame (e.g. ``DataFrame(900x5)``)."""
+    data = result.config.data
+    return data if isinstance(data, str) else str(result.data.dataset)
+
+
 def _dataset_label(result: AuditResult) -> str:
     """The named dataset, or for --data the file name and its target column."""
     cfg = result.config
-    if cfg.data:
-        name = Path(str(cfg.data)).name or str(cfg.data)
+    if cfg.data is not None:
+        source = _data_source(result)
+        name = Path(source).name or source
         return f"{name} (target column {cfg.target})" if cfg.target else name
     return str(cfg.dataset)
 
@@ -173,8 +181,8 @@ def _defense_label(result: AuditResult) -> str | None:
 def audit_label(result: AuditResult) -> str:
     """A short label of the audit: data, model, recourse and (if any) the defense with its epsilon."""
     cfg = result.config
-    data = Path(str(cfg.data)).name if cfg.data else str(cfg.dataset)
-    bits = [data, str(cfg.model), str(cfg.recourse)]
+    data = Path(_data_source(result)).name if cfg.data is not None else str(cfg.dataset)
+    bits = [data, cfg.model_label, str(cfg.recourse)]
     defense = _defense_label(result)
     return " / ".join(bits + ([defense] if defense else []))
 
@@ -186,7 +194,7 @@ def report_title(result: AuditResult) -> str:
 
 def _subtitle(result: AuditResult) -> str:
     cfg = result.config
-    parts = [f"target column {cfg.target}"] if cfg.data and cfg.target else []
+    parts = [f"target column {cfg.target}"] if cfg.data is not None and cfg.target else []
     parts += [
         f"model trained: {result.model.name}",
         f"recourse released: {result.recourse.method}",
@@ -690,6 +698,7 @@ def _render(result: AuditResult, images: Mapping[str, str | Path]) -> str:
         _model_section(result),
         "<h2>Recourse</h2>",
         _recourse_section(result),
+        examples_html(getattr(result.arrays, "counterfactuals", None)),
         "<h2>Data</h2>",
         _data_section(result),
         _shadow_section(result),
