@@ -13,6 +13,9 @@ if SHARED_DATA.is_dir() and "RECOURSE_PRIVACY_DATA" not in os.environ:
     os.environ["RECOURSE_PRIVACY_DATA"] = str(SHARED_DATA)
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# the suite runs without the shared artifact cache (recourse_privacy.cache) unless a test gives one: a
+# test that counts training calls or breaks a model on purpose must not be answered from a cache
+os.environ.setdefault("RECOURSE_PRIVACY_CACHE", "off")
 
 
 @pytest.fixture

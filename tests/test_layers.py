@@ -24,7 +24,7 @@ import recourse_privacy
 
 ROOT = Path(recourse_privacy.__file__).parent
 LAYERS = [
-    {"errors", "validation", "registry", "provenance", "hyperparams", "processes"},
+    {"errors", "validation", "registry", "provenance", "hyperparams", "processes", "cache"},
     {"data", "models"},
     {"recourse", "metrics"},
     {"attacks"},

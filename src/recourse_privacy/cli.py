@@ -59,8 +59,8 @@ def _stop_workers() -> None:
         pass
 
 
-def _command(*args, **kwargs):
-    """``app.command`` whose function has the CLI's one error path.
+def _command(*args, on=None, **kwargs):
+    """``app.command`` (or ``on.command``, a sub-app's) whose function has the CLI's one error path.
 
     A package error (bad input) prints one line and exits 2; an interrupt (Ctrl-C, SIGTERM)
     stops the worker processes and exits 130; a file-system error prints one line and exits 2;
@@ -95,7 +95,7 @@ def _command(*args, **kwargs):
                     code=1,
                 )
 
-        return app.command(*args, **kwargs)(wrapped)
+        return (on or app).command(*args, **kwargs)(wrapped)
 
     return decorate
 
@@ -300,11 +300,17 @@ def audit(
     n_jobs: int = typer.Option(1, help="parallel shadow-model trainings (joblib processes)"),
     device: str = typer.Option("auto", help=_DEVICE_HELP),
     out: Path = typer.Option(Path("audit-results"), help="output directory"),
+    cache_dir: str | None = typer.Option(
+        None,
+        help="shared cache of trained models and recourse (off: none; default $RECOURSE_PRIVACY_CACHE, "
+        "else the user cache; `recourse-privacy cache info`)",
+    ),
 ) -> None:
     """Play the recourse membership-inference game and report every attack."""
     from rich.console import Console
 
     from recourse_privacy.audit import AuditConfig, run_audit
+    from recourse_privacy.cache import open_cache
 
     console = Console()
     if not console.is_terminal:
@@ -339,6 +345,7 @@ def audit(
             recourse_fit=recourse_fit,
         ).validate()
         check_output_dir(out)
+        artifacts = open_cache(cache_dir)
     except RecoursePrivacyError as err:
         _fail(err)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -359,11 +366,22 @@ def audit(
             bar.update(tasks[stage], completed=done, total=total)
 
         try:
-            result = run_audit(config, out, progress=progress)
+            result = run_audit(config, out, progress=progress, cache=artifacts or "off")
         except RecoursePrivacyError as err:
             bar.stop()
             _fail(err)
     _print_summary(console, result)
+    if artifacts is not None:
+        artifacts.write_last_run(f"audit --out {out}", artifacts.stats_dict())
+        console.print(
+            f"artifact cache {artifacts.root}: {_hit_text(artifacts.stats_dict())}", style="dim", highlight=False
+        )
+
+
+def _hit_text(stats: dict) -> str:
+    """``owner model 1/1, shadow models 10/10 ...``: hits / lookups per role of the artifact cache."""
+    parts = [f"{role} {s['hits']}/{s['hits'] + s['misses']}" for role, s in stats.items()]
+    return "hits/lookups " + (", ".join(parts) if parts else "none")
 
 
 def _print_summary(console, result) -> None:
@@ -602,7 +620,14 @@ def _wide_console():
 
 
 def _run_and_report(
-    spec, out: Path, backend: str, address: str | None, n_jobs: int | None, threads_per_cell: int, console
+    spec,
+    out: Path,
+    backend: str,
+    address: str | None,
+    n_jobs: int | None,
+    threads_per_cell: int,
+    console,
+    cache_dir: str | None = None,
 ) -> None:
     """Run a spec with progress bars, then print what was done and the tables."""
     from recourse_privacy.experiments.engine import run_spec
@@ -610,7 +635,14 @@ def _run_and_report(
 
     try:
         summary = run_spec(
-            spec, out, backend=backend, address=address, n_jobs=n_jobs, progress=True, threads_per_cell=threads_per_cell
+            spec,
+            out,
+            backend=backend,
+            address=address,
+            n_jobs=n_jobs,
+            progress=True,
+            threads_per_cell=threads_per_cell,
+            cache_dir=cache_dir,
         )
     except RecoursePrivacyError as err:
         _fail(err)
@@ -627,6 +659,7 @@ def _run_and_report(
     plots = plot_results(tables, out)
     if plots:
         console.print(f"wrote {len(plots)} plot(s) to {Path(out) / 'plots'}", highlight=False)
+    _print_run_report(summary.report, console)
     for label, err in summary.failed:
         console.print(f"failed: {label}: {err}", style="red", highlight=False)
     if summary.failed:
@@ -641,6 +674,11 @@ def run_command(
     address: str | None = typer.Option(None, help="Ray cluster address (--backend ray); default: a local Ray"),
     n_jobs: int | None = typer.Option(None, help="cells in parallel (local default: the number of cores)"),
     threads_per_cell: int = typer.Option(1, help="torch/BLAS threads of each cell (same value, same numbers)"),
+    cache_dir: str | None = typer.Option(
+        None,
+        help="shared cache of trained models and recourse (off: none; default $RECOURSE_PRIVACY_CACHE, "
+        "else the user cache; `recourse-privacy cache info`)",
+    ),
 ) -> None:
     """Run every unfinished cell of an experiment spec; a rerun skips the finished cells."""
     from recourse_privacy.experiments.spec import load_spec
@@ -650,7 +688,7 @@ def run_command(
         loaded = load_spec(spec)
     except RecoursePrivacyError as err:
         _fail(err)
-    _run_and_report(loaded, out, backend, address, n_jobs, threads_per_cell, console)
+    _run_and_report(loaded, out, backend, address, n_jobs, threads_per_cell, console, cache_dir)
 
 
 @_command("results")
@@ -696,6 +734,11 @@ def reproduce_command(
     n_jobs: int | None = typer.Option(None, help="cells in parallel (local default: the number of cores)"),
     threads_per_cell: int = typer.Option(1, help="torch/BLAS threads of each cell"),
     device: str = typer.Option("auto", help=_DEVICE_HELP),
+    cache_dir: str | None = typer.Option(
+        None,
+        help="shared cache of trained models and recourse (off: none; default $RECOURSE_PRIVACY_CACHE, "
+        "else the user cache; `recourse-privacy cache info`)",
+    ),
 ) -> None:
     """Run a shipped reproduction and print the paper's figures beside ours, with the known differences."""
     from recourse_privacy.experiments.reproductions import REPRODUCTIONS
@@ -719,7 +762,80 @@ def reproduce_command(
         fixed["device"] = device
     if fixed or seed_list:
         spec = spec.with_overrides(fixed=fixed, seeds=seed_list)
-    _run_and_report(spec, out_dir, backend, address, n_jobs, threads_per_cell, console)
+    _run_and_report(spec, out_dir, backend, address, n_jobs, threads_per_cell, console, cache_dir)
+
+
+def _print_run_report(report: dict, console) -> None:
+    """Where the run's time went (the tables of summary.md): seconds per cell and stage, the cache's hit rates."""
+    if not report:
+        return
+    from rich.table import Table
+
+    from recourse_privacy.experiments.engine import report_tables
+
+    header, rows, cache_header, cache_rows = report_tables(report)
+    table = Table(title=f"Where the time went: {report['wall_seconds']:,.1f} s wall (summary.md)")
+    for i, col in enumerate(header):
+        table.add_column(col, justify="left" if i < 2 else "right")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    if cache_rows:
+        table = Table(title=f"Artifact cache {report['cache']['dir']}")
+        for i, col in enumerate(cache_header):
+            table.add_column(col, justify="left" if i == 0 else "right")
+        for row in cache_rows:
+            table.add_row(*row)
+        console.print(table)
+
+
+cache_app = typer.Typer(
+    no_args_is_help=True,
+    help="The shared cache of trained models and recourse (reused by audits and grid cells).",
+)
+app.add_typer(cache_app, name="cache")
+
+_CACHE_ARG = typer.Option(None, help="the cache directory (default $RECOURSE_PRIVACY_CACHE, else the user cache)")
+
+
+def _cache_or_fail(cache_dir: str | None):
+    from recourse_privacy.cache import ArtifactCache, resolve_cache_dir
+
+    path = resolve_cache_dir(cache_dir)
+    if path is None:
+        raise InvalidInputError("the artifact cache is off (--cache-dir / $RECOURSE_PRIVACY_CACHE); name a directory")
+    return ArtifactCache(path)
+
+
+@_command("info", on=cache_app)
+def cache_info_command(cache_dir: str | None = _CACHE_ARG) -> None:
+    """Where the cache is, its entries and size, and the hit rates of the last run that used it."""
+    from rich.console import Console
+
+    console = Console()
+    info = _cache_or_fail(cache_dir).info()
+    entries = ", ".join(f"{n} {kind}" for kind, n in info.entries.items()) or "no entries"
+    console.print(f"{info.root}: {entries}; {info.bytes / 2**20:,.1f} MiB", highlight=False)
+    last = info.last_run
+    if last is None:
+        console.print("no run recorded yet", style="dim")
+        return
+    console.print(f"last run: {last.get('what')} at {last.get('finished_at')}", highlight=False)
+    for role, s in (last.get("stats") or {}).items():
+        rate = "-" if s.get("hit_rate") is None else f"{s['hit_rate']:.0%}"
+        console.print(
+            f"  {role}: {s['hits']} hits, {s['misses']} misses ({rate}), {s.get('corrupt', 0)} corrupt, "
+            f"{s.get('compute_seconds', 0):.1f} s computing, {s.get('load_seconds', 0):.1f} s loading",
+            highlight=False,
+        )
+
+
+@_command("clear", on=cache_app)
+def cache_clear_command(cache_dir: str | None = _CACHE_ARG) -> None:
+    """Remove every entry of the cache (trained models, recourse); downloaded datasets are kept."""
+    cache = _cache_or_fail(cache_dir)
+    n, size = cache.clear()
+    typer.echo(f"removed {n} files ({size / 2**20:,.1f} MiB) from {cache.root}")
 
 
 @_command("audit-dp")

@@ -17,11 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
+from recourse_privacy.cache import ArtifactCache
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.models.base import logit_confidence
 from recourse_privacy.models.batched import can_batch, fit_mlps_batched
+from recourse_privacy.models.cached import fit_batch_cached, fit_cached
 from recourse_privacy.provenance import sha256_arrays
-from recourse_privacy.recourse.base import fit_for
+from recourse_privacy.recourse.cached import cached_fit_for
 from recourse_privacy.validation import as_generator, check_positive_int
 
 _FIELDS = (
@@ -124,9 +126,11 @@ def _read_entry(path: Path, inputs_key: str, n_targets: int, n_calib: int) -> di
     return res
 
 
-def _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, X_t, y_t, X_c, y_c, need_cfd):
+def _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, X_t, y_t, X_c, y_c, need_cfd, artifacts=None):
     idx = np.flatnonzero(keep[:, k])
-    recourse = fit_for(recourse, X_pool[idx], y_pool[idx], model)
+    recourse = cached_fit_for(
+        recourse, X_pool[idx], y_pool[idx], model, artifacts, role="shadow recourse", norms=(distance,)
+    )
     out = {"train_accuracy": np.array(np.mean(model.predict(X_pool[idx]) == y_pool[idx]))}
     for tag, X, y in (("targets", X_t, y_t), ("calib", X_c, y_c)):
         rejected = model.predict(X) == 0
@@ -148,8 +152,15 @@ def _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, X_t, y_t, 
 
 def _one_shadow(k, make_model, recourse, distance, X_pool, y_pool, keep, *rest):
     idx = np.flatnonzero(keep[:, k])
-    model = make_model(k).fit(X_pool[idx], y_pool[idx])
+    model = fit_cached(make_model(k), X_pool[idx], y_pool[idx], rest[-1], role="shadow models")
     return _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, *rest)
+
+
+def _one_shadow_counted(k, *args):
+    """:func:`_one_shadow` in a worker process, with its own cache counters: (statistics, counters)."""
+    artifacts = args[-1].child() if args[-1] is not None else None
+    res = _one_shadow(k, *args[:-1], artifacts)
+    return res, (artifacts.stats_dict() if artifacts is not None else {})
 
 
 def run_shadow_models(
@@ -170,6 +181,7 @@ def run_shadow_models(
     n_jobs: int = 1,
     batched: bool = True,
     on_done: Callable[[int], None] | None = None,
+    artifacts: ArtifactCache | None = None,
 ) -> ShadowData:
     """Train ``n_shadow`` shadow models (seeded ``make_model(k)``) and collect their statistics.
 
@@ -177,7 +189,9 @@ def run_shadow_models(
     ``shadow_<k>.npz`` and reused on a rerun, so a killed run resumes where it stopped.
     With ``batched`` (the default), MLP shadow models of one architecture train together
     (:func:`~recourse_privacy.models.batched.fit_mlps_batched`); other models train one by
-    one, in ``n_jobs`` processes.
+    one, in ``n_jobs`` processes. With ``artifacts`` (:mod:`recourse_privacy.cache`), trained
+    shadow models and their recourse are read from that content-addressed store where another
+    audit or grid cell computed them, and stored there otherwise.
     """
     n_shadow = check_positive_int(n_shadow, "shadow_models")
     rng = as_generator(random_state)
@@ -187,7 +201,7 @@ def run_shadow_models(
     cache = Path(cache_dir) if cache_dir is not None else None
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)
-    args = (make_model, recourse, distance, X_pool, y_pool, keep, X_targets, y_targets, X_c, y_c, need_cfd)
+    args = (make_model, recourse, distance, X_pool, y_pool, keep, X_targets, y_targets, X_c, y_c, need_cfd, artifacts)
 
     # every entry is keyed by the exact inputs it was computed from and carries a digest of its
     # own numbers; an entry whose key or digest does not match is recomputed, never used
@@ -227,7 +241,8 @@ def run_shadow_models(
     models = [make_model(k) for k in todo]
     if batched and can_batch(models):
         # all shadow networks trained at once (stacked weights), then queried one by one
-        fit_mlps_batched(models, X_pool, y_pool, [np.flatnonzero(keep[:, k]) for k in todo])
+        rows = [np.flatnonzero(keep[:, k]) for k in todo]
+        fit_batch_cached(models, X_pool, y_pool, rows, artifacts, fit_mlps_batched, role="shadow models")
         for k, model in zip(todo, models):
             finish(k, _shadow_stats(k, model, *args[1:]))
     elif n_jobs == 1 or len(todo) <= 1:
@@ -237,7 +252,9 @@ def run_shadow_models(
         from joblib import Parallel, delayed
 
         par = Parallel(n_jobs=n_jobs, return_as="generator")
-        for k, res in zip(todo, par(delayed(_one_shadow)(k, *args) for k in todo)):
+        for k, (res, counted) in zip(todo, par(delayed(_one_shadow_counted)(k, *args) for k in todo)):
+            if artifacts is not None:
+                artifacts.merge(counted)
             finish(k, res)
 
     stack = {name: np.stack([results[k][name] for k in range(n_shadow)], axis=-1) for name in _FIELDS}

@@ -25,6 +25,7 @@ from recourse_privacy.audit.user_model import (
     check_fitted_recourse,
     resolve_model,
 )
+from recourse_privacy.cache import ArtifactCache, open_cache
 from recourse_privacy.data import dataset_file
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.models.base import accuracy
@@ -85,6 +86,7 @@ def run_audit(
     out_dir: str | Path | None = None,
     *,
     progress: Progress | None = None,
+    cache: ArtifactCache | str | Path | bool | None = None,
     **overrides,
 ) -> AuditResult:
     """Play the recourse membership-inference game once and measure every attack.
@@ -96,20 +98,33 @@ def run_audit(
     ``report.html`` and, where the points decode to the data's columns,
     ``counterfactuals.csv`` there, and keeps each finished shadow model's statistics under
     ``out_dir/.cache`` so that a killed run resumes where it stopped.
+
+    ``cache``: the content-addressed store of trained models and recourse shared by audits and
+    grid cells (:mod:`recourse_privacy.cache`): an :class:`~recourse_privacy.cache.ArtifactCache`
+    (whose ``stats`` then count this audit's hits and misses), a directory, ``"off"`` or False for
+    none, or None for ``$RECOURSE_PRIVACY_CACHE``, else the user cache directory. The numbers
+    are the same with and without it; a model without a state codec (your own fitted model) is
+    used as given, never cached.
     """
     unknown = sorted(set(overrides) - {f.name for f in fields(AuditConfig)})
     if unknown:
         raise InvalidInputError(f"unknown audit setting(s): {', '.join(unknown)}")
     config = replace(config or AuditConfig(), **overrides).validate()
     with use_device(config.device):  # every torch step of the game (models, gradient recourse) on this device
-        return _play(config, out_dir, progress)
+        return _play(config, out_dir, progress, cache)
 
 
-def _play(config: AuditConfig, out_dir: str | Path | None, progress: Progress | None) -> AuditResult:
+def _play(
+    config: AuditConfig,
+    out_dir: str | Path | None,
+    progress: Progress | None,
+    cache: ArtifactCache | str | Path | bool | None = None,
+) -> AuditResult:
     """The game of :func:`run_audit` with a validated ``config``."""
     if out_dir is not None:
         out_dir = check_output_dir(out_dir)
     clock = _Clock(progress or (lambda stage, done, total: None))
+    artifacts = open_cache(cache)
     defense = DEFENSES.get(config.defense).obj
 
     clock.begin("data")
@@ -124,7 +139,7 @@ def _play(config: AuditConfig, out_dir: str | Path | None, progress: Progress | 
 
     clock.begin("owner model")
     make_model = recipe.make
-    targets = stages.train_owner(make_model, game, config.seed)
+    targets = stages.train_owner(make_model, game, config.seed, artifacts)
     check_fitted_recourse(config, targets.model, recipe.label)
     clock.lap("owner model")
 
@@ -132,7 +147,7 @@ def _play(config: AuditConfig, out_dir: str | Path | None, progress: Progress | 
     fit_X, fit_y = (
         (game.X_pool, game.y_pool) if config.recourse_fit == "adversary" else (game.X_members, game.y_members)
     )
-    res, session = defense.owner_recourse(config, method, targets.model, fit_X, fit_y, targets.X)
+    res, session = stages.owner_recourse(config, defense, method, targets, fit_X, fit_y, artifacts)
     cfd = res.distance(config.distance)
     counterfactuals, note = (
         stages.counterfactual_table(
@@ -152,7 +167,7 @@ def _play(config: AuditConfig, out_dir: str | Path | None, progress: Progress | 
     )
     with workers_die_with_parent():  # no shadow-model worker outlives a killed run
         shadow = stages.train_shadow_models(
-            config, make_model, method, game, targets, cache_dir=cache, progress=clock.progress
+            config, make_model, method, game, targets, cache_dir=cache, progress=clock.progress, artifacts=artifacts
         )
     if shadow is not None:
         clock.lap("shadow models", report=False)

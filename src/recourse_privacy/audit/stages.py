@@ -19,14 +19,18 @@ from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.attacks.registry import ATTACKS, AttackInputs, LRTOptions, run_attack
 from recourse_privacy.attacks.shadow import ShadowData, run_shadow_models
 from recourse_privacy.audit.config import AuditConfig
+from recourse_privacy.audit.defenses import Defense
 from recourse_privacy.audit.summaries import AttackResult, RecourseSummary, ShadowSummary, VersusScores
+from recourse_privacy.cache import ArtifactCache
 from recourse_privacy.data import Dataset, Pools, Preprocessor, load_dataset, split_pools
 from recourse_privacy.data.tabular import read_table, validate_frame
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics.intervals import paired_auc_difference
 from recourse_privacy.metrics.membership import attack_metrics
 from recourse_privacy.models.base import BaseClassifier
+from recourse_privacy.models.cached import fit_cached
 from recourse_privacy.recourse.base import RecourseResult
+from recourse_privacy.recourse.cached import cached_generate
 from recourse_privacy.validation import derive_seed
 
 __all__ = [
@@ -36,6 +40,7 @@ __all__ = [
     "load_data",
     "attack_signal",
     "measure_attacks",
+    "owner_recourse",
     "prepare_game",
     "run_attacks",
     "shadow_summary",
@@ -151,9 +156,12 @@ def prepare_game(config: AuditConfig, dataset: Dataset) -> GameData:
     )
 
 
-def train_owner(make_model: Callable[[int], BaseClassifier], game: GameData, seed: int) -> Targets:
-    """Fit the owner's model on the members; the targets are the members and non-members it rejects."""
-    model = make_model(derive_seed(seed, 3)).fit(game.X_members, game.y_members)
+def train_owner(
+    make_model: Callable[[int], BaseClassifier], game: GameData, seed: int, artifacts: ArtifactCache | None = None
+) -> Targets:
+    """Fit the owner's model on the members (or read it from ``artifacts``); the targets are the members and
+    non-members it rejects."""
+    model = fit_cached(make_model(derive_seed(seed, 3)), game.X_members, game.y_members, artifacts, role="owner model")
     rej_m, rej_n = model.predict(game.X_members) == 0, model.predict(game.X_nonmembers) == 0
     if not rej_m.any() or not rej_n.any():
         raise InvalidInputError(
@@ -176,6 +184,7 @@ def train_shadow_models(
     *,
     cache_dir: Path | None,
     progress: Progress,
+    artifacts: ArtifactCache | None = None,
 ) -> ShadowData | None:
     """The adversary's shadow models and the targets' statistics under each; None when no attack needs them."""
     if not config.needs_shadow_models:
@@ -203,7 +212,28 @@ def train_shadow_models(
         cache_dir=cache_dir,
         n_jobs=config.n_jobs,
         on_done=on_done,
+        artifacts=artifacts,
     )
+
+
+def owner_recourse(
+    config: AuditConfig,
+    defense: Defense,
+    method,
+    targets: Targets,
+    fit_X: np.ndarray,
+    fit_y: np.ndarray,
+    artifacts: ArtifactCache | None = None,
+):
+    """The owner's recourse for the targets and the defense's budget session (None where it spends none).
+
+    A defense that releases the plain recourse (it does not override ``owner_recourse``) has it
+    read from ``artifacts`` where an audit of the same model, method and targets computed it.
+    """
+    if type(defense).owner_recourse is Defense.owner_recourse:
+        res = cached_generate(method, targets.model, fit_X, fit_y, targets.X, artifacts, role="owner recourse")
+        return res, None
+    return defense.owner_recourse(config, method, targets.model, fit_X, fit_y, targets.X)
 
 
 def run_attacks(config: AuditConfig, inputs: AttackInputs) -> dict[str, AttackScores]:

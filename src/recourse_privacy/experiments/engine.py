@@ -29,14 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from recourse_privacy.audit import AuditConfig, data_provenance, run_audit
+from recourse_privacy.cache import merge_stats, open_cache, resolve_cache_dir
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.experiments.spec import Cell, ExperimentSpec, load_spec
-from recourse_privacy.experiments.store import ResultStore
+from recourse_privacy.experiments.store import ResultStore, atomic_write_bytes, atomic_write_json
 from recourse_privacy.processes import exit_with_parent
 from recourse_privacy.provenance import content_key, sha256_json
 from recourse_privacy.validation import check_output_dir, check_positive_int
 
-__all__ = ["BACKENDS", "RunSummary", "cell_content_key", "run_cell", "run_spec", "RichProgress"]
+__all__ = ["BACKENDS", "RunSummary", "cell_content_key", "run_cell", "run_report", "run_spec", "RichProgress"]
 
 BACKENDS = ("local", "ray")
 
@@ -60,6 +61,8 @@ class RunSummary:
     invalid: list[tuple[str, str]] = field(default_factory=list)  # cells the spec dropped (on_invalid: skip)
     seconds: float = 0.0
     summary_path: Path | None = None
+    cache_dir: str | None = None  # the artifact cache the cells used (None: off)
+    report: dict = field(default_factory=dict)  # run_report(): per cell and per stage times, cache hit rates
 
     @property
     def n_computed(self) -> int:
@@ -115,6 +118,7 @@ def run_cell(
     parent_pid: int | None = None,
     spec_digest: str | None = None,
     wait: bool = False,
+    cache_dir: str | None = None,
 ) -> dict:
     """Run one cell's audit in ``root/runs/<hash>/`` and write its record to ``root/cells/<hash>.json``.
 
@@ -126,6 +130,9 @@ def run_cell(
     and BLAS threads, so that the numbers do not depend on the machine's core count.
     ``reporter`` None writes the audit's stages to ``runs/<hash>/.progress.json`` for the
     driver to poll; a local worker given ``parent_pid`` exits when that process dies.
+    ``cache_dir``: the artifact cache (:mod:`recourse_privacy.cache`; ``"off"`` for none, None for
+    the default) whose trained models and recourse the cell shares with the others; the record's
+    ``cache`` holds the cell's hits and misses.
     """
     os.environ.setdefault("MPLBACKEND", "Agg")
     from threadpoolctl import threadpool_limits
@@ -156,12 +163,36 @@ def run_cell(
         if existing is not None:
             return {**existing, "shared": True}
         return _compute_cell(
-            store, cfg, cell_hash, key, labels, label, spec_name, spec_digest, reporter, threads, t0, threadpool_limits
+            store,
+            cfg,
+            cell_hash,
+            key,
+            labels,
+            label,
+            spec_name,
+            spec_digest,
+            reporter,
+            threads,
+            t0,
+            threadpool_limits,
+            cache_dir,
         )
 
 
 def _compute_cell(
-    store, cfg, cell_hash, key, labels, label, spec_name, spec_digest, reporter, threads, t0, threadpool_limits
+    store,
+    cfg,
+    cell_hash,
+    key,
+    labels,
+    label,
+    spec_name,
+    spec_digest,
+    reporter,
+    threads,
+    t0,
+    threadpool_limits,
+    cache_dir,
 ) -> dict:
     if reporter is None:
         run_dir = store.run_dir(cell_hash)
@@ -172,9 +203,10 @@ def _compute_cell(
 
         old_threads = torch.get_num_threads()
         torch.set_num_threads(threads)
+        artifacts = open_cache(cache_dir)
         try:
             with threadpool_limits(limits=threads):
-                result = run_audit(cfg, store.run_dir(cell_hash), progress=reporter)
+                result = run_audit(cfg, store.run_dir(cell_hash), progress=reporter, cache=artifacts or "off")
         finally:
             torch.set_num_threads(old_threads)
         record = {
@@ -189,6 +221,7 @@ def _compute_cell(
             "metrics": result.to_dict(),
             "seconds": round(time.perf_counter() - t0, 3),
             "threads": threads,
+            "cache": artifacts.stats_dict() if artifacts is not None else None,
             "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "host": socket.gethostname(),
             "status": "complete",
@@ -307,21 +340,19 @@ def _local(
     store: ResultStore,
     on_stage,
     on_result,
-    spec_digest: str | None = None,
+    opts: dict,
 ) -> None:
     if n_jobs == 1 or len(cells) == 1:
         for cell in cells:
             report = (lambda c: lambda stage, done, total: on_stage((c.hash, stage, done, total)))(cell)
-            on_result(cell, run_cell(*args(cell), reporter=report, threads=threads, spec_digest=spec_digest))
+            on_result(cell, run_cell(*args(cell), reporter=report, threads=threads, **opts))
         return
     from joblib import Parallel, delayed
 
     by_hash = {c.hash: c for c in cells}
     with _ProgressPoller(store, cells, on_stage) as poller:
         par = Parallel(n_jobs=min(n_jobs, len(cells)), return_as="generator_unordered")
-        jobs = (
-            delayed(run_cell)(*args(c), threads=threads, parent_pid=os.getpid(), spec_digest=spec_digest) for c in cells
-        )
+        jobs = (delayed(run_cell)(*args(c), threads=threads, parent_pid=os.getpid(), **opts) for c in cells)
         for rec in par(jobs):
             poller.forget(rec["hash"])
             on_result(by_hash[rec["hash"]], rec)
@@ -336,7 +367,7 @@ def _ray(
     store: ResultStore,
     on_stage,
     on_result,
-    spec_digest: str | None = None,
+    opts: dict,
 ) -> None:
     try:
         import ray
@@ -358,7 +389,7 @@ def _ray(
             cell = next(todo, None)
             if cell is None:
                 return False
-            pending[task.remote(*args(cell), threads=threads, spec_digest=spec_digest)] = cell
+            pending[task.remote(*args(cell), threads=threads, **opts)] = cell
             return True
 
         with _ProgressPoller(store, cells, on_stage) as poller:
@@ -389,13 +420,18 @@ def run_spec(
     n_jobs: int | None = None,
     progress: bool | ProgressCallback = True,
     threads_per_cell: int = 1,
+    cache_dir: str | Path | None = None,
 ) -> RunSummary:
     """Run every unfinished cell of ``spec`` and store one record per cell in ``out_dir``.
 
     ``backend`` "local" (joblib processes, ``n_jobs`` default: cores) or "ray" (``address``
     of a cluster, else a local Ray). ``progress``: True for rich bars, False for none, or a
     callback ``(event, cell_label, details)``. Cells already in the store are skipped; a
-    rerun after a crash computes only the missing ones. Returns a :class:`RunSummary`.
+    rerun after a crash computes only the missing ones. ``cache_dir``: the artifact cache the
+    cells share (:mod:`recourse_privacy.cache`: trained models and recourse computed once for
+    the whole grid; ``"off"`` for none; None: ``$RECOURSE_PRIVACY_CACHE``, else the user cache).
+    Returns a :class:`RunSummary`; ``summary.json`` and ``summary.md`` in ``out_dir`` hold the
+    per-cell, per-stage times and the cache's hit rates (:func:`run_report`).
     """
     if not isinstance(spec, ExperimentSpec):
         spec = load_spec(spec)
@@ -411,6 +447,8 @@ def run_spec(
     store.clean_temp()
     store.save_spec(spec.to_dict())
     spec_digest = sha256_json(spec.to_dict())[:16]
+    cache_path = resolve_cache_dir(cache_dir)
+    opts = {"spec_digest": spec_digest, "cache_dir": str(cache_path) if cache_path is not None else "off"}
 
     cells = spec.cells
 
@@ -423,6 +461,7 @@ def run_spec(
     todo = [c for c in cells if not finished(c)]
     busy: list[Cell] = []
     summary = RunSummary(spec.name, store.root, backend, len(cells), len(cells) - len(todo), invalid=spec.skipped)
+    summary.cache_dir = str(cache_path) if cache_path is not None else None
     labels = {c.hash: c.label for c in cells}
 
     display = RichProgress() if progress is True else None
@@ -455,7 +494,7 @@ def run_spec(
 
     def wait_for_busy() -> None:
         for cell in busy:
-            on_result(cell, run_cell(*args(cell), threads=threads_per_cell, spec_digest=spec_digest, wait=True))
+            on_result(cell, run_cell(*args(cell), threads=threads_per_cell, wait=True, **opts))
 
     if display is not None:
         display.__enter__()
@@ -463,17 +502,155 @@ def run_spec(
         callback("start", None, {"total": len(cells), "done": summary.n_skipped})
         if todo:
             if backend == "local":
-                _local(
-                    todo, args, n_jobs or os.cpu_count() or 1, threads_per_cell, store, on_stage, on_result, spec_digest
-                )
+                _local(todo, args, n_jobs or os.cpu_count() or 1, threads_per_cell, store, on_stage, on_result, opts)
             else:
-                _ray(todo, args, n_jobs, address, threads_per_cell, store, on_stage, on_result, spec_digest)
+                _ray(todo, args, n_jobs, address, threads_per_cell, store, on_stage, on_result, opts)
             wait_for_busy()
         if store.records():
             summary.summary_path = store.write_summary()
         summary.seconds = round(time.perf_counter() - t0, 3)
+        summary.report = run_report(summary, store, cells)
+        _write_report(summary.report, store.root)
+        if cache_path is not None and summary.computed:
+            open_cache(cache_path).write_last_run(f"run {spec.name} ({store.root})", summary.report["cache"]["stats"])
         callback("end", None, {"summary": summary})
     finally:
         if display is not None:
             display.__exit__(None, None, None)
     return summary
+
+
+# ---------------------------------------------------------------------- the run's report
+#: the audit's stages in the order they run (audit/pipeline.py's clock)
+STAGES = ("data", "owner model", "recourse", "shadow models", "attacks")
+REPORT_FILES = ("summary.json", "summary.md")
+
+
+def run_report(summary: RunSummary, store: ResultStore, cells: list[Cell]) -> dict:
+    """Where a run's time went: each cell's wall time and audit stages, and the artifact cache's hits and misses.
+
+    A cell's ``status`` is ``computed`` (by this run), ``shared`` (by another runner while this one
+    waited), ``earlier run`` (its record was already in the store), ``failed`` or ``missing``. The
+    totals (stage seconds, cache counters) are over the cells this run computed.
+    """
+    computed, shared = set(summary.computed), set(summary.shared)
+    failed = {label for label, _ in summary.failed}
+    rows = []
+    for cell in cells:
+        rec = store.read(cell.hash)
+        if rec is None:
+            rows.append(
+                {"cell": cell.label, "hash": cell.hash, "status": "failed" if cell.label in failed else "missing"}
+            )
+            continue
+        status = "computed" if cell.hash in computed else "shared" if cell.hash in shared else "earlier run"
+        rows.append(
+            {
+                "cell": cell.label,
+                "hash": cell.hash,
+                "status": status,
+                "seconds": rec.get("seconds"),
+                "stages": dict(rec["metrics"].get("timing_seconds") or {}),
+                "cache": rec.get("cache"),
+            }
+        )
+    mine = [r for r in rows if r["status"] == "computed"]
+    stages: dict[str, float] = {}
+    for r in mine:
+        for name, sec in r["stages"].items():
+            stages[name] = round(stages.get(name, 0.0) + float(sec), 3)
+    return {
+        "spec": summary.spec,
+        "backend": summary.backend,
+        "wall_seconds": summary.seconds,
+        "n_cells": summary.n_cells,
+        "n_computed": summary.n_computed,
+        "n_earlier": summary.n_skipped,
+        "n_failed": summary.n_failed,
+        "stage_seconds": stages,
+        "cache": {"dir": summary.cache_dir, "stats": merge_stats(*(r["cache"] or {} for r in mine))},
+        "cells": rows,
+    }
+
+
+def report_tables(report: dict) -> tuple[list[str], list[list[str]], list[str], list[list[str]]]:
+    """The report as two tables of strings: (header, rows) per cell and stage; (header, rows) per cache role."""
+    names = [s for s in STAGES if any(s in r.get("stages", {}) for r in report["cells"])]
+    names += sorted({s for r in report["cells"] for s in r.get("stages", {})} - {*names, "total"})
+
+    def sec(v) -> str:
+        return "" if v is None else f"{float(v):,.1f}"
+
+    def hits(stats: dict | None) -> str:
+        if not stats:
+            return ""
+        h = sum(s["hits"] for s in stats.values())
+        return f"{h}/{h + sum(s['misses'] for s in stats.values())}"
+
+    header = ["cell", "status", "seconds", *names, "cache hits/lookups"]
+    rows = [
+        [
+            r["cell"],
+            r["status"],
+            sec(r.get("seconds")),
+            *(sec(r.get("stages", {}).get(n)) for n in names),
+            hits(r.get("cache")),
+        ]
+        for r in report["cells"]
+    ]
+    mine = [r for r in report["cells"] if r["status"] == "computed"]
+    rows.append(
+        [
+            f"sum over the {len(mine)} computed cell(s)",
+            "",
+            sec(sum(r.get("seconds") or 0.0 for r in mine)),
+            *(sec(report["stage_seconds"].get(n)) for n in names),
+            hits(report["cache"]["stats"]),
+        ]
+    )
+    cache_header = ["role", "hits", "misses", "hit rate", "corrupt", "not stored", "compute s", "load s"]
+    cache_rows = [
+        [
+            role,
+            str(s["hits"]),
+            str(s["misses"]),
+            "" if s["hit_rate"] is None else f"{s['hit_rate']:.0%}",
+            str(s["corrupt"]),
+            str(s["too_large"]),
+            sec(s["compute_seconds"]),
+            sec(s["load_seconds"]),
+        ]
+        for role, s in report["cache"]["stats"].items()
+    ]
+    return header, rows, cache_header, cache_rows
+
+
+def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def report_markdown(report: dict) -> str:
+    """``summary.md``: the run's wall time, a table of cells x stages (seconds), and the cache's hit rates."""
+    header, rows, cache_header, cache_rows = report_tables(report)
+    cache = report["cache"]["dir"] or "off"
+    text = [
+        f"# {report['spec']}: where the time went",
+        "",
+        f"Wall time {report['wall_seconds']:,.1f} s ({report['backend']} backend); {report['n_cells']} cells: "
+        f"{report['n_computed']} computed, {report['n_earlier']} finished in an earlier run, {report['n_failed']} "
+        f"failed. Seconds per cell and audit stage ('shadow models' includes their recourse); a cell's seconds "
+        f"include any wait for another cell computing a shared model. Artifact cache: {cache}.",
+        "",
+        _markdown_table(header, rows),
+        "",
+    ]
+    if cache_rows:
+        text += ["## Artifact cache (cells computed in this run)", "", _markdown_table(cache_header, cache_rows), ""]
+    return "\n".join(text)
+
+
+def _write_report(report: dict, root: Path) -> None:
+    atomic_write_json(root / REPORT_FILES[0], report)
+    atomic_write_bytes(root / REPORT_FILES[1], report_markdown(report).encode())

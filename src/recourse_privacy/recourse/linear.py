@@ -32,6 +32,9 @@ class LinearRecourse:
     optimum by up to one integer step per feature.
     """
 
+    #: closed form: cheaper to compute again than to hash its query points (recourse_privacy.cache)
+    cache_results = False
+
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
     PARAMS = {"margin": Float(0, 1e6)}
 

@@ -1,0 +1,378 @@
+"""A content-addressed store of trained models and recourse outputs, shared by audits and grid cells.
+
+The owner's model and the adversary's shadow models of a dataset are the same for every recourse
+method of a grid (Pawelczyk et al. 2023, Table 2: three recourse methods per dataset), and a
+repeated audit recomputes the same recourse. This store keeps each such result once, under a
+key that is the SHA-256 of everything it was computed from (the exact training rows, the model's
+class and parameters, the seed, the method configuration and the query points, the package
+version and :data:`CACHE_FORMAT`), so that a lookup can never return a result of other inputs.
+
+Entries are numpy ``.npz`` files of plain arrays, read with ``allow_pickle=False``: the store may
+be shared, and nothing in it is ever unpickled. Each entry carries its key and the SHA-256 of its
+own arrays, both checked on every read; a truncated, altered or foreign entry is counted as
+``corrupt``, removed and recomputed, never trusted (a digest guards against damage, not against
+someone who can write the directory: share it only with people you trust). Writes go to a
+temporary file in the same directory and are renamed into place (``os.replace``), so a process
+killed at any moment leaves the complete entry or none. Two processes that need the same missing
+entry (two cells of a grid) take an ``flock`` on the key: one computes, the other waits and reads
+(counted as a hit); the kernel releases the lock of a killed process.
+
+Location: ``cache_dir`` / ``--cache-dir``, else ``$RECOURSE_PRIVACY_CACHE``, else
+``$XDG_CACHE_HOME/recourse-privacy/artifacts`` (``~/.cache/...``); ``off`` disables the cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+import uuid
+import zipfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recourse_privacy.provenance import package_version, sha256_arrays, sha256_json
+
+__all__ = [
+    "CACHE_ENV",
+    "CACHE_FORMAT",
+    "ArtifactCache",
+    "CacheInfo",
+    "RoleStats",
+    "Uncacheable",
+    "artifact_key",
+    "canonical",
+    "default_artifact_dir",
+    "open_cache",
+    "resolve_cache_dir",
+]
+
+CACHE_ENV = "RECOURSE_PRIVACY_CACHE"
+#: bump when the layout of an entry or the numbers of a cached computation change (training, recourse)
+CACHE_FORMAT = 1
+#: values of ``cache_dir`` / ``$RECOURSE_PRIVACY_CACHE`` that turn the cache off
+OFF = ("off", "none", "0", "false", "no")
+#: entries larger than this are not stored (e.g. 5,000 counterfactuals of 7,000 features): recomputed each time
+DEFAULT_MAX_ENTRY_BYTES = 64 * 2**20
+LAST_RUN = "last-run.json"
+_TMP = ".tmp"
+
+
+class Uncacheable(Exception):
+    """A value that has no canonical, content-complete description (the computation is not cached)."""
+
+
+def canonical(value: Any) -> Any:
+    """A JSON-able description of ``value`` that determines it completely, arrays by their SHA-256.
+
+    Numbers, strings, None, lists, dicts with string keys, numpy arrays and scalars, and
+    dataclasses (by class name and fields) are described; anything else raises
+    :class:`Uncacheable` (its ``repr`` might omit what changes the result).
+    """
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return {"__float__": repr(value)}  # exact, and nan / inf survive JSON
+    if isinstance(value, np.generic):
+        return canonical(value.item())
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            raise Uncacheable("an object array")
+        return {"__array__": sha256_arrays(value)}
+    if isinstance(value, list | tuple):
+        return [canonical(v) for v in value]
+    if isinstance(value, frozenset | set):
+        return sorted((canonical(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+    if isinstance(value, Mapping):
+        if not all(isinstance(k, str) for k in value):
+            raise Uncacheable("a mapping with non-string keys")
+        return {k: canonical(v) for k, v in value.items()}
+    if hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
+        cls = type(value)
+        return {
+            "__class__": f"{cls.__module__}.{cls.__qualname__}",
+            **{f.name: canonical(getattr(value, f.name)) for f in fields(value)},
+        }
+    raise Uncacheable(f"a {type(value).__name__}")
+
+
+def artifact_key(kind: str, *parts: Any) -> str:
+    """The key of an entry: SHA-256 of ``kind``, the cache format, the package version and ``parts`` (canonical)."""
+    return sha256_json([kind, CACHE_FORMAT, package_version(), *(canonical(p) for p in parts)])
+
+
+def default_artifact_dir() -> Path:
+    """``$XDG_CACHE_HOME/recourse-privacy/artifacts``, or ``~/.cache/recourse-privacy/artifacts``."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path.home() / ".cache") / "recourse-privacy" / "artifacts"
+
+
+def resolve_cache_dir(cache_dir: str | Path | None = None) -> Path | None:
+    """The cache directory: ``cache_dir``, else ``$RECOURSE_PRIVACY_CACHE``, else the user cache; None when off."""
+    for value in (cache_dir, os.environ.get(CACHE_ENV)):
+        if value is None or str(value).strip() == "":
+            continue
+        return None if str(value).strip().lower() in OFF else Path(value).expanduser()
+    return default_artifact_dir()
+
+
+def open_cache(cache: ArtifactCache | str | Path | bool | None = None) -> ArtifactCache | None:
+    """An :class:`ArtifactCache` from an instance, a directory, ``"off"``/False (None), or None (the default place)."""
+    if isinstance(cache, ArtifactCache):
+        return cache
+    if cache is False:
+        return None
+    path = resolve_cache_dir(None if cache is True else cache)
+    return ArtifactCache(path) if path is not None else None
+
+
+@dataclass
+class RoleStats:
+    """Lookups of one role (e.g. ``shadow models``): hits, misses, corrupt entries, and where the time went."""
+
+    hits: int = 0
+    misses: int = 0
+    corrupt: int = 0  # entries found damaged or foreign: removed and recomputed (also counted as misses)
+    too_large: int = 0  # results computed but not stored (over the entry size limit)
+    compute_seconds: float = 0.0
+    load_seconds: float = 0.0
+
+    @property
+    def hit_rate(self) -> float | None:
+        n = self.hits + self.misses
+        return self.hits / n if n else None
+
+    def add(self, other: RoleStats) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["compute_seconds"] = round(d["compute_seconds"], 3)
+        d["load_seconds"] = round(d["load_seconds"], 3)
+        d["hit_rate"] = None if self.hit_rate is None else round(self.hit_rate, 4)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> RoleStats:
+        return cls(**{f.name: d.get(f.name, 0) for f in fields(cls)})
+
+
+def merge_stats(*stats: Mapping[str, Mapping]) -> dict[str, dict]:
+    """The sum of several ``stats_dict()`` results (e.g. the cells of a run), role by role."""
+    total: dict[str, RoleStats] = {}
+    for s in stats:
+        for role, d in (s or {}).items():
+            total.setdefault(role, RoleStats()).add(RoleStats.from_dict(d))
+    return {role: total[role].to_dict() for role in sorted(total)}
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What ``recourse-privacy cache info`` prints: where, how many entries of each kind, their size, the last run."""
+
+    root: str
+    entries: dict[str, int]
+    bytes: int
+    last_run: dict | None
+
+
+class ArtifactCache:
+    """The store at ``root`` (see the module docstring); ``stats`` counts this object's lookups by role."""
+
+    def __init__(self, root: str | Path, *, max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES):
+        self.root = Path(root).expanduser()
+        self.max_entry_bytes = int(max_entry_bytes)
+        self.stats: dict[str, RoleStats] = {}
+
+    def __repr__(self) -> str:
+        return f"ArtifactCache({str(self.root)!r})"
+
+    def child(self) -> ArtifactCache:
+        """The same store with fresh counters (for a worker process; :meth:`merge` its ``stats_dict()`` back)."""
+        return ArtifactCache(self.root, max_entry_bytes=self.max_entry_bytes)
+
+    def merge(self, stats: Mapping[str, Mapping]) -> None:
+        """Add another object's ``stats_dict()`` to this one's counters."""
+        for role, d in stats.items():
+            self._role(role).add(RoleStats.from_dict(d))
+
+    def stats_dict(self) -> dict[str, dict]:
+        """The counters by role, JSON-ready (with each role's hit rate)."""
+        return {role: self.stats[role].to_dict() for role in sorted(self.stats)}
+
+    def _role(self, role: str) -> RoleStats:
+        return self.stats.setdefault(role, RoleStats())
+
+    # ------------------------------------------------------------------ entries
+    def path(self, kind: str, key: str) -> Path:
+        """Where the entry ``key`` of ``kind`` lives: ``root/kind/<2 hex>/<key>.npz``."""
+        if not key.isalnum() or not kind.replace("-", "").isalnum():
+            raise ValueError(f"bad cache kind or key {kind!r} / {key!r}")
+        return self.root / kind / key[:2] / f"{key}.npz"
+
+    def get(self, kind: str, key: str, role: str | None = None) -> dict[str, np.ndarray] | None:
+        """The arrays of a trusted entry, else None (a damaged or foreign one is removed and counted ``corrupt``)."""
+        path = self.path(kind, key)
+        t0 = time.perf_counter()
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                arrays = {name: f[name] for name in f.files}
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            arrays = None
+        ok = (
+            arrays is not None
+            and str(arrays.pop("_key", "")) == key
+            and str(arrays.pop("_digest", "")) == _digest(arrays)
+        )
+        if not ok:
+            if role is not None:
+                self._role(role).corrupt += 1
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return None
+        if role is not None:
+            self._role(role).load_seconds += time.perf_counter() - t0
+        return arrays
+
+    def put(self, kind: str, key: str, arrays: Mapping[str, np.ndarray]) -> bool:
+        """Store ``arrays`` under ``key`` atomically; False (nothing written) when larger than ``max_entry_bytes``."""
+        arrays = {name: np.asarray(a) for name, a in arrays.items()}
+        if sum(a.nbytes for a in arrays.values()) > self.max_entry_bytes:
+            return False
+        path = self.path(kind, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".{key}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_TMP}"
+        try:
+            with open(tmp, "wb") as f:
+                np.savez(f, **arrays, _key=np.array(key), _digest=np.array(_digest(arrays)))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return True
+
+    @contextlib.contextmanager
+    def _locked(self, kind: str, keys: Sequence[str]) -> Iterator[None]:
+        """Hold the locks of ``keys`` (taken in sorted order, so two holders never deadlock)."""
+        lock_dir = self.root / "locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        fds = []
+        try:
+            for key in sorted(set(keys)):
+                fd = os.open(lock_dir / f"{kind}-{key[:32]}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+                fds.append(fd)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            for fd in reversed(fds):
+                with contextlib.suppress(OSError):
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+
+    def get_or_compute(
+        self, kind: str, key: str, compute: Callable[[], Mapping[str, np.ndarray]], role: str
+    ) -> dict[str, np.ndarray]:
+        """The entry ``key``, computed by ``compute()`` (and stored) where absent; counted under ``role``."""
+        return self.get_or_compute_many(kind, [key], lambda todo: [compute()], role)[0]
+
+    def get_or_compute_many(
+        self,
+        kind: str,
+        keys: Sequence[str],
+        compute: Callable[[list[int]], Sequence[Mapping[str, np.ndarray]]],
+        role: str,
+    ) -> list[dict[str, np.ndarray]]:
+        """Entries for every key; ``compute(missing positions)`` returns the missing ones, in one call.
+
+        While it computes, this process holds the missing keys' locks: another process needing
+        one of them waits, then reads it (a hit) instead of computing it twice.
+        """
+        stats = self._role(role)
+        out: list[dict | None] = [self.get(kind, k, role) for k in keys]
+        todo = [i for i, v in enumerate(out) if v is None]
+        if todo:
+            with self._locked(kind, [keys[i] for i in todo]):
+                for i in todo:  # written by another process while this one waited
+                    out[i] = self.get(kind, keys[i], role)
+                todo = [i for i, v in enumerate(out) if v is None]
+                if todo:
+                    t0 = time.perf_counter()
+                    computed = list(compute(todo))
+                    stats.compute_seconds += time.perf_counter() - t0
+                    for i, arrays in zip(todo, computed, strict=True):
+                        out[i] = {name: np.asarray(a) for name, a in arrays.items()}
+                        if not self.put(kind, keys[i], out[i]):
+                            stats.too_large += 1
+        stats.misses += len(todo)
+        stats.hits += len(keys) - len(todo)
+        return out  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ the whole store
+    def _entries(self) -> Iterator[Path]:
+        if self.root.is_dir():
+            for kind in sorted(self.root.iterdir()):
+                if kind.is_dir() and kind.name != "locks":
+                    yield from kind.glob("*/*.npz")
+
+    def info(self) -> CacheInfo:
+        """Entries per kind, total bytes, and the hit rates of the last run recorded here."""
+        entries: dict[str, int] = {}
+        size = 0
+        for path in self._entries():
+            kind = path.parent.parent.name
+            entries[kind] = entries.get(kind, 0) + 1
+            with contextlib.suppress(OSError):
+                size += path.stat().st_size
+        return CacheInfo(str(self.root), dict(sorted(entries.items())), size, self.last_run())
+
+    def clear(self) -> tuple[int, int]:
+        """Remove every entry, temporary file, lock and the last-run record; returns (files, bytes) removed."""
+        n = size = 0
+        if not self.root.is_dir():
+            return 0, 0
+        for kind in list(self.root.iterdir()):
+            paths = [p for p in kind.rglob("*") if p.is_file()] if kind.is_dir() else [kind]
+            for p in paths:
+                with contextlib.suppress(OSError):
+                    s = p.stat().st_size
+                    p.unlink()
+                    n, size = n + 1, size + s
+            if kind.is_dir():
+                for d in sorted((p for p in kind.rglob("*") if p.is_dir()), reverse=True):
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+                with contextlib.suppress(OSError):
+                    kind.rmdir()
+        return n, size
+
+    def write_last_run(self, what: str, stats: Mapping[str, Mapping]) -> None:
+        """Record the counters of a finished run (``cache info`` prints them); never raises."""
+        record = {"what": what, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stats": dict(stats)}
+        with contextlib.suppress(OSError):
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = self.root / f".{LAST_RUN}.{os.getpid()}{_TMP}"
+            tmp.write_text(json.dumps(record, indent=1))
+            os.replace(tmp, self.root / LAST_RUN)
+
+    def last_run(self) -> dict | None:
+        """The last run's record, or None."""
+        try:
+            record = json.loads((self.root / LAST_RUN).read_text())
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None
+
+
+def _digest(arrays: Mapping[str, np.ndarray]) -> str:
+    names = sorted(arrays)
+    return sha256_arrays(np.frombuffer("\0".join(names).encode(), np.uint8), *(arrays[n] for n in names))
