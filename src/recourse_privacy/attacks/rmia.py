@@ -1,0 +1,232 @@
+"""RMIA on counterfactual distances (Zarifzadeh, Liu, Shokri, ICML 2024), offline and online.
+
+RMIA compares a target x with population points z through the pairwise likelihood ratio
+
+    LR(x, z) = [Pr(x | theta) / Pr(x)] / [Pr(z | theta) / Pr(z)],     Score(x) = Pr_z( LR(x, z) >= gamma ),
+
+where theta is the owner's model and Pr(x) = E_theta'[Pr(x | theta')] the marginal over reference
+models theta' (Zarifzadeh et al. 2024, eqs. 3-4). Online, Pr(x) is the mean over reference models
+half of which trained on x; offline (no reference model trained on x), Pr(x) is approximated from
+the out-models alone by Pr_IN(x) ~ a Pr_OUT(x) + (1 - a), so Pr(x) = ((1 + a) Pr_OUT(x) + (1 - a)) / 2
+(their offline approximation; a = 1 takes Pr(x) = Pr_OUT(x)). Pr(z) is estimated the same way.
+
+The signal. RMIA's Pr(x | theta) is the model's probability of x's label. Here the adversary sees the
+counterfactual distance c_theta(x) of the recourse (0 where theta accepts x: no recourse is needed), so
+we use a probability-like transform in [0, 1) that grows with c in the decided direction:
+
+    p_theta(x) = c / (c + s_theta)   ('greater': members farther from the boundary, Pawelczyk et al. 2023),
+    p_theta(x) = s_theta / (c + s_theta)   ('less'),
+
+with s_theta the median distance of the population points theta rejects, under theta itself: a
+per-model scale, so that models whose distances differ by a factor (a larger ||w||) give the same p,
+and p = 1/2 at the population's median. The direction is decided on the adversary's shadow game as for
+CFD-LRT. The population z are drawn from the adversary's calibration points (pool rows whose
+statistics under every reference model are known) among those the owner's model rejects; each z's
+recourse under the owner's model is one query, counted in the conventions.
+
+With one population set for all targets, Score(x) is a non-decreasing function of
+p_theta(x) / Pr(x); its ties (multiples of 1/|Z|) are broken by that ratio, which keeps the order.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from recourse_privacy.attacks.base import AttackScores
+from recourse_privacy.attacks.distance import _TINY
+from recourse_privacy.attacks.lrt import resolve_direction
+from recourse_privacy.attacks.registry import AttackInputs, RMIAOptions, register_attack
+from recourse_privacy.attacks.shadow import ShadowData
+from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.validation import as_generator, derive_seed
+
+__all__ = ["cfd_probability", "marginal", "rmia_cfd_attack", "rmia_scores"]
+
+
+def cfd_probability(cfd: np.ndarray, scale, direction: str = "greater") -> np.ndarray:
+    """The signal p = c / (c + s) ('greater') or s / (c + s) ('less'), in [0, 1]; ``scale`` s > 0 per column."""
+    c = np.maximum(np.asarray(cfd, dtype=np.float64), 0.0)
+    s = np.asarray(scale, dtype=np.float64)
+    if direction == "greater":
+        return c / (c + s)
+    if direction == "less":
+        return s / (c + s)
+    raise InvalidInputError(f"direction must be 'greater' or 'less'; got {direction!r}")
+
+
+def marginal(p_ref: np.ndarray, keep: np.ndarray | None, *, a: float | None) -> np.ndarray:
+    """Pr(x) from reference signals ``p_ref`` (points x models).
+
+    ``a`` None: online, the mean over every reference model. Otherwise offline: the mean over the
+    out-models (``~keep``; every model when ``keep`` is None), then ((1 + a) Pr_OUT + (1 - a)) / 2.
+    A row with no out-model gives NaN.
+    """
+    p_ref = np.asarray(p_ref, dtype=np.float64)
+    if a is None:
+        return p_ref.mean(axis=1)
+    out = np.ones(p_ref.shape, dtype=bool) if keep is None else ~np.asarray(keep, dtype=bool)
+    n_out = out.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_out = np.where(out, p_ref, 0.0).sum(axis=1) / n_out
+    return np.where(n_out > 0, 0.5 * ((1.0 + a) * p_out + (1.0 - a)), np.nan)
+
+
+def rmia_scores(p_x: np.ndarray, pr_x: np.ndarray, p_z: np.ndarray, pr_z: np.ndarray, *, gamma: float) -> np.ndarray:
+    """Pr_z(LR(x, z) >= gamma) for every x, ties broken by p(x | theta) / Pr(x) (the same order).
+
+    LR(x, z) = (p_x / pr_x) / (p_z / pr_z) >= gamma  <=>  p_z / pr_z <= (p_x / pr_x) / gamma.
+    """
+    if not gamma > 0:
+        raise InvalidInputError(f"gamma must be > 0; got {gamma!r}")
+    ratio_x = np.asarray(p_x, dtype=np.float64) / np.maximum(pr_x, _TINY)
+    ratio_z = np.sort(np.asarray(p_z, dtype=np.float64) / np.maximum(pr_z, _TINY))
+    if not len(ratio_z):
+        raise InvalidInputError("RMIA needs at least one population point z")
+    frac = np.searchsorted(ratio_z, ratio_x / gamma, side="right") / len(ratio_z)
+    rank = ratio_x.argsort(kind="stable").argsort() / max(len(ratio_x), 1)  # in [0, 1)
+    return frac + rank / (len(ratio_z) + 1)  # below the 1/|Z| step between fractions
+
+
+def _nanmedian(values: np.ndarray, axis: int) -> np.ndarray:
+    """np.nanmedian without the warning of an all-NaN slice (it gives NaN, handled by the caller)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmedian(values, axis=axis)
+
+
+def _scales(cfd_z: np.ndarray, rejected_z: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """Per model (column), the median distance of the population points it rejects (fallback if none)."""
+    med = _nanmedian(np.where(rejected_z & (cfd_z > 0), cfd_z, np.nan), axis=0)
+    med = np.where(np.isfinite(med) & (med > 0), med, fallback)
+    return np.maximum(med, _TINY)
+
+
+def rmia_cfd_attack(
+    cfd: np.ndarray,
+    shadow: ShadowData,
+    *,
+    X_pool: np.ndarray,
+    predict,
+    query_cfd,
+    options: RMIAOptions = RMIAOptions(),
+    online: bool = False,
+    name: str | None = None,
+    direction: str = "auto",
+    center: str = "mean",
+    variance: str = "per-example",
+    cdf: str = "normal",
+    seed: int = 0,
+) -> AttackScores:
+    """RMIA on counterfactual distances against the owner's model (see the module docstring).
+
+    ``predict(X)`` are the owner's decisions, ``query_cfd(X)`` its recourse's distances (queries);
+    ``shadow`` the reference models' statistics: offline ones (targets never in them) for
+    ``online=False``, online ones (``keep_targets``) for ``online=True``. ``X_pool`` is the adversary's
+    pool (the population z are drawn from its calibration rows).
+    """
+    name = name or ("rmia-cfd-online" if online else "rmia-cfd")
+    if online and shadow.keep_targets is None:
+        raise InvalidInputError(f"attack {name!r} needs online reference models (ShadowData.keep_targets)")
+    if shadow.calib_index is None:
+        raise InvalidInputError(f"attack {name!r} needs the pool rows of the calibration points (calib_index)")
+    a = None if online else float(options.a)
+    if a is not None and not 0.0 <= a <= 1.0:
+        raise InvalidInputError(f"RMIA's a must be in [0, 1]; got {options.a!r}")
+    n_pop = int(options.n_population)
+    if n_pop < 1:
+        raise InvalidInputError(f"n_population must be a positive integer; got {options.n_population!r}")
+
+    # the population: calibration rows the owner's model rejects, in a seeded random order
+    rng = as_generator(derive_seed(seed, 41))
+    order = rng.permutation(len(shadow.calib_index))
+    if a is not None:  # offline: a z needs at least one out-model for Pr_OUT(z)
+        order = order[(~shadow.keep_calib[order]).any(axis=1)]
+    decided = np.asarray(predict(X_pool[shadow.calib_index[order]])) == 0
+    pick = order[decided][:n_pop]
+    if not len(pick):
+        raise InvalidInputError(f"attack {name!r}: the owner's model rejects none of the population candidates")
+    cfd_z_owner = np.asarray(query_cfd(X_pool[shadow.calib_index[pick]]), dtype=np.float64)
+
+    conventions = {
+        "statistic": "p = c / (c + s): counterfactual distance c, s the model's median population distance",
+        "setting": "online (Pr(x) over in- and out-models)"
+        if online
+        else f"offline (Pr(x) = ((1 + a) Pr_OUT(x) + (1 - a)) / 2, a = {a:g})",
+        "a": a,
+        "gamma": float(options.gamma),
+        "n_shadow": shadow.n_shadow,
+        "n_population": int(len(pick)),
+        "population_decision_queries": int(len(order)),
+        "population_recourse_queries": int(len(pick)),
+        "query_cost": f"{len(pick)} recourse queries (population z) and {len(order)} decisions, "
+        "beyond the targets' released recourse",
+    }
+    calib_mask = shadow.rejected_calib & (shadow.cfd_calib > 0)
+    direction = resolve_direction(
+        direction,
+        conventions,
+        np.log(np.maximum(shadow.cfd_calib, _TINY)),
+        calib_mask,
+        calib_mask,
+        shadow.keep_calib,
+        center=center,
+        variance=variance,
+        cdf=cdf,
+    )
+
+    # per-model scales: the owner's from its answers on z, each reference model's from its own distances of z
+    cfd_z_ref, rej_z_ref = shadow.cfd_calib[pick], shadow.rejected_calib[pick]
+    fallback = _nanmedian(np.where(shadow.cfd_targets > 0, shadow.cfd_targets, np.nan), axis=0)
+    s_ref = _scales(cfd_z_ref, rej_z_ref, np.where(np.isfinite(fallback), fallback, 1.0))
+    s_owner = _scales(cfd_z_owner[:, None], np.ones((len(pick), 1), bool), np.array([np.median(cfd)]))[0]
+
+    def ref_signal(c, rejected):
+        return cfd_probability(np.where(rejected, c, 0.0), s_ref[None, :], direction)
+
+    rej_t = shadow.rejected_targets if shadow.rejected_targets is not None else shadow.cfd_targets > 0
+    pr_x = marginal(ref_signal(shadow.cfd_targets, rej_t), shadow.keep_targets, a=a)
+    pr_z = marginal(ref_signal(cfd_z_ref, rej_z_ref), shadow.keep_calib[pick], a=a)
+    p_x = cfd_probability(cfd, s_owner, direction)
+    p_z = cfd_probability(cfd_z_owner, s_owner, direction)
+    scores = rmia_scores(p_x, pr_x, p_z, pr_z, gamma=options.gamma)
+    return AttackScores(name, scores, direction, conventions)
+
+
+def _register(name: str, online: bool, description: str) -> None:
+    needs = ("online_shadow" if online else "shadow_models", "shadow_recourse", "recourse_queries")
+
+    @register_attack(name, description=description, needs=needs)
+    def attack(inputs: AttackInputs) -> AttackScores:
+        o = inputs.lrt
+        return rmia_cfd_attack(
+            inputs.cfd,
+            inputs.online_shadow if online else inputs.shadow,
+            X_pool=inputs.X_pool,
+            predict=inputs.model.predict,
+            query_cfd=inputs.query_cfd,
+            options=inputs.rmia,
+            online=online,
+            name=name,
+            center=o.center,
+            variance=o.variance,
+            cdf=o.cdf,
+            seed=inputs.seed,
+        )
+
+    attack.__qualname__ = f"rmia_cfd[{name}]"
+
+
+_register(
+    "rmia-cfd",
+    False,
+    "RMIA (Zarifzadeh et al. 2024) on counterfactual distances, offline: Pr(x) from out-models with the "
+    "a-approximation; population z from the adversary's pool, their recourse queried (counted)",
+)
+_register(
+    "rmia-cfd-online",
+    True,
+    "RMIA (Zarifzadeh et al. 2024) on counterfactual distances, online: Pr(x) over reference models trained "
+    "on halves of the pool and the targets; population z queried (counted)",
+)
