@@ -117,7 +117,9 @@ def _scale(reference: GaussianReference, cdf: str) -> np.ndarray:
     # the predictive distribution of one new value: t(dof) with scale s sqrt(1 + 1/n), s the unbiased
     # estimate (MLE sigma^2 x n_used / dof; n_used = n for a row's own fit, the pooled count otherwise)
     n = np.maximum(reference.n, 1.0)
-    return reference.sigma * np.sqrt(np.maximum(n, reference.dof + 1) / np.maximum(reference.dof, 1.0) * (1.0 + 1.0 / n))
+    return reference.sigma * np.sqrt(
+        np.maximum(n, reference.dof + 1) / np.maximum(reference.dof, 1.0) * (1.0 + 1.0 / n)
+    )
 
 
 def log_density(stat: np.ndarray, reference: GaussianReference, *, cdf: str = "normal") -> np.ndarray:

@@ -195,6 +195,7 @@ def run_shadow_models(
     batched: bool = True,
     on_done: Callable[[int], None] | None = None,
     online: bool = False,
+    online_rows: np.ndarray | None = None,
 ) -> ShadowData:
     """Train ``n_shadow`` shadow models (seeded ``make_model(k)``) and collect their statistics.
 
@@ -204,19 +205,34 @@ def run_shadow_models(
     (:func:`~recourse_privacy.models.batched.fit_mlps_batched`); other models train one by
     one, in ``n_jobs`` processes.
 
-    With ``online`` (LiRA's online setting) the models train on ``fraction`` of the pool and the
-    targets together, by one balanced keep matrix over both (each target in exactly half of an even
-    number of models at ``fraction`` 0.5); ``keep_targets`` of the result says which. The calibration
-    points are drawn from the pool only, as offline.
+    With ``online`` (LiRA's online setting) the models train on ``fraction`` of the pool rows
+    ``online_rows`` (default all) and the targets together, by one balanced keep matrix over both
+    (each target in exactly half of an even number of models at ``fraction`` 0.5); ``keep_targets``
+    of the result says which. The caller picks ``online_rows`` so that each model's training set
+    looks like the owner's (:func:`~recourse_privacy.audit.stages.train_online_models`). The
+    calibration points are drawn from the whole pool, as offline; those outside ``online_rows``
+    are out of every model.
     """
     n_shadow = check_positive_int(n_shadow, "shadow_models")
     rng = as_generator(random_state)
     n_pool = len(X_pool)
-    if online:  # the reference models' training data: the pool and the targets, rows [n_pool:] the targets
-        X_pool, y_pool = np.vstack([X_pool, X_targets]), np.concatenate([y_pool, y_targets])
-    keep = balanced_keep(len(X_pool), n_shadow, fraction, rng)
+    X_train, y_train = X_pool, y_pool
+    if online:  # the reference models' training data: pool rows and the targets, rows [n_rows:] the targets
+        rows = np.arange(n_pool) if online_rows is None else np.unique(np.asarray(online_rows, dtype=np.intp))
+        if rows.size and (rows[0] < 0 or rows[-1] >= n_pool):
+            raise InvalidInputError(f"online_rows must index the {n_pool} pool rows")
+        X_train, y_train = np.vstack([X_pool[rows], X_targets]), np.concatenate([y_pool[rows], y_targets])
+    keep = balanced_keep(len(X_train), n_shadow, fraction, rng)
     calib = np.sort(rng.choice(n_pool, size=min(n_calibration, n_pool), replace=False))
     X_c, y_c = X_pool[calib], y_pool[calib]
+    if online:  # a calibration row is in model k where it is one of online_rows that model k trained on
+        keep_calib = np.zeros((len(calib), n_shadow), dtype=bool)
+        pos = np.searchsorted(rows, calib)
+        inside = (pos < len(rows)) & (rows[np.minimum(pos, len(rows) - 1)] == calib) if len(rows) else pos < 0
+        keep_calib[inside] = keep[pos[inside]]
+        X_pool, y_pool = X_train, y_train  # what the models train on, below
+    else:
+        keep_calib = keep[calib]
     cache = Path(cache_dir) if cache_dir is not None else None
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)
@@ -231,6 +247,7 @@ def run_shadow_models(
         y_targets,
         keep,
         calib,
+        *((keep_calib,) if online else ()),
         np.frombuffer(repr((fraction, distance, need_cfd, n_calibration)).encode(), np.uint8),
     )
     results: dict[int, dict] = {}
@@ -276,9 +293,9 @@ def run_shadow_models(
 
     stack = {name: np.stack([results[k][name] for k in range(n_shadow)], axis=-1) for name in _FIELDS}
     return ShadowData(
-        keep_calib=keep[calib],
+        keep_calib=keep_calib,
         **stack,
         train_rows=keep.sum(axis=0),
-        keep_targets=keep[n_pool:] if online else None,
+        keep_targets=keep[len(X_train) - len(X_targets) :] if online else None,
         calib_index=calib,
     )

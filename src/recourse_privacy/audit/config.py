@@ -71,6 +71,11 @@ class AuditConfig:
     epsilon: float | None = None  # DPM: the model's epsilon; laplace: epsilon per recourse query
     seed: int = 0
     n_jobs: int = 1
+    # RMIA on counterfactual distances (Zarifzadeh et al. 2024): the offline a, the pairwise threshold gamma,
+    # and how many population points of the adversary's pool it queries the owner's recourse for
+    rmia_a: float = 0.3
+    rmia_gamma: float = 1.0
+    rmia_population: int = 500
 
     def __post_init__(self):
         object.__setattr__(self, "attacks", tuple(self.attacks))
@@ -93,7 +98,10 @@ class AuditConfig:
         model_name = self.effective_model[0]
         check_compatible(self.effective_recourse, MODELS.get(model_name).meta["capabilities"], f"model {self.model!r}")
         check_attack_names(self.attacks)
-        if self.needs_shadow_models and self.shadow_models < 2:
+        check_interval(self.rmia_a, "rmia_a", 0, 1, closed="both")
+        check_interval(self.rmia_gamma, "rmia_gamma", 0, 1e12, closed="right")
+        check_positive_int(self.rmia_population, "rmia_population")
+        if (self.needs_shadow_models or self.needs_online_shadow) and self.shadow_models < 2:
             raise InvalidInputError(
                 f"the likelihood-ratio attacks need at least 2 shadow models (--shadow-models); "
                 f"got {self.shadow_models}"
@@ -163,8 +171,18 @@ class AuditConfig:
 
     @property
     def needs_shadow_recourse(self) -> bool:
-        """Whether any attack the audit runs needs recourse under every shadow model (the expensive part)."""
-        return any("shadow_recourse" in ATTACKS.get(a).needs for a in self.attack_names)
+        """Whether any attack the audit runs needs recourse under every (offline) shadow model (the expensive part)."""
+        return any({"shadow_models", "shadow_recourse"} <= ATTACKS.get(a).needs for a in self.attack_names)
+
+    @property
+    def needs_online_shadow(self) -> bool:
+        """Whether any attack the audit runs needs online reference models (trained on halves of pool and targets)."""
+        return any("online_shadow" in ATTACKS.get(a).needs for a in self.attack_names)
+
+    @property
+    def needs_online_recourse(self) -> bool:
+        """Whether an online attack needs recourse under every online reference model."""
+        return any({"online_shadow", "shadow_recourse"} <= ATTACKS.get(a).needs for a in self.attack_names)
 
     @property
     def effective_model(self) -> tuple[str, dict]:
