@@ -74,12 +74,13 @@ class LRTOptions:
 class RMIAOptions:
     """RMIA's settings (Zarifzadeh, Liu, Shokri 2024): see :mod:`recourse_privacy.attacks.rmia`.
 
-    ``a``: the offline approximation Pr_IN(x) ~ a Pr_OUT(x) + (1 - a); ``gamma``: the pairwise
+    ``a``: the offline approximation Pr_IN(x) ~ a Pr_OUT(x) + (1 - a) (None: tuned on the adversary's
+    shadow game, as the paper tunes it on reference models); ``gamma``: the pairwise
     likelihood-ratio threshold; ``n_population``: the population points z drawn from the
     adversary's pool whose recourse under the owner's model is queried.
     """
 
-    a: float = 0.3
+    a: float | None = None
     gamma: float = 1.0
     n_population: int = 500
 

@@ -8,7 +8,10 @@ where theta is the owner's model and Pr(x) = E_theta'[Pr(x | theta')] the margin
 models theta' (Zarifzadeh et al. 2024, eqs. 3-4). Online, Pr(x) is the mean over reference models
 half of which trained on x; offline (no reference model trained on x), Pr(x) is approximated from
 the out-models alone by Pr_IN(x) ~ a Pr_OUT(x) + (1 - a), so Pr(x) = ((1 + a) Pr_OUT(x) + (1 - a)) / 2
-(their offline approximation; a = 1 takes Pr(x) = Pr_OUT(x)). Pr(z) is estimated the same way.
+(their offline approximation; a = 1 takes Pr(x) = Pr_OUT(x)). Pr(z) is estimated the same way. As in
+the paper, ``a`` is tuned on the adversary's own reference models unless fixed: each offline shadow
+model in turn plays the target, its calibration points (members: those it trained on) scored against
+the other models' out-signals, and the a in {0, 0.1, ..., 1} with the best mean AUC is kept.
 
 The signal. RMIA's Pr(x | theta) is the model's probability of x's label. Here the adversary sees the
 counterfactual distance c_theta(x) of the recourse (0 where theta accepts x: no recourse is needed), so
@@ -131,9 +134,9 @@ def rmia_cfd_attack(
         raise InvalidInputError(f"attack {name!r} needs online reference models (ShadowData.keep_targets)")
     if shadow.calib_index is None:
         raise InvalidInputError(f"attack {name!r} needs the pool rows of the calibration points (calib_index)")
-    a = None if online else float(options.a)
-    if a is not None and not 0.0 <= a <= 1.0:
+    if not online and options.a is not None and not 0.0 <= float(options.a) <= 1.0:
         raise InvalidInputError(f"RMIA's a must be in [0, 1]; got {options.a!r}")
+    a = None if online else options.a  # None offline: tuned below, once the direction is known
     n_pop = int(options.n_population)
     if n_pop < 1:
         raise InvalidInputError(f"n_population must be a positive integer; got {options.n_population!r}")
@@ -141,7 +144,7 @@ def rmia_cfd_attack(
     # the population: calibration rows the owner's model rejects, in a seeded random order
     rng = as_generator(derive_seed(seed, 41))
     order = rng.permutation(len(shadow.calib_index))
-    if a is not None:  # offline: a z needs at least one out-model for Pr_OUT(z)
+    if not online:  # offline: a z needs at least one out-model for Pr_OUT(z)
         order = order[(~shadow.keep_calib[order]).any(axis=1)]
     decided = np.asarray(predict(X_pool[shadow.calib_index[order]])) == 0
     pick = order[decided][:n_pop]
@@ -153,8 +156,7 @@ def rmia_cfd_attack(
         "statistic": "p = c / (c + s): counterfactual distance c, s the model's median population distance",
         "setting": "online (Pr(x) over in- and out-models)"
         if online
-        else f"offline (Pr(x) = ((1 + a) Pr_OUT(x) + (1 - a)) / 2, a = {a:g})",
-        "a": a,
+        else "offline (Pr(x) = ((1 + a) Pr_OUT(x) + (1 - a)) / 2)",
         "gamma": float(options.gamma),
         "n_shadow": shadow.n_shadow,
         "n_population": int(len(pick)),
@@ -182,6 +184,17 @@ def rmia_cfd_attack(
     s_ref = _scales(cfd_z_ref, rej_z_ref, np.where(np.isfinite(fallback), fallback, 1.0))
     s_owner = _scales(cfd_z_owner[:, None], np.ones((len(pick), 1), bool), np.array([np.median(cfd)]))[0]
 
+    if not online:
+        if a is None:
+            a, game_auc = tune_offline_a(shadow.cfd_calib, shadow.rejected_calib, shadow.keep_calib, s_ref, direction)
+            conventions["a_source"] = (
+                f"tuned on the adversary's shadow game over {list(A_GRID)} (mean AUC {game_auc:.4f})"
+            )
+        else:
+            conventions["a_source"] = "fixed by the caller"
+        a = float(a)
+        conventions["a"] = a
+
     def ref_signal(c, rejected):
         return cfd_probability(np.where(rejected, c, 0.0), s_ref[None, :], direction)
 
@@ -192,6 +205,46 @@ def rmia_cfd_attack(
     p_z = cfd_probability(cfd_z_owner, s_owner, direction)
     scores = rmia_scores(p_x, pr_x, p_z, pr_z, gamma=options.gamma)
     return AttackScores(name, scores, direction, conventions)
+
+
+A_GRID = tuple(np.round(np.linspace(0.0, 1.0, 11), 2))
+
+
+def tune_offline_a(
+    cfd_calib: np.ndarray, rejected_calib: np.ndarray, keep_calib: np.ndarray, scales: np.ndarray, direction: str
+) -> tuple[float, float]:
+    """RMIA's a, chosen on the adversary's shadow game (Zarifzadeh et al. 2024 tune it on reference models).
+
+    Every model k plays the target: its calibration points that it rejects are scored by
+    p_k(x) / Pr(x; a), Pr from the out-models among the others; labels are ``keep_calib[:, k]``
+    (the adversary's own membership). Returns (a, its mean AUC over the models); ties keep the
+    smaller a; with fewer than 2 models, (1.0, nan): Pr(x) = Pr_OUT(x), no approximation.
+    """
+    n_models = keep_calib.shape[1]
+    if n_models < 2:
+        return 1.0, float("nan")
+    from sklearn.metrics import roc_auc_score
+
+    p = cfd_probability(np.where(rejected_calib, cfd_calib, 0.0), scales[None, :], direction)
+    aucs: list[list[float]] = [[] for _ in A_GRID]
+    for k in range(n_models):
+        rows = rejected_calib[:, k] & (cfd_calib[:, k] > 0)
+        others = np.arange(n_models) != k
+        lab = keep_calib[rows, k]
+        if lab.all() or not lab.any():
+            continue
+        out = ~keep_calib[rows][:, others]
+        has_out = out.any(axis=1)
+        if not has_out.any() or lab[has_out].all() or not lab[has_out].any():
+            continue
+        for i, a in enumerate(A_GRID):
+            pr = marginal(p[rows][:, others][has_out], keep_calib[rows][:, others][has_out], a=float(a))
+            aucs[i].append(roc_auc_score(lab[has_out], p[rows, k][has_out] / np.maximum(pr, _TINY)))
+    if not aucs[0]:
+        return 1.0, float("nan")
+    means = np.array([np.mean(v) for v in aucs])
+    best = int(np.argmax(means))
+    return float(A_GRID[best]), float(means[best])
 
 
 def _register(name: str, online: bool, description: str) -> None:

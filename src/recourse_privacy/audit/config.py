@@ -71,9 +71,9 @@ class AuditConfig:
     epsilon: float | None = None  # DPM: the model's epsilon; laplace: epsilon per recourse query
     seed: int = 0
     n_jobs: int = 1
-    # RMIA on counterfactual distances (Zarifzadeh et al. 2024): the offline a, the pairwise threshold gamma,
-    # and how many population points of the adversary's pool it queries the owner's recourse for
-    rmia_a: float = 0.3
+    # RMIA on counterfactual distances (Zarifzadeh et al. 2024): the offline a (None: tuned on the shadow game),
+    # the pairwise threshold gamma, and how many population points of the pool it queries the owner's recourse for
+    rmia_a: float | None = None
     rmia_gamma: float = 1.0
     rmia_population: int = 500
 
@@ -98,7 +98,8 @@ class AuditConfig:
         model_name = self.effective_model[0]
         check_compatible(self.effective_recourse, MODELS.get(model_name).meta["capabilities"], f"model {self.model!r}")
         check_attack_names(self.attacks)
-        check_interval(self.rmia_a, "rmia_a", 0, 1, closed="both")
+        if self.rmia_a is not None:
+            check_interval(self.rmia_a, "rmia_a", 0, 1, closed="both")
         check_interval(self.rmia_gamma, "rmia_gamma", 0, 1e12, closed="right")
         check_positive_int(self.rmia_population, "rmia_population")
         if (self.needs_shadow_models or self.needs_online_shadow) and self.shadow_models < 2:
