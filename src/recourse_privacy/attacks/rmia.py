@@ -20,10 +20,14 @@ we use a probability-like transform in [0, 1) that grows with c in the decided d
     p_theta(x) = c / (c + s_theta)   ('greater': members farther from the boundary, Pawelczyk et al. 2023),
     p_theta(x) = s_theta / (c + s_theta)   ('less'),
 
-with s_theta the median distance of the population points theta rejects, under theta itself: a
+mirrored (1 - p) for points labelled 1, so that p plays the probability of the point's own label
+(a distance into the unfavourable side is confidence in label 0: the adversary knows each target's
+and each population point's label, as Loss-LRT does); s_theta is the median distance of the
+population points theta rejects, under theta itself: a
 per-model scale, so that models whose distances differ by a factor (a larger ||w||) give the same p,
 and p = 1/2 at the population's median. The direction is decided on the adversary's shadow game as for
-CFD-LRT. The population z are drawn from the adversary's calibration points (pool rows whose
+CFD-LRT (offline: its calibration points; online: the targets, labelled by which reference models the
+adversary trained on them). The population z are drawn from the adversary's calibration points (pool rows whose
 statistics under every reference model are known) among those the owner's model rejects; each z's
 recourse under the owner's model is one query, counted in the conventions.
 
@@ -48,15 +52,25 @@ from recourse_privacy.validation import as_generator, derive_seed
 __all__ = ["cfd_probability", "marginal", "rmia_cfd_attack", "rmia_scores"]
 
 
-def cfd_probability(cfd: np.ndarray, scale, direction: str = "greater") -> np.ndarray:
-    """The signal p = c / (c + s) ('greater') or s / (c + s) ('less'), in [0, 1]; ``scale`` s > 0 per column."""
+def cfd_probability(cfd: np.ndarray, scale, direction: str = "greater", y: np.ndarray | None = None) -> np.ndarray:
+    """The signal p = c / (c + s) ('greater') or s / (c + s) ('less'), in [0, 1]; ``scale`` s > 0 per column.
+
+    With labels ``y`` (one per row), rows labelled 1 are mirrored (1 - p): the distance into the
+    unfavourable side measures confidence in label 0, so for a favourable-labelled point it is the
+    confidence in the wrong label, as RMIA's Pr(x | theta) is the probability of x's own label.
+    """
     c = np.maximum(np.asarray(cfd, dtype=np.float64), 0.0)
     s = np.asarray(scale, dtype=np.float64)
     if direction == "greater":
-        return c / (c + s)
-    if direction == "less":
-        return s / (c + s)
-    raise InvalidInputError(f"direction must be 'greater' or 'less'; got {direction!r}")
+        p = c / (c + s)
+    elif direction == "less":
+        p = s / (c + s)
+    else:
+        raise InvalidInputError(f"direction must be 'greater' or 'less'; got {direction!r}")
+    if y is None:
+        return p
+    flip = np.asarray(y).reshape(-1, *([1] * (p.ndim - 1))) == 1
+    return np.where(flip, 1.0 - p, p)
 
 
 def marginal(p_ref: np.ndarray, keep: np.ndarray | None, *, a: float | None) -> np.ndarray:
@@ -112,6 +126,8 @@ def rmia_cfd_attack(
     *,
     X_pool: np.ndarray,
     predict,
+    y: np.ndarray | None = None,
+    y_pool: np.ndarray | None = None,
     query_cfd,
     options: RMIAOptions = RMIAOptions(),
     online: bool = False,
@@ -130,6 +146,8 @@ def rmia_cfd_attack(
     pool (the population z are drawn from its calibration rows).
     """
     name = name or ("rmia-cfd-online" if online else "rmia-cfd")
+    if y is None or y_pool is None:  # labels for the targets and the population, or for neither
+        y = y_pool = None
     if online and shadow.keep_targets is None:
         raise InvalidInputError(f"attack {name!r} needs online reference models (ShadowData.keep_targets)")
     if shadow.calib_index is None:
@@ -153,7 +171,8 @@ def rmia_cfd_attack(
     cfd_z_owner = np.asarray(query_cfd(X_pool[shadow.calib_index[pick]]), dtype=np.float64)
 
     conventions = {
-        "statistic": "p = c / (c + s): counterfactual distance c, s the model's median population distance",
+        "statistic": "p = c / (c + s): counterfactual distance c, s the model's median population distance"
+        + ("; 1 - p for points labelled 1 (p of the own label)" if y is not None else ""),
         "setting": "online (Pr(x) over in- and out-models)"
         if online
         else "offline (Pr(x) = ((1 + a) Pr_OUT(x) + (1 - a)) / 2)",
@@ -165,14 +184,22 @@ def rmia_cfd_attack(
         "query_cost": f"{len(pick)} recourse queries (population z) and {len(order)} decisions, "
         "beyond the targets' released recourse",
     }
-    calib_mask = shadow.rejected_calib & (shadow.cfd_calib > 0)
+    # the direction's game: offline, the calibration points of the pool; online, the targets themselves, labelled
+    # by the adversary's own keep matrix (which reference models it trained on them), never by their membership
+    if online:
+        game_cfd, game_rej, game_keep = shadow.cfd_targets, shadow.rejected_targets, shadow.keep_targets
+        if game_rej is None:
+            game_rej = shadow.cfd_targets > 0
+    else:
+        game_cfd, game_rej, game_keep = shadow.cfd_calib, shadow.rejected_calib, shadow.keep_calib
+    game_mask = game_rej & (game_cfd > 0)
     direction = resolve_direction(
         direction,
         conventions,
-        np.log(np.maximum(shadow.cfd_calib, _TINY)),
-        calib_mask,
-        calib_mask,
-        shadow.keep_calib,
+        np.log(np.maximum(game_cfd, _TINY)),
+        game_mask,
+        game_mask,
+        game_keep,
         center=center,
         variance=variance,
         cdf=cdf,
@@ -186,7 +213,10 @@ def rmia_cfd_attack(
 
     if not online:
         if a is None:
-            a, game_auc = tune_offline_a(shadow.cfd_calib, shadow.rejected_calib, shadow.keep_calib, s_ref, direction)
+            y_calib = None if y_pool is None else np.asarray(y_pool)[shadow.calib_index]
+            a, game_auc = tune_offline_a(
+                shadow.cfd_calib, shadow.rejected_calib, shadow.keep_calib, s_ref, direction, y_calib
+            )
             conventions["a_source"] = (
                 f"tuned on the adversary's shadow game over {list(A_GRID)} (mean AUC {game_auc:.4f})"
             )
@@ -195,14 +225,16 @@ def rmia_cfd_attack(
         a = float(a)
         conventions["a"] = a
 
-    def ref_signal(c, rejected):
-        return cfd_probability(np.where(rejected, c, 0.0), s_ref[None, :], direction)
+    y_z = None if y_pool is None or y is None else np.asarray(y_pool)[shadow.calib_index[pick]]
+
+    def ref_signal(c, rejected, labels):
+        return cfd_probability(np.where(rejected, c, 0.0), s_ref[None, :], direction, labels)
 
     rej_t = shadow.rejected_targets if shadow.rejected_targets is not None else shadow.cfd_targets > 0
-    pr_x = marginal(ref_signal(shadow.cfd_targets, rej_t), shadow.keep_targets, a=a)
-    pr_z = marginal(ref_signal(cfd_z_ref, rej_z_ref), shadow.keep_calib[pick], a=a)
-    p_x = cfd_probability(cfd, s_owner, direction)
-    p_z = cfd_probability(cfd_z_owner, s_owner, direction)
+    pr_x = marginal(ref_signal(shadow.cfd_targets, rej_t, y), shadow.keep_targets, a=a)
+    pr_z = marginal(ref_signal(cfd_z_ref, rej_z_ref, y_z), shadow.keep_calib[pick], a=a)
+    p_x = cfd_probability(cfd, s_owner, direction, y)
+    p_z = cfd_probability(cfd_z_owner, s_owner, direction, y_z)
     scores = rmia_scores(p_x, pr_x, p_z, pr_z, gamma=options.gamma)
     return AttackScores(name, scores, direction, conventions)
 
@@ -211,7 +243,12 @@ A_GRID = tuple(np.round(np.linspace(0.0, 1.0, 11), 2))
 
 
 def tune_offline_a(
-    cfd_calib: np.ndarray, rejected_calib: np.ndarray, keep_calib: np.ndarray, scales: np.ndarray, direction: str
+    cfd_calib: np.ndarray,
+    rejected_calib: np.ndarray,
+    keep_calib: np.ndarray,
+    scales: np.ndarray,
+    direction: str,
+    y_calib: np.ndarray | None = None,
 ) -> tuple[float, float]:
     """RMIA's a, chosen on the adversary's shadow game (Zarifzadeh et al. 2024 tune it on reference models).
 
@@ -225,7 +262,7 @@ def tune_offline_a(
         return 1.0, float("nan")
     from sklearn.metrics import roc_auc_score
 
-    p = cfd_probability(np.where(rejected_calib, cfd_calib, 0.0), scales[None, :], direction)
+    p = cfd_probability(np.where(rejected_calib, cfd_calib, 0.0), scales[None, :], direction, y_calib)
     aucs: list[list[float]] = [[] for _ in A_GRID]
     for k in range(n_models):
         rows = rejected_calib[:, k] & (cfd_calib[:, k] > 0)
@@ -258,6 +295,8 @@ def _register(name: str, online: bool, description: str) -> None:
             inputs.online_shadow if online else inputs.shadow,
             X_pool=inputs.X_pool,
             predict=inputs.model.predict,
+            y=inputs.y,
+            y_pool=inputs.y_pool,
             query_cfd=inputs.query_cfd,
             options=inputs.rmia,
             online=online,
