@@ -125,7 +125,17 @@ def test_attack_metrics_dict_and_keys():
         "tpr_at_fpr_reliable",
         "n_members",
         "n_nonmembers",
+        "auc_ci",
+        "tpr_at_fpr_ci",
+        "achieved_fpr_ci",
+        "ci_level",
+        "n_bootstrap",
     }
+    lo, hi = d["auc_ci"]
+    assert lo < d["auc"] < hi and d["n_bootstrap"] == 1000 and d["ci_level"] == 0.95
+    for k in ("0.1", "0.01", "0.001"):
+        assert d["tpr_at_fpr_ci"][k][0] <= d["tpr_at_fpr"][k] <= d["tpr_at_fpr_ci"][k][1]
+        assert d["achieved_fpr_ci"][k][0] <= d["achieved_fpr"][k] <= d["achieved_fpr_ci"][k][1]
     assert d["tpr_at_fpr_reliable"] == {"0.1": True, "0.01": True, "0.001": False}
     assert (d["n_members"], d["n_nonmembers"]) == (200, 300)
     assert d["auc"] == pytest.approx(auc(labels, scores))

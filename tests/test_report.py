@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import re
 from types import SimpleNamespace
 
@@ -12,6 +14,8 @@ import pytest
 from recourse_privacy.audit import AttackResult, AuditConfig, AuditResult, run_audit
 from recourse_privacy.metrics import (
     auc_null_halfwidth,
+    minimum_detectable_auc,
+    minimum_detectable_tpr,
     score_histogram_figure,
     theorem2_bound,
 )
@@ -65,12 +69,22 @@ def test_real_audit_report_layout(default_run):
     # Verdict first, then the ROC, then the attack table; configuration collapsed.
     i_verdict = text.index('<div class="verdict')
     i_roc = text.index('<figure class="roc">')
+    i_q1 = text.index("<h2>Question 1: what the model&rsquo;s own scores leak</h2>")
+    i_q2 = text.index("<h2>Question 2: what recourse leaks, beyond the scores</h2>")
+    i_power = text.index("<h2>What this sample size can detect</h2>")
     i_attacks = text.index("<h2>Attacks</h2>")
-    assert i_verdict < i_roc < i_attacks
-    assert text.index("<h2>") == i_attacks  # no section before the verdict and ROC
+    assert i_verdict < i_roc < i_q1 < i_q2 < i_power < i_attacks
+    assert text.index("<h2>") == i_q1  # no section before the verdict and ROC
     verdict = re.search(r'<div class="verdict[^"]*">(.*?)</div>', text, re.DOTALL).group(1)
     v = verdict_of(result)
-    assert v.headline in verdict and v.attack in verdict
+    assert v.headline.replace("'", "&#x27;") in verdict and v.attack in verdict
+    # Each question's table holds its own attacks (by their registered signal), with intervals.
+    q1, q2 = text[i_q1:i_q2], text[i_q2:i_power]
+    assert "<td>loss-lrt</td>" in q1 and "<td>cfd-lrt</td>" not in q1 and "<td>random</td>" not in q1
+    assert "<td>cfd-lrt</td>" in q2 and "<td>loss</td>" not in q2 and "Beyond the scores?" in q2
+    lo, hi = result.attacks["cfd-lrt"].auc_ci
+    assert f"[{lo:.3f}, {hi:.3f}]" in q2 and "vs loss" in q2
+    assert f"With {result.n_members} members and {result.n_nonmembers} non-members" in text[i_power:i_attacks]
     for name in ATTACK_NAMES:
         assert f"<td>{name}</td>" in _section(text, "Attacks")
     config = _section(text, "Configuration")
@@ -197,10 +211,11 @@ def test_result_not_mutated_and_dicts_refused(default_run, tmp_path):
 # --------------------------------------------------------------------------- verdict on crafted attacks
 
 
-def _attack(name, auc, *, n1=1000, n0=1000, ba=None, tpr01=None):
+def _attack(name, auc, *, n1=1000, n0=1000, ba=None, tpr01=None, **more):
     keys = ("0.1", "0.01", "0.001")
     t01 = 0.01 + max(auc - 0.5, 0.0) / 4 if tpr01 is None else tpr01
     return AttackResult(
+        **more,
         name=name,
         auc=auc,
         balanced_accuracy=0.5 + abs(auc - 0.5) * 0.8 if ba is None else ba,
@@ -230,10 +245,12 @@ def test_verdict_no_measurable_leakage_inside_the_band(tiny):
 
 def test_verdict_leakage_names_the_attack():
     v = make_verdict(_attacks(_attack("cfd", 0.52), _attack("loss-lrt", 0.7), _attack("random", 0.5)))
-    assert v.level == "leak" and v.headline == "Leakage detected."
+    assert (
+        v.level == "leak" and v.headline == "The model's scores leak membership; recourse adds no measurable leakage."
+    )
     assert v.attack == "loss-lrt" and v.auc == pytest.approx(0.7)
     assert v.significant == ("loss-lrt",)
-    assert "identifies 6% of members while wrongly flagging 1% of non-members" in v.text
+    assert "identifies 6% of members while wrongly flagging 0.98% of non-members" in v.text
     assert v.controls == ("random",) and "random-guessing control" in v.text
 
 
@@ -315,3 +332,117 @@ def test_histogram_counts_show_a_spike():
     assert max(heights) == 300  # the spike is a bar as tall as its count
     assert "600 of 800 values are exactly 3.93" in fig._suptitle.get_text()
     assert fig._suptitle.get_text().startswith("T")
+
+
+# --------------------------------------------------------------------------- the analyst's question: scores vs recourse
+
+
+def _ci_attack(name, signal, auc, auc_ci, tpr01, tpr_ci, versus=None, n=1000):
+    """An attack with intervals, as an audit of schema 2 records it (achieved FPR 0.98%, at most 1.8%)."""
+    return _attack(
+        name,
+        auc,
+        n1=n,
+        n0=n,
+        tpr01=tpr01,
+        signal=signal,
+        auc_ci=auc_ci,
+        tpr_at_fpr_ci={"0.01": tpr_ci},
+        achieved_fpr_ci={"0.01": (0.0045, 0.018)},
+        n_bootstrap=1000,
+        versus_scores=versus,
+    )
+
+
+def _versus(diff, lo, hi, against="loss-lrt"):
+    return {"attack": against, "auc_difference": diff, "ci_low": lo, "ci_high": hi}
+
+
+def test_verdict_no_leak_says_what_the_sample_size_rules_out():
+    v = make_verdict(
+        _attacks(
+            _ci_attack("loss-lrt", "score", 0.51, (0.485, 0.535), 0.012, (0.006, 0.021)),
+            _ci_attack("cfd-lrt", "distance", 0.505, (0.48, 0.53), 0.011, (0.005, 0.02), _versus(-0.005, -0.03, 0.02)),
+            _ci_attack("random", "none", 0.56, (0.535, 0.585), 0.05, (0.04, 0.06)),
+        )
+    )
+    assert v.level == "noleak" and v.headline == "No measurable leakage."
+    assert v.scores.level == v.recourse.level == "noleak" and v.beyond.outcome == "no-recourse-leak"
+    assert v.controls == ("random",)  # signal "none": a control, whatever its numbers
+    assert "rule out an AUC above 0.530 and a TPR above 2% at that FPR" in v.recourse.text
+    assert v.recourse.strongest == "cfd-lrt" and v.scores.strongest == "loss-lrt"
+    d = v.detectable
+    assert d.auc == pytest.approx(minimum_detectable_auc(1000, 1000))
+    assert d.tpr["0.01"] == pytest.approx(minimum_detectable_tpr(1000, 1000, 0.01))
+    assert f"With 1000 members and 1000 non-members, an attack with a true AUC of {d.auc:.3f}" in v.text
+
+
+def test_verdict_score_leak_only():
+    v = make_verdict(
+        _attacks(
+            _ci_attack("loss-lrt", "score", 0.70, (0.68, 0.72), 0.06, (0.045, 0.077)),
+            _ci_attack("cfd", "distance", 0.51, (0.486, 0.534), 0.012, (0.006, 0.021), _versus(-0.19, -0.22, -0.16)),
+        )
+    )
+    assert v.level == "leak" and v.scores.leaks and not v.recourse.leaks
+    assert v.headline == "The model's scores leak membership; recourse adds no measurable leakage."
+    assert v.scores.detected == ("loss-lrt",) and "The strongest, loss-lrt, has AUC 0.700 [0.680, 0.720]" in v.text
+    assert v.beyond.outcome == "no-recourse-leak" and not v.beyond.beyond
+
+
+def test_verdict_recourse_leaks_beyond_the_scores_by_auc_or_low_fpr():
+    score = _ci_attack("loss-lrt", "score", 0.60, (0.575, 0.625), 0.02, (0.012, 0.031))
+    beyond = _ci_attack("cfd-lrt", "distance", 0.68, (0.655, 0.705), 0.03, (0.02, 0.043), _versus(0.08, 0.05, 0.11))
+    v = make_verdict(_attacks(score, beyond))
+    assert v.beyond.outcome == "beyond" and v.beyond.by == "auc" and v.beyond.attack == "cfd-lrt"
+    assert v.headline == "Recourse leaks membership beyond what the model's scores already leak."
+    assert "cfd-lrt's AUC exceeds that of the strongest score attack, loss-lrt, by 0.080 [0.050, 0.110]" in v.text
+    # The same AUCs but a paired interval through 0: the low-FPR rule decides (TPR interval above the scores').
+    low = _ci_attack("cfd-lrt", "distance", 0.61, (0.585, 0.635), 0.09, (0.073, 0.11), _versus(0.01, -0.01, 0.03))
+    v = make_verdict(_attacks(score, low))
+    assert v.beyond.outcome == "beyond" and v.beyond.by == "tpr" and v.beyond.versus == "loss-lrt"
+    assert "at FPR ≤ 1%, cfd-lrt identifies 9% [7.3%, 11%] of members" in v.text
+
+
+def test_verdict_recourse_leaks_but_not_beyond_the_scores():
+    score = _ci_attack("loss-lrt", "score", 0.69, (0.665, 0.715), 0.017, (0.01, 0.027))
+    dist = _ci_attack("cfd-lrt", "distance", 0.687, (0.66, 0.71), 0.039, (0.024, 0.061), _versus(-0.003, -0.016, 0.01))
+    v = make_verdict(_attacks(score, dist))
+    assert v.beyond.outcome == "not-beyond" and v.recourse.leaks and v.scores.leaks
+    assert v.headline == "Recourse leaks membership, but not measurably more than the model's own scores."
+    assert "beats the scores' strongest attack by at most 0.010 AUC" in v.beyond.text
+    # Without a score attack the question cannot be answered, and the verdict says so.
+    alone = make_verdict(_attacks(dist))
+    assert alone.beyond.outcome == "no-score-attack" and "no attack read the model's scores" in alone.text
+
+
+def test_verdict_tpr_at_low_fpr_alone_detects_leakage():
+    # AUC inside chance, but the TPR interval at 1% FPR lies above the threshold's FPR interval
+    a = _ci_attack("cfd-lrt", "distance", 0.51, (0.485, 0.535), 0.05, (0.037, 0.066))
+    s = assess_attack(a)
+    assert s.auc_detected is False and s.tpr_detected is True and s.significant
+    assert make_verdict(_attacks(a)).recourse.leaks
+
+
+def test_schema_1_metrics_json_still_reads_and_gets_signals_from_the_registry(default_run, tmp_path):
+    result, _ = default_run
+    d = result.to_dict()
+    assert d["schema_version"] == 2 and d["attacks"]["cfd"]["signal"] == "distance"
+    assert set(d["attacks"]["cfd"]["versus_scores"]) >= {"attack", "auc_difference", "ci_low", "ci_high"}
+    back = AuditResult.from_dict(json.loads(json.dumps(d)))
+    for name, a in result.attacks.items():
+        fields = ("signal", "auc_ci", "tpr_at_fpr_ci", "achieved_fpr_ci", "ci_level", "n_bootstrap", "versus_scores")
+        assert [getattr(back.attacks[name], f) for f in fields] == [getattr(a, f) for f in fields]
+    assert verdict_of(back) == verdict_of(result)
+    old = json.loads(json.dumps(d))
+    old["schema_version"] = 1
+    for a in old["attacks"].values():
+        for k in ("signal", "auc_ci", "tpr_at_fpr_ci", "achieved_fpr_ci", "ci_level", "n_bootstrap", "versus_scores"):
+            a.pop(k, None)
+    v1 = AuditResult.from_dict(old)
+    assert v1.attacks["cfd"].signal == "" and math.isnan(v1.attacks["cfd"].auc_ci[0])
+    assert v1.attacks["cfd"].conventions == result.attacks["cfd"].conventions  # the new keys are not conventions
+    v = verdict_of(v1)
+    assert v.assessments["loss-lrt"].signal == "score" and v.assessments["random"].is_control
+    assert v.beyond.outcome in ("no-recourse-leak", "unknown", "no-recourse-attack")
+    _render(v1, tmp_path)  # an old file still renders

@@ -100,6 +100,18 @@ def _command(*args, **kwargs):
     return decorate
 
 
+_DEVICE_HELP = "where torch trains MLPs and searches gradient recourse: cpu, cuda, or auto (CUDA where available)"
+
+
+def _check_device(device: str) -> str:
+    """``--device``, checked before any work: a known name, and CUDA present where ``cuda`` is asked for."""
+    from recourse_privacy.models.device import check_device, resolve_device
+
+    if check_device(device, "--device") == "cuda":
+        resolve_device(device, "--device")
+    return device
+
+
 def _names(kind: str) -> str:
     """The registered names of ``kind`` (attack, recourse, model, defense, dataset), for help texts."""
     from recourse_privacy import catalog
@@ -153,11 +165,92 @@ def _fail(err: Exception | str, code: int = 2) -> None:
     raise typer.Exit(code=code)
 
 
+# ------------------------------------------------------------------ the data and model options of audit, recourse
+# and tradeoff: one definition, shared by the three commands
+_DATA = typer.Option(None, "--data", help="your own CSV/Parquet file instead of --dataset")
+_TARGET = typer.Option(None, "--target", help="label column of --data (two values; see --positive-label)")
+_POSITIVE_LABEL = typer.Option(
+    None, "--positive-label", help="the favourable value of --target (needed unless the labels are 0/1)"
+)
+_MODEL_FILE = typer.Option(
+    None,
+    "--model-file",
+    help="your own fitted scikit-learn classifier or Pipeline (reading the columns of --data): .skops (safe), "
+    ".joblib/.pkl (trusted files only, with --trust-pickle); the game retrains it on the members (a clone)",
+)
+_TRUST = typer.Option(None, "--trust", help="a type in the .skops file you trust (repeatable); the error lists them")
+_TRUST_PICKLE = typer.Option(False, "--trust-pickle", help="load a .joblib/.pkl model file (runs code from it)")
+_CATEGORICAL = typer.Option(
+    None, "--categorical", help="column(s) of --data to one-hot encode (repeatable or comma-separated; text always is)"
+)
+_IMMUTABLE = typer.Option(None, "--immutable", help="column(s) recourse must not change (repeatable or commas)")
+_INCREASING = typer.Option(None, "--increasing", help="column(s) recourse may only increase (repeatable or commas)")
+_BOUNDS = typer.Option(None, "--bounds", help="COL=LO:HI, the range recourse may move a numeric column in (repeatable)")
+
+
+def _columns(items: list[str] | None) -> tuple[str, ...]:
+    """Repeated and comma-separated column names, in order."""
+    return tuple(c.strip() for item in items or [] for c in item.split(",") if c.strip())
+
+
+def _bounds(items: list[str] | None) -> dict[str, tuple[float, float]]:
+    """``COL=LO:HI`` options as column -> (lo, hi)."""
+    out = {}
+    for item in items or []:
+        col, sep, rng = item.partition("=")
+        lo, colon, hi = rng.partition(":")
+        try:
+            if not sep or not col or not colon:
+                raise ValueError
+            out[col.strip()] = (float(lo), float(hi))
+        except ValueError:
+            raise InvalidInputError(f"--bounds expects COL=LO:HI with two numbers; got {item!r}") from None
+    return out
+
+
+def _user_inputs(options: dict) -> dict:
+    """The AuditConfig fields of the shared data and model options (the model file loaded, checked).
+
+    ``options``: the command's parameters (its ``locals()``), the shared ones among them.
+    """
+    data, target, positive_label = options["data"], options["target"], options["positive_label"]
+    categorical, immutable, increasing = options["categorical"], options["immutable"], options["increasing"]
+    bounds, model, model_file = options["bounds"], options["model"], options["model_file"]
+    trust, trust_pickle = options["trust"], options["trust_pickle"]
+    out = {
+        "data": str(data) if data else None,
+        "target": target,
+        "positive_label": positive_label,
+        "categorical": _columns(categorical),
+        "immutable": _columns(immutable),
+        "increasing": _columns(increasing),
+        "bounds": _bounds(bounds),
+        "model": model,
+    }
+    if model_file is not None:
+        if model != "logistic":
+            raise InvalidInputError(f"pass either --model {model} or --model-file, not both")
+        from recourse_privacy.models.files import load_model_file
+
+        out["model"] = load_model_file(model_file, tuple(trust or ()), trust_pickle=trust_pickle)
+    elif trust or trust_pickle:
+        raise InvalidInputError("--trust and --trust-pickle apply to --model-file")
+    return out
+
+
 @_command()
 def audit(
     dataset: str = typer.Option("synthetic", help=f"a registered dataset: {_names('dataset')}"),
-    data: Path | None = typer.Option(None, help="your own CSV/Parquet file instead of --dataset"),
-    target: str | None = typer.Option(None, help="label column of --data (binary; 1 = favourable)"),
+    data: Path | None = _DATA,
+    target: str | None = _TARGET,
+    positive_label: str | None = _POSITIVE_LABEL,
+    categorical: list[str] | None = _CATEGORICAL,
+    immutable: list[str] | None = _IMMUTABLE,
+    increasing: list[str] | None = _INCREASING,
+    bounds: list[str] | None = _BOUNDS,
+    model_file: Path | None = _MODEL_FILE,
+    trust: list[str] | None = _TRUST,
+    trust_pickle: bool = _TRUST_PICKLE,
     data_dir: Path | None = typer.Option(
         None, help="directory of the real datasets (else $RECOURSE_PRIVACY_DATA, else a download cache)"
     ),
@@ -205,6 +298,7 @@ def audit(
     epsilon: float | None = typer.Option(None, help="DP epsilon: the model's (dpm) or per recourse query (laplace)"),
     seed: int = typer.Option(0, help="seed of every random step"),
     n_jobs: int = typer.Option(1, help="parallel shadow-model trainings (joblib processes)"),
+    device: str = typer.Option("auto", help=_DEVICE_HELP),
     out: Path = typer.Option(Path("audit-results"), help="output directory"),
 ) -> None:
     """Play the recourse membership-inference game and report every attack."""
@@ -218,11 +312,9 @@ def audit(
     try:
         config = AuditConfig(
             dataset=dataset,
-            data=str(data) if data else None,
-            target=target,
+            **_user_inputs(locals()),
             data_dir=str(data_dir) if data_dir else None,
             n_features=n_features,
-            model=model,
             recourse=recourse,
             attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
             shadow_models=shadow_models,
@@ -241,6 +333,7 @@ def audit(
             recourse_params=_parse_params(recourse_param, "--recourse-param"),
             seed=seed,
             n_jobs=n_jobs,
+            device=device,
             defense=defense,
             epsilon=epsilon,
             recourse_fit=recourse_fit,
@@ -278,21 +371,49 @@ def _print_summary(console, result) -> None:
 
     cfg, model, rec = result.config, result.model, result.recourse
     console.print(
-        f"\n[bold]{cfg.data or cfg.dataset}[/] | model {cfg.model} "
+        f"\n[bold]{result.data.dataset}[/] | model {cfg.model_label} "
         f"(train acc {model.train_accuracy:.3f}, test acc {model.test_accuracy:.3f}) | "
         f"recourse {cfg.recourse} (validity {rec.validity:.3f}, "
         f"mean L1 {rec.mean_l1:.3g}, mean L2 {rec.mean_l2:.3g}) | "
         f"targets: {result.n_members} members, {result.n_nonmembers} non-members",
         highlight=False,
     )
-    table = Table(title="Membership inference from recourse (TPR at FPR 0.1 / 0.01 / 0.001)")
+    from recourse_privacy.report.verdict import verdict_of
+
+    def ci(value: float, pair, spec: str) -> str:  # "0.62 [0.58, 0.66]"; the value alone without an interval
+        lo, hi = pair if pair is not None else (float("nan"), float("nan"))
+        return f"{value:{spec}}" + (f" [{lo:{spec}},\u00a0{hi:{spec}}]" if lo == lo and hi == hi else "")
+
+    table = Table(title="Membership inference from recourse (95% intervals; TPR at FPR 0.1 / 0.01 / 0.001)")
     for col in ("attack", "AUC", "BA", "TPR@0.1", "TPR@0.01", "TPR@0.001", "direction"):
-        table.add_column(col, justify="left" if col in ("attack", "direction") else "right", no_wrap=True)
-    for name, a in result.attacks.items():
-        cells = [f"{a.tpr_at_fpr[k]:.4f}" + ("" if a.tpr_at_fpr_reliable[k] else "*") for k in ("0.1", "0.01", "0.001")]
-        direction = a.direction + (" (paper's; shadow game null)" if a.conventions.get("direction_fallback") else "")
-        table.add_row(name, f"{a.auc:.4f}", f"{a.balanced_accuracy:.4f}", *cells, direction)
+        left = col in ("attack", "direction")  # on a narrow terminal an interval folds below its value
+        table.add_column(col, justify="left" if left else "right", no_wrap=col == "attack", min_width=5)
+    groups = {"score": "scores", "distance": "recourse", "none": "controls"}
+    order = [*groups, *sorted({a.signal for a in result.attacks.values()} - set(groups))]
+    for signal in order:  # one block per signal: what the scores leak, what recourse leaks, the controls
+        block = [(n, a) for n, a in result.attacks.items() if a.signal == signal]
+        if not block:
+            continue
+        table.add_row(f"[dim]{groups.get(signal, signal or 'unknown')}[/]")
+        for name, a in block:
+            cells = [
+                ci(a.tpr_at_fpr[k], a.tpr_at_fpr_ci.get(k) if k == "0.01" else None, ".3f")
+                + ("" if a.tpr_at_fpr_reliable[k] else "*")
+                for k in ("0.1", "0.01", "0.001")
+            ]
+            fallback = " (paper's; shadow game null)" if a.conventions.get("direction_fallback") else ""
+            table.add_row(
+                f"  {name}", ci(a.auc, a.auc_ci, ".2f"), f"{a.balanced_accuracy:.3f}", *cells, a.direction + fallback
+            )
+        table.add_section()
     console.print(table)
+    verdict = verdict_of(result)
+    console.print(f"[bold]{verdict.headline}[/]", highlight=False)
+    for finding in (verdict.scores, verdict.recourse, verdict.beyond):
+        if finding is not None:
+            console.print(f"  {finding.text}", highlight=False, markup=False)
+    if verdict.detectable is not None:
+        console.print(f"  {verdict.detectable.text}", highlight=False, markup=False, style="dim")
     dp = result.dp
     if dp is not None:
         console.print(
@@ -376,6 +497,16 @@ def version() -> None:
 @_command()
 def tradeoff(
     dataset: str = typer.Option("synthetic", help="adult, heloc, compas, diabetes, synthetic, breast_cancer, digits"),
+    data: Path | None = _DATA,
+    target: str | None = _TARGET,
+    positive_label: str | None = _POSITIVE_LABEL,
+    categorical: list[str] | None = _CATEGORICAL,
+    immutable: list[str] | None = _IMMUTABLE,
+    increasing: list[str] | None = _INCREASING,
+    bounds: list[str] | None = _BOUNDS,
+    model_file: Path | None = _MODEL_FILE,
+    trust: list[str] | None = _TRUST,
+    trust_pickle: bool = _TRUST_PICKLE,
     data_dir: Path | None = typer.Option(None, help="directory of the real datasets"),
     n_features: int = typer.Option(100, help="features of the synthetic data (Huang et al. 2023: 100, 1000, ...)"),
     model: str = typer.Option("logistic", help="logistic (DPM and LR) or mlp* (DPM only: LR needs a linear model)"),
@@ -393,6 +524,7 @@ def tradeoff(
     model_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the model"),
     seed: int = typer.Option(0, help="seed of every random step"),
     n_jobs: int = typer.Option(1, help="parallel shadow-model trainings"),
+    device: str = typer.Option("auto", help=_DEVICE_HELP),
     out: Path = typer.Option(Path("tradeoff-results"), help="output directory (one sub-directory per setting)"),
 ) -> None:
     """Baseline, DPM and Laplace Recourse over epsilon (Huang et al. 2023): a table and plots of attacks and accuracy."""
@@ -409,9 +541,9 @@ def tradeoff(
         eps = _numbers(epsilons, float, "--epsilons")
         base = tradeoff_base_config(
             dataset=dataset,
+            **_user_inputs(locals()),
             data_dir=str(data_dir) if data_dir else None,
             n_features=n_features,
-            model=model,
             recourse=recourse,
             attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
             shadow_models=shadow_models,
@@ -423,6 +555,7 @@ def tradeoff(
             model_params=_parse_params(model_param, "--model-param"),
             seed=seed,
             n_jobs=n_jobs,
+            device=device,
         ).validate()
         tradeoff_settings(base, eps)
     except RecoursePrivacyError as err:
@@ -562,22 +695,28 @@ def reproduce_command(
     address: str | None = typer.Option(None, help="Ray cluster address (--backend ray)"),
     n_jobs: int | None = typer.Option(None, help="cells in parallel (local default: the number of cores)"),
     threads_per_cell: int = typer.Option(1, help="torch/BLAS threads of each cell"),
+    device: str = typer.Option("auto", help=_DEVICE_HELP),
 ) -> None:
     """Run a shipped reproduction and print the paper's figures beside ours, with the known differences."""
     from recourse_privacy.experiments.reproductions import REPRODUCTIONS
     from recourse_privacy.experiments.spec import list_reproductions, load_spec
+    from recourse_privacy.models.device import use_device
 
     console = _wide_console()
     seed_list = _numbers(seeds, int, "--seeds") if seeds else None
     out_dir = out or Path(f"{name}-results")
+    _check_device(device)
     if name in REPRODUCTIONS:  # a reproduction that is not a grid of audits
-        REPRODUCTIONS.get(name).obj(out_dir, seeds=seed_list, console=console)
+        with use_device(device):
+            REPRODUCTIONS.get(name).obj(out_dir, seeds=seed_list, console=console)
         return
     if name not in list_reproductions():
         known = sorted([*list_reproductions(), *REPRODUCTIONS.names()])
         raise UnknownNameError(f"unknown reproduction {name!r}; shipped: {', '.join(known)}")
     spec = load_spec(name)
-    fixed = {"shadow_models": shadow_models} if shadow_models is not None else None
+    fixed = {"shadow_models": shadow_models} if shadow_models is not None else {}
+    if device != "auto":  # the cells (and their keys) say it; "auto" keeps the keys of before
+        fixed["device"] = device
     if fixed or seed_list:
         spec = spec.with_overrides(fixed=fixed, seeds=seed_list)
     _run_and_report(spec, out_dir, backend, address, n_jobs, threads_per_cell, console)
@@ -693,6 +832,16 @@ def audit_dp_command(
 @_command("recourse")
 def recourse_command(
     dataset: str = typer.Option("adult", help="adult, heloc, compas, diabetes, synthetic, breast_cancer, digits"),
+    data: Path | None = _DATA,
+    target: str | None = _TARGET,
+    positive_label: str | None = _POSITIVE_LABEL,
+    categorical: list[str] | None = _CATEGORICAL,
+    immutable: list[str] | None = _IMMUTABLE,
+    increasing: list[str] | None = _INCREASING,
+    bounds: list[str] | None = _BOUNDS,
+    model_file: Path | None = _MODEL_FILE,
+    trust: list[str] | None = _TRUST,
+    trust_pickle: bool = _TRUST_PICKLE,
     model: str = typer.Option("mlp", help="logistic, mlp, mlp3-100, mlp3-333, mlp3-1000"),
     methods: str = typer.Option(
         "scfe,cadex,dice,face",
@@ -706,6 +855,7 @@ def recourse_command(
     model_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the model (epochs, lr, ...)"),
     method_param: list[str] | None = typer.Option(None, help="METHOD.KEY=VALUE, e.g. face.n_neighbors=20"),
     seed: int = typer.Option(0, help="seed of every random step"),
+    device: str = typer.Option("auto", help=_DEVICE_HELP),
     out: Path = typer.Option(Path("recourse-quality"), help="output directory"),
 ) -> None:
     """Recourse quality per method (CARLA's metrics, the path metrics of Pentyala et al. 2023): a table, JSON, CSV and a plot."""
@@ -713,6 +863,7 @@ def recourse_command(
     from rich.table import Table
 
     from recourse_privacy.experiments.quality import METRICS, run_quality
+    from recourse_privacy.models.device import use_device
     from recourse_privacy.recourse import RECOURSE_METHODS
 
     console = Console()
@@ -726,9 +877,18 @@ def recourse_command(
         if not dot or not param:
             _fail(InvalidInputError(f"--method-param expects METHOD.KEY=VALUE; got {key!r}"))
         per_method.setdefault(name, {})[param] = value
-    _check_params_before_work(model, _parse_params(model_param, "--model-param"), per_method)
+    inputs = _user_inputs({**locals(), "model": "logistic" if model_file is not None and model == "mlp" else model})
+    from recourse_privacy.audit.user_inputs import describe_model
+
+    model_label = model if model_file is None else describe_model(inputs["model"])
+    if isinstance(inputs["model"], str):
+        _check_params_before_work(model, _parse_params(model_param, "--model-param"), per_method)
+    else:
+        _check_params_before_work(None, {}, per_method)
+    dataset_label = str(inputs["data"] and Path(inputs["data"]).name or dataset)
+    _check_device(device)
     try:
-        with console.status("measuring recourse quality") as status:
+        with console.status("measuring recourse quality") as status, use_device(device):
 
             def progress(stage: str, done: int, total: int) -> None:
                 if done < total:
@@ -736,7 +896,7 @@ def recourse_command(
 
             result = run_quality(
                 dataset,
-                model,
+                inputs.pop("model"),
                 names,
                 n_points=n_points,
                 seed=seed,
@@ -747,12 +907,13 @@ def recourse_command(
                 model_params=_parse_params(model_param, "--model-param"),
                 method_params=per_method,
                 progress=progress,
+                **inputs,
             )
     except RecoursePrivacyError as err:
         _fail(err)
     run = result.run
     table = Table(
-        title=f"Recourse quality: {dataset} / {model} (held-out acc {run['heldout_accuracy']:.3f}), "
+        title=f"Recourse quality: {dataset_label} / {model_label} (held-out acc {run['heldout_accuracy']:.3f}), "
         f"{run['n_points']} query points{', actionable' if actionable else ''}"
     )
     shown = [m for m in METRICS if any(m in v for v in result.table.values())]
@@ -783,14 +944,15 @@ def recourse_command(
     )
 
 
-def _check_params_before_work(model: str, model_params: dict, per_method: dict[str, dict]) -> None:
+def _check_params_before_work(model: str | None, model_params: dict, per_method: dict[str, dict]) -> None:
     """Construct the model and each method once, so that their bounded parameters are checked before training."""
     import inspect
 
     from recourse_privacy.models.registry import make_model
     from recourse_privacy.recourse import RECOURSE_METHODS
 
-    make_model(model, random_state=0, **model_params)
+    if model is not None:
+        make_model(model, random_state=0, **model_params)
     for name, params in per_method.items():
         cls = RECOURSE_METHODS.get(name).obj
         if "epsilon" in inspect.signature(cls).parameters and "epsilon" not in params:

@@ -16,6 +16,7 @@ from recourse_privacy.audit.summaries import (
     ModelSummary,
     RecourseSummary,
     ShadowSummary,
+    VersusScores,
 )
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "ModelSummary",
     "RecourseSummary",
     "ShadowSummary",
+    "VersusScores",
     "data_provenance",
     "register_defense",
     "run_audit",

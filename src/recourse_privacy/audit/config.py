@@ -5,14 +5,18 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import PurePath
+from typing import Any
 
 from recourse_privacy.attacks.lrt import CDFS, CENTERS, VARIANCES
 from recourse_privacy.attacks.registry import ATTACKS, check_attack_names
 from recourse_privacy.audit.defenses import DEFENSES
+from recourse_privacy.audit.user_inputs import describe_data, describe_model, model_kind, object_digest
 from recourse_privacy.data import DATASETS
 from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError, UnknownNameError
 from recourse_privacy.hyperparams import Float, check_params
+from recourse_privacy.models.device import check_device, device_kind
 from recourse_privacy.models.registry import MODELS, make_model
 from recourse_privacy.recourse.registry import RECOURSE_METHODS, check_compatible
 from recourse_privacy.validation import check_choice, check_interval, check_positive_int
@@ -25,6 +29,8 @@ DEFAULT_ATTACKS = ("cfd", "cfd-lrt", "loss", "loss-lrt", "random")
 MAX_EPSILON = 1e4
 MAX_FEATURES = 1_000_000
 MAX_CELLS = 500_000_000  # rows x features of generated data (float64: 4 GB)
+#: the preprocessing's default correlation filter; a user's own model runs without one (every column must decode)
+DEFAULT_CORR_THRESHOLD = 0.95
 #: the synthetic data's options (beyond 1e6 the class centres overflow the scaling)
 SYNTHETIC_PARAMS = {"class_sep": Float(0, 1e6), "flip_y": Float(0, 1)}
 
@@ -37,14 +43,28 @@ class AuditConfig:
     ``n_members``) and the adversary's ``n_adversary`` rows (default ``2 * n_members``, or all
     the rows left when the dataset is smaller) are disjoint from them.
     The targets are the members and non-members that the owner's model rejects.
+
+    ``data`` is a CSV/Parquet path or a pandas DataFrame (with ``target``, ``positive_label``
+    and the column lists ``categorical``, ``immutable``, ``increasing`` and ``bounds``, column
+    -> (lo, hi) in the data's units). ``model`` is a registered name or a model object: a
+    scikit-learn classifier or Pipeline reading the original columns (fitted or not), a
+    :class:`~recourse_privacy.models.TorchModel` or a
+    :class:`~recourse_privacy.models.BaseClassifier` on the encoded features. The game trains
+    the owner's model afresh on the members with the object's recipe (a clone; Pawelczyk et
+    al. 2023's game), and every shadow model the same way.
     """
 
     dataset: str = "synthetic"
-    data: str | None = None  # a user's CSV/Parquet instead of a named dataset
+    data: Any = None  # a user's CSV/Parquet path or a pandas DataFrame instead of a named dataset
     target: str | None = None  # its label column
+    positive_label: Any = None  # the favourable value of the label column (needed unless it is 0/1)
+    categorical: tuple[str, ...] = ()  # columns of the user's data to one-hot encode (text columns always are)
+    immutable: tuple[str, ...] = ()  # columns recourse must not change
+    increasing: tuple[str, ...] = ()  # columns recourse may only increase
+    bounds: dict = field(default_factory=dict)  # column -> (lo, hi): the range recourse may move a numeric column in
     data_dir: str | None = None
     n_features: int = 1000  # synthetic only
-    model: str = "logistic"
+    model: Any = "logistic"  # a registered name or a model object
     recourse: str = "linear"
     attacks: tuple[str, ...] = DEFAULT_ATTACKS
     shadow_models: int = 10
@@ -71,6 +91,8 @@ class AuditConfig:
     epsilon: float | None = None  # DPM: the model's epsilon; laplace: epsilon per recourse query
     seed: int = 0
     n_jobs: int = 1
+    # where torch trains the MLPs and searches gradient recourse: cpu | cuda | auto (CUDA where available)
+    device: str = "auto"
     # RMIA on counterfactual distances (Zarifzadeh et al. 2024): the offline a (None: tuned on the shadow game),
     # the pairwise threshold gamma, and how many population points of the pool it queries the owner's recourse for
     rmia_a: float | None = None
@@ -79,6 +101,12 @@ class AuditConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "attacks", tuple(self.attacks))
+        if isinstance(self.data, PurePath):
+            object.__setattr__(self, "data", str(self.data))
+        for name in ("categorical", "immutable", "increasing"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
+        object.__setattr__(self, "bounds", {str(k): tuple(v) for k, v in dict(self.bounds).items()})
         for name in ("data_params", "model_params", "recourse_params"):
             object.__setattr__(self, name, dict(getattr(self, name)))
 
@@ -91,12 +119,16 @@ class AuditConfig:
             )
         if self.data is not None and not self.target:
             raise InvalidInputError("--data needs --target COLUMN (the binary label column)")
-        MODELS.check(self.model)
+        self.check_user_inputs()
         RECOURSE_METHODS.check(self.recourse)
         check_choice(self.recourse_fit, "recourse_fit", RECOURSE_FIT)
-        DEFENSES.get(self.defense).obj.validate(self)
-        model_name = self.effective_model[0]
-        check_compatible(self.effective_recourse, MODELS.get(model_name).meta["capabilities"], f"model {self.model!r}")
+        if not self.user_model:
+            MODELS.check(self.model)
+            DEFENSES.get(self.defense).obj.validate(self)
+            model_name = self.effective_model[0]
+            check_compatible(
+                self.effective_recourse, MODELS.get(model_name).meta["capabilities"], f"model {self.model!r}"
+            )
         check_attack_names(self.attacks)
         if self.rmia_a is not None:
             check_interval(self.rmia_a, "rmia_a", 0, 1, closed="both")
@@ -114,6 +146,8 @@ class AuditConfig:
         check_positive_int(self.n_features, "n_features")
         check_positive_int(self.n_calibration, "n_calibration")
         check_positive_int(self.n_jobs, "n_jobs")
+        if check_device(self.device, "device") == "cuda":
+            device_kind(self.device)  # no CUDA here: an IncompatibleError now, not when the first model trains
         check_choice(self.distance, "distance", DISTANCES)
         check_choice(self.variance, "variance", VARIANCES)
         check_choice(self.center, "center", CENTERS)
@@ -140,18 +174,93 @@ class AuditConfig:
         self._check_component_params()
         return self
 
+    def check_user_inputs(self) -> None:
+        """The user's data options and model object (:meth:`validate` runs it; so does the ``recourse`` command)."""
+        self._check_user_data()
+        if self.user_model:
+            self._check_user_model()
+
+    def _check_user_data(self) -> None:
+        """The user's data options: a path or a DataFrame; column options only with it; numeric bounds."""
+        is_path = isinstance(self.data, str)
+        if self.data is not None and not is_path and not describe_data(self.data).startswith("DataFrame("):
+            raise InvalidInputError(
+                f"data must be a CSV/Parquet path or a pandas DataFrame; got {type(self.data).__name__}"
+            )
+        if self.data is not None and self.data_params:
+            hint = (
+                f"positive_label={self.data_params['positive_label']!r} (--positive-label)"
+                if "positive_label" in self.data_params
+                else "positive_label, categorical, immutable, increasing, bounds"
+            )
+            raise InvalidInputError(
+                f"data_params {sorted(self.data_params)} apply to the named datasets; your own data takes {hint}"
+            )
+        given = [n for n in ("positive_label", "categorical", "immutable", "increasing", "bounds") if getattr(self, n)]
+        if given and self.data is None:
+            raise InvalidInputError(
+                f"{', '.join(given)} apply to your own data: pass data=... (--data FILE) and target=... as well"
+            )
+        for column, pair in self.bounds.items():
+            ok = len(pair) == 2 and all(isinstance(v, int | float) and not isinstance(v, bool) for v in pair)
+            if not ok or not pair[0] <= pair[1]:
+                raise InvalidInputError(f"bounds[{column!r}] must be two numbers (lo, hi) with lo <= hi; got {pair!r}")
+
+    def _check_user_model(self) -> None:
+        """A model object: what kind it is, and the settings that cannot apply to it."""
+        kind = model_kind(self.model)
+        if self.data is None:
+            raise InvalidInputError(
+                f"model {describe_model(self.model)} is your own model: pass your data too (data=... / --data FILE "
+                "--target COLUMN), the named datasets are for the registered models"
+            )
+        if self.defense != "none":
+            raise InvalidInputError(
+                f"defense {self.defense!r} trains or wraps a registered model; with your own model "
+                f"{describe_model(self.model)} use defense='none'"
+            )
+        if self.model_params:
+            raise InvalidInputError(
+                f"model_params {sorted(self.model_params)} apply to registered models; set the parameters "
+                f"on your {describe_model(self.model)} itself"
+            )
+        if kind == "estimator":
+            if self.corr_threshold not in (None, DEFAULT_CORR_THRESHOLD):
+                raise InvalidInputError(
+                    f"corr_threshold={self.corr_threshold} drops encoded columns, but your model "
+                    f"{describe_model(self.model)} reads every original column, so the audit must decode every "
+                    "point: leave corr_threshold at its default (no filter is applied to your own model)"
+                )
+            if self.normalize_rows:
+                raise InvalidInputError(
+                    f"normalize_rows cannot be decoded back to the columns your model {describe_model(self.model)} "
+                    "reads: leave it off"
+                )
+
+    @property
+    def user_model(self) -> bool:
+        """Whether ``model`` is the user's own object rather than a registered name."""
+        return not isinstance(self.model, str)
+
+    @property
+    def model_label(self) -> str:
+        """The model as the tables print it: the registered name or e.g. ``Pipeline(StandardScaler, LogisticRegression)``."""
+        return describe_model(self.model)
+
     def _check_component_params(self) -> None:
         """Construct the model and the recourse method once, so that their typed, bounded parameters
         (:mod:`recourse_privacy.hyperparams`) are checked now, not when the first cell trains."""
         model_name, model_params = self.effective_model
+        if self.user_model:
+            model_name = None  # the user's object is checked by model_kind; only the method is constructed here
         recourse_cls = RECOURSE_METHODS.get(self.effective_recourse).obj
         recourse_params = dict(self.recourse_params)
         if "epsilon" in inspect.signature(recourse_cls).parameters and "epsilon" not in recourse_params:
             recourse_params["epsilon"] = self.epsilon if self.epsilon is not None else 1.0
-        for what, make in (
-            (f"model {model_name!r}", lambda: make_model(model_name, random_state=0, **model_params)),
-            (f"recourse {self.effective_recourse!r}", lambda: recourse_cls(**recourse_params)),
-        ):
+        checks = [(f"recourse {self.effective_recourse!r}", lambda: recourse_cls(**recourse_params))]
+        if model_name is not None:
+            checks.insert(0, (f"model {model_name!r}", lambda: make_model(model_name, random_state=0, **model_params)))
+        for what, make in checks:
             try:
                 make()
             except RecoursePrivacyError:
@@ -207,15 +316,28 @@ class AuditConfig:
         return (self.n_members, self.n_nonmembers or self.n_members, self.n_adversary or 2 * self.n_members)
 
     def to_dict(self) -> dict:
-        """JSON-ready configuration."""
-        d = asdict(self)
+        """JSON-ready configuration: a model object and a DataFrame are replaced by their descriptions
+        (and ``model_sha256`` / ``data_sha256``, see :func:`~recourse_privacy.audit.user_inputs.object_digest`)."""
+        objects = {"model": self.model, "data": self.data}
+        d = asdict(replace(self, model="logistic", data=None))
+        d["model"] = describe_model(self.model)
+        d["data"] = describe_data(self.data)
         d["attacks"] = list(self.attacks)
+        for name in ("categorical", "immutable", "increasing"):
+            d[name] = list(d[name])
+        d["bounds"] = {k: list(v) for k, v in self.bounds.items()}
+        for name, obj in objects.items():
+            if obj is not None and not isinstance(obj, str):
+                d[f"{name}_sha256"] = object_digest(obj)
+        if not isinstance(self.positive_label, str | int | float | bool | type(None)):
+            d["positive_label"] = str(self.positive_label)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> AuditConfig:
         """Inverse of :meth:`to_dict`; unknown keys raise a ValueError naming them."""
         known = {f.name for f in fields(cls)}
+        d = {k: v for k, v in d.items() if k not in ("model_sha256", "data_sha256")}  # written by to_dict
         unknown = sorted(set(d) - known)
         if unknown:
             raise InvalidInputError(f"unknown audit setting(s): {', '.join(unknown)}")
@@ -225,8 +347,12 @@ class AuditConfig:
         """A short hash of everything that changes the numbers (for caches).
 
         Fields left at their defaults are not hashed, so that adding a new setting with a
-        default keeps the keys of every existing cell and shadow cache.
+        default keeps the keys of every existing cell and shadow cache. ``device`` counts by what
+        it resolves to here, and only when that is CUDA (whose float rounding differs from the
+        CPU's): ``cpu`` and ``auto`` on a machine without CUDA share the keys of before.
         """
         defaults = AuditConfig().to_dict()
-        d = {k: v for k, v in self.to_dict().items() if k != "n_jobs" and v != defaults[k]}
+        d = {k: v for k, v in self.to_dict().items() if k not in ("n_jobs", "device") and v != defaults.get(k)}
+        if self.device != "cpu" and device_kind(self.device) != "cpu":
+            d["device"] = device_kind(self.device)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -166,7 +166,7 @@ class Defense:
     def shadow_recourse(self, config: AuditConfig, action_set: ActionSet | None):
         """The recourse method as the adversary runs it in its shadow worlds (and the owner, unless overridden)."""
         params = dict(config.recourse_params)
-        if config.actionable:
+        if action_set is not None:  # the audit passes one when asked (--actionable) and for a user's data
             params.setdefault("action_set", action_set)
         if RECOURSE_METHODS.get(config.recourse).meta["randomized"]:
             params.setdefault("random_state", derive_seed(config.seed, 8))  # same seed, same numbers

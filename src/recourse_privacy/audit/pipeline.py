@@ -9,6 +9,7 @@ function plus a progress bar and a printed table.
 from __future__ import annotations
 
 import time
+from dataclasses import fields, replace
 from pathlib import Path
 
 import recourse_privacy.audit.stages as stages
@@ -17,12 +18,19 @@ from recourse_privacy.audit.defenses import DEFENSES, dp_verdict
 from recourse_privacy.audit.result import AuditArrays, AuditResult
 from recourse_privacy.audit.stages import Progress
 from recourse_privacy.audit.summaries import DataSummary, ModelSummary, PoolSizes, Provenance
+from recourse_privacy.audit.user_inputs import describe_data, object_digest
+from recourse_privacy.audit.user_model import (
+    action_set_for,
+    check_bounds_columns,
+    check_fitted_recourse,
+    resolve_model,
+)
 from recourse_privacy.data import dataset_file
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.models.base import accuracy
-from recourse_privacy.models.registry import model_factory
+from recourse_privacy.models.device import use_device
 from recourse_privacy.processes import workers_die_with_parent
 from recourse_privacy.provenance import content_key, sha256_file
-from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.report.outputs import write_outputs
 from recourse_privacy.validation import check_output_dir
 
@@ -51,8 +59,18 @@ class _Clock:
         return {**self.timing, "total": round(time.perf_counter() - self.start, 3)}
 
 
+class _Capable:
+    """Capabilities known before training, in the shape :func:`check_fitted_recourse` reads."""
+
+    def __init__(self, capabilities: frozenset[str]):
+        self.is_linear = "linear" in capabilities
+        self.is_differentiable = "gradients" in capabilities
+
+
 def data_provenance(config: AuditConfig) -> Provenance:
     """Where the audit's data comes from: the file read and its SHA-256 (None for generated data)."""
+    if config.data is not None and not isinstance(config.data, str):  # a DataFrame: its content hash
+        return Provenance.current(describe_data(config.data), object_digest(config.data))
     if config.data is not None:
         path = Path(config.data).expanduser()
         return Provenance.current(str(path.resolve()), sha256_file(path) if path.is_file() else None)
@@ -71,12 +89,24 @@ def run_audit(
 ) -> AuditResult:
     """Play the recourse membership-inference game once and measure every attack.
 
-    ``config`` fields may also be given as keyword ``overrides``. With ``out_dir`` it writes
-    ``metrics.json``, ``roc.png``, ``cfd_histogram.png`` and ``report.html`` there, and keeps
-    each finished shadow model's statistics under ``out_dir/.cache`` so that a killed run
-    resumes where it stopped.
+    ``config`` fields may also be given as keyword ``overrides``, e.g.
+    ``run_audit(model=pipeline, data=frame, target="approved", positive_label="yes", recourse="gs")``
+    for your own fitted scikit-learn pipeline and DataFrame (see :class:`AuditConfig`). With
+    ``out_dir`` it writes ``metrics.json``, ``roc.png``, ``cfd_histogram.png``,
+    ``report.html`` and, where the points decode to the data's columns,
+    ``counterfactuals.csv`` there, and keeps each finished shadow model's statistics under
+    ``out_dir/.cache`` so that a killed run resumes where it stopped.
     """
-    config = AuditConfig.from_dict({**(config or AuditConfig()).to_dict(), **overrides}).validate()
+    unknown = sorted(set(overrides) - {f.name for f in fields(AuditConfig)})
+    if unknown:
+        raise InvalidInputError(f"unknown audit setting(s): {', '.join(unknown)}")
+    config = replace(config or AuditConfig(), **overrides).validate()
+    with use_device(config.device):  # every torch step of the game (models, gradient recourse) on this device
+        return _play(config, out_dir, progress)
+
+
+def _play(config: AuditConfig, out_dir: str | Path | None, progress: Progress | None) -> AuditResult:
+    """The game of :func:`run_audit` with a validated ``config``."""
     if out_dir is not None:
         out_dir = check_output_dir(out_dir)
     clock = _Clock(progress or (lambda stage, done, total: None))
@@ -85,15 +115,17 @@ def run_audit(
     clock.begin("data")
     provenance = data_provenance(config)
     game = stages.prepare_game(config, stages.load_data(config))
-    method = defense.shadow_recourse(
-        config, ActionSet.from_preprocessor(game.preprocessor) if config.actionable else None
-    )
+    check_bounds_columns(config, game)
+    recipe = resolve_model(config, game)  # the user's model is checked against the data here, before training
+    if recipe.capabilities is not None:
+        check_fitted_recourse(config, _Capable(recipe.capabilities), recipe.label)
+    method = defense.shadow_recourse(config, action_set_for(config, game))
     clock.lap("data")
 
     clock.begin("owner model")
-    model_name, model_params = config.effective_model
-    make_model = model_factory(model_name, **model_params)
+    make_model = recipe.make
     targets = stages.train_owner(make_model, game, config.seed)
+    check_fitted_recourse(config, targets.model, recipe.label)
     clock.lap("owner model")
 
     clock.begin("recourse")
@@ -102,6 +134,13 @@ def run_audit(
     )
     res, session = defense.owner_recourse(config, method, targets.model, fit_X, fit_y, targets.X)
     cfd = res.distance(config.distance)
+    counterfactuals, note = (
+        stages.counterfactual_table(
+            game.preprocessor, game.dataset, targets.rows, res, config.distance, targets.is_member
+        )
+        if config.data is not None
+        else (None, None)
+    )
     clock.lap("recourse")
 
     # keyed by content: the configuration, the data's SHA-256 and the package version (and, inside
@@ -132,7 +171,7 @@ def run_audit(
     scores = stages.run_attacks(
         config, stages.attack_inputs(config, game, targets, res, cfd, shadow, online, query_cfd)
     )
-    attacks, warns = stages.measure_attacks(scores, targets.is_member)
+    attacks, warns = stages.measure_attacks(scores, targets.is_member, seed=config.seed)
     clock.lap("attacks")
 
     recourse = stages.summarize_recourse(res, targets.is_member, config.distance)
@@ -148,19 +187,19 @@ def run_audit(
     if shadow is not None:
         shadow_info, more = stages.shadow_summary(config, shadow, game.pool_sizes[0])
         warns += more
-    warns = [*game.notes, *warns]
+    warns = [*game.notes, *warns, *([note] if note else [])]
     n_mem, n_non, n_adv = game.pool_sizes
     result = AuditResult(
         config=config,
         data=DataSummary(
-            dataset=config.data or config.dataset,
+            dataset=describe_data(config.data) or config.dataset,
             n_rows=game.dataset.n_rows,
             n_features=int(game.X_members.shape[1]),
             pools=PoolSizes(n_mem, n_non, n_adv),
             dropped_correlated=tuple(game.preprocessor.dropped_correlated_),
         ),
         model=ModelSummary(
-            name=model_name,
+            name=recipe.label,
             train_accuracy=accuracy(targets.model, game.X_members, game.y_members),
             test_accuracy=accuracy(targets.model, game.X_nonmembers, game.y_nonmembers),
         ),
@@ -173,7 +212,14 @@ def run_audit(
         shadow=shadow_info,
         timing_seconds=clock.total(),
         provenance=provenance,
-        arrays=AuditArrays(scores=scores, is_member=targets.is_member, cfd=cfd, recourse=res, pools=game.pools),
+        arrays=AuditArrays(
+            scores=scores,
+            is_member=targets.is_member,
+            cfd=cfd,
+            recourse=res,
+            pools=game.pools,
+            counterfactuals=counterfactuals,
+        ),
     )
     if out_dir is not None:
         result = result.with_files(write_outputs(result, out_dir))

@@ -33,8 +33,10 @@ from recourse_privacy.recourse.base import RecourseResult
 
 __all__ = ["SCHEMA_VERSION", "AuditArrays", "AuditResult"]
 
-#: version of the metrics.json layout; bump it when a field changes meaning or is removed
-SCHEMA_VERSION = 1
+#: version of the metrics.json layout; bump it when a field changes meaning or is removed.
+#: 2: every attack gains its signal, confidence intervals (auc_ci, tpr_at_fpr_ci, achieved_fpr_ci,
+#: ci_level, n_bootstrap) and, for a distance attack, versus_scores; files of version 1 still read.
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ class AuditArrays:
     cfd: np.ndarray
     recourse: RecourseResult
     pools: object = None
+    #: one row per target in the data's own columns and units (a user's data only; see stages.counterfactual_table)
+    counterfactuals: object = None
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from recourse_privacy.attacks.base import AttackScores
-from recourse_privacy.attacks.registry import AttackInputs, LRTOptions, RMIAOptions, run_attack
+from recourse_privacy.attacks.registry import ATTACKS, AttackInputs, LRTOptions, RMIAOptions, run_attack
 from recourse_privacy.attacks.shadow import ShadowData, run_shadow_models
 from recourse_privacy.audit.config import AuditConfig
-from recourse_privacy.audit.summaries import AttackResult, RecourseSummary, ShadowSummary
-from recourse_privacy.data import Dataset, Pools, Preprocessor, load_dataset, load_tabular, split_pools
+from recourse_privacy.audit.summaries import AttackResult, RecourseSummary, ShadowSummary, VersusScores
+from recourse_privacy.data import Dataset, Pools, Preprocessor, load_dataset, split_pools
+from recourse_privacy.data.tabular import read_table, validate_frame
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.metrics.intervals import paired_auc_difference
 from recourse_privacy.metrics.membership import attack_metrics
 from recourse_privacy.models.base import BaseClassifier
 from recourse_privacy.provenance import sha256_arrays
@@ -30,7 +33,9 @@ from recourse_privacy.validation import as_generator, derive_seed
 __all__ = [
     "GameData",
     "Targets",
+    "counterfactual_table",
     "load_data",
+    "attack_signal",
     "measure_attacks",
     "prepare_game",
     "run_attacks",
@@ -75,12 +80,27 @@ class Targets:
     X: np.ndarray
     y: np.ndarray
     is_member: np.ndarray
+    rows: np.ndarray | None = None  # each target's row position in the dataset
 
 
 def load_data(config: AuditConfig) -> Dataset:
     """The configured dataset: a user's file, the synthetic data sized for the pools, or a named dataset."""
     if config.data is not None:
-        return load_tabular(config.data, config.target)
+        from pathlib import Path
+
+        is_path = isinstance(config.data, str)
+        frame = read_table(config.data) if is_path else config.data
+        name = Path(config.data).name.split(".")[0] if is_path else "dataframe"
+        return validate_frame(
+            frame,
+            config.target,
+            categorical=config.categorical or None,
+            immutable=config.immutable,
+            increasing=config.increasing,
+            positive_label=config.positive_label,
+            name=name or "tabular",
+            description=f"user table {Path(config.data).name}" if is_path else "user DataFrame",
+        )
     if config.dataset == "synthetic":
         return load_dataset(
             "synthetic",
@@ -113,9 +133,11 @@ def prepare_game(config: AuditConfig, dataset: Dataset) -> GameData:
     """Draw the disjoint pools with one seeded permutation and preprocess them (fitted on the members)."""
     (n_mem, n_non, n_adv), note = resolve_pool_sizes(config, dataset.n_rows)
     pools = split_pools(dataset.n_rows, n_mem, n_non, n_adv, random_state=derive_seed(config.seed, 2))
-    pre = Preprocessor(
-        scaling=config.scaling, corr_threshold=config.corr_threshold, normalize_rows=config.normalize_rows
-    ).fit(dataset.X.iloc[pools.members], dataset)
+    # a user's own model reads every original column: every encoded point must decode (no filter)
+    corr = None if config.user_model else config.corr_threshold
+    pre = Preprocessor(scaling=config.scaling, corr_threshold=corr, normalize_rows=config.normalize_rows).fit(
+        dataset.X.iloc[pools.members], dataset
+    )
     Xm, Xn, Xa = (pre.transform(dataset.X.iloc[idx]) for idx in (pools.members, pools.nonmembers, pools.adversary))
     y = dataset.y
     return GameData(
@@ -144,7 +166,8 @@ def train_owner(make_model: Callable[[int], BaseClassifier], game: GameData, see
     X = np.vstack([game.X_members[rej_m], game.X_nonmembers[rej_n]])
     y = np.concatenate([game.y_members[rej_m], game.y_nonmembers[rej_n]])
     is_member = np.concatenate([np.ones(rej_m.sum(), int), np.zeros(rej_n.sum(), int)])
-    return Targets(model, X, y, is_member)
+    rows = np.concatenate([game.pools.members[rej_m], game.pools.nonmembers[rej_n]])
+    return Targets(model, X, y, is_member, rows)
 
 
 def train_shadow_models(
@@ -297,13 +320,35 @@ def attack_inputs(
     )
 
 
+def attack_signal(name: str) -> str:
+    """What the registered attack ``name`` reads: distance, score or none ("" when not registered)."""
+    return str(ATTACKS.get(name).meta.get("signal", "")) if name in ATTACKS else ""
+
+
 def measure_attacks(
-    scores: dict[str, AttackScores], is_member: np.ndarray
+    scores: dict[str, AttackScores], is_member: np.ndarray, seed: int = 0
 ) -> tuple[dict[str, AttackResult], list[str]]:
-    """Each attack's metrics (AUC, balanced accuracy, TPR at low FPR), and the warnings they raised."""
+    """Each attack's metrics (AUC, balanced accuracy, TPR at low FPR, with intervals), and the warnings they raised.
+
+    Every bootstrap draws the same resamples of the targets (one seed derived from ``seed``), and each
+    distance attack's AUC is set against the strongest score attack's on those resamples (paired).
+    """
+    boot_seed = derive_seed(seed, 11)
+    signals = {name: attack_signal(name) for name in scores}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        results = {name: AttackResult.from_scores(attack_metrics(is_member, s.scores), s) for name, s in scores.items()}
+        metrics = {name: attack_metrics(is_member, s.scores, seed=boot_seed) for name, s in scores.items()}
+    score_attacks = [n for n in scores if signals[n] == "score"]
+    best = max(score_attacks, key=lambda n: metrics[n].auc) if score_attacks else None
+    versus: dict[str, VersusScores] = {}
+    for name in scores:
+        if best is not None and signals[name] == "distance":
+            d = paired_auc_difference(is_member, scores[name].scores, scores[best].scores, seed=boot_seed)
+            versus[name] = VersusScores(best, d.difference, d.ci_low, d.ci_high, d.ci_level, d.n_boot)
+    results = {
+        name: AttackResult.from_scores(metrics[name], s, signal=signals[name], versus_scores=versus.get(name))
+        for name, s in scores.items()
+    }
     return results, sorted({str(w.message) for w in caught})
 
 
@@ -337,3 +382,58 @@ def shadow_summary(config: AuditConfig, shadow: ShadowData, n_members: int) -> t
         n_calibration=int(shadow.keep_calib.shape[0]),
         train_rows_each=tuple(int(r) for r in shadow.train_rows),
     ), warns
+
+
+def counterfactual_table(
+    pre: Preprocessor,
+    dataset: Dataset,
+    rows: np.ndarray | None,
+    res: RecourseResult,
+    distance: str,
+    is_member: np.ndarray | None = None,
+) -> tuple[pd.DataFrame | None, str | None]:
+    """One row per factual in the data's own columns and units: ``row`` (position in the data),
+    ``member`` (with ``is_member``), ``valid``, ``cost_<distance>`` (encoded space, what the attacks
+    read), ``n_changed`` and ``changed`` (the columns recourse changes), then each column's
+    original value and its recourse value (``COL_cf``).
+
+    (None, why) where the encoded points cannot be decoded (a numeric column dropped by the
+    correlation filter, or rows normalised).
+    """
+    from recourse_privacy.errors import IncompatibleError
+
+    try:
+        before = pre.inverse_transform(res.factuals)
+        after = pre.inverse_transform(res.counterfactuals)
+    except IncompatibleError as err:
+        return None, f"counterfactuals.csv not written: {err}"
+    if rows is not None:  # the data's own values, not their round trip through the scaling
+        before = dataset.X.iloc[rows].reset_index(drop=True)[list(before.columns)]
+    changed = np.zeros((len(before), before.shape[1]), dtype=bool)
+    integer = {c for c, m in zip(pre.feature_names_out_, pre.integer_mask_) if m}
+    for j, col in enumerate(before.columns):
+        a, b = before[col].to_numpy(), after[col].to_numpy()
+        if col in pre.numeric_:
+            a, b = a.astype(np.float64), b.astype(np.float64)
+            if col in integer:  # decoding's floating-point noise (1e-15) off integer columns, nothing more
+                snap = np.abs(b - np.rint(b)) <= 1e-9 * np.maximum(1.0, np.abs(b))
+                b = np.where(snap, np.rint(b), b)
+            changed[:, j] = np.abs(b - a) > 1e-9 * np.maximum(1.0, np.abs(a))
+            after[col] = np.where(changed[:, j], b, a)  # unchanged: exactly the original value
+        else:
+            changed[:, j] = a != b
+    names = np.asarray([str(c) for c in before.columns], dtype=object)
+    table = pd.DataFrame(
+        {
+            "row": rows if rows is not None else np.arange(len(before)),
+            **({"member": np.asarray(is_member).astype(bool)} if is_member is not None else {}),
+            "valid": res.valid.astype(bool),
+            f"cost_{distance}": res.distance(distance),
+            "n_changed": changed.sum(axis=1),
+            "changed": ["; ".join(names[m]) for m in changed],
+        }
+    )
+    parts = [table]
+    for col in before.columns:
+        parts.append(pd.DataFrame({str(col): before[col].to_numpy(), f"{col}_cf": after[col].to_numpy()}))
+    return pd.concat(parts, axis=1), None

@@ -6,8 +6,9 @@ puts them together.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "Provenance",
     "RecourseSummary",
     "ShadowSummary",
+    "VersusScores",
     "plain",
     "take",
 ]
@@ -56,8 +58,6 @@ def plain(x: Any) -> Any:
 
 def take(cls, d: Mapping, what: str):
     """Build dataclass ``cls`` from the mapping ``d``; a missing required field is an error naming it."""
-    from dataclasses import MISSING
-
     names = [f.name for f in fields(cls)]
     required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
     missing = [n for n in required if n not in d]
@@ -121,6 +121,39 @@ class RecourseSummary:
     distance: str
 
 
+_NAN_PAIR = (math.nan, math.nan)
+
+
+def _pair(x: Any) -> tuple[float, float]:
+    """An interval [lo, hi] (a JSON list, None for a missing one) as a tuple of floats."""
+    if x is None:
+        return _NAN_PAIR
+    lo, hi = x
+    return (math.nan if lo is None else float(lo), math.nan if hi is None else float(hi))
+
+
+def _json_pair(pair: tuple[float, float]) -> list[float | None]:
+    """An interval for metrics.json: nan ends (not measured) as null, so that the file stays strict JSON."""
+    return [None if math.isnan(x) else float(x) for x in pair]
+
+
+@dataclass(frozen=True)
+class VersusScores:
+    """A distance attack against the strongest score attack on the same targets.
+
+    ``auc_difference`` is AUC(this attack) - AUC(``attack``), ``attack`` being the score attack
+    (the model's outputs) with the highest AUC; ``ci_low`` / ``ci_high`` its paired bootstrap
+    interval at ``ci_level`` (:func:`~recourse_privacy.metrics.intervals.paired_auc_difference`).
+    """
+
+    attack: str
+    auc_difference: float
+    ci_low: float
+    ci_high: float
+    ci_level: float = 0.95
+    n_bootstrap: int = 0
+
+
 @dataclass(frozen=True)
 class AttackResult:
     """One attack's metrics and the conventions behind them.
@@ -128,6 +161,13 @@ class AttackResult:
     ``tpr_at_fpr``, ``achieved_fpr`` and ``tpr_at_fpr_reliable`` are keyed by the FPR as
     ``format(fpr, "g")`` ("0.01"); ``conventions`` holds what the attack says produced its
     scores (statistic, direction source, LRT options, shadow AUC ...).
+
+    ``signal`` is what the attack reads, as registered (``distance``: the recourse; ``score``: the
+    model's outputs; ``none``: a control; "" in files written before it was recorded).
+    Intervals at ``ci_level`` are [lo, hi] pairs (nan ends when absent): ``auc_ci`` a bootstrap of
+    ``n_bootstrap`` replicates, ``tpr_at_fpr_ci`` and ``achieved_fpr_ci`` exact Clopper-Pearson
+    intervals on the members and non-members. ``versus_scores``: for a distance attack, its AUC
+    against the strongest score attack's (None otherwise).
     """
 
     name: str
@@ -140,19 +180,45 @@ class AttackResult:
     n_nonmembers: int
     direction: str
     conventions: Mapping[str, Any] = field(default_factory=dict)
+    signal: str = ""
+    auc_ci: tuple[float, float] = _NAN_PAIR
+    tpr_at_fpr_ci: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    achieved_fpr_ci: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    ci_level: float = 0.95
+    n_bootstrap: int = 0
+    versus_scores: VersusScores | None = None
 
     def __post_init__(self) -> None:
         for name in ("tpr_at_fpr", "achieved_fpr", "tpr_at_fpr_reliable", "conventions"):
             object.__setattr__(self, name, frozen_map(getattr(self, name)))
+        object.__setattr__(self, "auc_ci", _pair(self.auc_ci))
+        for name in ("tpr_at_fpr_ci", "achieved_fpr_ci"):
+            object.__setattr__(self, name, frozen_map({k: _pair(v) for k, v in getattr(self, name).items()}))
+        if isinstance(self.versus_scores, Mapping):
+            object.__setattr__(self, "versus_scores", take(VersusScores, self.versus_scores, "versus_scores"))
 
     @classmethod
-    def from_scores(cls, metrics: AttackMetrics, scores: AttackScores) -> AttackResult:
+    def from_scores(
+        cls,
+        metrics: AttackMetrics,
+        scores: AttackScores,
+        *,
+        signal: str = "",
+        versus_scores: VersusScores | None = None,
+    ) -> AttackResult:
         """Combine an attack's scores (direction, conventions) with their metrics."""
         m = metrics.to_dict()
-        return cls(name=scores.name, direction=scores.direction, conventions=dict(scores.conventions), **m)
+        return cls(
+            name=scores.name,
+            direction=scores.direction,
+            conventions=dict(scores.conventions),
+            signal=signal,
+            versus_scores=versus_scores,
+            **m,
+        )
 
     def to_dict(self) -> dict:
-        """The attack's entry of metrics.json: the numbers, the direction, then the conventions (flat)."""
+        """The attack's entry of metrics.json: the numbers, the direction, the intervals, then the conventions (flat)."""
         d = {
             k: plain(getattr(self, k))
             for k in (
@@ -164,19 +230,40 @@ class AttackResult:
                 "n_members",
                 "n_nonmembers",
                 "direction",
+                "signal",
+                "ci_level",
+                "n_bootstrap",
             )
         }
+        d["auc_ci"] = _json_pair(self.auc_ci)
+        d["tpr_at_fpr_ci"] = {k: _json_pair(v) for k, v in self.tpr_at_fpr_ci.items()}
+        d["achieved_fpr_ci"] = {k: _json_pair(v) for k, v in self.achieved_fpr_ci.items()}
+        if self.versus_scores is not None:
+            d["versus_scores"] = plain(self.versus_scores)
         d.update(plain(self.conventions))
         return d
 
     @classmethod
     def from_dict(cls, name: str, d: Mapping) -> AttackResult:
-        """Inverse of :meth:`to_dict`: the keys that are not metrics are the conventions."""
+        """Inverse of :meth:`to_dict`: the keys that are not metrics are the conventions.
+
+        The fields added in schema version 2 (signal, intervals, ``versus_scores``) may be absent
+        (files of version 1): they take their defaults.
+        """
         known = {f.name for f in fields(cls)} - {"name", "conventions"}
-        missing = sorted(k for k in known if k not in d)
+        required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING} - {"name"}
+        missing = sorted(k for k in required if k not in d)
         if missing:
             raise InvalidInputError(f"attack {name!r} in metrics.json lacks {', '.join(missing)}")
-        return cls(name=name, conventions={k: v for k, v in d.items() if k not in known}, **{k: d[k] for k in known})
+        return cls(
+            name=name,
+            conventions={k: v for k, v in d.items() if k not in known},
+            **{k: d[k] for k in known if k in d},
+        )
+
+    def ci(self, fpr: str = "0.01") -> tuple[float, float]:
+        """The TPR's interval at the FPR key ``fpr`` (nan ends when not measured)."""
+        return self.tpr_at_fpr_ci.get(fpr, _NAN_PAIR)
 
     def tpr(self, fpr: str = "0.01") -> float:
         """TPR at the FPR key ``fpr`` (nan when not measured)."""

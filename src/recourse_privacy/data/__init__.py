@@ -22,7 +22,7 @@ from recourse_privacy.data.datasets import (
     source_url,
 )
 from recourse_privacy.data.pools import Pools, as_generator, split_pools
-from recourse_privacy.data.preprocessing import Preprocessor
+from recourse_privacy.data.preprocessing import OneHotGroup, Preprocessor
 from recourse_privacy.data.registry import (
     DATASET_DESCRIPTIONS,
     DATASET_SOURCES,
@@ -42,6 +42,7 @@ __all__ = [
     "ChecksumError",
     "Dataset",
     "Pools",
+    "OneHotGroup",
     "Preprocessor",
     "as_generator",
     "dataset_file",

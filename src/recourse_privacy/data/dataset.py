@@ -29,7 +29,9 @@ class Dataset:
     ``X`` holds the raw features (label removed): categorical columns as strings (object
     dtype), numeric ones as float64. ``y`` is int64 0/1 with 1 = favourable outcome.
     ``immutable`` names raw columns recourse must not change; ``increasing`` raw columns
-    that may only increase. Construction checks the shapes, the 0/1 labels and that every
+    that may only increase. ``label_values`` are the original (favourable, unfavourable)
+    values of the label column, where it had other values than 0/1 (a user's table); the
+    audit trains a user's own estimator with them. Construction checks the shapes, the 0/1 labels and that every
     named column exists (an :class:`~recourse_privacy.errors.InvalidInputError` otherwise).
     """
 
@@ -41,6 +43,7 @@ class Dataset:
     immutable: tuple[str, ...] = ()
     increasing: tuple[str, ...] = ()
     description: str = ""
+    label_values: tuple | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.X, pd.DataFrame):
@@ -92,4 +95,5 @@ class Dataset:
             immutable=self.immutable,
             increasing=self.increasing,
             description=self.description,
+            label_values=self.label_values,
         )

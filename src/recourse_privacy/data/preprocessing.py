@@ -11,21 +11,26 @@ adversary's pool, which would leak their statistics into the model's input space
 4. optionally divide each row by its L2 norm.
 
 The fitted object records, per output feature, the raw column it came from, whether that
-column is immutable or may only increase, and the bounds seen in the fit data.
+column is immutable or may only increase, and the bounds seen in the fit data; and the
+structure a person can act on: which output features form the one-hot group of a categorical
+column (:class:`OneHotGroup`), which numeric features are integer-valued, and the affine map
+back to the original units, so :meth:`Preprocessor.inverse_transform` decodes encoded rows
+(counterfactuals) into the original columns, values and dtypes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from recourse_privacy.data.dataset import Dataset
-from recourse_privacy.errors import InvalidInputError, NotFittedError
+from recourse_privacy.errors import IncompatibleError, InvalidInputError, NotFittedError
 
-__all__ = ["Preprocessor"]
+__all__ = ["OneHotGroup", "Preprocessor"]
 
 _SCALINGS = ("standard", "minmax", "none")
 _CORR_BLOCK = 512  # features whose correlations are computed at a time
@@ -38,6 +43,32 @@ def _one_hot_name(feature: str, category: object) -> str:
 
 def _is_numeric(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series)
+
+
+@dataclass(frozen=True, eq=False)
+class OneHotGroup:
+    """The encoded features of one categorical column: exactly one is "on", or none where ``allow_none``.
+
+    ``index`` (int array): the group's encoded feature indices; ``levels``: the original
+    category value of each; ``on`` / ``off``: each feature's encoded (scaled) value for an
+    indicator of 1 / 0. ``allow_none``: the all-off state is a valid category, ``none_level``
+    (a level dropped by ``drop_first_binary`` or by the correlation filter, e.g. the base level
+    of a binary column; with several dropped, the most frequent in the fit data). A column
+    whose every indicator was dropped has an empty ``index`` and decodes to ``none_level``.
+    """
+
+    column: str
+    index: np.ndarray
+    levels: tuple
+    on: np.ndarray
+    off: np.ndarray
+    allow_none: bool
+    none_level: object = None
+
+    @property
+    def size(self) -> int:
+        """Number of encoded features in the group."""
+        return int(len(self.index))
 
 
 class Preprocessor:
@@ -55,6 +86,13 @@ class Preprocessor:
       True where the feature derives from an immutable / only-increasing raw column (both
       scalers are increasing maps, so "only increase" carries over unless rows are
       normalised);
+    - ``groups_``: one :class:`OneHotGroup` per categorical column (output feature indices,
+      levels, scaled on/off values, whether all-off is a valid level);
+    - ``integer_mask_``: bool over the output features, True for a numeric feature whose fit
+      values are all integers (counterfactuals must keep it integer);
+    - ``unit_scale_`` / ``unit_offset_``: per output feature, the affine map from encoded to
+      original units, ``original = encoded * unit_scale_ + unit_offset_`` (for a one-hot
+      feature the original unit is its 0/1 indicator); meaningless with ``normalize_rows``;
     - ``lower_`` / ``upper_``: per output feature, the min and max of the fit data after
       scaling; for one-hot features the scaled images of 0 and 1. With
       ``normalize_rows=True`` they are the min and max of the final (normalised) fit output.
@@ -134,6 +172,8 @@ class Preprocessor:
         columns = [str(c) for c in X.columns]
         if len(set(columns)) != len(columns):
             raise InvalidInputError("X has duplicate column names")
+        self._labels_in = list(X.columns)  # the caller's labels (ints stay ints) for inverse_transform
+        self._dtypes_in = [X[c].dtype for c in X.columns]
         X = X.set_axis(columns, axis=1)
         listed_cat = tuple(dataset.categorical) if dataset is not None else ()
         immutable = set(dataset.immutable) if dataset is not None else set()
@@ -202,6 +242,9 @@ class Preprocessor:
         self.immutable_mask_ = np.array([s in immutable for s in self.feature_sources_], dtype=bool)
         self.increasing_mask_ = np.array([s in increasing for s in self.feature_sources_], dtype=bool)
 
+        images = self._scale(np.vstack([np.zeros(len(names)), np.ones(len(names))]))
+        self._record_structure(X, images, keep, constant)
+
         out = scaled[:, keep]
         if self.normalize_rows:
             out = self._normalize(out)
@@ -210,7 +253,6 @@ class Preprocessor:
         else:
             lower, upper = scaled.min(axis=0), scaled.max(axis=0)
             if one_hot.any():
-                images = self._scale(np.vstack([np.zeros(len(names)), np.ones(len(names))]))
                 lower[one_hot] = np.minimum(images[0], images[1])[one_hot]
                 upper[one_hot] = np.maximum(images[0], images[1])[one_hot]
             self.lower_, self.upper_ = lower[keep], upper[keep]
@@ -240,6 +282,120 @@ class Preprocessor:
     def get_feature_names_out(self, input_features: object = None) -> np.ndarray:
         """Output feature names (scikit-learn convention)."""
         return np.asarray(self.feature_names_out_, dtype=object)
+
+    def inverse_transform(self, X_encoded: np.ndarray) -> pd.DataFrame:
+        """Decode encoded rows (e.g. counterfactuals) into the original columns, values and dtypes.
+
+        Columns come back under their original labels and order; numeric columns unscaled
+        (integer and bool dtypes rounded to their dtype), categorical columns as their original
+        values and dtype, each one-hot group decoded by its most-"on" level (the largest
+        ``(x - off) / (on - off)``; the group's ``none_level`` where all-off is valid and no
+        indicator reaches one half). Raises :class:`IncompatibleError` when rows are normalised
+        or a non-constant numeric column was dropped by the correlation filter (its values are
+        lost); a dropped constant column decodes to its constant.
+        """
+        if not hasattr(self, "pipeline_"):
+            raise NotFittedError("this Preprocessor is not fitted yet; call fit first")
+        Z = np.asarray(X_encoded, dtype=np.float64)
+        if Z.ndim != 2 or Z.shape[1] != self.n_features_out_:
+            raise InvalidInputError(
+                f"X_encoded must have shape (n, {self.n_features_out_}) (the encoded features); got {Z.shape}"
+            )
+        if self.normalize_rows:
+            raise IncompatibleError(
+                "inverse_transform cannot decode rows normalised to unit L2 norm (normalize_rows=True): "
+                "each row's scale is lost"
+            )
+        lost = [c for c in self.numeric_ if c not in self._numeric_out and c not in self._numeric_constants]
+        if lost:
+            raise IncompatibleError(
+                f"inverse_transform cannot decode the numeric columns {lost}: the correlation filter dropped "
+                "them (fit with corr_threshold=None to keep every column)"
+            )
+        raw = Z * self.unit_scale_ + self.unit_offset_
+        columns: dict[str, np.ndarray] = {}
+        for col in self.numeric_:
+            j = self._numeric_out.get(col)
+            columns[col] = raw[:, j] if j is not None else np.full(len(Z), self._numeric_constants[col])
+        for group in self.groups_:
+            columns[group.column] = self._decode_group(group, Z)
+        out = {}
+        for label, name, dtype in zip(self._labels_in, self.feature_names_in_, self._dtypes_in):
+            out[label] = self._as_dtype(name, columns[name], dtype)
+        return pd.DataFrame(out, columns=self._labels_in)
+
+    # ------------------------------------------------------------------ structure
+    def _record_structure(self, X: pd.DataFrame, images: np.ndarray, keep: np.ndarray, constant: list[int]) -> None:
+        """Groups, integer mask and the map to original units (see the class docstring); fit only."""
+        a = images[1] - images[0]  # every scaler is affine per feature: encoded = a * raw + b
+        self.unit_scale_ = (1.0 / a)[keep]
+        self.unit_offset_ = (-images[0] / a)[keep]
+        out_index = np.cumsum(keep) - 1  # pre-filter feature -> output feature (where kept)
+        n_num = len(self.numeric_)
+        self._numeric_out = {c: int(out_index[j]) for j, c in enumerate(self.numeric_) if keep[j]}
+        self._numeric_constants = {
+            self.numeric_[j]: float(X[self.numeric_[j]].iloc[0]) for j in constant if j < n_num and len(X)
+        }
+        integer = np.zeros(len(keep), dtype=bool)
+        for j, col in enumerate(self.numeric_):
+            values = X[col].to_numpy(dtype=np.float64)
+            integer[j] = bool(np.all(values == np.round(values)))
+        self.integer_mask_ = integer[keep]
+
+        groups, self._level_values = [], {}
+        if self.categorical_:
+            encoder = self.pipeline_.named_steps["encode"].named_transformers_["cat"]
+            drop_idx = getattr(encoder, "drop_idx_", None)
+            start = n_num
+            for i, (col, cats) in enumerate(zip(self.categorical_, encoder.categories_)):
+                originals = X[col].drop_duplicates()
+                self._level_values[col] = dict(zip(originals.astype(str), originals))
+                counts = X[col].astype(str).value_counts()
+                encoder_drop = int(drop_idx[i]) if drop_idx is not None and drop_idx[i] is not None else None
+                encoded = [k for k in range(len(cats)) if k != encoder_drop]
+                feats = np.arange(start, start + len(encoded))
+                start += len(encoded)
+                kept = keep[feats]
+                dropped_levels = [str(cats[k]) for k, f in zip(encoded, kept) if not f]
+                if encoder_drop is not None:
+                    dropped_levels.append(str(cats[encoder_drop]))
+                none_level = max(dropped_levels, key=lambda v: counts.get(v, 0)) if dropped_levels else None
+                groups.append(
+                    OneHotGroup(
+                        column=col,
+                        index=out_index[feats[kept]].astype(np.intp),
+                        levels=tuple(str(cats[k]) for k, f in zip(encoded, kept) if f),
+                        on=images[1][feats[kept]],
+                        off=images[0][feats[kept]],
+                        allow_none=bool(dropped_levels),
+                        none_level=none_level,
+                    )
+                )
+        self.groups_ = tuple(groups)
+
+    def _decode_group(self, group: OneHotGroup, Z: np.ndarray) -> np.ndarray:
+        """The original level of each row for one group: the most-"on" indicator (see :meth:`inverse_transform`)."""
+        levels = np.array([*group.levels, group.none_level], dtype=object)
+        if group.size == 0:
+            return levels[np.zeros(len(Z), dtype=np.intp)]
+        activation = (Z[:, group.index] - group.off) / (group.on - group.off)
+        pick = np.argmax(activation, axis=1)
+        if group.allow_none:
+            pick = np.where(activation.max(axis=1) < 0.5, group.size, pick)
+        return levels[pick]
+
+    def _as_dtype(self, name: str, values: np.ndarray, dtype) -> pd.Series:
+        """Decoded values of column ``name`` in its fit dtype (category strings mapped back to the fit values)."""
+        if name in self._level_values:
+            values = pd.Series(values, dtype=object).map(self._level_values[name]).to_numpy(dtype=object)
+        elif pd.api.types.is_bool_dtype(dtype):
+            return pd.Series(np.asarray(values, dtype=np.float64) > 0.5)
+        elif pd.api.types.is_integer_dtype(dtype):
+            values = np.rint(np.asarray(values, dtype=np.float64))
+        try:
+            return pd.Series(values).astype(dtype)
+        except (TypeError, ValueError):  # a level the dtype cannot hold (mixed types): keep the values
+            return pd.Series(values, dtype=object)
 
     # ------------------------------------------------------------------ helpers
     def _scale(self, encoded: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ import pandas as pd
 from recourse_privacy.data.dataset import Dataset
 from recourse_privacy.errors import InvalidInputError, MissingFileError
 
-__all__ = ["load_tabular", "validate_frame"]
+__all__ = ["load_tabular", "read_table", "validate_frame"]
 
 # Strings read as missing. Unlike pandas' default list, "None" is not among them: it is a
 # legitimate level in several public datasets (e.g. max_glu_serum in Diabetes).
@@ -25,6 +25,14 @@ _CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.zip", ".csv.xz", ".tsv", "
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 _MAX_UNIQUE_FRACTION = 0.5  # a non-numeric column with more unique values is free text
 _MIN_ROWS_FOR_UNIQUE_CHECK = 20
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """A CSV (``.csv``, ``.tsv``, compressed CSV) or Parquet file as a raw frame; unreadable files raise naming the file."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise MissingFileError(f"no such file: {path}")
+    return _read(path)
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -78,7 +86,7 @@ def _is_numeric(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series)
 
 
-def _encode_target(values: pd.Series, target: str, positive_label: Any) -> np.ndarray:
+def _encode_target(values: pd.Series, target: str, positive_label: Any) -> tuple[np.ndarray, tuple | None]:
     levels = [_plain(v) for v in pd.unique(values)]
     if len(levels) != 2:
         raise InvalidInputError(
@@ -87,11 +95,12 @@ def _encode_target(values: pd.Series, target: str, positive_label: Any) -> np.nd
         )
     if positive_label is None:
         if set(levels) == {0, 1}:  # also matches {False, True} and {0.0, 1.0}
-            return values.astype(np.int64).to_numpy()
+            one, zero = (next(v for v in levels if v == k) for k in (1, 0))
+            return values.astype(np.int64).to_numpy(), (one, zero)
         a, b = sorted(levels, key=str)
         raise InvalidInputError(
-            f"target column {target!r} has the values {a!r} and {b!r}, not 0/1: pass "
-            f"positive_label=... (the favourable one, e.g. positive_label={b!r})"
+            f"target column {target!r} has the values {a!r} and {b!r}, not 0/1: name the favourable "
+            f"one with positive_label=... (--positive-label), {a!r} or {b!r}"
         )
     matches = [v for v in levels if v == positive_label or str(v) == str(positive_label)]
     if len(matches) != 1:
@@ -99,7 +108,8 @@ def _encode_target(values: pd.Series, target: str, positive_label: Any) -> np.nd
             f"positive_label={positive_label!r} is not one of the values of target column "
             f"{target!r}: {levels[0]!r}, {levels[1]!r}"
         )
-    return (values.map(_plain) == matches[0]).to_numpy(dtype=np.int64)
+    other = levels[1 - levels.index(matches[0])]
+    return (values.map(_plain) == matches[0]).to_numpy(dtype=np.int64), (matches[0], other)
 
 
 _MAX_ABS_VALUE = 1e100  # beyond this, the scaler's squares overflow to inf
@@ -225,7 +235,7 @@ def validate_frame(
                 )
             cat_cols.append(col)
 
-    y = _encode_target(df[target], target, positive_label)
+    y, label_values = _encode_target(df[target], target, positive_label)
     X = {}
     for col in features:
         if col in cat_cols:
@@ -242,6 +252,7 @@ def validate_frame(
         immutable=tuple(immutable),
         increasing=tuple(increasing),
         description=description,
+        label_values=label_values,
     )
 
 

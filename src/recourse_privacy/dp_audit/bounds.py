@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.metrics.intervals import check_alpha, clopper_pearson
 from recourse_privacy.validation import (
     RandomState,
     as_generator,
@@ -41,39 +42,6 @@ from recourse_privacy.validation import (
 #: A sampler draws a batch of ``n`` scalar outputs of the mechanism run on neighbour ``which``
 #: (0: D, 1: D') with the generator ``rng``; it returns an array of shape (n,).
 Sampler = Callable[[int, np.random.Generator, int], np.ndarray]
-
-
-def _check_alpha(alpha: float) -> float:
-    a = float(alpha)
-    if not 0.0 < a < 1.0:
-        raise InvalidInputError(f"alpha must lie strictly between 0 and 1; got {alpha!r}")
-    return a
-
-
-def clopper_pearson(k, n, alpha: float = 0.05):
-    """Exact (Clopper-Pearson) two-sided 1 - ``alpha`` interval for a binomial proportion k / n.
-
-    ``lo = Beta(alpha/2; k, n-k+1)`` (0 when k = 0) and ``hi = Beta(1-alpha/2; k+1, n-k)`` (1 when
-    k = n), the interval scipy's ``binomtest(k, n).proportion_ci(method="exact")`` gives. Each
-    end alone is a one-sided bound at confidence 1 - alpha/2. Vectorized over ``k`` (and ``n``);
-    returns floats for scalar input, arrays otherwise.
-    """
-    from scipy.special import betaincinv
-
-    alpha = _check_alpha(alpha)
-    k_arr = np.asarray(k, dtype=np.float64)
-    n_arr = np.asarray(n, dtype=np.float64)
-    if np.any(n_arr < 1) or np.any(n_arr != np.round(n_arr)):
-        raise InvalidInputError(f"n must be a positive integer count; got {n!r}")
-    if np.any(k_arr < 0) or np.any(k_arr > n_arr) or np.any(k_arr != np.round(k_arr)):
-        raise InvalidInputError(f"k must be an integer count in [0, n]; got {k!r}")
-    k_arr, n_arr = np.broadcast_arrays(k_arr, n_arr)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lo = np.where(k_arr > 0, betaincinv(np.maximum(k_arr, 1.0), n_arr - k_arr + 1.0, alpha / 2.0), 0.0)
-        hi = np.where(k_arr < n_arr, betaincinv(k_arr + 1.0, np.maximum(n_arr - k_arr, 1.0), 1.0 - alpha / 2.0), 1.0)
-    if lo.ndim == 0:
-        return float(lo), float(hi)
-    return lo, hi
 
 
 def _bound_from_upper(fpr_hi, fnr_hi, delta: float):
@@ -254,7 +222,7 @@ def audit_mechanism(
     n_trials = check_positive_int(n_trials, "n_trials", minimum=4)
     claimed_epsilon = check_positive_float(claimed_epsilon, "claimed_epsilon")
     delta = check_delta(delta)
-    alpha = _check_alpha(alpha)
+    alpha = check_alpha(alpha)
     if not 0.0 < float(selection_fraction) < 1.0:
         raise InvalidInputError(f"selection_fraction must lie strictly between 0 and 1; got {selection_fraction!r}")
     n_sel = round(n_trials * float(selection_fraction))

@@ -25,13 +25,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from recourse_privacy.data import Preprocessor, load_dataset
+from recourse_privacy.audit.config import AuditConfig
+from recourse_privacy.audit.stages import GameData, counterfactual_table, load_data
+from recourse_privacy.audit.user_inputs import describe_model
+from recourse_privacy.audit.user_model import action_set_for, check_bounds_columns, resolve_model
+from recourse_privacy.data import Pools, Preprocessor, load_dataset
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics import quality_metrics
 from recourse_privacy.models import accuracy, make_model
 from recourse_privacy.recourse import ActionSet, check_recourse_name, fit_for
 from recourse_privacy.recourse.registry import RECOURSE_METHODS, make_recourse, missing_capabilities, model_capabilities
+from recourse_privacy.report.counterfactuals import write_counterfactuals
 from recourse_privacy.validation import as_generator, check_positive_int, derive_seed
 
 #: progress callback: (stage, completed, total)
@@ -65,6 +71,8 @@ class QualityResult:
     skipped: dict = field(default_factory=dict)  # method -> reason
     run: dict = field(default_factory=dict)  # configuration, sizes, model accuracy
     files: dict = field(default_factory=dict)
+    #: your own data: every method's counterfactuals in the data's columns and units (stages.counterfactual_table)
+    counterfactuals: object = None
 
 
 def _skip_reason(name: str, model) -> str | None:
@@ -88,7 +96,7 @@ def _make_method(name: str, params: dict, action_set, seed: int):
 
 def run_quality(
     dataset: str = "adult",
-    model: str = "mlp",
+    model: object = "mlp",
     methods: Sequence[str] = ("scfe",),
     n_points: int = 1000,
     seed: int = 0,
@@ -103,6 +111,13 @@ def run_quality(
     k_neighbors: int = 5,
     plot_points: int = 5,
     progress: Progress | None = None,
+    data: object = None,
+    target: str | None = None,
+    positive_label: object = None,
+    categorical: Sequence[str] = (),
+    immutable: Sequence[str] = (),
+    increasing: Sequence[str] = (),
+    bounds: dict | None = None,
 ) -> QualityResult:
     """Measure every method in ``methods`` on the same model and query points (see the module docstring).
 
@@ -113,6 +128,14 @@ def run_quality(
     (immutable and increase-only features, training ranges). ``method_params`` maps a
     method name to keyword overrides. Methods that need a linear or differentiable model the
     given model is not are reported in ``skipped`` with the reason.
+
+    Your own data and model, as in the audit: ``data`` (a CSV/Parquet path or a DataFrame) with
+    ``target``, ``positive_label``, ``categorical``, ``immutable``, ``increasing`` and ``bounds``
+    (instead of ``dataset``), and ``model`` a registered name or a model object (a fitted
+    scikit-learn classifier or Pipeline reading the original columns is retrained on the
+    training split, a clone). Every method then keeps one-hot groups a single category and
+    integer columns integer, and ``counterfactuals.csv`` holds each method's counterfactuals
+    in the data's own columns and units.
     """
     from sklearn.neighbors import KernelDensity
 
@@ -128,8 +151,27 @@ def run_quality(
     report = progress or (lambda stage, done, total: None)
     t_start = time.perf_counter()
 
+    user = None
+    if data is not None or not isinstance(model, str):
+        user = AuditConfig(
+            data=data,
+            target=target,
+            positive_label=positive_label,
+            categorical=tuple(categorical),
+            immutable=tuple(immutable),
+            increasing=tuple(increasing),
+            bounds=dict(bounds or {}),
+            model=model,
+            actionable=actionable,
+        )
+        user.check_user_inputs()
+    elif bounds or categorical or immutable or increasing or positive_label is not None:
+        raise InvalidInputError("positive_label, categorical, immutable, increasing and bounds need data=...")
+
     report("data", 0, 1)
-    if dataset == "synthetic":
+    if user is not None:
+        ds = load_data(user)
+    elif dataset == "synthetic":
         ds = load_dataset(
             "synthetic", n_samples=n_train + 4 * n_points, random_state=derive_seed(seed, 1), **(data_params or {})
         )
@@ -139,19 +181,32 @@ def run_quality(
         raise InvalidInputError(f"n_train={n_train} leaves no held-out rows: {dataset} has {ds.n_rows} rows")
     perm = as_generator(derive_seed(seed, 2)).permutation(ds.n_rows)
     train, held = perm[:n_train], perm[n_train:]
-    pre = Preprocessor().fit(ds.X.iloc[train], ds)
+    # your own data: no correlation filter, so that every counterfactual decodes to the original columns
+    pre = (Preprocessor(corr_threshold=None) if user is not None else Preprocessor()).fit(ds.X.iloc[train], ds)
     X_train, y_train = pre.transform(ds.X.iloc[train]), ds.y[train]
     X_held, y_held = pre.transform(ds.X.iloc[held]), ds.y[held]
+    game = None
+    if user is not None:
+        empty = np.zeros(0, dtype=np.int64)
+        game = GameData(ds, Pools(train, held, empty), pre, X_train, y_train, X_held, y_held, X_train[:0], empty)
+        check_bounds_columns(user, game)
     report("data", 1, 1)
 
     report("model", 0, 1)
-    clf = make_model(model, random_state=derive_seed(seed, 3), **(model_params or {})).fit(X_train, y_train)
+    if isinstance(model, str):
+        clf = make_model(model, random_state=derive_seed(seed, 3), **(model_params or {})).fit(X_train, y_train)
+    else:
+        clf = resolve_model(user, game).make(derive_seed(seed, 3)).fit(X_train, y_train)
+    model = describe_model(model)
     rejected = np.flatnonzero(clf.predict(X_held) == 0)
     if not len(rejected):
         raise InvalidInputError(f"the {model} model rejects none of the {len(X_held)} held-out rows: no query points")
     X_query = X_held[rejected[:n_points]]
     report("model", 1, 1)
-    action_set = ActionSet.from_preprocessor(pre) if actionable else None
+    query_rows = held[rejected[:n_points]]
+    action_set = (
+        action_set_for(user, game) if user is not None else (ActionSet.from_preprocessor(pre) if actionable else None)
+    )
     kde = KernelDensity(kernel="gaussian", bandwidth="scott").fit(
         X_train
     )  # PDensity's rho^D (Pentyala et al. 2023, eq. 2)
@@ -201,6 +256,13 @@ def run_quality(
     if len(X_query) < n_points:
         run["warning"] = f"only {len(X_query)} held-out rows are rejected; fewer query points than requested"
     out = QualityResult(table, results, skipped, run)
+    if user is not None:
+        tables = []
+        for name, res in results.items():
+            t, note = counterfactual_table(pre, ds, query_rows, res, "l1")
+            if t is not None:
+                tables.append(t.assign(method=name)[["method", *t.columns]])
+        out.counterfactuals = pd.concat(tables, ignore_index=True) if tables else None
     if out_dir is not None:
         out.files = write_quality(
             out,
@@ -210,6 +272,8 @@ def run_quality(
             feature_names=list(pre.feature_names_out_),
             plot_points=plot_points,
         )
+        if out.counterfactuals is not None:
+            out.files.update({k: str(v) for k, v in write_counterfactuals(out.counterfactuals, out_dir).items()})
     return out
 
 

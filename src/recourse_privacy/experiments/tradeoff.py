@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from recourse_privacy.audit import AuditConfig, AuditResult, run_audit
+from recourse_privacy.audit.user_inputs import describe_model
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics import theorem2_bound
 from recourse_privacy.metrics.plots import _new_figure, _save
@@ -64,6 +65,11 @@ def tradeoff_base_config(**overrides) -> AuditConfig:
         normalize_rows=True,
     )
     d.update(overrides)
+    if not isinstance(d["model"], str):
+        raise InvalidInputError(
+            f"tradeoff retrains the model under DP (DPM; Huang et al. 2023), which needs a registered model, not "
+            f"your {describe_model(d['model'])}: audit your own model with `recourse-privacy audit --model-file ...`"
+        )
     if d.get("n_adversary") is None:
         d["n_adversary"] = 2 * d["n_members"]
     return AuditConfig(**d)
@@ -191,8 +197,8 @@ def _write_table(rows: list[dict], base: AuditConfig, out: Path, failed: dict) -
 
 def _plots(rows: list[dict], hist: list, base: AuditConfig, out: Path) -> dict:
     title = (
-        f"{base.data or base.dataset}"
-        + (f" d={base.n_features}" if base.dataset == "synthetic" and not base.data else "")
+        f"{base.to_dict()['data'] or base.dataset}"
+        + (f" d={base.n_features}" if base.dataset == "synthetic" and base.data is None else "")
         + f", {base.model}, n={base.n_members}"
     )
     attacks = [a for a in base.attacks if f"{a}:auc" in rows[0]]

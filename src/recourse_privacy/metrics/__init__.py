@@ -1,10 +1,19 @@
-"""Membership-inference metrics (AUC, balanced accuracy, TPR at low FPR) and plots.
+"""Membership-inference metrics (AUC, balanced accuracy, TPR at low FPR), their confidence intervals, and plots.
 
 ``recourse_privacy.metrics.plots`` imports matplotlib only when a plot is drawn.
 """
 
 from __future__ import annotations
 
+from recourse_privacy.metrics.intervals import (
+    AucDifference,
+    bootstrap_auc,
+    clopper_pearson,
+    minimum_detectable_auc,
+    minimum_detectable_tpr,
+    paired_auc_difference,
+    tpr_detected,
+)
 from recourse_privacy.metrics.membership import (
     DEFAULT_FPRS,
     AttackMetrics,
@@ -37,6 +46,13 @@ from recourse_privacy.metrics.quality import (
 )
 
 __all__ = [
+    "AucDifference",
+    "bootstrap_auc",
+    "clopper_pearson",
+    "minimum_detectable_auc",
+    "minimum_detectable_tpr",
+    "paired_auc_difference",
+    "tpr_detected",
     "DEFAULT_FPRS",
     "AttackMetrics",
     "LowFprWarning",

@@ -18,6 +18,10 @@ number not match the paper?" is the most common question about these metrics):
 * Balanced accuracy: the best (TPR + 1 - FPR) / 2 over all thresholds, i.e. the
   attacker is assumed to know the optimal threshold, as in Pawelczyk et al. (2023).
 * AUC: :func:`sklearn.metrics.roc_auc_score` (ties count one half).
+* Confidence intervals (:mod:`recourse_privacy.metrics.intervals`): the AUC's is a seeded stratified
+  percentile bootstrap; the TPR's at each FPR an exact Clopper-Pearson interval on the members, and
+  the achieved FPR's one on the non-members (the threshold is read off the non-members, so its
+  FPR is an estimate too). All at 95% unless ``alpha`` says otherwise.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.metrics.intervals import DEFAULT_BOOTSTRAP, bootstrap_auc, check_alpha, clopper_pearson
 from recourse_privacy.validation import check_delta, check_interval, check_positive_float
 
 __all__ = [
@@ -72,27 +77,38 @@ class TprAtFpr:
     """TPR read at a target FPR without interpolation, with the FPR actually achieved.
 
     ``reliable`` is False when there were fewer than ``1/target_fpr`` non-members, so
-    that the target FPR is finer than the smallest non-zero FPR the data can show.
+    that the target FPR is finer than the smallest non-zero FPR the data can show. ``ci`` is the
+    exact (Clopper-Pearson) interval of the TPR on the members, ``fpr_ci`` that of the achieved
+    FPR on the non-members (its upper end bounds the true FPR of the threshold the data chose).
     """
 
     target_fpr: float
     tpr: float
     achieved_fpr: float
     reliable: bool
+    ci: tuple[float, float] = (math.nan, math.nan)
+    fpr_ci: tuple[float, float] = (math.nan, math.nan)
 
 
 @dataclass(frozen=True)
 class AttackMetrics:
-    """All the summary numbers of one attack on one member/non-member split."""
+    """All the summary numbers of one attack on one member/non-member split.
+
+    ``auc_ci`` is the AUC's bootstrap interval at ``ci_level`` from ``n_bootstrap`` replicates
+    (nan ends when ``n_bootstrap`` is 0); each :class:`TprAtFpr` carries its own intervals.
+    """
 
     auc: float
     balanced_accuracy: float
     tpr_at_fpr: dict[str, TprAtFpr] = field(default_factory=dict)
     n_members: int = 0
     n_nonmembers: int = 0
+    auc_ci: tuple[float, float] = (math.nan, math.nan)
+    ci_level: float = 0.95
+    n_bootstrap: int = 0
 
     def to_dict(self) -> dict:
-        """Plain JSON-ready dict: numbers keyed by ``format(fpr, "g")`` strings."""
+        """Plain JSON-ready dict: numbers keyed by ``format(fpr, "g")`` strings, intervals as [lo, hi]."""
         return {
             "auc": float(self.auc),
             "balanced_accuracy": float(self.balanced_accuracy),
@@ -101,6 +117,11 @@ class AttackMetrics:
             "tpr_at_fpr_reliable": {k: bool(v.reliable) for k, v in self.tpr_at_fpr.items()},
             "n_members": int(self.n_members),
             "n_nonmembers": int(self.n_nonmembers),
+            "auc_ci": [float(x) for x in self.auc_ci],
+            "tpr_at_fpr_ci": {k: [float(x) for x in v.ci] for k, v in self.tpr_at_fpr.items()},
+            "achieved_fpr_ci": {k: [float(x) for x in v.fpr_ci] for k, v in self.tpr_at_fpr.items()},
+            "ci_level": float(self.ci_level),
+            "n_bootstrap": int(self.n_bootstrap),
         }
 
 
@@ -209,7 +230,9 @@ def balanced_accuracy(labels: ArrayLike, scores: ArrayLike) -> float:
     return _balanced_accuracy_from_curve(roc(labels, scores))
 
 
-def _tpr_at_fpr_from_curve(curve: RocCurve, target: float, n_nonmembers: int) -> TprAtFpr:
+def _tpr_at_fpr_from_curve(
+    curve: RocCurve, target: float, n_nonmembers: int, n_members: int = 0, alpha: float = 0.05
+) -> TprAtFpr:
     # Points with FPR <= target (a tiny relative tolerance absorbs float rounding of k/n0).
     mask = curve.fpr <= target * (1.0 + 1e-12)
     # The (0, 0) point at threshold +inf always satisfies the mask.
@@ -230,7 +253,11 @@ def _tpr_at_fpr_from_curve(curve: RocCurve, target: float, n_nonmembers: int) ->
             ),
             stacklevel=3,
         )
-    return TprAtFpr(target_fpr=target, tpr=best, achieved_fpr=achieved, reliable=reliable)
+    ci = fpr_ci = (math.nan, math.nan)
+    if n_members > 0 and n_nonmembers > 0:  # counts behind the rates (k / n exactly, up to rounding)
+        ci = clopper_pearson(round(best * n_members), n_members, alpha)
+        fpr_ci = clopper_pearson(round(achieved * n_nonmembers), n_nonmembers, alpha)
+    return TprAtFpr(target_fpr=target, tpr=best, achieved_fpr=achieved, reliable=reliable, ci=ci, fpr_ci=fpr_ci)
 
 
 def tpr_at_fpr(labels: ArrayLike, scores: ArrayLike, fpr: float) -> TprAtFpr:
@@ -244,7 +271,7 @@ def tpr_at_fpr(labels: ArrayLike, scores: ArrayLike, fpr: float) -> TprAtFpr:
     y, s = _validate(labels, scores)
     fp, tp, thr = _sk().roc_curve(y, s, pos_label=1, drop_intermediate=False)
     n0 = int((y == 0).sum())
-    return _tpr_at_fpr_from_curve(RocCurve(fp, tp, thr), target, n0)
+    return _tpr_at_fpr_from_curve(RocCurve(fp, tp, thr), target, n0, int(y.shape[0] - n0))
 
 
 def theorem2_bound(epsilon: float) -> float:
@@ -304,23 +331,42 @@ def auc_null_halfwidth(n_members: int, n_nonmembers: int, z: float = 1.96) -> fl
     return float(z) * math.sqrt((n1 + n0 + 1) / (12.0 * n1 * n0))
 
 
-def attack_metrics(labels: ArrayLike, scores: ArrayLike, fprs: Sequence[float] = DEFAULT_FPRS) -> AttackMetrics:
-    """AUC, best-threshold balanced accuracy and TPR at each FPR in ``fprs``.
+def attack_metrics(
+    labels: ArrayLike,
+    scores: ArrayLike,
+    fprs: Sequence[float] = DEFAULT_FPRS,
+    *,
+    n_bootstrap: int = DEFAULT_BOOTSTRAP,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> AttackMetrics:
+    """AUC, best-threshold balanced accuracy and TPR at each FPR in ``fprs``, with 1 - ``alpha`` intervals.
 
     The TPR dict is keyed by ``format(fpr, "g")``; see :func:`tpr_at_fpr` for how each
-    value is read (and the :class:`LowFprWarning` on too few non-members).
+    value is read (and the :class:`LowFprWarning` on too few non-members). The AUC's interval is
+    a stratified percentile bootstrap of ``n_bootstrap`` replicates seeded with ``seed``
+    (:func:`~recourse_privacy.metrics.intervals.bootstrap_auc`; 0 replicates: no interval, nan ends);
+    the TPRs' and achieved FPRs' are exact Clopper-Pearson intervals.
     """
     targets = [_validate_fpr(f) for f in fprs]
+    alpha = check_alpha(alpha)
+    n_bootstrap = int(n_bootstrap)
+    if n_bootstrap < 0:
+        raise InvalidInputError(f"n_bootstrap must be >= 0 (0: no AUC interval), got {n_bootstrap}")
     y, s = _validate(labels, scores)
     fp, tp, thr = _sk().roc_curve(y, s, pos_label=1, drop_intermediate=False)
     curve = RocCurve(fp, tp, thr)
     n1 = int(y.sum())
     n0 = int(y.shape[0] - n1)
-    tprs = {fpr_key(t): _tpr_at_fpr_from_curve(curve, t, n0) for t in targets}
+    tprs = {fpr_key(t): _tpr_at_fpr_from_curve(curve, t, n0, n1, alpha) for t in targets}
+    auc_ci = bootstrap_auc(y, s, n_boot=n_bootstrap, alpha=alpha, seed=seed) if n_bootstrap else (math.nan, math.nan)
     return AttackMetrics(
         auc=float(_sk().roc_auc_score(y, s)),
         balanced_accuracy=_balanced_accuracy_from_curve(curve),
         tpr_at_fpr=tprs,
         n_members=n1,
         n_nonmembers=n0,
+        auc_ci=auc_ci,
+        ci_level=1.0 - alpha,
+        n_bootstrap=n_bootstrap,
     )

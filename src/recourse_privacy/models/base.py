@@ -56,6 +56,24 @@ class BaseClassifier:
         """1 (favourable) where the probability of class 1 is at least 0.5, else 0."""
         return (self.decision_function(X) >= 0.0).astype(np.int64)
 
+    def search_logits(self, X: np.ndarray) -> np.ndarray:
+        """``decision_function`` for rows a recourse search built itself (already checked): the same values.
+
+        Torch-backed models skip the per-call validation here; searches evaluate many blocks of
+        candidates and call this instead of ``predict`` in their inner loop.
+        """
+        return self.decision_function(X)
+
+    def shifted_logits(self, X: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Logits (n, s) at every ``X[i] + offsets[j]`` and a bound (n,) on their error, or None where not available.
+
+        For searches that score one set of offsets around many points (Growing Spheres): a model
+        whose first layer is linear computes it from two small products. The logit the model
+        itself gives at ``X[i] + offsets[j]`` is within ``bound[i]`` of the value returned, so
+        a value below ``-bound[i]`` is a point the model rejects. None: score the points themselves.
+        """
+        return None
+
     def _check_fitted(self) -> None:
         if not getattr(self, "fitted_", False):
             raise NotFittedError(f"{type(self).__name__} is not fitted; call fit(X, y) first")
@@ -74,6 +92,15 @@ class LinearClassifier(BaseClassifier):
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         """The logit w.x + b."""
         return self._check_X(X) @ self.coef_ + self.intercept_
+
+    def shifted_logits(self, X: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Logits (n, s) at every ``X[i] + offsets[j]``, ``(X w + b) + offsets w`` in float64, and their error bound (n,)."""
+        w = self.coef_
+        logits = (X @ w + self.intercept_)[:, None] + (offsets @ w)[None, :]
+        mag = np.abs(X) @ np.abs(w) + (np.abs(offsets) @ np.abs(w)).max(initial=0.0) + abs(self.intercept_)
+        k = len(w) + 4
+        u = np.finfo(np.float64).eps / 2
+        return logits, 4.0 * k * u / (1 - k * u) * mag
 
     def torch_module(self):
         """A float64 ``torch.nn.Linear`` computing the same logit, for gradient-based recourse."""
@@ -94,6 +121,24 @@ class TorchBackedClassifier(BaseClassifier):
 
         X = self._check_X(X)  # first: an unfitted model has no module_ (NotFittedError, not AttributeError)
         return batched_logits(self.module_, X)
+
+    def search_logits(self, X: np.ndarray) -> np.ndarray:
+        """``decision_function`` without the checks, for a search's own candidates (the same values)."""
+        from recourse_privacy.models.torch_utils import batched_logits
+
+        self._check_fitted()
+        return batched_logits(self.module_, X)
+
+    def shifted_logits(self, X: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """For a ``Linear, ReLU, ..., Linear`` network, logits at every ``X[i] + offsets[j]`` and their error bound.
+
+        See :func:`~recourse_privacy.models.torch_utils.shifted_chain_logits`; None for other networks.
+        """
+        from recourse_privacy.models.torch_utils import linear_chain, shifted_chain_logits
+
+        self._check_fitted()
+        layers = linear_chain(self.module_)
+        return None if layers is None else shifted_chain_logits(layers, X, offsets)
 
     def torch_module(self):
         """The fitted network as a module mapping (n, d) tensors to (n,) logits."""

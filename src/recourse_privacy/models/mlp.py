@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from recourse_privacy.hyperparams import Float, Int, Ints
+from recourse_privacy.hyperparams import Choice, Float, Int, Ints
 from recourse_privacy.models.base import TorchBackedClassifier
+from recourse_privacy.models.device import DEVICES, resolve_device
 from recourse_privacy.validation import check_binary_labels, check_matrix, derive_seed
 
 
@@ -16,6 +17,9 @@ class MLPModel(TorchBackedClassifier):
 
     Defaults are the paper's: one hidden layer of 1,000 ReLU units, Adam with learning rate
     1e-4, 250 epochs. The batch size is not given in the paper; 64 is our default.
+    ``device`` (``cpu``, ``cuda``, ``auto``; None: the enclosing
+    :func:`~recourse_privacy.models.device.use_device` block) is where training runs; the
+    fitted network is kept on the CPU.
     """
 
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
@@ -25,6 +29,7 @@ class MLPModel(TorchBackedClassifier):
         "epochs": Int(1, 100_000),
         "batch_size": Int(1, 10**7),
         "weight_decay": Float(0, 10),
+        "device": Choice(*DEVICES, optional=True),
     }
 
     def __init__(
@@ -35,6 +40,7 @@ class MLPModel(TorchBackedClassifier):
         epochs: int = 250,
         batch_size: int = 64,
         weight_decay: float = 0.0,
+        device: str | None = None,
         random_state=None,
     ):
         self.hidden_layers = tuple(hidden_layers)
@@ -42,6 +48,7 @@ class MLPModel(TorchBackedClassifier):
         self.epochs = epochs
         self.batch_size = batch_size
         self.weight_decay = weight_decay
+        self.device = device
         self.random_state = random_state
 
     def _build(self, n_features: int, seed: int):
@@ -68,10 +75,11 @@ class MLPModel(TorchBackedClassifier):
 
         X = check_matrix(X)
         y = check_binary_labels(y, n=X.shape[0])
+        dev = resolve_device(self.device)
         seed = derive_seed(self.random_state, 0)
-        self.module_ = self._build(X.shape[1], seed)
-        Xt = torch.as_tensor(X, dtype=torch.float32)
-        yt = torch.as_tensor(y, dtype=torch.float32)
+        self.module_ = self._build(X.shape[1], seed).to(dev)  # initialised on the CPU: the same weights anywhere
+        Xt = torch.as_tensor(X, dtype=torch.float32).to(dev)
+        yt = torch.as_tensor(y, dtype=torch.float32).to(dev)
         opt = torch.optim.Adam(self.module_.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         loss_fn = torch.nn.BCEWithLogitsLoss()
         gen = torch.Generator().manual_seed(seed)
@@ -79,13 +87,13 @@ class MLPModel(TorchBackedClassifier):
         n = X.shape[0]
         with torch_threads(1):
             for _ in range(self.epochs):
-                order = torch.randperm(n, generator=gen)
+                order = torch.randperm(n, generator=gen).to(dev)
                 for start in range(0, n, self.batch_size):
                     idx = order[start : start + self.batch_size]
                     opt.zero_grad(set_to_none=True)
                     loss_fn(self.module_(Xt[idx]), yt[idx]).backward()
                     opt.step()
-        self.module_.eval()
+        self.module_.cpu().eval()
         self.module_.requires_grad_(False)
         self.n_features_in_ = X.shape[1]
         self.fitted_ = True

@@ -56,7 +56,162 @@ def logit_module(net: nn.Module) -> nn.Module:
 
 @torch.no_grad()
 def batched_logits(module: nn.Module, X: np.ndarray, batch_size: int = 8192) -> np.ndarray:
-    """Run ``module`` on ``X`` in chunks and return float64 logits."""
-    dtype = next(module.parameters()).dtype
-    out = [module(torch.as_tensor(X[i : i + batch_size], dtype=dtype)) for i in range(0, len(X), batch_size)]
-    return torch.cat(out).double().numpy() if out else np.zeros(0)
+    """Run ``module`` on ``X`` in chunks, on the module's device, and return float64 logits (numpy).
+
+    A ``Linear``/``ReLU`` chain (the paper's MLPs) runs through :func:`chain_logits`: the same
+    operations on blocks that stay in cache, with identical values.
+    """
+    layers = linear_chain(module)
+    if layers is not None:
+        return chain_logits(layers, X).double().cpu().numpy()
+    p = next(module.parameters())
+    out = [
+        module(torch.as_tensor(X[i : i + batch_size], dtype=p.dtype, device=p.device))
+        for i in range(0, len(X), batch_size)
+    ]
+    return torch.cat(out).double().cpu().numpy() if out else np.zeros(0)
+
+
+def module_on_device(module: nn.Module, device: str | None = None) -> nn.Module:
+    """``module`` on ``device`` (None: the current :func:`~recourse_privacy.models.device.use_device` block).
+
+    The module itself where it is already there; else a copy moved there, so that a fitted
+    model's own network never changes device.
+    """
+    import copy
+
+    from recourse_privacy.models.device import resolve_device
+
+    dev = resolve_device(device)
+    p = next(module.parameters(), None)
+    if p is None or p.device == dev:
+        return module
+    return copy.deepcopy(module).to(dev)
+
+
+#: activations (rows x width) per block of :func:`chain_logits`: 1 MiB of float32, which stays in a core's L2 cache
+BLOCK_ELEMENTS = 1 << 18
+
+
+def _block_rows(width: int, cap: int = 8192) -> int:
+    """Rows per block: a power of two (so that blocks tile the 8,192-row chunks of the module path, whose
+    matrix products treat a chunk's last few rows with other kernels) with ``rows * width <= BLOCK_ELEMENTS``."""
+    rows = max(1, BLOCK_ELEMENTS // max(width, 1))
+    return min(cap, 1 << (rows.bit_length() - 1))
+
+
+def linear_chain(module: nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    """``(weight, bias)`` of each layer when ``module`` is a (n,) logit over ``Linear, ReLU, ..., Linear(., 1)``; else None.
+
+    The paper's MLPs (:class:`~recourse_privacy.models.mlp.MLPModel`) and any user network of
+    that form qualify; anything else (other activations, two-logit outputs, missing biases) is
+    None and runs as the module itself.
+    """
+    net = module.net if isinstance(module, _SqueezeLogit) else None
+    if not isinstance(net, nn.Sequential) or not len(net) % 2:
+        return None
+    layers = []
+    for k, layer in enumerate(net):
+        if k % 2:
+            if type(layer) is not nn.ReLU:
+                return None
+        elif type(layer) is not nn.Linear or layer.bias is None:
+            return None
+        else:
+            layers.append((layer.weight.detach(), layer.bias.detach()))
+    if layers[-1][0].shape[0] != 1:
+        return None
+    return layers
+
+
+def _chain_rest(layers, h: torch.Tensor, out: torch.Tensor, bufs) -> None:
+    """Layers 2.. of a chain on first-layer pre-activations ``h`` (m, width), written into ``out`` (m, 1)."""
+    h.relu_()
+    for (W, b), buf in zip(layers[1:-1], bufs):
+        h = torch.addmm(b, h, W.T, out=buf[: len(h)]).relu_()
+    W, b = layers[-1]
+    torch.addmm(b, h, W.T, out=out)
+
+
+def _buffers(layers, rows: int, like: torch.Tensor) -> list[torch.Tensor]:
+    return [torch.empty(rows, W.shape[0], dtype=like.dtype, device=like.device) for W, _ in layers[:-1]]
+
+
+@torch.no_grad()
+def chain_logits(layers, X) -> torch.Tensor:
+    """Logits (n,) of a :func:`linear_chain` on the rows of ``X`` (array or tensor), in the layers' dtype and device.
+
+    The module's own operations (``addmm`` then ``relu``, layer by layer) on blocks of rows whose
+    activations fit in cache (:data:`BLOCK_ELEMENTS`), into buffers allocated once: float32
+    matrix products do not depend on the number of rows here, so the values are those of
+    ``module(X)``, without its memory traffic.
+    """
+    with torch_threads(1):  # many small products: one thread, no waiting on a busy second core
+        return _chain_logits(layers, X)
+
+
+def _chain_logits(layers, X) -> torch.Tensor:
+    W0 = layers[0][0]
+    X = torch.as_tensor(X, dtype=W0.dtype, device=W0.device)
+    out = torch.empty(len(X), 1, dtype=W0.dtype, device=W0.device)
+    if len(layers) == 1:  # a single Linear(d, 1): the module's chunks of 8,192 rows
+        for lo in range(0, len(X), 8192):
+            torch.addmm(layers[0][1], X[lo : lo + 8192], W0.T, out=out[lo : lo + 8192])
+        return out.reshape(len(X))
+    rows = _block_rows(max(W.shape[0] for W, _ in layers))
+    bufs = _buffers(layers, rows, W0)
+    W, b = layers[0]
+    for lo in range(0, len(X), rows):
+        h = torch.addmm(b, X[lo : lo + rows], W.T, out=bufs[0][: min(rows, len(X) - lo)])
+        _chain_rest(layers, h, out[lo : lo + rows], bufs[1:])
+    return out.reshape(len(X))
+
+
+@torch.no_grad()
+def shifted_chain_logits(layers, X: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Logits (n, s) of a :func:`linear_chain` at every ``X[i] + offsets[j]``, and a bound (n,) on their float error.
+
+    The first layer is linear, so its pre-activations are ``(W x_i + b) + W o_j``: two small
+    products instead of one over all n * s points, then the other layers on blocks of rows.
+    The bound holds for the difference to the module's own value at the point ``x_i + o_j``
+    (rounded to the layers' dtype): twice the forward error bound ``gamma_k * |W| ... |x|`` of
+    every layer (Higham 2002, section 3.5, ``gamma_k = k u / (1 - k u)``), so a logit below
+    ``-bound`` is one the model rejects.
+    """
+    with torch_threads(1):  # many small operations: one thread, no waiting on a busy second core
+        return _shifted_chain_logits(layers, X, offsets)
+
+
+def _shifted_chain_logits(layers, X: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    W0 = layers[0][0]
+    dtype, device = W0.dtype, W0.device
+    x = torch.as_tensor(X, dtype=dtype, device=device)
+    o = torch.as_tensor(offsets, dtype=dtype, device=device)
+    n, s = len(x), len(o)
+    W, b = layers[0]
+    A = torch.addmm(b, x, W.T)  # (n, width)
+    B = o @ W.T  # (s, width)
+    # magnitudes for the error bound: |W1| |x| + |W1| max_j |o_j| + |b1|, then through |W| of every layer
+    mag = x.abs() @ W.abs().T + (o.abs() @ W.abs().T).amax(0) + b.abs()
+    u = torch.finfo(dtype).eps / 2
+    gamma = 0.0
+    k = W.shape[1] + 4  # terms of the first layer, the offset's sum and the inputs' rounding
+    for W_, b_ in layers[1:]:
+        gamma += k * u / (1 - k * u)
+        mag = mag @ W_.abs().T + b_.abs()
+        k = W_.shape[1] + 2
+    gamma += k * u / (1 - k * u)
+    bound = (4.0 * gamma * mag.reshape(n)).double().cpu().numpy()  # twice the bound of each of the two computations
+    if len(layers) == 1:  # a single Linear(d, 1)
+        return (A + B.T).double().cpu().numpy(), bound
+
+    width = max(W_.shape[0] for W_, _ in layers)
+    rows = max(1, BLOCK_ELEMENTS // (width * max(s, 1)))
+    buf = torch.empty(rows, s, W.shape[0], dtype=dtype, device=device)
+    bufs = _buffers(layers[1:], rows * s, W0)
+    out = torch.empty(n, s, 1, dtype=dtype, device=device)
+    for lo in range(0, n, rows):
+        m = min(rows, n - lo)
+        h = torch.add(A[lo : lo + m, None, :], B[None], out=buf[:m]).reshape(m * s, -1)
+        _chain_rest(layers, h, out[lo : lo + m].reshape(m * s, 1), bufs)
+    return out.reshape(n, s).double().cpu().numpy(), bound

@@ -76,7 +76,11 @@ class TorchModel(TorchBackedClassifier):
     """A user's trained ``torch.nn.Module`` that maps (n, d) inputs to (n,), (n, 1) or (n, 2) logits.
 
     ``train_fn(module_factory_output, X, y)`` is optional: pass ``module_factory`` and
-    ``train_fn`` so that shadow models can be trained with the same algorithm.
+    ``train_fn`` so that shadow models can be trained with the same algorithm. A factory that
+    takes one argument is given the number of input features (the audit's encoded columns:
+    numeric columns, then one indicator per category). With
+    ``random_state``, :meth:`fit` seeds torch before building and training the module
+    (the audit sets it for the owner's and every shadow model).
     """
 
     def __init__(
@@ -86,11 +90,13 @@ class TorchModel(TorchBackedClassifier):
         n_features: int | None = None,
         module_factory: Callable[[], object] | None = None,
         train_fn: Callable[[object, np.ndarray, np.ndarray], object] | None = None,
+        random_state: int | None = None,
     ):
         self.module = module
         self.n_features = n_features
         self.module_factory = module_factory
         self.train_fn = train_fn
+        self.random_state = random_state
         if module is not None:
             self._adopt(module, n_features)
 
@@ -111,7 +117,59 @@ class TorchModel(TorchBackedClassifier):
         """Train a fresh module from ``module_factory`` with ``train_fn``."""
         if self.module_factory is None or self.train_fn is None:
             raise TypeError("TorchModel.fit needs module_factory and train_fn (to train shadow models)")
-        module = self.module_factory()
+        import torch
+
+        if self.random_state is not None:
+            torch.manual_seed(int(self.random_state) % 2**63)
+        module = self._build(X.shape[1])
         self.train_fn(module, check_matrix(X), np.asarray(y))
         self._adopt(module, X.shape[1])
         return self
+
+    def _build(self, n_features: int):
+        """A fresh module: ``module_factory(n_features)`` where the factory takes an argument, else ``module_factory()``."""
+        import inspect
+
+        try:
+            takes = len(inspect.signature(self.module_factory).parameters) > 0
+        except (TypeError, ValueError):  # a builtin or a class without a readable signature
+            takes = False
+        return self.module_factory(n_features) if takes else self.module_factory()
+
+    def unfitted(self, random_state: int | None = None) -> TorchModel:
+        """A fresh, unfitted copy with the same factory and training function (a shadow model's recipe)."""
+        if self.module_factory is None or self.train_fn is None:
+            raise InvalidInputError(
+                "TorchModel needs module_factory and train_fn to train the owner's and the shadow models "
+                "(TorchModel(module, module_factory=..., train_fn=...))"
+            )
+        return TorchModel(
+            n_features=self.n_features,
+            module_factory=self.module_factory,
+            train_fn=self.train_fn,
+            random_state=random_state,
+        )
+
+    def check_output(self, X: np.ndarray) -> None:
+        """Run the module (or a fresh one from the factory) on two rows of ``X``; raise unless it gives
+        (n,), (n, 1) or (n, 2) logits for (n, d) inputs."""
+        import torch
+
+        X = check_matrix(X)[:2]
+        module = self.module if self.module is not None else self._build(X.shape[1])
+        dtype = next((p.dtype for p in module.parameters()), torch.float32)
+        try:
+            with torch.no_grad():
+                out = module(torch.as_tensor(X, dtype=dtype))
+        except Exception as err:  # noqa: BLE001 - a shape mismatch inside the user's network
+            raise InvalidInputError(
+                f"the torch module {type(module).__name__} fails on inputs of shape (n, {X.shape[1]}) (the "
+                f"encoded features): {type(err).__name__}: {err}"
+            ) from None
+        shape = tuple(getattr(out, "shape", ()))
+        n = len(X)
+        if shape not in ((n,), (n, 1), (n, 2)):
+            raise InvalidInputError(
+                f"the torch module {type(module).__name__} returns shape {shape} for {n} rows; expected "
+                f"({n},), ({n}, 1) or ({n}, 2) logits (favourable class last)"
+            )

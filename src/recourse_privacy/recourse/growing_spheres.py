@@ -82,20 +82,37 @@ def shell_search(
     max_iter: int,
     seed: int,
     max_candidates: int = MAX_CANDIDATES,
+    shifted: bool = False,
 ):
     """Search growing shells around ``centers`` until each row has a valid candidate.
 
     ``candidates(rows, points)`` maps search-space points ``points`` (m, s, k) around the
-    centers of ``rows`` to feasible input-space candidates (m, s, d). For each shell, all
-    rows still searching are scored at once (chunked to ``max_candidates`` per model call);
-    a row stops at the first shell holding a candidate the model accepts and keeps the
-    accepted candidate closest to its factual in the input-space ``norm`` ("l1" or "l2", also the
-    norm of the shells). Returns
-    ``(X_cf, found, n_iter)``: rows never accepted keep their factual, ``found`` False and
-    ``n_iter`` -1; ``n_iter`` is the (1-based) shell where recourse was found.
+    centers of ``rows`` to feasible input-space candidates (m, s, d); it is the one place where
+    candidates are built. For each shell, all rows still searching are scored at once (chunked
+    to ``max_candidates`` per block); a row stops at the first shell holding a candidate the
+    model accepts and keeps the accepted candidate closest to its factual in the input-space
+    ``norm`` ("l1" or "l2", also the norm of the shells). Returns ``(X_cf, found, n_iter)``:
+    rows never accepted keep their factual, ``found`` False and ``n_iter`` -1; ``n_iter`` is
+    the (1-based) shell where recourse was found.
+
+    ``shifted=True`` says that the candidates are the factual plus the offset, ``X[rows] +
+    (points - centers[rows])`` (Growing Spheres without an action set). A model with
+    :meth:`~recourse_privacy.models.base.BaseClassifier.shifted_logits` then scores every
+    row's offsets from two small products, and only the candidates it cannot rule out (a
+    logit within its error bound of acceptance) are built and scored by the model itself, so
+    the result is the one of scoring every candidate.
     """
-    n, d = X.shape
+    from recourse_privacy.models.torch_utils import torch_threads
+
     p = NORM_ORD[check_norm(norm)]
+    # many small blocks: one thread, which never waits for a second core another process holds
+    with torch_threads(1):
+        return _shell_loop(X, centers, candidates, model, n_samples, p, step, max_iter, seed, max_candidates, shifted)
+
+
+def _shell_loop(X, centers, candidates, model, n_samples, p, step, max_iter, seed, max_candidates, shifted):
+    """The loop of :func:`shell_search` (``p``: the norm's order)."""
+    n = len(X)
     X_cf = X.copy()
     found = np.zeros(n, dtype=bool)
     n_iter = np.full(n, -1, dtype=np.int64)
@@ -108,18 +125,40 @@ def shell_search(
         hit = np.zeros(len(active), dtype=bool)
         for lo in range(0, len(active), chunk):
             rows = active[lo : lo + chunk]
-            cand = candidates(rows, centers[rows, None, :] + offsets[None])  # (m, s, d)
-            ok = (model.predict(cand.reshape(-1, d)) == 1).reshape(len(rows), n_samples)
-            dist = np.linalg.norm(cand - X[rows, None, :], ord=p, axis=2)
-            dist[~ok] = np.inf
-            best = dist.argmin(axis=1)
-            got = ok.any(axis=1)
-            X_cf[rows[got]] = cand[got, best[got]]
-            hit[lo : lo + len(rows)] = got
+            r, j, cand = _accepted(X, centers, candidates, model, rows, offsets, shifted)
+            # per row, the accepted candidate closest to the factual; ties: the first sample (argmin's rule)
+            dist = np.linalg.norm(cand - X[rows[r]], ord=p, axis=1)
+            order = np.lexsort((j, dist, r))
+            first = order[np.r_[True, r[order][1:] != r[order][:-1]]] if len(order) else order
+            X_cf[rows[r[first]]] = cand[first]
+            hit[lo + r[first]] = True
         found[active[hit]] = True
         n_iter[active[hit]] = shell + 1
         active = active[~hit]
     return X_cf, found, n_iter
+
+
+def _accepted(X, centers, candidates, model, rows, offsets, shifted):
+    """The candidates of one block that the model accepts: ``(r, j, cand)``, row (index into ``rows``), sample, point.
+
+    Without a shortcut every candidate is built and scored (``model.search_logits``). With
+    ``shifted`` and a model giving ``shifted_logits``, only the candidates its error bound
+    cannot rule out are built (``candidates`` on those (row, sample) pairs) and scored by the
+    model itself: the same accepted set.
+    """
+    shortcut = getattr(model, "shifted_logits", None) if shifted else None
+    fast = shortcut(X[rows], offsets) if shortcut is not None else None
+    score = getattr(model, "search_logits", model.decision_function)  # a protocol-only model has decision_function
+    if fast is None:
+        cand = candidates(rows, centers[rows, None, :] + offsets[None]).reshape(-1, X.shape[1])  # (m * s, d)
+        ok = np.flatnonzero(score(cand) >= 0)
+        r, j = np.divmod(ok, len(offsets))
+        return r, j, cand[ok]
+    logits, bound = fast
+    r, j = np.nonzero(logits >= -bound[:, None])
+    cand = candidates(rows[r], centers[rows[r], None, :] + offsets[j, None, :])[:, 0]  # (pairs, d)
+    ok = score(cand) >= 0
+    return r[ok], j[ok], cand[ok]
 
 
 @register_recourse(
@@ -227,6 +266,7 @@ class GrowingSpheres:
             step=self.step,
             max_iter=self.max_iter,
             seed=seed,
+            shifted=self.action_set is None,
         )
         if self.feature_selection:
             X_cf = select_features(model, X, X_cf, n_iter > 0)

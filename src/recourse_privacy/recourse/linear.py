@@ -21,6 +21,15 @@ class LinearRecourse:
     ``margin`` (a logit, default 1e-6) puts x' just on the accepted side so that it is valid
     in floating point. Points already accepted are returned unchanged. Only immutability is
     honoured exactly: bounds and monotone directions have no closed form here.
+
+    With an ``action_set`` that has one-hot groups, "exact" covers this search space: at
+    most one mutable group switched to another of its levels (every level of every group,
+    enumerated for all rows at once), plus the closed-form move above on the mutable
+    features outside the groups; the cheapest in ``norm`` (group change and continuous move
+    together) wins. Integer features move continuously here; the driver
+    (:func:`~recourse_privacy.recourse.base.generate_recourse`) rounds them and repairs rows
+    that rounding pushed back across the boundary, so the released cost may exceed the
+    optimum by up to one integer step per feature.
     """
 
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
@@ -42,6 +51,8 @@ class LinearRecourse:
         w_m = np.where(mutable, w, 0.0)
         gap = self.margin - model.decision_function(X)  # > 0 where a move is needed
         need = gap > 0
+        if self.action_set is not None and self.action_set.groups:
+            return SearchOutput(self._with_groups(X, w, gap, need))
         delta = np.zeros_like(X)
         if self.norm == "l2":
             sq = float(w_m @ w_m)
@@ -52,3 +63,42 @@ class LinearRecourse:
             if w_m[j] != 0:
                 delta[:, j] = np.where(need, gap, 0.0) / w_m[j]
         return SearchOutput(X + delta)
+
+    def _with_groups(self, X: np.ndarray, w: np.ndarray, gap: np.ndarray, need: np.ndarray) -> np.ndarray:
+        """Cheapest of: no switch or one group switched to one level, each plus the closed-form continuous move."""
+        a = self.action_set
+        w_c = np.where(a.mutable & ~a.in_group, w, 0.0)
+        configs = [(None, None)]  # (group, level vector)
+        for g in a.groups:
+            if a.immutable[g.index].any():
+                continue
+            levels = [np.where(np.arange(g.size) == k, g.on, g.off) for k in range(g.size)]
+            configs += [(g, v) for v in levels + ([g.off] if g.allow_none else [])]
+        n = len(X)
+        dz = np.zeros((n, len(configs)))  # change of the logit from the group switch
+        group_cost = np.zeros((n, len(configs)))
+        for c, (g, v) in enumerate(configs):
+            if g is not None:
+                step = v - X[:, g.index]
+                dz[:, c] = step @ w[g.index]
+                group_cost[:, c] = (step**2).sum(axis=1) if self.norm == "l2" else np.abs(step).sum(axis=1)
+        rest = np.maximum(gap[:, None] - dz, 0.0)  # logit still to gain on the continuous features
+        scale = float(np.sqrt(w_c @ w_c)) if self.norm == "l2" else float(np.abs(w_c).max(initial=0.0))
+        if scale > 0:
+            move = rest / scale
+        else:
+            move = np.where(rest > 0, np.inf, 0.0)
+        cost = np.sqrt(group_cost + move**2) if self.norm == "l2" else group_cost + move
+        best = np.argmin(cost, axis=1)
+        out = X.copy()
+        for c, (g, v) in enumerate(configs):
+            rows = np.flatnonzero(need & (best == c) & np.isfinite(cost[:, c]))
+            if g is not None and len(rows):
+                out[np.ix_(rows, g.index)] = v
+        r = np.where(need & np.isfinite(cost[np.arange(n), best]), rest[np.arange(n), best], 0.0)
+        if scale > 0 and self.norm == "l2":
+            out += np.outer(r / scale**2, w_c)
+        elif scale > 0:
+            j = int(np.argmax(np.abs(w_c)))
+            out[:, j] += r / w_c[j]
+        return out

@@ -91,6 +91,13 @@ class REVISE(VAEBackedMethod):
 
     def _search(self, model, X: np.ndarray, module) -> SearchOutput:
         """Adam in the latent space for the rows of ``X``: (counterfactuals, iteration kept, -1 where none)."""
+        from recourse_privacy.models.torch_utils import torch_threads
+
+        with torch_threads(1):  # small tensors: a second thread only waits (for a busy core, under load)
+            return self._adam(X, module)
+
+    def _adam(self, X: np.ndarray, module) -> SearchOutput:
+        """The search of :meth:`_search`, under one thread."""
         import torch
         import torch.nn.functional as F
 

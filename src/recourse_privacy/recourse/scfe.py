@@ -29,6 +29,8 @@ class SCFE:
     ``norm="l2"`` puts the (unsquared) L2 distance in the objective instead of the L1.
     """
 
+    #: the search runs on the device of the current ``use_device`` block (recourse_privacy.models.device)
+    device_aware = True
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
     PARAMS = {
         "lr": Float(0, 100, low_open=True),
@@ -80,12 +82,12 @@ class SCFE:
         if a is None:
             return
         with torch.no_grad():
-            imm = torch.as_tensor(a.immutable)
-            inc = torch.as_tensor(a.increasing)
+            imm = torch.as_tensor(a.immutable, device=x.device)
+            inc = torch.as_tensor(a.increasing, device=x.device)
             x.copy_(torch.where(imm, x0, x))
             x.copy_(torch.where(inc, torch.maximum(x, x0), x))
-            lo = torch.minimum(torch.as_tensor(a.lower, dtype=x.dtype), x0)
-            hi = torch.maximum(torch.as_tensor(a.upper, dtype=x.dtype), x0)
+            lo = torch.minimum(torch.as_tensor(a.lower, dtype=x.dtype, device=x.device), x0)
+            hi = torch.maximum(torch.as_tensor(a.upper, dtype=x.dtype, device=x.device), x0)
             x.copy_(torch.clamp(x, lo, hi))
 
     def _search(self, model, X: np.ndarray, module) -> SearchOutput:
@@ -95,11 +97,11 @@ class SCFE:
 
         if not len(X):
             return SearchOutput(X.copy(), np.zeros(0, dtype=np.int64))
-        dtype = next(module.parameters()).dtype
-        x0 = torch.as_tensor(X, dtype=dtype)
+        p = next(module.parameters())
+        x0 = torch.as_tensor(X, dtype=p.dtype, device=p.device)
         out = x0.clone()
         n_iter = np.full(len(X), -1, dtype=np.int64)
-        rows = torch.arange(len(X))  # original row of each row still searching
+        rows = torch.arange(len(X), device=p.device)  # original row of each row still searching
         x = x0.clone().requires_grad_(True)
         opt = torch.optim.Adam([x], lr=self.lr)
         x0a = x0
@@ -110,10 +112,10 @@ class SCFE:
                 found = (z >= 0).detach()
                 if found.any():
                     out[rows[found]] = x.detach()[found]
-                    n_iter[rows[found].numpy()] = it
+                    n_iter[rows[found].cpu().numpy()] = it
                     keep = ~found
                     if not keep.any():
-                        return SearchOutput(X + (out - x0).numpy().astype(np.float64), n_iter)
+                        return SearchOutput(X + (out - x0).cpu().numpy().astype(np.float64), n_iter)
                     x, opt, rows, x0a = self._compact(x, opt, rows, x0a, keep, torch)
                     z = module(x)
                 diff = x - x0a
@@ -129,8 +131,8 @@ class SCFE:
             z = module(x)
         found = z >= 0
         out[rows] = x.detach()
-        n_iter[rows[found].numpy()] = it
-        return SearchOutput(X + (out - x0).numpy().astype(np.float64), n_iter)
+        n_iter[rows[found].cpu().numpy()] = it
+        return SearchOutput(X + (out - x0).cpu().numpy().astype(np.float64), n_iter)
 
     @staticmethod
     def _compact(x, opt, rows, x0a, keep, torch):

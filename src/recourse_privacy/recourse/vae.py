@@ -64,6 +64,8 @@ class VAE:
         """Train on the rows of ``X``; ``mutable`` (bool mask, default all) says which features are encoded."""
         import torch
 
+        from recourse_privacy.models.torch_utils import torch_threads
+
         X = check_matrix(X)
         d = X.shape[1]
         mutable = np.ones(d, bool) if mutable is None else np.asarray(mutable, dtype=bool)
@@ -92,8 +94,20 @@ class VAE:
         ]
         opt = torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
         gen = torch.Generator().manual_seed(seed)
+        with torch_threads(1):  # tiny layers: a second thread only waits (for a busy core, under load)
+            self._train(x_m, x_i, opt, gen)
+        for module in (self.encoder_, self.mu_, self.logvar_, self.decoder_):
+            module.eval()
+            module.requires_grad_(False)
+        self.fitted_ = True
+        return self
+
+    def _train(self, x_m, x_i, opt, gen) -> None:
+        """CARLA's training loop (see the class docstring) on the standardised mutable and immutable features."""
+        import torch
+
         self.history_ = []
-        n = len(X)
+        n = len(x_m)
         for epoch in range(self.epochs):
             beta = epoch * self.kl_weight / self.epochs
             order = torch.randperm(n, generator=gen)
@@ -113,11 +127,6 @@ class VAE:
                 opt.step()
                 total += loss.detach().item()
             self.history_.append(total / n)
-        for module in (self.encoder_, self.mu_, self.logvar_, self.decoder_):
-            module.eval()
-            module.requires_grad_(False)
-        self.fitted_ = True
-        return self
 
     def _build(self, seed: int) -> None:
         import torch

@@ -27,10 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from recourse_privacy import __version__ as version
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.report.counterfactuals import examples_html
 from recourse_privacy.report.verdict import (
+    LOW_FPR,
     AttackAssessment,
     BoundCheck,
     BoundComparison,
+    SignalFinding,
     Verdict,
     tpr_reliable,
     verdict_of,
@@ -67,6 +70,12 @@ h3 { font-size: 1.05em; margin-top: 1.4em; }
 .verdict .headline { font-size: 1.2em; font-weight: bold; margin: 0 0 0.3em 0; }
 .verdict .key { margin: 0 0 0.5em 0; }
 .verdict p:last-child { margin-bottom: 0; }
+.verdict ol.answers { margin: 0.3em 0 0.6em 0; padding-left: 1.4em; }
+.verdict ol.answers li { margin-bottom: 0.3em; }
+.ci { color: #555; font-size: 0.9em; }
+p.answer { padding: 0.4em 0.8em; border-left: 4px solid #888; background: #f6f6f6; }
+p.answer.leak { border-color: #c0392b; background: #fdf0ee; }
+p.answer.noleak { border-color: #27ae60; background: #eef9f1; }
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.95em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
 th { background: #f0f0f0; }
@@ -145,11 +154,18 @@ def _fpr_sort_key(key: str) -> tuple[int, float, str]:
 # --------------------------------------------------------------------------- header and verdict
 
 
+def _data_source(result: AuditResult) -> str:
+    """The user's data file, or the description of their DataFrame (e.g. ``DataFrame(900x5)``)."""
+    data = result.config.data
+    return data if isinstance(data, str) else str(result.data.dataset)
+
+
 def _dataset_label(result: AuditResult) -> str:
     """The named dataset, or for --data the file name and its target column."""
     cfg = result.config
-    if cfg.data:
-        name = Path(str(cfg.data)).name or str(cfg.data)
+    if cfg.data is not None:
+        source = _data_source(result)
+        name = Path(source).name or source
         return f"{name} (target column {cfg.target})" if cfg.target else name
     return str(cfg.dataset)
 
@@ -165,8 +181,8 @@ def _defense_label(result: AuditResult) -> str | None:
 def audit_label(result: AuditResult) -> str:
     """A short label of the audit: data, model, recourse and (if any) the defense with its epsilon."""
     cfg = result.config
-    data = Path(str(cfg.data)).name if cfg.data else str(cfg.dataset)
-    bits = [data, str(cfg.model), str(cfg.recourse)]
+    data = Path(_data_source(result)).name if cfg.data is not None else str(cfg.dataset)
+    bits = [data, cfg.model_label, str(cfg.recourse)]
     defense = _defense_label(result)
     return " / ".join(bits + ([defense] if defense else []))
 
@@ -178,7 +194,7 @@ def report_title(result: AuditResult) -> str:
 
 def _subtitle(result: AuditResult) -> str:
     cfg = result.config
-    parts = [f"target column {cfg.target}"] if cfg.data and cfg.target else []
+    parts = [f"target column {cfg.target}"] if cfg.data is not None and cfg.target else []
     parts += [
         f"model trained: {result.model.name}",
         f"recourse released: {result.recourse.method}",
@@ -188,23 +204,128 @@ def _subtitle(result: AuditResult) -> str:
     return '<p class="subtitle">' + " &middot; ".join(_e(p) for p in parts) + "</p>"
 
 
+def _ci(ci: Any, spec: str, *, br: bool = False) -> str:
+    """An interval as a small grey "[lo, hi]" (on its own line with ``br``; empty when missing or not finite)."""
+    try:
+        lo, hi = (float(x) for x in ci)
+    except (TypeError, ValueError):
+        return ""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return ""
+    return f'{"<br>" if br else " "}<span class="ci">[{_e(format(lo, spec))}, {_e(format(hi, spec))}]</span>'
+
+
 def _verdict_box(v: Verdict) -> str:
     css = {"leak": "leak", "noleak": "noleak"}.get(v.level, "")
     key = ""
     if v.attack is not None:
+        s = v.assessments.get(v.attack)
         bits = [f"strongest attack <strong>{_e(v.attack)}</strong>"]
         if v.tpr_at_1pct_fpr is not None:
             rel = " (unreliable)" if v.tpr_reliable is False else ""
-            bits.append(f"TPR at 1% FPR <strong>{_fmt(v.tpr_at_1pct_fpr, '.3g')}</strong>{rel}")
+            ci = _ci(s.tpr_ci, ".3g") if s is not None else ""
+            bits.append(f"TPR at 1% FPR <strong>{_fmt(v.tpr_at_1pct_fpr, '.3g')}</strong>{ci}{rel}")
         if v.auc is not None:
-            bits.append(f"AUC <strong>{_fmt(v.auc, '.3f')}</strong>")
-        if v.band_halfwidth is not None:
+            ci = _ci(s.auc_ci, ".3f") if s is not None else ""
+            bits.append(f"AUC <strong>{_fmt(v.auc, '.3f')}</strong>{ci}")
+        if v.band_halfwidth is not None and (s is None or s.auc_ci is None):
             bits.append(f"random band 0.5 &plusmn; {_fmt(v.band_halfwidth, '.2g')}")
         key = '<p class="key">' + " &middot; ".join(bits) + "</p>"
+    answers = [f.text for f in (v.scores, v.recourse, v.beyond) if f is not None]
+    rest = [p for p in v.explanation if p not in answers]
+    listed = "".join(f"<li>{_t(a)}</li>" for a in answers)
     return (
         f'<div class="verdict {css}"><p class="headline">{_e(v.headline)}</p>{key}'
-        f"<p>{_t(' '.join(v.explanation))}</p></div>"
+        + (f'<ol class="answers">{listed}</ol>' if listed else "")
+        + f"<p>{_t(' '.join(rest))}</p></div>"
     )
+
+
+# --------------------------------------------------------------------------- the two questions
+
+
+def _question_table(attacks: Mapping[str, AttackResult], v: Verdict, finding: SignalFinding) -> str:
+    """The attacks of one signal: AUC and TPR at 1% FPR with their intervals, and whether each detects leakage."""
+    versus = finding.signal == "distance" and any(getattr(attacks[n], "versus_scores", None) for n in finding.attacks)
+    head = (
+        '<tr><th>attack</th><th>AUC <span class="small">[95% interval]</span></th>'
+        '<th>TPR at FPR &le; 1% <span class="small">[95% interval]</span></th>'
+        '<th>achieved FPR <span class="small">[95% interval]</span></th>'
+        + ('<th>AUC &minus; strongest score attack\'s <span class="small">[paired 95%]</span></th>' if versus else "")
+        + "<th>leakage detected?</th></tr>"
+    )
+    rows = []
+    for name in finding.attacks:
+        a, s = attacks[name], v.assessments[name]
+        tpr = a.tpr_at_fpr.get(LOW_FPR)
+        ach = a.achieved_fpr.get(LOW_FPR)
+        by = [w for w, hit in (("AUC", s.auc_detected), ("TPR at 1% FPR", s.tpr_detected)) if hit]
+        if by:
+            det = "<strong>yes</strong> (" + " and ".join(by) + ")" + (" &mdash; reversed" if s.reversed else "")
+        else:
+            det = "unknown" if s.significant is None else "no"
+        cells = [
+            f"<td>{_e(name)}</td>",
+            f'<td class="num">{_fmt(s.auc, ".3f")}{_ci(s.auc_ci, ".3f")}</td>',
+            f'<td class="num">{_fmt(tpr, ".3g")}{_ci(s.tpr_ci, ".3g")}</td>',
+            f'<td class="num">{_fmt(ach, ".2g")}{_ci(s.fpr_ci, ".2g")}</td>',
+        ]
+        if versus:
+            vs = getattr(a, "versus_scores", None)
+            cells.append(
+                f'<td class="num">{_fmt(vs.auc_difference, "+.3f")}{_ci((vs.ci_low, vs.ci_high), "+.3f")} '
+                f'<span class="small">vs {_e(vs.attack)}</span></td>'
+                if vs is not None
+                else '<td class="num">&mdash;</td>'
+            )
+        cells.append(f"<td>{det}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return "<table>" + head + "".join(rows) + "</table>"
+
+
+def _question_sections(result: AuditResult, v: Verdict) -> list[str]:
+    """One section per question: the model's own scores, then the recourse and whether it leaks beyond them."""
+    out = []
+    titles = {
+        "score": "Question 1: what the model&rsquo;s own scores leak",
+        "distance": "Question 2: what recourse leaks, beyond the scores",
+    }
+    intro = {
+        "score": "Attacks that read only the model&rsquo;s outputs (loss, confidence): what the model already "
+        "leaks whether or not recourse is offered.",
+        "distance": "Attacks that read the released counterfactuals (their distance, Pawelczyk et al. 2023): "
+        "what offering recourse exposes.",
+    }
+    for f in (v.scores, v.recourse):
+        if f is None:
+            continue
+        out.append(f"<h2>{titles[f.signal]}</h2>")
+        out.append(f'<p class="small">{intro[f.signal]}</p>')
+        out.append(_question_table(result.attacks, v, f) if f.attacks else f"<p>{_t(f.text)}</p>")
+        if f.signal == "distance" and v.beyond is not None:
+            css = " leak" if v.beyond.beyond else (" noleak" if v.beyond.outcome != "unknown" else "")
+            out.append(f'<p class="answer{css}"><strong>Beyond the scores?</strong> {_t(v.beyond.text)}</p>')
+    d = v.detectable
+    if d is not None:
+        keys = sorted(d.tpr, key=_fpr_sort_key)
+        rows = "".join(
+            f'<tr><th>TPR at FPR &le; {_e(k)}</th><td class="num">{_fmt(d.tpr[k], ".3g")}</td></tr>' for k in keys
+        )
+        out += [
+            "<h2>What this sample size can detect</h2>",
+            f"<p>{_t(d.text)}</p>",
+            f"<table><tr><th>smallest true effect detected with probability {_e(format(d.power, 'g'))}</th><th></th></tr>"
+            f'<tr><th>AUC</th><td class="num">{_fmt(d.auc, ".3f")}</td></tr>{rows}</table>',
+            '<p class="small">An effect is detected when its 95% interval leaves chance: the AUC&rsquo;s excludes '
+            "0.5; the TPR&rsquo;s at a fixed FPR lies above the interval of the FPR its threshold reached (a 5% "
+            "test: each end misses with probability 2.5%). The AUC figure is 0.5 + (z<sub>0.975</sub> + "
+            "z<sub>power</sub>)&middot;&radic;((n<sub>1</sub> + n<sub>0</sub> + 1) / (12&middot;n<sub>1</sub>"
+            "&middot;n<sub>0</sub>)); the TPR figure inverts the binomial exactly, with the threshold&rsquo;s FPR at "
+            "its worst case (floor(FPR&middot;n<sub>0</sub>) non-members above it). Both shrink like 1/&radic;n: four "
+            "times the targets halve them. &ldquo;n/a&rdquo;: no TPR can be told from chance at that FPR with "
+            "these numbers.</p>",
+        ]
+    return out
 
 
 # --------------------------------------------------------------------------- attacks
@@ -218,7 +339,8 @@ def _attacks_table(attacks: Mapping[str, AttackResult], assessments: Mapping[str
         keys += [str(k) for k in a.tpr_at_fpr if str(k) not in keys]
     keys.sort(key=_fpr_sort_key)
     head = (
-        "<tr><th>attack</th><th>AUC</th><th>AUC outside random band?</th>"
+        '<tr><th>attack</th><th>reads</th><th>AUC <span class="small">[95% interval]</span></th>'
+        "<th>leakage detected?</th>"
         "<th>balanced accuracy (best threshold)</th>"
         + "".join(f'<th>TPR at FPR &le; {_e(k)}<br><span class="small">(achieved FPR)</span></th>' for k in keys)
         + "<th>members / non-members</th></tr>"
@@ -227,19 +349,21 @@ def _attacks_table(attacks: Mapping[str, AttackResult], assessments: Mapping[str
     any_unreliable = False
     for name, a in attacks.items():
         s = assessments[str(name)]
-        auc_cell = _fmt(s.auc, ".3f")
-        if s.halfwidth is not None and s.auc is not None:
+        auc_cell = _fmt(s.auc, ".3f") + _ci(s.auc_ci, ".3f", br=True)
+        if s.auc_ci is None and s.halfwidth is not None and s.auc is not None:
             auc_cell += f' <span class="small">(band 0.5 &plusmn; {_fmt(s.halfwidth, ".2g")})</span>'
         if s.significant is None:
             sig_cell = "unknown"
         elif s.significant:
-            sig_cell = "yes, below 0.5 (reversed)" if s.reversed else "<strong>yes, above 0.5</strong>"
+            sig_cell = "yes, below 0.5 (reversed)" if s.reversed else "<strong>yes, above chance</strong>"
         else:
             sig_cell = "no"
         if s.is_control:
             sig_cell += ' <span class="small">(random-guessing control)</span>'
+        reads = {"distance": "recourse", "score": "model scores", "none": "nothing (control)"}.get(s.signal, s.signal)
         cells = [
             f"<td>{_e(name)}</td>",
+            f"<td>{_e(reads or '?')}</td>",
             f'<td class="num">{auc_cell}</td>',
             f"<td>{sig_cell}</td>",
             f'<td class="num">{_fmt(s.balanced_accuracy, ".3f")}</td>',
@@ -253,6 +377,7 @@ def _attacks_table(attacks: Mapping[str, AttackResult], assessments: Mapping[str
             ach = a.achieved_fpr.get(k)
             if ach is not None:
                 txt += f' <span class="small">({_fmt(float(ach), ".2g")})</span>'
+            txt += _ci(getattr(a, "tpr_at_fpr_ci", {}).get(k), ".3g", br=True)
             if tpr_reliable(a, k) is False:
                 any_unreliable = True
                 cells.append(f'<td class="num unreliable" title="too few non-members for this FPR">{txt} &dagger;</td>')
@@ -510,7 +635,20 @@ probability that a random member scores higher than a random non-member. 0.5 is 
 guessing. Without leakage, AUC stays within 0.5 &plusmn; 1.96&middot;&radic;((n<sub>1</sub> +
 n<sub>0</sub> + 1) / (12&middot;n<sub>1</sub>&middot;n<sub>0</sub>)) about 95% of the time
 (Mann&ndash;Whitney null variance; n<sub>1</sub> members, n<sub>0</sub> non-members); the
-verdict calls leakage &ldquo;detected&rdquo; when some attack falls outside this band.</li>
+verdict calls leakage &ldquo;detected&rdquo; when an attack&rsquo;s interval (below) excludes 0.5.</li>
+<li><strong>Intervals.</strong> Every AUC comes with a 95% percentile bootstrap interval (members and
+non-members resampled separately, 1,000 seeded replicates); every TPR at a fixed FPR with an exact
+Clopper&ndash;Pearson interval on the members, beside the Clopper&ndash;Pearson interval of the FPR its
+threshold reached on the non-members (the threshold is read off the non-members, so its FPR is an
+estimate too; the upper end bounds its true FPR). An attack detects leakage when its AUC interval
+excludes 0.5 or its TPR interval lies above the FPR&rsquo;s.</li>
+<li><strong>Scores versus recourse.</strong> Attacks are split by what they read, as each declares it:
+the model&rsquo;s own outputs (loss, confidence: what the model leaks anyway) or the released
+counterfactuals. Recourse is said to leak <em>beyond</em> the scores when a recourse attack detects
+leakage and either the paired bootstrap interval of its AUC minus the strongest score attack&rsquo;s
+(same resampled targets for both) lies above 0, or its TPR interval at 1% FPR lies above every score
+attack&rsquo;s. This compares single attacks: information that only a combination of both signals
+reveals is not measured.</li>
 <li><strong>Balanced accuracy (BA)</strong> is (TPR + 1 &minus; FPR) / 2 at the <em>best</em>
 threshold, i.e. it assumes the attacker knows the optimal threshold, as in Pawelczyk et al. 2023.
 It is therefore optimistic for the attacker and never below 0.5.</li>
@@ -541,6 +679,7 @@ def _render(result: AuditResult, images: Mapping[str, str | Path]) -> str:
         f'<p class="small">Generated {_e(stamp)} by recourse-privacy {_e(version)}.</p>',
         _verdict_box(verdict),
         roc_html,
+        *_question_sections(result, verdict),
         "<h2>Attacks</h2>",
         (
             f"<p>{_e(result.n_members)} members and {_e(result.n_nonmembers)} non-members (the targets the "
@@ -559,6 +698,7 @@ def _render(result: AuditResult, images: Mapping[str, str | Path]) -> str:
         _model_section(result),
         "<h2>Recourse</h2>",
         _recourse_section(result),
+        examples_html(getattr(result.arrays, "counterfactuals", None)),
         "<h2>Data</h2>",
         _data_section(result),
         _shadow_section(result),

@@ -1,11 +1,12 @@
 """The audit's verdict in plain words, and the statistics behind it: no markup here.
 
-:func:`assess_attack` places one attack's AUC against the band within which random
-guessing stays ~95% of the time (Mann-Whitney null variance,
-:func:`~recourse_privacy.metrics.membership.auc_null_halfwidth`); :func:`compare_with_bound`
-sets each attack's balanced accuracy beside Theorem 2's bound of a DP defense
-(Pawelczyk et al. 2023); :func:`make_verdict` puts them together into a :class:`Verdict`
-that the HTML report (or anyone else) lays out. The explanation is plain text (Unicode,
+:func:`assess_attack` sets one attack's AUC and TPR at 1% FPR, with their intervals, against
+random guessing; :func:`make_verdict` answers the analyst's question in three parts: what the
+model's own scores leak (the attacks of signal "score"), what the recourse leaks (signal
+"distance"), and whether recourse leaks *beyond* the scores (the rule is in its docstring), and
+says what the sample size can detect (:func:`detectable_effects`); :func:`compare_with_bound`
+sets each attack's balanced accuracy beside Theorem 2's bound of a DP defense (Pawelczyk et al.
+2023). A :class:`Verdict` is what the HTML report (or anyone else) lays out. The explanation is plain text (Unicode,
 no HTML): the renderer escapes it.
 
 This module reads an :class:`~recourse_privacy.audit.result.AuditResult`'s attributes and
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from recourse_privacy.metrics.intervals import minimum_detectable_auc, minimum_detectable_tpr, tpr_detected
 from recourse_privacy.metrics.membership import auc_null_halfwidth, theorem2_bound
 
 if TYPE_CHECKING:  # the audit layer imports the report: type hints only
@@ -27,21 +29,23 @@ if TYPE_CHECKING:  # the audit layer imports the report: type hints only
     from recourse_privacy.audit.summaries import AttackResult, DPSummary
 
 __all__ = [
-    "CONTROL_NAMES",
     "LOW_FPR",
+    "SIGNAL_LABELS",
     "AttackAssessment",
+    "BeyondFinding",
     "BoundCheck",
     "BoundComparison",
+    "Detectable",
+    "SignalFinding",
     "Verdict",
     "assess_attack",
     "compare_with_bound",
+    "detectable_effects",
     "make_verdict",
+    "signal_of",
     "tpr_reliable",
     "verdict_of",
 ]
-
-#: attack names treated as a random-guessing control: shown, but not used for the verdict
-CONTROL_NAMES = frozenset({"random", "random-guess", "random_guess", "baseline-random"})
 
 #: the FPR key the verdict reads the strongest attack at (TPR at 1% FPR)
 LOW_FPR = "0.01"
@@ -87,13 +91,38 @@ def tpr_reliable(attack: AttackResult, key: str) -> bool | None:
 # --------------------------------------------------------------------------- one attack
 
 
+def signal_of(attack: AttackResult) -> str:
+    """What ``attack`` reads: its recorded ``signal``, else (files of schema 1) its registry entry's, else ""."""
+    s = str(getattr(attack, "signal", "") or "")
+    if s:
+        return s
+    from recourse_privacy.attacks.registry import ATTACKS  # only for files written before signals were recorded
+
+    name = str(attack.name)
+    return str(ATTACKS.get(name).meta.get("signal", "")) if name in ATTACKS else ""
+
+
+def _interval(x: Any) -> tuple[float, float] | None:
+    """A finite (lo, hi) pair, or None."""
+    if x is None:
+        return None
+    try:
+        lo, hi = (_float(v) for v in x)
+    except (TypeError, ValueError):
+        return None
+    return None if lo is None or hi is None else (lo, hi)
+
+
 @dataclass(frozen=True)
 class AttackAssessment:
-    """One attack's AUC against random guessing.
+    """One attack against random guessing.
 
-    ``halfwidth`` is the ~95% null band 0.5 ± halfwidth (None without sample sizes);
-    ``significant`` is True when the AUC lies outside it, None when that is unknown;
-    ``reversed`` when it is significant *below* 0.5 (leakage in the opposite direction).
+    ``auc_ci`` is the AUC's bootstrap interval (None in files without one); ``halfwidth`` the ~95%
+    null band 0.5 ± halfwidth of random guessing (None without sample sizes). ``auc_detected``: the
+    AUC's interval excludes 0.5 (without an interval: the AUC lies outside the band); ``tpr_detected``:
+    the TPR's interval at 1% FPR lies above the interval of the FPR its threshold reached (None when
+    unknown); ``significant`` is either. ``reversed``: detected *below* 0.5 (leakage in the opposite
+    direction). ``signal`` is what the attack reads (distance, score, none: a control).
     """
 
     name: str
@@ -105,11 +134,17 @@ class AttackAssessment:
     halfwidth: float | None
     significant: bool | None
     is_control: bool
+    signal: str = ""
+    auc_ci: tuple[float, float] | None = None
+    tpr_ci: tuple[float, float] | None = None
+    fpr_ci: tuple[float, float] | None = None
+    auc_detected: bool | None = None
+    tpr_detected: bool | None = None
 
     @property
     def reversed(self) -> bool:
         """Significant with an AUC below 0.5."""
-        return bool(self.significant) and self.auc is not None and self.auc < 0.5
+        return bool(self.auc_detected) and self.auc is not None and self.auc < 0.5
 
     @property
     def strength(self) -> tuple[float, float]:
@@ -118,11 +153,22 @@ class AttackAssessment:
 
 
 def assess_attack(attack: AttackResult) -> AttackAssessment:
-    """Compare ``attack``'s AUC with the ~95% band of random guessing for its sample sizes."""
+    """Compare ``attack``'s AUC and TPR at 1% FPR with random guessing, through their intervals."""
     auc = _float(attack.auc)
     n1, n0 = _int(attack.n_members), _int(attack.n_nonmembers)
     hw = auc_null_halfwidth(n1, n0) if n1 and n0 and n1 > 0 and n0 > 0 else None
-    sig = None if auc is None or hw is None else abs(auc - 0.5) > hw
+    auc_ci = _interval(getattr(attack, "auc_ci", None))
+    tpr_ci = _interval(getattr(attack, "tpr_at_fpr_ci", {}).get(LOW_FPR))
+    fpr_ci = _interval(getattr(attack, "achieved_fpr_ci", {}).get(LOW_FPR))
+    if auc is None:
+        auc_sig = None
+    elif auc_ci is not None:
+        auc_sig = auc_ci[0] > 0.5 or auc_ci[1] < 0.5
+    else:
+        auc_sig = None if hw is None else abs(auc - 0.5) > hw
+    tpr_sig = tpr_detected(tpr_ci[0], fpr_ci[1]) if tpr_ci is not None and fpr_ci is not None else None
+    sig = True if (auc_sig or tpr_sig) else (None if auc_sig is None else False)
+    signal = signal_of(attack)
     return AttackAssessment(
         name=str(attack.name),
         auc=auc,
@@ -132,7 +178,13 @@ def assess_attack(attack: AttackResult) -> AttackAssessment:
         n_nonmembers=n0,
         halfwidth=hw,
         significant=sig,
-        is_control=str(attack.name).strip().lower() in CONTROL_NAMES,
+        is_control=signal == "none",
+        signal=signal,
+        auc_ci=auc_ci,
+        tpr_ci=tpr_ci,
+        fpr_ci=fpr_ci,
+        auc_detected=auc_sig,
+        tpr_detected=tpr_sig,
     )
 
 
@@ -242,6 +294,244 @@ def compare_with_bound(dp: DPSummary, attacks: Iterable[AttackResult]) -> BoundC
     return BoundComparison(defense, bound, source, eps_q, eps_t, total_bound, checks, direction)
 
 
+# --------------------------------------------------------------------------- the two questions
+
+#: what each signal is called in the verdict
+SIGNAL_LABELS = MappingProxyType({"score": "the model's own scores", "distance": "recourse"})
+
+
+def _pct(x: float) -> str:
+    """0.035 -> '3.5%'."""
+    return format(100.0 * x, ".3g") + "%"
+
+
+def _auc_txt(a: AttackAssessment) -> str:
+    ci = f" [{_g(a.auc_ci[0], '.3f')}, {_g(a.auc_ci[1], '.3f')}]" if a.auc_ci is not None else ""
+    return f"AUC {_g(a.auc, '.3f')}{ci}"
+
+
+def _tpr_txt(a: AttackAssessment, achieved: float | None) -> str:
+    ci = f" [{_pct(a.tpr_ci[0])}, {_pct(a.tpr_ci[1])}]" if a.tpr_ci is not None else ""
+    fpr = f"; achieved FPR {_pct(achieved)}" if achieved is not None else ""
+    fpr += f", at most {_pct(a.fpr_ci[1])}" if a.fpr_ci is not None else ""
+    return (
+        f"TPR {_pct(a.tpr_low_fpr)}{ci} at FPR ≤ 1% ({fpr.lstrip('; ')})"
+        if fpr
+        else f"TPR {_pct(a.tpr_low_fpr)}{ci} at FPR ≤ 1%"
+    )
+
+
+@dataclass(frozen=True)
+class SignalFinding:
+    """One question of the verdict: what the attacks reading one signal (the scores, the recourse) detect.
+
+    ``attacks`` are the attacks reading ``signal``; ``detected`` those whose AUC or TPR at 1% FPR
+    leaves chance (:class:`AttackAssessment`); ``strongest`` the strongest of them (by TPR at 1% FPR,
+    then AUC); ``level`` is "leak", "noleak" or "undetermined" (sample sizes missing).
+    """
+
+    signal: str
+    label: str
+    attacks: tuple[str, ...]
+    detected: tuple[str, ...]
+    strongest: str | None
+    level: str
+    text: str
+
+    @property
+    def leaks(self) -> bool:
+        """Leakage was detected through this signal."""
+        return self.level == "leak"
+
+
+def _signal_finding(signal: str, group: list[AttackAssessment], achieved: Mapping[str, float | None]) -> SignalFinding:
+    label = SIGNAL_LABELS.get(signal, signal)
+    names = tuple(a.name for a in group)
+    if not group:
+        return SignalFinding(signal, label, (), (), None, "none", f"{label.capitalize()}: no attack read this signal.")
+    detected = [a for a in group if a.significant]
+    pool = detected or group
+    best = max(pool, key=lambda a: a.strength)
+    what = f"{_auc_txt(best)}" + (f" and {_tpr_txt(best, achieved[best.name])}" if best.tpr_low_fpr is not None else "")
+    if detected:
+        level = "leak"
+        text = (
+            f"{label.capitalize()}: leakage detected by {len(detected)} of {len(group)} attack(s). "
+            f"The strongest, {best.name}, has {what}"
+        )
+        if best.tpr_low_fpr is not None:
+            text += (
+                f": it identifies {_pct(best.tpr_low_fpr)} of members while wrongly flagging "
+                f"{_pct(achieved[best.name]) if achieved[best.name] is not None else '1%'} of non-members"
+            )
+        text += "."
+        rev = [a.name for a in detected if a.reversed]
+        if rev:
+            text += (
+                " An AUC significantly below 0.5 (" + ", ".join(rev) + ") is also leakage: membership is "
+                "revealed, but in the direction opposite to that attack's convention."
+            )
+    elif any(a.significant is None for a in group):
+        level = "undetermined"
+        text = f"{label.capitalize()}: could not be fully assessed; the strongest attack, {best.name}, has {what}."
+    else:
+        level = "noleak"
+        text = f"{label.capitalize()}: no measurable leakage. The strongest attack, {best.name}, has {what}"
+        outs = []
+        if best.auc_ci is not None:
+            outs.append(f"an AUC above {_g(best.auc_ci[1], '.3f')}")
+        if best.tpr_ci is not None:
+            outs.append(f"a TPR above {_pct(best.tpr_ci[1])} at that FPR")
+        text += f"; these intervals rule out {' and '.join(outs)} for it (95%)." if outs else "."
+    return SignalFinding(signal, label, names, tuple(a.name for a in detected), best.name, level, text)
+
+
+@dataclass(frozen=True)
+class BeyondFinding:
+    """The analyst's question: does recourse leak membership beyond what the model's scores already leak?
+
+    ``outcome``: "beyond" (recourse adds measurable leakage), "not-beyond" (recourse leaks, but not
+    measurably more than the scores), "no-recourse-leak", "no-score-attack" (recourse leaks; no score
+    attack to compare with), "no-recourse-attack" or "unknown" (no paired comparison recorded).
+    ``attack`` is the distance attack behind the statement, ``versus`` the score attack it is set
+    against; ``auc_difference`` and ``ci`` their paired AUC difference and its interval; ``by`` says
+    which rule decided ("auc", "tpr" or "").
+    """
+
+    outcome: str
+    text: str
+    attack: str | None = None
+    versus: str | None = None
+    auc_difference: float | None = None
+    ci: tuple[float, float] | None = None
+    by: str = ""
+
+    @property
+    def beyond(self) -> bool:
+        """Recourse adds measurable leakage beyond the model's scores."""
+        return self.outcome == "beyond"
+
+
+def _diff_txt(v: Any) -> str:
+    """A recorded AUC difference with its interval: "0.080 [0.050, 0.110]"."""
+    return f"{_g(v.auc_difference, '.3f')} [{_g(v.ci_low, '.3f')}, {_g(v.ci_high, '.3f')}]"
+
+
+def _versus_finding(outcome: str, text: str, attack: str, v: Any, by: str = "") -> BeyondFinding:
+    """The finding behind a paired AUC comparison ``v`` (an attack's ``versus_scores``)."""
+    return BeyondFinding(outcome, text, attack, v.attack, v.auc_difference, (v.ci_low, v.ci_high), by)
+
+
+def _beyond(
+    attacks: Mapping[str, AttackResult],
+    scores: SignalFinding,
+    recourse: SignalFinding,
+    assessed: Mapping[str, AttackAssessment],
+) -> BeyondFinding:
+    if not recourse.attacks:
+        return BeyondFinding("no-recourse-attack", "No attack read the recourse, so what it adds was not measured.")
+    if not recourse.leaks:
+        return BeyondFinding(
+            "no-recourse-leak", "Recourse adds no measurable leakage: no attack reading the counterfactuals detects it."
+        )
+    if not scores.attacks:
+        return BeyondFinding(
+            "no-score-attack",
+            f"Recourse leaks ({recourse.strongest}), but no attack read the model's scores, so whether it leaks "
+            "beyond them was not measured.",
+            attack=recourse.strongest,
+        )
+    leaking = [assessed[n] for n in recourse.detected if not assessed[n].reversed]
+    versus = {a.name: getattr(attacks[a.name], "versus_scores", None) for a in leaking}
+    by_auc = [a for a in leaking if versus[a.name] is not None and _float(versus[a.name].ci_low) is not None]
+    # rule (a): the paired interval of AUC(distance) - AUC(strongest score attack) lies above 0
+    above = [a for a in by_auc if versus[a.name].ci_low > 0]
+    if above:
+        a = max(above, key=lambda a: versus[a.name].ci_low)
+        v = versus[a.name]
+        text = (
+            f"Recourse leaks beyond the model's scores: {a.name}'s AUC exceeds that of the strongest score attack, "
+            f"{v.attack}, by {_diff_txt(v)} (paired bootstrap on the same targets, 95%)."
+        )
+        return _versus_finding("beyond", text, a.name, v, "auc")
+    # rule (b): at 1% FPR, the distance attack's TPR interval lies above every score attack's
+    score_tprs = [assessed[n] for n in scores.attacks if assessed[n].tpr_ci is not None]
+    if score_tprs and len(score_tprs) == len(scores.attacks):
+        top = max(score_tprs, key=lambda s: s.tpr_ci[1])
+        over = [a for a in leaking if a.tpr_ci is not None and a.tpr_ci[0] > top.tpr_ci[1]]
+        if over:
+            a = max(over, key=lambda a: a.tpr_ci[0])
+            return BeyondFinding(
+                "beyond",
+                f"Recourse leaks beyond the model's scores at low FPR: at FPR ≤ 1%, {a.name} identifies "
+                f"{_pct(a.tpr_low_fpr)} [{_pct(a.tpr_ci[0])}, {_pct(a.tpr_ci[1])}] of members, more than any score "
+                f"attack could there ({top.name}: at most {_pct(top.tpr_ci[1])}, 95%).",
+                a.name,
+                top.name,
+                by="tpr",
+            )
+    if not by_auc:
+        return BeyondFinding(
+            "unknown",
+            "Recourse leaks, but this file records no paired comparison with the model's scores (metrics.json "
+            "of schema 1), so whether it leaks beyond them is not known.",
+            attack=recourse.strongest,
+        )
+    a = max(by_auc, key=lambda a: versus[a.name].ci_high)
+    v = versus[a.name]
+    text = (
+        f"Recourse leaks, but not measurably more than the model's scores: {a.name}'s AUC minus that of the "
+        f"strongest score attack, {v.attack}, is {_diff_txt(v)} (paired bootstrap, 95%): "
+        + (
+            f"it beats the scores' strongest attack by at most {_g(v.ci_high, '.3f')} AUC."
+            if round(v.ci_high, 3) > 0
+            else "the scores' strongest attack is at least as strong."
+        )
+    )
+    return _versus_finding("not-beyond", text, a.name, v)
+
+
+@dataclass(frozen=True)
+class Detectable:
+    """What this audit's sample size can detect: the minimum detectable effects.
+
+    ``auc``: the smallest true AUC whose interval excludes 0.5 with probability ``power``;
+    ``tpr``: per FPR key, the smallest true TPR at that FPR whose Clopper-Pearson interval lies above
+    the threshold's FPR interval with probability ``power`` (nan: none can be)
+    (:func:`~recourse_privacy.metrics.intervals.minimum_detectable_auc`, ``minimum_detectable_tpr``).
+    Both shrink like 1 / sqrt(n).
+    """
+
+    n_members: int
+    n_nonmembers: int
+    auc: float
+    tpr: Mapping[str, float]
+    power: float
+    alpha: float
+    text: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tpr", MappingProxyType(dict(self.tpr)))
+
+
+def detectable_effects(
+    n_members: int, n_nonmembers: int, fpr_keys: Iterable[str] = ("0.1", LOW_FPR, "0.001"), *, power: float = 0.95
+) -> Detectable:
+    """The minimum detectable AUC and TPR at each FPR for ``n_members`` and ``n_nonmembers`` targets, with a sentence."""
+    alpha = 0.05
+    auc = minimum_detectable_auc(n_members, n_nonmembers, alpha=alpha, power=power)
+    tpr = {k: minimum_detectable_tpr(n_members, n_nonmembers, float(k), alpha=alpha, power=power) for k in fpr_keys}
+    low = tpr.get(LOW_FPR)
+    low_txt = f", or a TPR of {_pct(low)} at FPR 1%" if low is not None and math.isfinite(low) else ""
+    text = (
+        f"With {n_members} members and {n_nonmembers} non-members, an attack with a true AUC of "
+        f"{_g(auc, '.3f')}{low_txt}, would have been detected with probability {_pct(power)} "
+        "(95% intervals); a weaker leak can go unnoticed at this sample size, so “no measurable leakage” "
+        "rules out leaks at least this strong, not every leak."
+    )
+    return Detectable(int(n_members), int(n_nonmembers), auc, tpr, power, alpha, text)
+
+
 # --------------------------------------------------------------------------- the verdict
 
 
@@ -249,11 +539,16 @@ def compare_with_bound(dp: DPSummary, attacks: Iterable[AttackResult]) -> BoundC
 class Verdict:
     """The plain-words verdict of an audit.
 
-    ``level`` is "leak" (some attack's AUC is outside the band of random guessing),
-    "noleak" (every attack inside it), "undetermined" (sample sizes missing) or "none" (no
-    attack with an AUC). ``attack`` names the strongest attack (by TPR at 1% FPR, then AUC;
-    random-guessing controls are not counted); ``explanation`` is its plain-text reasoning,
-    one sentence per item. ``assessments`` has every attack, controls included.
+    ``level`` is "leak" (some attack leaves chance: its AUC interval excludes 0.5, or its TPR at 1%
+    FPR lies above the FPR's interval), "noleak", "undetermined" (sample sizes missing) or "none"
+    (no attack with an AUC). ``attack`` names the strongest attack (by TPR at 1% FPR, then AUC;
+    controls, the attacks of signal "none", are not counted); ``explanation`` is its plain-text
+    reasoning, one sentence per item. ``assessments`` has every attack, controls included.
+
+    The analyst's question is answered in three parts: ``scores`` (what the model's own scores
+    leak: the attacks of signal "score"), ``recourse`` (what the attacks reading the counterfactuals
+    detect: signal "distance") and ``beyond`` (does recourse leak beyond the scores; see
+    :func:`make_verdict` for the rule). ``detectable`` says what this sample size can detect.
     """
 
     level: str
@@ -269,6 +564,10 @@ class Verdict:
     controls: tuple[str, ...] = ()
     assessments: Mapping[str, AttackAssessment] = field(default_factory=dict)
     dp: BoundComparison | None = None
+    scores: SignalFinding | None = None
+    recourse: SignalFinding | None = None
+    beyond: BeyondFinding | None = None
+    detectable: Detectable | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "explanation", tuple(self.explanation))
@@ -285,19 +584,43 @@ class Verdict:
         return " ".join((self.headline, *self.explanation))
 
 
-def _pct(x: float) -> str:
-    """0.035 -> '3.5%'."""
-    return format(100.0 * x, ".3g") + "%"
+def _headline(level: str, scores: SignalFinding, recourse: SignalFinding, beyond: BeyondFinding) -> str:
+    if beyond.outcome == "beyond":
+        return "Recourse leaks membership beyond what the model's scores already leak."
+    if beyond.outcome == "not-beyond":
+        return "Recourse leaks membership, but not measurably more than the model's own scores."
+    if beyond.outcome in ("no-score-attack", "unknown"):
+        return "Recourse leaks membership."
+    if scores.leaks:
+        return "The model's scores leak membership; recourse adds no measurable leakage." + (
+            "" if recourse.attacks else " (Recourse was not attacked.)"
+        )
+    if level == "leak":
+        return "Leakage detected."
+    if level == "undetermined":
+        return "Leakage could not be fully assessed."
+    return "No measurable leakage."
 
 
 def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = None) -> Verdict:
     """The verdict of the attacks ``attacks`` (name -> AttackResult), with the DP defense ``dp`` if any.
 
-    Leakage is "detected" when some non-control attack's AUC lies outside 0.5 ± the ~95%
-    null half-width for its numbers of members and non-members (below 0.5 counts too: the
-    membership is revealed in the opposite direction). The explanation reads the strongest
-    attack at 1% FPR, warns of the multiple comparisons, and names attacks above the
-    Theorem 2 bound of a DP defense.
+    An attack detects leakage when its AUC's 95% interval excludes 0.5 (below counts too: the
+    membership is revealed in the opposite direction; without an interval, when the AUC lies
+    outside 0.5 ± the Mann-Whitney null half-width) or when its TPR's Clopper-Pearson interval at
+    1% FPR lies above the interval of the FPR its threshold reached (each a 5% test).
+
+    The attacks are split by the signal they read (:func:`signal_of`): the model's own scores
+    ("score": loss, loss-lrt ...) and the recourse ("distance": cfd, cfd-lrt ...); "none" attacks
+    are controls, shown but not counted. The headline answers whether recourse leaks membership
+    *beyond* the scores, by this rule: recourse adds measurable leakage when some distance attack
+    detects leakage (above chance) AND either (a) the paired bootstrap interval of its AUC minus the
+    AUC of the strongest score attack (recorded at audit time as ``versus_scores``, the same
+    resampled targets for both) lies above 0, or (b) at 1% FPR the lower end of its TPR's interval
+    exceeds the upper end of every score attack's. Both are comparisons of single attacks: a
+    recourse attack weaker than the score attacks whose information is complementary is not
+    detected as "beyond". Each statement names the attack behind it; the explanation ends with what
+    the sample size can detect (:func:`detectable_effects`) and the DP bound of a defense.
     """
     assessed = {str(name): assess_attack(a) for name, a in attacks.items()}
     comparison = compare_with_bound(dp, attacks.values()) if dp is not None else None
@@ -310,76 +633,55 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
     sig = [a for a in candidates if a.significant]
     unknown = [a for a in candidates if a.significant is None]
     best = max(candidates, key=lambda a: a.strength)
-    src = {str(n): a for n, a in attacks.items()}[best.name]
+    src = {str(n): a for n, a in attacks.items()}
+    achieved = {n: _float(a.achieved_fpr.get(LOW_FPR)) for n, a in src.items()}
 
     if sig:
-        level, head = "leak", "Leakage detected."
+        level = "leak"
     elif unknown:
-        level, head = "undetermined", "Leakage could not be fully assessed."
+        level = "undetermined"
     else:
-        level, head = "noleak", "No measurable leakage."
+        level = "noleak"
+    scores = _signal_finding("score", [a for a in candidates if a.signal == "score"], achieved)
+    recourse = _signal_finding("distance", [a for a in candidates if a.signal == "distance"], achieved)
+    beyond = _beyond(src, scores, recourse, assessed)
+    head = _headline(level, scores, recourse, beyond)
 
-    parts: list[str] = []
+    parts: list[str] = [scores.text, recourse.text, beyond.text]
+    other = [a for a in candidates if a.signal not in SIGNAL_LABELS]
+    if other:
+        parts.append(
+            "Attacks of no recorded signal ("
+            + ", ".join(a.name for a in other)
+            + ") count in the overall level only"
+            + (
+                ": " + ", ".join(a.name for a in other if a.significant) + " detect(s) leakage."
+                if any(a.significant for a in other)
+                else "."
+            )
+        )
     t01 = best.tpr_low_fpr
-    ach = _float(src.achieved_fpr.get(LOW_FPR))
-    rel = tpr_reliable(src, LOW_FPR)
-    if t01 is not None:
-        ach_txt = f"; achieved FPR {_g(ach, '.2g')}" if ach is not None else ""
-        rel_txt = (
-            f" (unreliable: only {best.n_nonmembers} non-members, at least 100 are needed to resolve a 1% FPR)"
-            if rel is False
-            else ""
+    ach = achieved[best.name]
+    rel = tpr_reliable(src[best.name], LOW_FPR)
+    chance = "Random guessing gives AUC 0.5 and TPR = FPR (1% at FPR 1%)."
+    if rel is False:
+        chance += (
+            f" TPR at 1% FPR is unreliable here: only {best.n_nonmembers} non-members, at least 100 are needed "
+            "to resolve a 1% FPR."
         )
-        parts.append(
-            f"The strongest attack, {best.name}, reaches a true-positive rate (TPR) of {_g(t01, '.3g')} "
-            f"at a 1% false-positive rate (FPR ≤ 0.01{ach_txt}){rel_txt} with AUC {_g(best.auc, '.3f')}; "
-            "random guessing gives TPR 0.01 at 1% FPR and AUC 0.5."
-        )
-        parts.append(
-            f"A TPR at 1% FPR of {_g(t01, '.3g')} means the attacker identifies {_pct(t01)} of "
-            "members while wrongly flagging 1% of non-members."
-        )
-    else:
-        parts.append(
-            f"The strongest attack by AUC, {best.name}, has AUC {_g(best.auc, '.3f')} "
-            "(random guessing: 0.5); no TPR at 1% FPR was reported."
-        )
-
+    parts.append(chance)
     hws = [a.halfwidth for a in candidates if a.halfwidth is not None]
     band = max(hws) if hws else None
-    if band is not None:
-        n_txt = (
-            f" with {best.n_members} members and {best.n_nonmembers} non-members"
-            if best.n_members and best.n_nonmembers
-            else ""
+    n1, n0 = best.n_members, best.n_nonmembers
+    detectable = detectable_effects(n1, n0) if n1 and n0 and n1 > 0 and n0 > 0 else None
+    if detectable is not None:
+        parts.append(detectable.text)
+    if len(candidates) > 1:
+        k = len(candidates)
+        parts.append(
+            f"With {k} attacks checked at once, the chance that at least one leaves chance by luck alone is up to "
+            f"about {min(100, 5 * k)}% (twice that where both the AUC and the TPR at 1% FPR are tested)."
         )
-        if sig:
-            names = ", ".join(
-                f"{a.name} (AUC {_g(a.auc, '.3f')})" for a in sorted(sig, key=lambda a: -abs(a.auc - 0.5))
-            )
-            parts.append(
-                f"{len(sig)} of {len(candidates)} attack(s) have an AUC outside the band "
-                f"0.5 ± {_g(band, '.2g')} within which random guessing stays 95% of the time{n_txt}: "
-                f"{names}."
-            )
-            below = [a for a in sig if a.reversed]
-            if below:
-                parts.append(
-                    "An AUC significantly below 0.5 ("
-                    + ", ".join(a.name for a in below)
-                    + ") is also leakage: membership is revealed, but in the direction opposite to "
-                    "that attack's convention."
-                )
-        else:
-            parts.append(
-                f"Every attack's AUC is within 0.5 ± {_g(band, '.2g')}, the ~95% band of random guessing{n_txt}."
-            )
-        if len(candidates) > 1:
-            k = len(candidates)
-            parts.append(
-                f"With {k} attacks checked at once, the chance that at least one falls outside the "
-                f"band by luck alone is up to about {min(100, 5 * k)}%."
-            )
     if unknown:
         parts.append(
             "Sample sizes were missing for "
@@ -439,6 +741,10 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
         controls=tuple(a.name for a in controls),
         assessments=assessed,
         dp=comparison,
+        scores=scores,
+        recourse=recourse,
+        beyond=beyond,
+        detectable=detectable,
     )
 
 

@@ -1,0 +1,237 @@
+"""The training algorithm T of the game for a registered model or the user's own, checked before any training.
+
+:func:`resolve_model` turns ``config.model`` into a :class:`ModelRecipe`: a function seed ->
+unfitted model on the encoded features, and what the fitted models will provide (``linear``,
+``gradients``) where that is known before training. For the user's own scikit-learn estimator
+every check of the issue's "bad input" list runs here, against the data and the fitted
+instance, before the owner's model is trained: two classes containing the favourable label,
+the columns the model knows against the data's, every categorical value of the data known to
+its encoders, and a clone that can be refit.
+
+The game (Pawelczyk et al. 2023, Definition 1) trains the owner's model afresh on the members:
+the user's object supplies the recipe (hyperparameters, pipeline), a fitted instance is only
+checked against the data and used to decide linearity up front.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from recourse_privacy.audit.config import AuditConfig
+from recourse_privacy.audit.stages import GameData
+from recourse_privacy.audit.user_inputs import describe_model, model_kind
+from recourse_privacy.errors import IncompatibleError, InvalidInputError
+from recourse_privacy.models.base import BaseClassifier
+from recourse_privacy.models.estimator import EstimatorModel, estimator_labels, seeded_clone
+from recourse_privacy.models.registry import MODELS, model_factory
+from recourse_privacy.recourse.constraints import ActionSet
+from recourse_privacy.recourse.registry import check_compatible, model_capabilities
+
+__all__ = ["ModelRecipe", "action_set_for", "check_bounds_columns", "check_fitted_recourse", "resolve_model"]
+
+
+@dataclass(frozen=True)
+class ModelRecipe:
+    """How the owner's and every shadow model are made: ``make(seed)`` gives an unfitted model."""
+
+    label: str
+    make: Callable[[int], BaseClassifier]
+    capabilities: frozenset[str] | None  # None: known once the owner's model is fitted
+
+
+def resolve_model(config: AuditConfig, game: GameData) -> ModelRecipe:
+    """The recipe for ``config.model`` (a registered name or a user object); user objects are checked here."""
+    if not config.user_model:
+        name, params = config.effective_model
+        return ModelRecipe(name, model_factory(name, **params), MODELS.get(name).meta["capabilities"])
+    kind = model_kind(config.model)
+    label = describe_model(config.model)
+    if kind == "estimator":
+        return _estimator_recipe(config, game, label)
+    if kind == "torch":
+        tm = config.model
+        tm.unfitted()  # raises without a factory and a training function
+        d = game.X_members.shape[1]
+        if tm.n_features is not None and tm.n_features != d:
+            raise InvalidInputError(
+                f"TorchModel n_features={tm.n_features}, but the data has {d} encoded features "
+                f"({', '.join(game.preprocessor.feature_names_out_[:8])}, ...)"
+            )
+        tm.check_output(game.X_members)
+        return ModelRecipe(label, tm.unfitted, frozenset({"gradients"}))
+    obj = config.model  # a BaseClassifier on the encoded features: deep copies of it, seeded where it can be
+
+    def make(seed: int) -> BaseClassifier:
+        model = copy.deepcopy(obj)
+        if hasattr(model, "random_state"):
+            model.random_state = seed
+        return model
+
+    return ModelRecipe(label, make, None)
+
+
+def _fitted_parts(est: object):
+    """The estimator and every fitted sub-estimator of its pipelines and column transformers."""
+    yield est
+    for _, step in getattr(est, "steps", None) or ():
+        yield from _fitted_parts(step)
+    for _, part, _ in getattr(est, "transformers_", None) or ():
+        yield from _fitted_parts(part)
+
+
+def _estimator_recipe(config: AuditConfig, game: GameData, label: str) -> ModelRecipe:
+    est = config.model
+    ds = game.dataset
+    data_labels = ds.label_values or (1, 0)
+    seeded_clone(est, 0)  # a model that cannot be cloned is refused now
+    fitted = hasattr(est, "classes_")
+    labels = data_labels
+    if fitted:
+        fav, unfav = estimator_labels(est, data_labels[0])
+        if {str(fav), str(unfav)} != {str(v) for v in data_labels}:
+            raise InvalidInputError(
+                f"model {label} was fitted on the labels {[fav, unfav]}, but the target column {ds.target!r} "
+                f"holds {list(data_labels)}"
+            )
+        labels = (fav, unfav)
+        _check_columns(est, ds.feature_names, label)
+        _check_categories(est, ds.X, label)
+        _check_scores(est, ds.X, label)
+    make = _make_estimator(est, game, labels)
+    capabilities = None
+    if fitted:
+        probe = EstimatorModel(
+            est, game.preprocessor, labels=labels, feature_names=ds.feature_names, estimator_=est, random_state=0
+        )
+        probe.probe_linearity(game.X_members)
+        capabilities = model_capabilities(probe)
+    return ModelRecipe(label, make, capabilities)
+
+
+def _make_estimator(est: object, game: GameData, labels: tuple) -> Callable[[int], EstimatorModel]:
+    def make(seed: int) -> EstimatorModel:
+        return EstimatorModel(
+            est, game.preprocessor, labels=labels, feature_names=game.dataset.feature_names, random_state=seed
+        )
+
+    return make
+
+
+def _check_columns(est: object, columns: tuple[str, ...], label: str) -> None:
+    names = getattr(est, "feature_names_in_", None)
+    if names is None:
+        n = getattr(est, "n_features_in_", None)
+        if n is not None and int(n) != len(columns):
+            raise InvalidInputError(
+                f"model {label} was fitted on {int(n)} unnamed columns; the data has {len(columns)} feature "
+                f"columns {list(columns)[:10]}: fit it on a DataFrame so that columns are matched by name"
+            )
+        return
+    names = [str(c) for c in names]
+    missing = [c for c in names if c not in columns]
+    if missing:
+        raise InvalidInputError(f"model {label} reads the columns {missing}, which the data lacks")
+    extra = [c for c in columns if c not in names]
+    if extra:
+        raise InvalidInputError(
+            f"the data has feature columns {extra} that model {label} does not know (it reads {names}): "
+            "drop them from the data, or refit the model on them"
+        )
+
+
+def _check_categories(est: object, X: pd.DataFrame, label: str) -> None:
+    """Every categorical value of the data must be a category the model's fitted one-hot encoders know."""
+    from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
+
+    for part in _fitted_parts(est):
+        if not isinstance(part, OneHotEncoder | OrdinalEncoder) or not hasattr(part, "categories_"):
+            continue
+        names = getattr(part, "feature_names_in_", None)
+        if names is None:
+            continue
+        for col, cats in zip(names, part.categories_):
+            if str(col) not in X.columns:
+                continue
+            known = {str(c) for c in cats}
+            unseen = sorted({str(v) for v in pd.unique(X[str(col)])} - known)
+            if unseen:
+                raise InvalidInputError(
+                    f"column {col!r} holds values {unseen[:5]} that model {label}'s {type(part).__name__} has not "
+                    f"seen (it knows {sorted(known)[:10]}): refit the model on data with every category"
+                )
+
+
+def _check_scores(est: object, X: pd.DataFrame, label: str) -> None:
+    """The fitted model scores a few rows (every categorical level among them) into (n, 2) probabilities."""
+    rows = {0}
+    for col in X.columns:
+        if X[col].dtype == object:
+            rows.update(int(i) for i in X[col].drop_duplicates().index[:50])
+    sample = X.iloc[sorted(rows)]
+    names = getattr(est, "feature_names_in_", None)
+    inputs = sample[[str(c) for c in names]] if names is not None else sample.to_numpy()
+    try:
+        p = np.asarray(est.predict_proba(inputs), dtype=np.float64)
+    except Exception as err:  # noqa: BLE001 - whatever the user's model raises, say which
+        raise InvalidInputError(f"model {label} cannot score rows of the data: {type(err).__name__}: {err}") from None
+    if p.shape != (len(sample), 2) or not np.isfinite(p).all():
+        raise InvalidInputError(
+            f"model {label}.predict_proba returns shape {p.shape} (finite: {bool(np.isfinite(p).all())}) for "
+            f"{len(sample)} rows; expected ({len(sample)}, 2) finite probabilities"
+        )
+
+
+def check_fitted_recourse(config: AuditConfig, model: BaseClassifier, label: str) -> None:
+    """After the owner's model is fitted: the recourse method gets what it needs (linear, gradients)."""
+    try:
+        check_compatible(config.effective_recourse, model_capabilities(model), f"model {label}")
+    except IncompatibleError as err:
+        raise IncompatibleError(f"{err} (decided on the fitted model)") from None
+
+
+def action_set_for(config: AuditConfig, game: GameData) -> ActionSet | None:
+    """The one ActionSet of the audit.
+
+    Named datasets: the dataset's constraints with ``actionable``, else none (the paper's
+    setting). A user's data: always the structure (one-hot groups stay a single category,
+    integer columns integer), the ``immutable`` / ``increasing`` columns the user named, the
+    fit data's ranges with ``actionable``, and the user's ``bounds`` (original units).
+    """
+    pre = game.preprocessor
+    if config.data is None:
+        return ActionSet.from_preprocessor(pre) if config.actionable else None
+    acts = ActionSet.from_preprocessor(pre, actionable=True, bounds=config.actionable)
+    if not config.bounds:
+        return acts
+    lower, upper = acts.lower.copy(), acts.upper.copy()
+    names = list(pre.feature_names_out_)
+    for column, (lo, hi) in config.bounds.items():
+        j = names.index(column)
+        scale, offset = pre.unit_scale_[j], pre.unit_offset_[j]
+        enc = sorted(((lo - offset) / scale, (hi - offset) / scale))
+        lower[j], upper[j] = enc
+    return replace(acts, lower=lower, upper=upper)
+
+
+def check_bounds_columns(config: AuditConfig, game: GameData) -> None:
+    """Every column named in ``bounds`` is a numeric column kept by the preprocessing."""
+    pre = game.preprocessor
+    for column in config.bounds:
+        if column not in game.dataset.feature_names:
+            raise InvalidInputError(
+                f"bounds names unknown column {column!r}; feature columns are {list(game.dataset.feature_names)}"
+            )
+        if column not in pre.numeric_:
+            raise InvalidInputError(
+                f"bounds[{column!r}]: {column!r} is categorical; bounds apply to numeric columns (use immutable "
+                "to keep a categorical column as it is)"
+            )
+        if column not in pre.feature_names_out_:
+            raise InvalidInputError(
+                f"bounds[{column!r}]: the correlation filter dropped {column!r} (pass corr_threshold=None)"
+            )

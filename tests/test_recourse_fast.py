@@ -1,0 +1,196 @@
+"""The fast paths of the black-box searches give the results of the plain algorithm.
+
+Growing Spheres and C-CHVAE score candidates through ``search_logits`` (Linear/ReLU chains in
+cache-sized blocks) and, for Growing Spheres without an action set, through ``shifted_logits``
+(two small products and a float error bound); FACE's KDE is computed exactly. Each is checked
+against the plain computation it replaces.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from recourse_privacy.models import TorchModel, make_model
+from recourse_privacy.models.torch_utils import chain_logits, linear_chain
+from recourse_privacy.recourse import CCHVAE, ActionSet, GrowingSpheres, fit_for
+from recourse_privacy.recourse.base import NORM_ORD
+from recourse_privacy.recourse.face import gaussian_log_density, midpoint_log_density
+from recourse_privacy.recourse.growing_spheres import search_seed, shell_draws
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    """A small ReLU MLP on a non-linear rule, and rows it rejects."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 6))
+    y = ((X[:, 0] + X[:, 1] ** 2 - X[:, 2] * X[:, 3]) > 0.5).astype(int)
+    model = make_model("mlp", hidden_layers=(64,), epochs=30, lr=1e-2, random_state=0).fit(X, y)
+    return model, X, y, X[model.predict(X) == 0]
+
+
+def reference_shell_search(X, centers, candidates, model, *, n_samples, p, step, max_iter, seed):
+    """The plain search (the code before the fast paths): every candidate of every active row scored."""
+    X_cf, n_iter, active = X.copy(), np.full(len(X), -1), np.arange(len(X))
+    for shell in range(max_iter):
+        if not len(active):
+            break
+        cand = candidates(
+            active, centers[active, None, :] + shell_draws(seed, shell, n_samples, centers.shape[1], p, step)
+        )
+        ok = (model.decision_function(cand.reshape(-1, X.shape[1])) >= 0).reshape(len(active), n_samples)
+        dist = np.linalg.norm(cand - X[active, None, :], ord=p, axis=2)
+        dist[~ok] = np.inf
+        got = ok.any(axis=1)
+        X_cf[active[got]] = cand[got, dist[got].argmin(axis=1)]
+        n_iter[active[got]] = shell + 1
+        active = active[~got]
+    return X_cf, n_iter
+
+
+def _gs_reference(method, model, X):
+    aset = method.action_set or ActionSet.unconstrained(X.shape[1])
+
+    def candidates(rows, points):
+        out = np.repeat(X[rows, None, :], points.shape[1], axis=1)
+        delta = np.where(aset.increasing, np.abs(points - X[rows, None, :]), points - X[rows, None, :])
+        return aset.project(X[rows, None, :] + delta, out)
+
+    return reference_shell_search(
+        X,
+        X,
+        candidates,
+        model,
+        n_samples=method.n_search_samples,
+        p=NORM_ORD[method.norm],
+        step=method.step,
+        max_iter=method.max_iter,
+        seed=search_seed(method.random_state),
+    )
+
+
+def test_chain_logits_are_the_modules_values(mlp):
+    model, X, _, _ = mlp
+    Xb = np.random.default_rng(1).normal(size=(20_011, 6))  # several blocks and a ragged last one
+    with torch.no_grad():
+        ref = torch.cat(
+            [model.module_(torch.as_tensor(Xb[i : i + 8192], dtype=torch.float32)) for i in range(0, len(Xb), 8192)]
+        )
+    np.testing.assert_array_equal(model.decision_function(Xb), ref.double().numpy())
+    np.testing.assert_array_equal(model.search_logits(Xb), model.decision_function(Xb))
+    np.testing.assert_array_equal(chain_logits(linear_chain(model.module_), Xb).numpy(), ref.numpy())
+    # a single linear layer is a chain too
+    lin = TorchModel(torch.nn.Sequential(torch.nn.Linear(6, 1)), n_features=6)
+    with torch.no_grad():
+        np.testing.assert_array_equal(
+            lin.decision_function(Xb), lin.module_(torch.as_tensor(Xb, dtype=torch.float32)).double().numpy()
+        )
+    logits, bound = lin.shifted_logits(X[:5], X[:7])
+    exact = lin.decision_function((X[:5, None, :] + X[None, :7]).reshape(-1, 6)).reshape(5, 7)
+    assert (np.abs(logits - exact) <= bound[:, None]).all()
+    # a network of another form is no chain and runs as itself
+    net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    other = TorchModel(net, n_features=6)
+    assert linear_chain(other.module_) is None and other.shifted_logits(X[:3], X[:4]) is None
+    with torch.no_grad():
+        np.testing.assert_allclose(
+            other.decision_function(X), net(torch.as_tensor(X, dtype=torch.float32))[:, 0].double().numpy()
+        )
+
+
+@pytest.mark.parametrize("kind", ["mlp", "logistic"])
+def test_shifted_logits_are_within_their_bound(mlp, kind):
+    model, X, y, _ = mlp
+    if kind == "logistic":
+        model = make_model("logistic").fit(X, y)
+    offsets = np.random.default_rng(2).normal(size=(300, 6)) * 3.0
+    logits, bound = model.shifted_logits(X[:40], offsets)
+    exact = model.decision_function((X[:40, None, :] + offsets[None]).reshape(-1, 6)).reshape(40, 300)
+    err = np.abs(logits - exact)
+    assert (err <= bound[:, None]).all()
+    assert err.max() > 0 or kind == "logistic"  # float32: the two ways of computing differ, within the bound
+    assert bound.max() < 1e-2 * np.abs(exact).max()  # and the bound is small next to the logits
+
+
+@pytest.mark.parametrize("norm", ["l2", "l1"])
+def test_gs_fast_path_gives_the_plain_searchs_counterfactuals(mlp, norm):
+    model, _, _, Xr = mlp
+    gs = GrowingSpheres(n_search_samples=300, norm=norm, step=0.1, random_state=4)
+    res = gs.generate(model, Xr[:60])
+    X_cf, n_iter = _gs_reference(gs, model, Xr[:60])
+    np.testing.assert_array_equal(res.counterfactuals, X_cf)
+    np.testing.assert_array_equal(res.n_iter, n_iter)
+    assert res.valid.all()
+
+
+def test_gs_with_an_action_set_gives_the_plain_searchs_counterfactuals(mlp):
+    model, _, _, Xr = mlp
+    lo, hi = np.full(6, -np.inf), np.full(6, np.inf)
+    lo[2], hi[2] = -1.0, 1.0
+    aset = ActionSet(np.eye(6, dtype=bool)[5], np.eye(6, dtype=bool)[0], lo, hi)
+    gs = GrowingSpheres(n_search_samples=300, step=0.1, action_set=aset, random_state=4)
+    mutable = np.flatnonzero(aset.mutable)
+    res = gs.generate(model, Xr[:40])
+
+    def candidates(rows, points):  # the search runs in the mutable coordinates
+        x = Xr[:40][rows, None, :]
+        out = np.broadcast_to(x, points.shape[:2] + (6,)).copy()
+        delta = points - x[..., mutable]
+        out[..., mutable] = x[..., mutable] + np.where(aset.increasing[mutable], np.abs(delta), delta)
+        return aset.project(out, x)
+
+    X = Xr[:40]
+    X_cf, n_iter = reference_shell_search(
+        X, X[:, mutable], candidates, model, n_samples=300, p=2, step=0.1, max_iter=1000, seed=search_seed(4)
+    )
+    np.testing.assert_array_equal(res.counterfactuals, X_cf)
+    np.testing.assert_array_equal(res.n_iter, n_iter)
+
+
+def test_cchvae_gives_the_plain_searchs_counterfactuals(mlp):
+    model, X, y, Xr = mlp
+    method = fit_for(CCHVAE(n_search_samples=100, random_state=0), X, y, model)
+    res = method.generate(model, Xr[:25])
+    vae = method.vae_
+
+    def candidates(rows, latents):
+        m, s, k = latents.shape
+        return vae.decode(latents.reshape(m * s, k), np.repeat(Xr[rows], s, axis=0)).reshape(m, s, -1)
+
+    X_cf, n_iter = reference_shell_search(
+        Xr[:25],
+        vae.encode(Xr[:25]),
+        candidates,
+        model,
+        n_samples=100,
+        p=1,
+        step=0.1,
+        max_iter=1000,
+        seed=search_seed(method.seed_),
+    )
+    np.testing.assert_array_equal(res.counterfactuals, X_cf)
+    np.testing.assert_array_equal(res.n_iter, n_iter)
+
+
+def test_face_kde_is_the_exact_gaussian_kde():
+    from scipy.special import logsumexp
+    from sklearn.neighbors import KernelDensity
+
+    rng = np.random.default_rng(5)
+    nodes = rng.normal(size=(400, 4))
+    h = 0.6
+    M = rng.normal(size=(50, 4)) * 1.5
+    d2 = ((M[:, None, :] - nodes[None]) ** 2).sum(-1)
+    exact = logsumexp(-d2 / (2 * h * h), axis=1) - np.log(400) - 2 * np.log(2 * np.pi * h * h)
+    np.testing.assert_allclose(gaussian_log_density(M, nodes, h), exact, rtol=1e-12, atol=1e-11)
+    # scikit-learn's tree gives the same where it is accurate (densities well above e^-170)
+    skl = KernelDensity(bandwidth=h).fit(nodes).score_samples(M)
+    np.testing.assert_allclose(gaussian_log_density(M, nodes, h), skl, rtol=0, atol=1e-8)
+    # midpoints of node pairs by the parallelogram law, long edges included (direct fallback)
+    far = np.vstack([nodes, [[60.0, 0, 0, 0]]])
+    i, j = rng.integers(0, 401, 300), rng.integers(0, 401, 300)
+    i[:3] = 400
+    np.testing.assert_allclose(
+        midpoint_log_density(far, i, j, h), gaussian_log_density((far[i] + far[j]) / 2, far, h), rtol=1e-11, atol=1e-10
+    )
