@@ -41,7 +41,9 @@ def inputs():
     res, _ = defense.owner_recourse(cfg, method, targets.model, game.X_members, game.y_members, targets.X)
     cfd = res.distance(cfg.distance)
     shadow = stages.train_shadow_models(cfg, make, method, game, targets, cache_dir=None, progress=lambda *a: None)
-    return stages.attack_inputs(cfg, game, targets, res, cfd, shadow)
+    online = stages.train_online_models(cfg, make, method, game, targets, cache_dir=None, progress=lambda *a: None)
+    query = stages.owner_cfd_query(lambda X: method.generate(targets.model, X), cfg.distance)
+    return stages.attack_inputs(cfg, game, targets, res, cfd, shadow, online, query)
 
 
 @pytest.mark.parametrize("entry", ATTACKS.entries(), ids=lambda e: e.name)

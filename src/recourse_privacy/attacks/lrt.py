@@ -40,7 +40,13 @@ class GaussianReference:
 
 
 def fit_reference(
-    ref: np.ndarray, mask: np.ndarray, *, center: str = "mean", variance: str = "per-example", min_count: int = 2
+    ref: np.ndarray,
+    mask: np.ndarray,
+    *,
+    center: str = "mean",
+    variance: str = "per-example",
+    min_count: int = 2,
+    center_min_count: int | None = None,
 ) -> GaussianReference:
     """MLE fit of each row of ``ref`` (targets x shadows) over the entries where ``mask`` holds.
 
@@ -48,6 +54,9 @@ def fit_reference(
     ``"global"``: one pooled within-row variance for all rows. ``center`` is the row's mean
     (the MLE) or median. Rows with fewer than ``min_count`` usable entries fall back to the
     pooled center and variance; per-example sigmas are floored at 1e-3 of the pooled one.
+    ``center_min_count`` (default ``min_count``) lowers the count a row needs to keep its own
+    center: with 1, a row of one value is centred on it, with the pooled variance (LiRA with few
+    reference models, Carlini et al. 2022).
     """
     if center not in CENTERS:
         raise InvalidInputError(f"center must be one of {CENTERS}; got {center!r}")
@@ -71,7 +80,8 @@ def fit_reference(
     else:
         with np.errstate(all="ignore"):
             mu = np.nanmedian(np.where(mask, ref, np.nan), axis=1) if ref.shape[1] else row_mean
-    mu = np.where(used, mu, pooled_mu)
+    centred = used if center_min_count is None else counts >= max(int(center_min_count), 1)
+    mu = np.where(used | centred, mu, pooled_mu)
     if variance == "per-example":
         sigma = np.sqrt(sq / np.maximum(counts, 1))
         sigma = np.where(used, np.maximum(sigma, 1e-3 * pooled_sigma), pooled_sigma)
@@ -91,20 +101,46 @@ def lrt_scores(
         raise InvalidInputError(f"cdf must be one of {CDFS}; got {cdf!r}")
     if direction not in ("greater", "less"):
         raise InvalidInputError(f"direction must be 'greater' or 'less'; got {direction!r}")
-    scale = reference.sigma
-    if cdf == "t" and reference.n is not None:
-        # the predictive distribution of one new value: t(dof) with scale s sqrt(1 + 1/n), s the unbiased
-        # estimate (MLE sigma^2 x n_used / dof; n_used = n for a row's own fit, the pooled count otherwise)
-        n = np.maximum(reference.n, 1.0)
-        scale = reference.sigma * np.sqrt(
-            np.maximum(n, reference.dof + 1) / np.maximum(reference.dof, 1.0) * (1.0 + 1.0 / n)
-        )
+    scale = _scale(reference, cdf)
     z = np.clip((np.asarray(stat, dtype=np.float64) - reference.mu) / scale, -_Z_CLIP, _Z_CLIP)
     if direction == "less":
         z = -z
     if cdf == "normal":
         return _stats().norm.logcdf(z)
     return _stats().t.logcdf(z, df=reference.dof)
+
+
+def _scale(reference: GaussianReference, cdf: str) -> np.ndarray:
+    """The scale of the fitted distribution: sigma (normal), or the Student-t predictive scale of one new value."""
+    if cdf != "t" or reference.n is None:
+        return reference.sigma
+    # the predictive distribution of one new value: t(dof) with scale s sqrt(1 + 1/n), s the unbiased
+    # estimate (MLE sigma^2 x n_used / dof; n_used = n for a row's own fit, the pooled count otherwise)
+    n = np.maximum(reference.n, 1.0)
+    return reference.sigma * np.sqrt(
+        np.maximum(n, reference.dof + 1) / np.maximum(reference.dof, 1.0) * (1.0 + 1.0 / n)
+    )
+
+
+def log_density(stat: np.ndarray, reference: GaussianReference, *, cdf: str = "normal") -> np.ndarray:
+    """Log density of ``stat`` under ``reference`` (normal, or the Student-t predictive of :func:`lrt_scores`)."""
+    if cdf not in CDFS:
+        raise InvalidInputError(f"cdf must be one of {CDFS}; got {cdf!r}")
+    scale = _scale(reference, cdf)
+    z = np.clip((np.asarray(stat, dtype=np.float64) - reference.mu) / scale, -_Z_CLIP, _Z_CLIP)
+    dens = _stats().norm.logpdf(z) if cdf == "normal" else _stats().t.logpdf(z, df=reference.dof)
+    return dens - np.log(scale)
+
+
+def two_sided_scores(
+    stat: np.ndarray, in_ref: GaussianReference, out_ref: GaussianReference, *, cdf: str = "normal"
+) -> np.ndarray:
+    """LiRA's online test (Carlini et al. 2022, Algorithm 1): log p(stat | in) - log p(stat | out).
+
+    Two-sided: a statistic far from the out-fit in either tail, and close to the in-fit, scores
+    high, so the test needs no direction.
+    """
+    return log_density(stat, in_ref, cdf=cdf) - log_density(stat, out_ref, cdf=cdf)
 
 
 @dataclass(frozen=True)
@@ -240,12 +276,17 @@ def resolve_direction(
     """``direction`` as given, or decided on the shadow game when "auto"; records where it came from.
 
     ``conventions`` gains ``direction_source``, ``shadow_auc``, ``shadow_auc_null_halfwidth`` and
-    ``direction_fallback`` (True when the game showed no signal and ``default`` was kept).
+    ``direction_fallback`` (True when the game showed no signal, or there is one reference model
+    and so no game, and ``default`` was kept).
     """
     if direction != "auto":
         conventions["direction_source"] = "fixed by the caller"
         conventions["direction_fallback"] = False
         return direction
+    if np.shape(keep)[1] < 2:  # one reference model plays no shadow game: the paper's direction
+        conventions["direction_source"] = f"the paper's direction ({default}): one reference model, no shadow game"
+        conventions["direction_fallback"] = True
+        return default
     decision = calibrate_direction(stat, target_mask, ref_mask, keep, default=default, **fit)
     conventions["direction_source"] = decision.describe()
     conventions["shadow_auc"] = decision.shadow_auc

@@ -6,7 +6,11 @@ only when an attack asks for them:
 
 - ``shadow_models``: the adversary's shadow models, with the targets' statistics under each;
 - ``shadow_recourse``: recourse of the targets under every shadow model (counterfactual distances),
-  the expensive part of a shadow world.
+  the expensive part of a shadow world (of the online reference models too, with ``online_shadow``);
+- ``online_shadow``: reference models trained on halves of the pool and the targets (LiRA's online
+  setting), each target in half of them;
+- ``recourse_queries``: recourse of extra points (a population sample) under the owner's model, each
+  one a query the attack counts and reports.
 
 ``signal`` says what an attack reads (``distance``: the released recourse; ``score``: the
 model's outputs; ``none``), so a report can keep what recourse leaks apart from what the
@@ -31,12 +35,13 @@ __all__ = [
     "ATTACK_NEEDS",
     "AttackInputs",
     "LRTOptions",
+    "RMIAOptions",
     "check_attack_names",
     "register_attack",
     "run_attack",
 ]
 
-ATTACK_NEEDS = ("shadow_models", "shadow_recourse")
+ATTACK_NEEDS = ("shadow_models", "shadow_recourse", "online_shadow", "recourse_queries")
 SIGNALS = ("distance", "score", "none")
 
 Attack = Callable[["AttackInputs"], AttackScores]
@@ -49,6 +54,8 @@ ATTACKS: Registry[Attack] = Registry(
         "recourse_privacy.attacks.random_guess",
         "recourse_privacy.attacks.direction",
         "recourse_privacy.attacks.reconstruction",
+        "recourse_privacy.attacks.online",
+        "recourse_privacy.attacks.rmia",
     ),
     needs_vocabulary=ATTACK_NEEDS,
 )
@@ -64,6 +71,21 @@ class LRTOptions:
 
 
 @dataclass(frozen=True)
+class RMIAOptions:
+    """RMIA's settings (Zarifzadeh, Liu, Shokri 2024): see :mod:`recourse_privacy.attacks.rmia`.
+
+    ``a``: the offline approximation Pr_IN(x) ~ a Pr_OUT(x) + (1 - a) (None: tuned on the adversary's
+    shadow game, as the paper tunes it on reference models); ``gamma``: the pairwise
+    likelihood-ratio threshold; ``n_population``: the population points z drawn from the
+    adversary's pool whose recourse under the owner's model is queried.
+    """
+
+    a: float | None = None
+    gamma: float = 1.0
+    n_population: int = 500
+
+
+@dataclass(frozen=True)
 class AttackInputs:
     """Everything an attack may read, all of it available to the adversary of the game.
 
@@ -71,7 +93,11 @@ class AttackInputs:
     ``recourse`` the released recourse itself; ``model`` the owner's model, queried for scores
     by the score attacks; ``X``, ``y`` the targets and their labels; ``shadow`` the statistics of
     the adversary's shadow models (None unless an attack needs them); ``X_pool``, ``y_pool``
-    the adversary's own data; ``seed`` the audit's seed.
+    the adversary's own data; ``seed`` the audit's seed. ``online_shadow`` holds the statistics of
+    the online reference models (trained on halves of the pool and the targets; None unless an attack
+    needs them); ``query_cfd(X)`` asks the owner's recourse for more points and returns the cost of
+    each released counterfactual in the audit's distance, each row one query (None where the caller
+    offers no such access).
     """
 
     cfd: np.ndarray
@@ -84,6 +110,9 @@ class AttackInputs:
     y_pool: np.ndarray | None = None
     lrt: LRTOptions = LRTOptions()
     seed: int = 0
+    online_shadow: ShadowData | None = None
+    query_cfd: Callable[[np.ndarray], np.ndarray] | None = None
+    rmia: RMIAOptions = RMIAOptions()
 
     @property
     def n_targets(self) -> int:
@@ -116,6 +145,10 @@ def run_attack(name: str, inputs: AttackInputs) -> AttackScores:
     entry = ATTACKS.get(name)
     if "shadow_models" in entry.needs and inputs.shadow is None:
         raise InvalidInputError(f"attack {name!r} needs shadow models; none were trained")
+    if "online_shadow" in entry.needs and inputs.online_shadow is None:
+        raise InvalidInputError(f"attack {name!r} needs online reference models; none were trained")
+    if "recourse_queries" in entry.needs and inputs.query_cfd is None:
+        raise InvalidInputError(f"attack {name!r} queries the owner's recourse for population points; no access given")
     scores = entry.obj(inputs)
     if not isinstance(scores, AttackScores):
         raise InvalidInputError(f"attack {name!r} returned {type(scores).__name__}, not AttackScores")

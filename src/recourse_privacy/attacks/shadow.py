@@ -5,6 +5,12 @@ matrix (as in LiRA: every pool point is in the same number of shadow training se
 targets are never in the pool, so every shadow model is an "out" model for every target
 (the offline setting of Pawelczyk et al. 2023, Algorithm 1). Pool points that some shadows trained on
 and others did not form the adversary's own labelled game, used to decide test directions.
+
+With ``online=True`` the reference models train on random halves of the pool *and the targets*
+(LiRA's online setting, Carlini et al. 2022, Algorithm 1): the keep matrix covers the targets too,
+each target in exactly half of the models (an even number of them), so that every target has in-
+and out-statistics (``ShadowData.keep_targets``). The targets' own labels ``y`` are part of the
+adversary's view of a target (x, y); their membership is never read.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import os
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +99,9 @@ class ShadowData:
     margin_targets: np.ndarray | None = None
     margin_calib: np.ndarray | None = None
     rejected_targets: np.ndarray | None = None
+    # online reference models only (None offline): target i was in reference model k's training set
+    keep_targets: np.ndarray | None = None
+    calib_index: np.ndarray | None = None  # (n_calib,) rows of the pool the calibration points are
 
     def __post_init__(self) -> None:
         if self.train_rows is None:  # unknown (e.g. built by hand): every shadow as the calibration points suggest
@@ -101,6 +110,21 @@ class ShadowData:
     @property
     def n_shadow(self) -> int:
         return int(self.cfd_targets.shape[1])
+
+    @property
+    def online(self) -> bool:
+        """Whether the targets were in some reference models' training sets (LiRA's online setting)."""
+        return self.keep_targets is not None
+
+    def subset(self, columns) -> ShadowData:
+        """The statistics of the reference models ``columns`` only (a smaller budget of the same models)."""
+        cols = np.asarray(columns, dtype=np.intp)
+        if cols.ndim != 1 or not len(cols) or cols.min() < 0 or cols.max() >= self.n_shadow:
+            raise InvalidInputError(f"columns must index the {self.n_shadow} reference models; got {columns!r}")
+        per_model = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "calib_index"}
+        return ShadowData(
+            **{k: v[..., cols] if v is not None else None for k, v in per_model.items()}, calib_index=self.calib_index
+        )
 
 
 def _entry_digest(res: dict) -> str:
@@ -182,6 +206,8 @@ def run_shadow_models(
     batched: bool = True,
     on_done: Callable[[int], None] | None = None,
     artifacts: ArtifactCache | None = None,
+    online: bool = False,
+    online_rows: np.ndarray | None = None,
 ) -> ShadowData:
     """Train ``n_shadow`` shadow models (seeded ``make_model(k)``) and collect their statistics.
 
@@ -192,12 +218,35 @@ def run_shadow_models(
     one, in ``n_jobs`` processes. With ``artifacts`` (:mod:`recourse_privacy.cache`), trained
     shadow models and their recourse are read from that content-addressed store where another
     audit or grid cell computed them, and stored there otherwise.
+
+    With ``online`` (LiRA's online setting) the models train on ``fraction`` of the pool rows
+    ``online_rows`` (default all) and the targets together, by one balanced keep matrix over both
+    (each target in exactly half of an even number of models at ``fraction`` 0.5); ``keep_targets``
+    of the result says which. The caller picks ``online_rows`` so that each model's training set
+    looks like the owner's (:func:`~recourse_privacy.audit.stages.train_online_models`). The
+    calibration points are drawn from the whole pool, as offline; those outside ``online_rows``
+    are out of every model.
     """
     n_shadow = check_positive_int(n_shadow, "shadow_models")
     rng = as_generator(random_state)
-    keep = balanced_keep(len(X_pool), n_shadow, fraction, rng)
-    calib = np.sort(rng.choice(len(X_pool), size=min(n_calibration, len(X_pool)), replace=False))
+    n_pool = len(X_pool)
+    X_train, y_train = X_pool, y_pool
+    if online:  # the reference models' training data: pool rows and the targets, rows [n_rows:] the targets
+        rows = np.arange(n_pool) if online_rows is None else np.unique(np.asarray(online_rows, dtype=np.intp))
+        if rows.size and (rows[0] < 0 or rows[-1] >= n_pool):
+            raise InvalidInputError(f"online_rows must index the {n_pool} pool rows")
+        X_train, y_train = np.vstack([X_pool[rows], X_targets]), np.concatenate([y_pool[rows], y_targets])
+    keep = balanced_keep(len(X_train), n_shadow, fraction, rng)
+    calib = np.sort(rng.choice(n_pool, size=min(n_calibration, n_pool), replace=False))
     X_c, y_c = X_pool[calib], y_pool[calib]
+    if online:  # a calibration row is in model k where it is one of online_rows that model k trained on
+        keep_calib = np.zeros((len(calib), n_shadow), dtype=bool)
+        pos = np.searchsorted(rows, calib)
+        inside = (pos < len(rows)) & (rows[np.minimum(pos, len(rows) - 1)] == calib) if len(rows) else pos < 0
+        keep_calib[inside] = keep[pos[inside]]
+        X_pool, y_pool = X_train, y_train  # what the models train on, below
+    else:
+        keep_calib = keep[calib]
     cache = Path(cache_dir) if cache_dir is not None else None
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)
@@ -212,13 +261,15 @@ def run_shadow_models(
         y_targets,
         keep,
         calib,
+        *((keep_calib,) if online else ()),
         np.frombuffer(repr((fraction, distance, need_cfd, n_calibration)).encode(), np.uint8),
     )
     results: dict[int, dict] = {}
     todo = []
+    prefix = "online_" if online else "shadow_"  # online and offline entries may share a directory
     for k in range(n_shadow):
         cached = (
-            _read_entry(cache / f"shadow_{k}.npz", inputs_key, len(X_targets), len(calib))
+            _read_entry(cache / f"{prefix}{k}.npz", inputs_key, len(X_targets), len(calib))
             if cache is not None
             else None
         )
@@ -232,9 +283,9 @@ def run_shadow_models(
     def finish(k, res):
         results[k] = res
         if cache is not None:
-            tmp = cache / f".shadow_{k}.{os.getpid()}.tmp.npz"
+            tmp = cache / f".{prefix}{k}.{os.getpid()}.tmp.npz"
             np.savez(tmp, **res, _inputs=np.array(inputs_key), _digest=np.array(_entry_digest(res)))
-            os.replace(tmp, cache / f"shadow_{k}.npz")
+            os.replace(tmp, cache / f"{prefix}{k}.npz")
         if on_done:
             on_done(k)
 
@@ -258,4 +309,10 @@ def run_shadow_models(
             finish(k, res)
 
     stack = {name: np.stack([results[k][name] for k in range(n_shadow)], axis=-1) for name in _FIELDS}
-    return ShadowData(keep_calib=keep[calib], **stack, train_rows=keep.sum(axis=0))
+    return ShadowData(
+        keep_calib=keep_calib,
+        **stack,
+        train_rows=keep.sum(axis=0),
+        keep_targets=keep[len(X_train) - len(X_targets) :] if online else None,
+        calib_index=calib,
+    )

@@ -93,6 +93,11 @@ class AuditConfig:
     n_jobs: int = 1
     # where torch trains the MLPs and searches gradient recourse: cpu | cuda | auto (CUDA where available)
     device: str = "auto"
+    # RMIA on counterfactual distances (Zarifzadeh et al. 2024): the offline a (None: tuned on the shadow game),
+    # the pairwise threshold gamma, and how many population points of the pool it queries the owner's recourse for
+    rmia_a: float | None = None
+    rmia_gamma: float = 1.0
+    rmia_population: int = 500
 
     def __post_init__(self):
         object.__setattr__(self, "attacks", tuple(self.attacks))
@@ -125,7 +130,11 @@ class AuditConfig:
                 self.effective_recourse, MODELS.get(model_name).meta["capabilities"], f"model {self.model!r}"
             )
         check_attack_names(self.attacks)
-        if self.needs_shadow_models and self.shadow_models < 2:
+        if self.rmia_a is not None:
+            check_interval(self.rmia_a, "rmia_a", 0, 1, closed="both")
+        check_interval(self.rmia_gamma, "rmia_gamma", 0, 1e12, closed="right")
+        check_positive_int(self.rmia_population, "rmia_population")
+        if (self.needs_shadow_models or self.needs_online_shadow) and self.shadow_models < 2:
             raise InvalidInputError(
                 f"the likelihood-ratio attacks need at least 2 shadow models (--shadow-models); "
                 f"got {self.shadow_models}"
@@ -272,8 +281,18 @@ class AuditConfig:
 
     @property
     def needs_shadow_recourse(self) -> bool:
-        """Whether any attack the audit runs needs recourse under every shadow model (the expensive part)."""
-        return any("shadow_recourse" in ATTACKS.get(a).needs for a in self.attack_names)
+        """Whether any attack the audit runs needs recourse under every (offline) shadow model (the expensive part)."""
+        return any({"shadow_models", "shadow_recourse"} <= ATTACKS.get(a).needs for a in self.attack_names)
+
+    @property
+    def needs_online_shadow(self) -> bool:
+        """Whether any attack the audit runs needs online reference models (trained on halves of pool and targets)."""
+        return any("online_shadow" in ATTACKS.get(a).needs for a in self.attack_names)
+
+    @property
+    def needs_online_recourse(self) -> bool:
+        """Whether an online attack needs recourse under every online reference model."""
+        return any({"online_shadow", "shadow_recourse"} <= ATTACKS.get(a).needs for a in self.attack_names)
 
     @property
     def effective_model(self) -> tuple[str, dict]:

@@ -171,9 +171,21 @@ def _play(
         )
     if shadow is not None:
         clock.lap("shadow models", report=False)
+    with workers_die_with_parent():
+        online = stages.train_online_models(
+            config, make_model, method, game, targets, cache_dir=cache, progress=clock.progress
+        )
+    if online is not None:
+        clock.lap("online reference models", report=False)
 
+    # further recourse queries (RMIA's population points) go to the owner's recourse, as the targets' did
+    query_cfd = stages.owner_cfd_query(
+        lambda X: defense.owner_recourse(config, method, targets.model, fit_X, fit_y, X)[0], config.distance
+    )
     clock.begin("attacks")
-    scores = stages.run_attacks(config, stages.attack_inputs(config, game, targets, res, cfd, shadow))
+    scores = stages.run_attacks(
+        config, stages.attack_inputs(config, game, targets, res, cfd, shadow, online, query_cfd)
+    )
     attacks, warns = stages.measure_attacks(scores, targets.is_member, seed=config.seed)
     clock.lap("attacks")
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from recourse_privacy.attacks.base import AttackScores
-from recourse_privacy.attacks.registry import ATTACKS, AttackInputs, LRTOptions, run_attack
+from recourse_privacy.attacks.registry import ATTACKS, AttackInputs, LRTOptions, RMIAOptions, run_attack
 from recourse_privacy.attacks.shadow import ShadowData, run_shadow_models
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.defenses import Defense
@@ -29,9 +29,10 @@ from recourse_privacy.metrics.intervals import paired_auc_difference
 from recourse_privacy.metrics.membership import attack_metrics
 from recourse_privacy.models.base import BaseClassifier
 from recourse_privacy.models.cached import fit_cached
+from recourse_privacy.provenance import sha256_arrays
 from recourse_privacy.recourse.base import RecourseResult
 from recourse_privacy.recourse.cached import cached_generate
-from recourse_privacy.validation import derive_seed
+from recourse_privacy.validation import as_generator, derive_seed
 
 __all__ = [
     "GameData",
@@ -45,6 +46,8 @@ __all__ = [
     "run_attacks",
     "shadow_summary",
     "summarize_recourse",
+    "owner_cfd_query",
+    "train_online_models",
     "train_owner",
     "train_shadow_models",
 ]
@@ -236,6 +239,84 @@ def owner_recourse(
     return defense.owner_recourse(config, method, targets.model, fit_X, fit_y, targets.X)
 
 
+def train_online_models(
+    config: AuditConfig,
+    make_model: Callable[[int], BaseClassifier],
+    method,
+    game: GameData,
+    targets: Targets,
+    *,
+    cache_dir: Path | None,
+    progress: Progress,
+) -> ShadowData | None:
+    """LiRA's online reference models (halves of the pool and the targets); None when no attack needs them.
+
+    ``config.shadow_models`` of them, seeded apart from the offline shadow models, on a balanced keep
+    matrix over pool rows and the targets (each target in half of them); the targets' labels are the
+    adversary's view of each target, their membership is not read.
+
+    The pool rows are chosen so that every model's training set is made like the owner's: the owner's
+    members are the rejected ones (targets) and accepted ones, so the pool rows joining the targets are
+    2 n_members - n_targets rows the owner's model accepts (its decisions on the pool, queries the
+    adversary makes), and half of the targets plus half of those rows is n_members rows, about half of
+    them rejected, as in the owner's training set. (Random pool rows instead would give training sets
+    richer in rejected points than the owner's, whose models are more confident on the targets: every
+    target would then look "out".) Where the pool has too few accepted rows, all of them join.
+    """
+    if not config.needs_online_shadow:
+        return None
+    progress("online reference models", 0, config.shadow_models)
+    done = [0]
+
+    def on_done(_k: int) -> None:
+        done[0] += 1
+        progress("online reference models", done[0], config.shadow_models)
+
+    return run_shadow_models(
+        lambda k: make_model(derive_seed(config.seed, 300 + k)),
+        method,
+        game.X_pool,
+        game.y_pool,
+        targets.X,
+        targets.y,
+        n_shadow=config.shadow_models,
+        fraction=0.5,
+        n_calibration=config.n_calibration,
+        distance=config.distance,
+        need_cfd=config.needs_online_recourse,
+        random_state=derive_seed(config.seed, 7),
+        cache_dir=cache_dir,
+        n_jobs=config.n_jobs,
+        on_done=on_done,
+        online=True,
+        online_rows=online_pool_rows(targets.model, game.X_pool, len(game.X_members), len(targets.X), config.seed),
+    )
+
+
+def online_pool_rows(
+    model: BaseClassifier, X_pool: np.ndarray, n_members: int, n_targets: int, seed: int
+) -> np.ndarray:
+    """2 n_members - n_targets pool rows the owner's model accepts (a seeded random choice; all if fewer)."""
+    accepted = np.flatnonzero(model.predict(X_pool) == 1)
+    n = min(max(2 * n_members - n_targets, 0), len(accepted))
+    return np.sort(as_generator(derive_seed(seed, 8)).choice(accepted, size=n, replace=False))
+
+
+def owner_cfd_query(query: Callable[[np.ndarray], RecourseResult], distance: str) -> Callable[[np.ndarray], np.ndarray]:
+    """The owner's recourse as a query API returning distances; the last answer is kept, so two attacks
+    asking for the same points (RMIA offline and online) cost one computation."""
+    memo: dict[str, np.ndarray] = {}
+
+    def ask(X: np.ndarray) -> np.ndarray:
+        key = sha256_arrays(np.ascontiguousarray(X))
+        if key not in memo:
+            memo.clear()
+            memo[key] = query(X).distance(distance) if len(X) else np.zeros(0)
+        return memo[key]
+
+    return ask
+
+
 def run_attacks(config: AuditConfig, inputs: AttackInputs) -> dict[str, AttackScores]:
     """Every configured attack's scores, by name, through the attack registry."""
     return {name: run_attack(name, inputs) for name in config.attack_names}
@@ -248,6 +329,8 @@ def attack_inputs(
     recourse: RecourseResult,
     cfd: np.ndarray,
     shadow: ShadowData | None,
+    online_shadow: ShadowData | None = None,
+    query_cfd: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> AttackInputs:
     """What the adversary sees, for the attacks."""
     return AttackInputs(
@@ -261,6 +344,9 @@ def attack_inputs(
         y_pool=game.y_pool,
         lrt=LRTOptions(center=config.center, variance=config.variance, cdf=config.cdf),
         seed=config.seed,
+        online_shadow=online_shadow,
+        query_cfd=query_cfd,
+        rmia=RMIAOptions(a=config.rmia_a, gamma=config.rmia_gamma, n_population=config.rmia_population),
     )
 
 

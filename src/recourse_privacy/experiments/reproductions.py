@@ -17,7 +17,12 @@ __all__ = ["REPRODUCTIONS", "register_reproduction"]
 
 #: name -> fn(out_dir, *, seeds, console)
 REPRODUCTIONS: Registry[Callable[..., None]] = Registry(
-    "reproduction", builtins=("recourse_privacy.experiments.yang2022", "recourse_privacy.experiments.pentyala2023")
+    "reproduction",
+    builtins=(
+        "recourse_privacy.experiments.yang2022",
+        "recourse_privacy.experiments.pentyala2023",
+        "recourse_privacy.experiments.reference_budget",
+    ),
 )
 
 
