@@ -192,30 +192,54 @@ def train_shadow_models(
     """The adversary's shadow models and the targets' statistics under each; None when no attack needs them."""
     if not config.needs_shadow_models:
         return None
-    progress("shadow models", 0, config.shadow_models)
+    return _reference_models(
+        config,
+        lambda k: make_model(derive_seed(config.seed, 100 + k)),
+        method,
+        game,
+        targets,
+        stage="shadow models",
+        progress=progress,
+        fraction=config.shadow_fraction,
+        need_cfd=config.needs_shadow_recourse,
+        random_state=derive_seed(config.seed, 4),
+        cache_dir=cache_dir,
+        artifacts=artifacts,
+    )
+
+
+def _reference_models(
+    config: AuditConfig,
+    make_model,
+    method,
+    game: GameData,
+    targets: Targets,
+    *,
+    stage: str,
+    progress: Progress,
+    **options,
+) -> ShadowData:
+    """:func:`run_shadow_models` on the adversary's pool and the targets, reporting each finished model to ``progress``."""
+    progress(stage, 0, config.shadow_models)
     done = [0]
 
     def on_done(_k: int) -> None:
         done[0] += 1
-        progress("shadow models", done[0], config.shadow_models)
+        progress(stage, done[0], config.shadow_models)
 
     return run_shadow_models(
-        lambda k: make_model(derive_seed(config.seed, 100 + k)),
+        make_model,
         method,
         game.X_pool,
         game.y_pool,
         targets.X,
         targets.y,
         n_shadow=config.shadow_models,
-        fraction=config.shadow_fraction,
         n_calibration=config.n_calibration,
         distance=config.distance,
-        need_cfd=config.needs_shadow_recourse,
-        random_state=derive_seed(config.seed, 4),
-        cache_dir=cache_dir,
         n_jobs=config.n_jobs,
         on_done=on_done,
-        artifacts=artifacts,
+        **options,
     )
 
 
@@ -265,29 +289,18 @@ def train_online_models(
     """
     if not config.needs_online_shadow:
         return None
-    progress("online reference models", 0, config.shadow_models)
-    done = [0]
-
-    def on_done(_k: int) -> None:
-        done[0] += 1
-        progress("online reference models", done[0], config.shadow_models)
-
-    return run_shadow_models(
+    return _reference_models(
+        config,
         lambda k: make_model(derive_seed(config.seed, 300 + k)),
         method,
-        game.X_pool,
-        game.y_pool,
-        targets.X,
-        targets.y,
-        n_shadow=config.shadow_models,
+        game,
+        targets,
+        stage="online reference models",
+        progress=progress,
         fraction=0.5,
-        n_calibration=config.n_calibration,
-        distance=config.distance,
         need_cfd=config.needs_online_recourse,
         random_state=derive_seed(config.seed, 7),
         cache_dir=cache_dir,
-        n_jobs=config.n_jobs,
-        on_done=on_done,
         online=True,
         online_rows=online_pool_rows(targets.model, game.X_pool, len(game.X_members), len(targets.X), config.seed),
     )
