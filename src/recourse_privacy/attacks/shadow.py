@@ -292,8 +292,8 @@ def run_shadow_models(
     models = [make_model(k) for k in todo]
     if batched and can_batch(models):
         # all shadow networks trained at once (stacked weights), then queried one by one
-        rows = [np.flatnonzero(keep[:, k]) for k in todo]
-        fit_batch_cached(models, X_pool, y_pool, rows, artifacts, fit_mlps_batched, role="shadow models")
+        train_sets = [np.flatnonzero(keep[:, k]) for k in todo]
+        fit_batch_cached(models, X_pool, y_pool, train_sets, artifacts, fit_mlps_batched, role="shadow models")
         for k, model in zip(todo, models):
             finish(k, _shadow_stats(k, model, *args[1:]))
     elif n_jobs == 1 or len(todo) <= 1:
