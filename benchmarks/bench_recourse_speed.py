@@ -37,7 +37,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the table-2 reproduction's data setups: (members, non-members, adversary rows, MLP parameters)
-SETUPS = {"heloc": (3000, 3000, 3800, {"lr": 1e-3}), "adult": (5000, 5000, 5000, {})}
+SETUPS = {
+    "heloc": (3000, 3000, 3800, {"lr": 1e-3}),
+    "adult": (5000, 5000, 5000, {}),
+    "diabetes": (5000, 5000, 5000, {}),
+}
 METHODS = ("gs", "cchvae", "revise", "face")
 
 

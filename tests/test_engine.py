@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from recourse_privacy.audit import AuditConfig
 from recourse_privacy.experiments.engine import run_spec
 from recourse_privacy.experiments.results import plot_results, result_tables
 from recourse_privacy.experiments.spec import SpecError, list_reproductions, load_spec, spec_from_dict
@@ -124,6 +125,30 @@ def test_with_overrides_and_skip_of_unavailable_cells():
     assert {c.config.shadow_models for c in more.cells} == {4} and len(more.cells) == 3
     with pytest.raises(SpecError, match="grid axis"):
         spec.with_overrides(fixed={"recourse": "linear"})
+
+
+def test_cells_start_costliest_first(tmp_path, monkeypatch):
+    """Longest-processing-time order: black-box searches and large pools before gradient recourse."""
+    from recourse_privacy.experiments import engine
+
+    spec = spec_from_dict(
+        {
+            "name": "order",
+            "fixed": {"dataset": "synthetic", "model": "mlp", "shadow_models": 2},
+            "grid": {"n_members": [100, 400], "recourse": ["scfe", "gs", "cchvae"]},
+        }
+    )
+    costs = {c.label: engine.estimated_cost(c.config) for c in spec.cells}
+    started: list[str] = []
+
+    def fake_run_cell(config, labels, name, root, **kw):  # records the order, runs nothing
+        started.append(f"{config['recourse']}{config['n_members']}")
+        return {"hash": AuditConfig.from_dict(config).digest(), "status": "failed", "error": "not run"}
+
+    monkeypatch.setattr(engine, "run_cell", fake_run_cell)
+    run_spec(spec, tmp_path / "out", n_jobs=1, cache_dir="off", progress=False)
+    assert started == ["cchvae400", "gs400", "cchvae100", "gs100", "scfe400", "scfe100"]
+    assert costs["n_members=400 recourse=cchvae seed=0"] == 4 * costs["n_members=100 recourse=cchvae seed=0"]
 
 
 def test_shipped_reproductions_load_and_validate():

@@ -16,6 +16,7 @@ from recourse_privacy.models import TorchModel, make_model
 from recourse_privacy.models.torch_utils import chain_logits, linear_chain
 from recourse_privacy.recourse import CCHVAE, ActionSet, GrowingSpheres, fit_for
 from recourse_privacy.recourse.base import NORM_ORD
+from recourse_privacy.recourse.cchvae import _decoded_screen
 from recourse_privacy.recourse.face import gaussian_log_density, midpoint_log_density
 from recourse_privacy.recourse.growing_spheres import search_seed, shell_draws
 
@@ -148,11 +149,37 @@ def test_gs_with_an_action_set_gives_the_plain_searchs_counterfactuals(mlp):
     np.testing.assert_array_equal(res.n_iter, n_iter)
 
 
-def test_cchvae_gives_the_plain_searchs_counterfactuals(mlp):
+@pytest.mark.parametrize("kind", ["mlp", "deep", "logistic", "no-screen"])
+def test_cchvae_gives_the_plain_searchs_counterfactuals(mlp, kind):
+    """Screened through ``affine_logits`` (or not, for a network of another form), the same search.
+
+    The screened search decodes only the candidates it cannot rule out, the plain one all of a
+    shell's: the decoder's float64 products then round in other blocks, so counterfactuals agree
+    to float64 rounding (1e-15 relative), and the shell of every row exactly.
+    """
     model, X, y, Xr = mlp
-    method = fit_for(CCHVAE(n_search_samples=100, random_state=0), X, y, model)
-    res = method.generate(model, Xr[:25])
+    if kind == "deep":
+        model = make_model("mlp", hidden_layers=(32, 16), epochs=30, lr=1e-2, random_state=0).fit(X, y)
+    elif kind == "logistic":
+        model = make_model("logistic").fit(X, y)
+    elif kind == "no-screen":
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1)).double()
+        opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+        Xt, yt = torch.as_tensor(X), torch.as_tensor(y, dtype=torch.float64)
+        for _ in range(200):
+            opt.zero_grad()
+            torch.nn.functional.binary_cross_entropy_with_logits(net(Xt)[:, 0], yt).backward()
+            opt.step()
+        model = TorchModel(net.requires_grad_(False), n_features=6)
+        assert model.affine_logits(np.zeros((1, 1, 20)), np.zeros((6, 20)), np.zeros(6), np.zeros((1, 20))) is None
+    Xr = X[model.predict(X) == 0]
+    # a decoder hidden layer of 4 < 6 features: the screen folds it into the model (where it can)
+    method = fit_for(CCHVAE(n_search_samples=100, vae_params={"hidden_layers": (4,)}, random_state=0), X, y, model)
     vae = method.vae_
+    screen = _decoded_screen(model, vae, vae.encode(Xr[:2]))
+    assert (screen(np.arange(2), np.zeros((3, 8))) is not None) == (kind != "no-screen")
+    res = method.generate(model, Xr[:25])
 
     def candidates(rows, latents):
         m, s, k = latents.shape
@@ -169,8 +196,44 @@ def test_cchvae_gives_the_plain_searchs_counterfactuals(mlp):
         max_iter=1000,
         seed=search_seed(method.seed_),
     )
-    np.testing.assert_array_equal(res.counterfactuals, X_cf)
+    np.testing.assert_allclose(res.counterfactuals, X_cf, rtol=1e-13, atol=1e-13)
     np.testing.assert_array_equal(res.n_iter, n_iter)
+    assert res.valid.all()
+
+
+@pytest.mark.parametrize("kind", ["mlp", "deep", "logistic"])
+def test_affine_logits_are_within_their_bound_and_tight(mlp, kind):
+    """At decoded points, the screen's logits are within their bound of the model's own, and the bound is small."""
+    model, X, y, Xr = mlp
+    if kind == "deep":
+        model = make_model("mlp", hidden_layers=(32, 16), epochs=30, lr=1e-2, random_state=0).fit(X, y)
+    elif kind == "logistic":
+        model = make_model("logistic").fit(X, y)
+    vae = fit_for(CCHVAE(random_state=0), X, y, model).vae_
+    assert _decoded_screen(model, vae, vae.encode(Xr[:2])) is None  # q = 20 >= 6 features: no gain, no screen
+    A, a0 = vae.linear_head()
+    codes = vae.encode(Xr[:30])
+    offsets = np.random.default_rng(3).laplace(size=(200, codes.shape[1])) * 2.0
+    Z = codes[:, None, :] + offsets[None]
+    H = vae.hidden(Z.reshape(-1, Z.shape[2])).reshape(30, 200, -1)
+    decoded = vae.decode(Z.reshape(-1, Z.shape[2]))
+    np.testing.assert_allclose(H.reshape(-1, H.shape[2]) @ A.T + a0, decoded, rtol=1e-12, atol=1e-12)
+    h_err = vae.hidden_error(np.abs(Z).max(axis=1))
+    assert (h_err > 0).all() and (h_err < 1e-12 * (1 + H.max(axis=1))).all()
+    logits, bound = model.affine_logits(H, A, a0, h_err)
+    bound = bound if bound.ndim == 2 else np.repeat(bound[:, None], 200, axis=1)  # per row or per candidate
+    exact = model.decision_function(decoded).reshape(30, 200)
+    err = np.abs(logits - exact)
+    assert (err <= bound).all()
+    assert err.max() > 0 or kind == "logistic"  # float32: the two ways of computing differ, within the bound
+    assert np.median(bound) < 1e-3 * np.median(np.abs(exact))  # and the bound is small next to the logits
+
+
+def test_a_vae_with_immutable_features_has_no_linear_head(mlp):
+    model, X, y, _ = mlp
+    aset = ActionSet(np.eye(6, dtype=bool)[5], np.zeros(6, bool), np.full(6, -np.inf), np.full(6, np.inf))
+    vae = fit_for(CCHVAE(action_set=aset, random_state=0), X, y, model).vae_
+    assert vae.linear_head() is None
 
 
 def test_face_kde_is_the_exact_gaussian_kde():

@@ -74,6 +74,18 @@ class BaseClassifier:
         """
         return None
 
+    def affine_logits(
+        self, H: np.ndarray, A: np.ndarray, a0: np.ndarray, h_err: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Logits (m, s) at the points ``A @ H[i, j] + a0`` and bounds (m,) or (m, s) on their error, or None where not available.
+
+        For searches whose candidates are an affine image of a short code ``H`` (m, s, q), such as
+        the last hidden layer of C-CHVAE's decoder: a model whose first layer is linear folds ``A``
+        into it. The model's own logit at the float64 point ``A @ H'[i, j] + a0``, for any codes
+        ``H'`` within ``h_err[i]`` (m, q) of ``H``, is within ``bound[i]`` of the value returned.
+        """
+        return None
+
     def _check_fitted(self) -> None:
         if not getattr(self, "fitted_", False):
             raise NotFittedError(f"{type(self).__name__} is not fitted; call fit(X, y) first")
@@ -101,6 +113,18 @@ class LinearClassifier(BaseClassifier):
         k = len(w) + 4
         u = np.finfo(np.float64).eps / 2
         return logits, 4.0 * k * u / (1 - k * u) * mag
+
+    def affine_logits(
+        self, H: np.ndarray, A: np.ndarray, a0: np.ndarray, h_err: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Logits ``H (A^T w) + (a0 . w + b)`` (m, s) in float64 and their error bound (m,) (see the base class)."""
+        w = self.coef_
+        logits = H @ (A.T @ w) + (a0 @ w + self.intercept_)
+        wa = np.abs(A).T @ np.abs(w)  # (q,)
+        mag = (np.abs(H).max(axis=1) + h_err) @ wa + np.abs(a0) @ np.abs(w) + abs(self.intercept_)
+        k = len(w) + H.shape[2] + 8
+        u = np.finfo(np.float64).eps / 2
+        return logits, 4.0 * k * u / (1 - k * u) * mag + 2.0 * h_err @ wa
 
     def torch_module(self):
         """A float64 ``torch.nn.Linear`` computing the same logit, for gradient-based recourse."""
@@ -139,6 +163,19 @@ class TorchBackedClassifier(BaseClassifier):
         self._check_fitted()
         layers = linear_chain(self.module_)
         return None if layers is None else shifted_chain_logits(layers, X, offsets)
+
+    def affine_logits(
+        self, H: np.ndarray, A: np.ndarray, a0: np.ndarray, h_err: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """For a ``Linear, ReLU, ..., Linear`` network, logits at every ``A @ H[i, j] + a0`` and their error bound.
+
+        See :func:`~recourse_privacy.models.torch_utils.affine_chain_logits`; None for other networks.
+        """
+        from recourse_privacy.models.torch_utils import affine_chain_logits, linear_chain
+
+        self._check_fitted()
+        layers = linear_chain(self.module_)
+        return None if layers is None else affine_chain_logits(layers, H, A, a0, h_err)
 
     def torch_module(self):
         """The fitted network as a module mapping (n, d) tensors to (n,) logits."""

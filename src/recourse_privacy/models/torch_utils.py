@@ -153,18 +153,19 @@ def chain_logits(layers, X) -> torch.Tensor:
 def _chain_logits(layers, X) -> torch.Tensor:
     W0 = layers[0][0]
     X = torch.as_tensor(X, dtype=W0.dtype, device=W0.device)
-    out = torch.empty(len(X), 1, dtype=W0.dtype, device=W0.device)
+    n_out = layers[-1][0].shape[0]  # 1 for a module's logit; more where a caller stacks extra outputs
+    out = torch.empty(len(X), n_out, dtype=W0.dtype, device=W0.device)
     if len(layers) == 1:  # a single Linear(d, 1): the module's chunks of 8,192 rows
         for lo in range(0, len(X), 8192):
             torch.addmm(layers[0][1], X[lo : lo + 8192], W0.T, out=out[lo : lo + 8192])
-        return out.reshape(len(X))
+        return out.reshape(len(X)) if n_out == 1 else out
     rows = _block_rows(max(W.shape[0] for W, _ in layers))
     bufs = _buffers(layers, rows, W0)
     W, b = layers[0]
     for lo in range(0, len(X), rows):
         h = torch.addmm(b, X[lo : lo + rows], W.T, out=bufs[0][: min(rows, len(X) - lo)])
         _chain_rest(layers, h, out[lo : lo + rows], bufs[1:])
-    return out.reshape(len(X))
+    return out.reshape(len(X)) if n_out == 1 else out
 
 
 @torch.no_grad()
@@ -215,3 +216,68 @@ def _shifted_chain_logits(layers, X: np.ndarray, offsets: np.ndarray) -> tuple[n
         h = torch.add(A[lo : lo + m, None, :], B[None], out=buf[:m]).reshape(m * s, -1)
         _chain_rest(layers, h, out[lo : lo + m].reshape(m * s, 1), bufs)
     return out.reshape(n, s).double().cpu().numpy(), bound
+
+
+def _gamma(k: int, dtype) -> float:
+    """Higham's gamma_k = k u / (1 - k u) for ``dtype`` (2002, section 3.1): the relative error bound of a k-term sum."""
+    u = torch.finfo(dtype).eps / 2
+    return k * u / (1 - k * u)
+
+
+@torch.no_grad()
+def affine_chain_logits(layers, H: np.ndarray, A: np.ndarray, a0: np.ndarray, h_err: np.ndarray):
+    """Logits (m, s) of a :func:`linear_chain` at the points ``A @ H[i, j] + a0``, and bounds (m, s) on their error.
+
+    For searches whose candidates are an affine image of a short code (a VAE decoder's last hidden
+    layer: C-CHVAE): the first layer folds into ``M = W1 A`` (width x q) and ``m0 = W1 a0 + b1``, so
+    each candidate costs a product with q columns instead of d. The bound covers the difference to
+    the module's own logit at the float64 point ``A @ H'[i, j] + a0`` cast to the layers' dtype, for
+    any codes ``H'`` within ``h_err[i]`` (m, q) of ``H`` (the caller's own evaluation of the codes).
+    Each layer of either computation rounds by at most ``gamma_k (|W| |input| + |b|)`` (Higham
+    2002, section 3.5; the first layers: ``gamma_{d+4}`` and ``gamma_{q+6}``, which also cover the
+    casts); those errors carry through ``|W|`` of the later layers. Every magnitude before the last
+    layer is affine in ``|H|`` (``|W1||A| |h| + |W1||a0| + |b1|``, then through ``|W|``), so it is
+    evaluated per candidate from q numbers; the last layer's is the candidate's own ``|w| relu(.)``,
+    computed beside its logit. The sum is doubled.
+    """
+    with torch_threads(1):
+        return _affine_chain_logits(layers, H, A, a0, h_err)
+
+
+def _np64(t: torch.Tensor) -> np.ndarray:
+    return t.detach().double().cpu().numpy()
+
+
+def _affine_chain_logits(layers, H, A, a0, h_err):
+    W1, b1 = layers[0]
+    dtype, device = W1.dtype, W1.device
+    m, s, q = H.shape
+    W64, b64 = _np64(W1), _np64(b1)
+    fused = [
+        (
+            torch.as_tensor(W64 @ A, dtype=dtype, device=device),
+            torch.as_tensor(W64 @ a0 + b64, dtype=dtype, device=device),
+        )
+    ]
+    # magnitudes of the first layer's pre-activations, affine in |h|: G |h| + g0
+    G, g0 = np.abs(W64) @ np.abs(A), np.abs(W64) @ np.abs(a0) + np.abs(b64)
+    gam = _gamma(W1.shape[1] + 4, dtype) + _gamma(q + 6, dtype)  # the two computations' first layers
+    EG, Eg0, D = gam * G, gam * g0, G  # rounding so far (affine in |h|); D: how the codes' own error h_err carries
+    for k, (W_, b_) in enumerate(layers[1:], start=1):
+        Wa, ba = np.abs(_np64(W_)), np.abs(_np64(b_))
+        EG, Eg0, D = Wa @ EG, Wa @ Eg0, Wa @ D
+        if k < len(layers) - 1:  # a middle layer: its own rounding on its magnitude (the last one's is per candidate)
+            G, g0 = Wa @ G, Wa @ g0 + ba
+            gam = 2.0 * _gamma(W_.shape[1] + 2, dtype)
+            EG, Eg0 = EG + gam * G, Eg0 + gam * g0
+    bound = (np.abs(H).reshape(m * s, q) @ EG[0]).reshape(m, s) + (h_err @ EG[0] + Eg0[0])[:, None]
+    bound = 2.0 * bound + 2.0 * (h_err @ D[0])[:, None]
+    if len(layers) == 1:  # a single Linear(d, 1): its rounding is the first layer's
+        logits = _chain_logits(fused, H.reshape(m * s, q))
+        return logits.reshape(m, s).double().cpu().numpy(), bound
+    # the last layer gives the logit and, in a second output, its own magnitude |w| relu(.) + |b|
+    W_L, b_L = layers[-1]
+    last = (torch.cat([W_L, W_L.abs()]), torch.cat([b_L, b_L.abs()]))
+    out = _chain_logits(fused + list(layers[1:-1]) + [last], H.reshape(m * s, q)).double().cpu().numpy()
+    bound += 2.0 * (2.0 * _gamma(W_L.shape[1] + 2, dtype)) * out[:, 1].reshape(m, s)
+    return out[:, 0].reshape(m, s), bound

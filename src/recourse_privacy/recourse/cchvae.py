@@ -17,6 +17,7 @@ from recourse_privacy.validation import check_positive_float, check_positive_int
     "cchvae",
     description="C-CHVAE (Pawelczyk et al.): growing-shell search in a VAE's latent space, batched",
     needs=("fitting_data",),
+    cost=100,
 )
 class CCHVAE(VAEBackedMethod):
     """C-CHVAE (Pawelczyk, Broelemann and Kasneci 2020; Pawelczyk et al. 2023, Appendix C.2), batched.
@@ -90,11 +91,12 @@ class CCHVAE(VAEBackedMethod):
             m, s, k = latents.shape
             x = np.repeat(X[rows], s, axis=0)
             out = vae.decode(latents.reshape(m * s, k), x)
-            return (out if aset is None else aset.project(out, x)).reshape(m, s, -1)
+            return (out if aset is None else aset.project(out, x)).reshape(m, s, X.shape[1])
 
+        codes = vae.encode(X)
         X_cf, _, n_iter = shell_search(
             X,
-            vae.encode(X),
+            codes,
             candidates,
             model,
             n_samples=self.n_search_samples,
@@ -102,5 +104,31 @@ class CCHVAE(VAEBackedMethod):
             step=self.step,
             max_iter=self.max_iter,
             seed=seed,
+            screen=_decoded_screen(model, vae, codes) if aset is None else None,
         )
         return SearchOutput(X_cf, n_iter, info=info)
+
+
+def _decoded_screen(model, vae, codes: np.ndarray):
+    """Scores of decoded candidates without decoding them: the model's ``affine_logits`` on the decoder's last hidden layer.
+
+    A decoded row is ``A h + a0`` (:meth:`~recourse_privacy.recourse.vae.VAE.linear_head`), so a
+    model whose first layer is linear scores it with q = 20 columns instead of d; the
+    candidates its bound cannot rule out are then decoded and scored by the model itself.
+    None where the model or the VAE (immutable features) does not allow it, or where q >= d.
+    """
+    affine = getattr(model, "affine_logits", None)
+    head = vae.linear_head()
+    if affine is None or head is None:
+        return None
+    A, a0 = head
+    if A.shape[1] >= A.shape[0]:  # the code is no shorter than a row: folding saves nothing
+        return None
+
+    def screen(rows, offsets):
+        Z = codes[rows, None, :] + offsets[None]  # the latents the search decodes, the same floats
+        m, s, k = Z.shape
+        H = vae.hidden(Z.reshape(m * s, k)).reshape(m, s, -1)
+        return affine(H, A, a0, vae.hidden_error(np.abs(Z).max(axis=1)))
+
+    return screen

@@ -24,6 +24,7 @@ FEATURE_WEIGHTS = ("inverse_mad", "unit")
     "dice",
     description="Mothilal et al. DiCE: k diverse counterfactuals (hinge + proximity - DPP), batched",
     needs=("gradients", "fitting_data"),
+    cost=30,
 )
 class DiverseCounterfactuals:
     """Mothilal et al.'s DiCE: ``total_cfs`` counterfactuals per point from one gradient objective.

@@ -23,6 +23,7 @@ _MIN_WEIGHT = 1e-12  # scipy.sparse.csgraph reads a stored 0 as an edge only in 
     "face",
     description="Poyiadzi et al. FACE: shortest density-weighted paths on a graph of data points",
     needs=("fitting_data",),
+    cost=10,
 )
 class FACE:
     """Poyiadzi et al.'s FACE: shortest density-weighted paths from a query to accepted data points.

@@ -30,6 +30,9 @@ from recourse_privacy.validation import (
 #: candidates evaluated per model call at most (rows x samples), which bounds memory
 MAX_CANDIDATES = 1 << 17
 
+#: ``screen(rows, offsets) -> (logits (m, s), bound (m,) or (m, s)) | None``: see :func:`shell_search`
+Screen = Callable[[np.ndarray, np.ndarray], "tuple[np.ndarray, np.ndarray] | None"]
+
 
 def search_seed(random_state) -> int:
     """The base seed of one search: from an int, reproducibly; a Generator is advanced once; None is fresh."""
@@ -82,7 +85,7 @@ def shell_search(
     max_iter: int,
     seed: int,
     max_candidates: int = MAX_CANDIDATES,
-    shifted: bool = False,
+    screen: Screen | None = None,
 ):
     """Search growing shells around ``centers`` until each row has a valid candidate.
 
@@ -95,22 +98,24 @@ def shell_search(
     rows never accepted keep their factual, ``found`` False and ``n_iter`` -1; ``n_iter`` is
     the (1-based) shell where recourse was found.
 
-    ``shifted=True`` says that the candidates are the factual plus the offset, ``X[rows] +
-    (points - centers[rows])`` (Growing Spheres without an action set). A model with
-    :meth:`~recourse_privacy.models.base.BaseClassifier.shifted_logits` then scores every
-    row's offsets from two small products, and only the candidates it cannot rule out (a
-    logit within its error bound of acceptance) are built and scored by the model itself, so
-    the result is the one of scoring every candidate.
+    ``screen(rows, offsets)``, where given, returns the model's logits (m, s) at the
+    candidates of ``rows`` for the shell's ``offsets`` computed a cheaper way, with bounds
+    (m,) or (m, s) on their difference to the model's own logits, or None (score the candidates
+    themselves). Only the candidates it cannot rule out (a logit within its bound of
+    acceptance) are built and scored by the model itself, so the result is the one of scoring
+    every candidate: Growing Spheres screens with
+    :meth:`~recourse_privacy.models.base.BaseClassifier.shifted_logits`, C-CHVAE with
+    :meth:`~recourse_privacy.models.base.BaseClassifier.affine_logits`.
     """
     from recourse_privacy.models.torch_utils import torch_threads
 
     p = NORM_ORD[check_norm(norm)]
     # many small blocks: one thread, which never waits for a second core another process holds
     with torch_threads(1):
-        return _shell_loop(X, centers, candidates, model, n_samples, p, step, max_iter, seed, max_candidates, shifted)
+        return _shell_loop(X, centers, candidates, model, n_samples, p, step, max_iter, seed, max_candidates, screen)
 
 
-def _shell_loop(X, centers, candidates, model, n_samples, p, step, max_iter, seed, max_candidates, shifted):
+def _shell_loop(X, centers, candidates, model, n_samples, p, step, max_iter, seed, max_candidates, screen):
     """The loop of :func:`shell_search` (``p``: the norm's order)."""
     n = len(X)
     X_cf = X.copy()
@@ -125,7 +130,7 @@ def _shell_loop(X, centers, candidates, model, n_samples, p, step, max_iter, see
         hit = np.zeros(len(active), dtype=bool)
         for lo in range(0, len(active), chunk):
             rows = active[lo : lo + chunk]
-            r, j, cand = _accepted(X, centers, candidates, model, rows, offsets, shifted)
+            r, j, cand = _accepted(X, centers, candidates, model, rows, offsets, screen)
             # per row, the accepted candidate closest to the factual; ties: the first sample (argmin's rule)
             dist = np.linalg.norm(cand - X[rows[r]], ord=p, axis=1)
             order = np.lexsort((j, dist, r))
@@ -138,24 +143,22 @@ def _shell_loop(X, centers, candidates, model, n_samples, p, step, max_iter, see
     return X_cf, found, n_iter
 
 
-def _accepted(X, centers, candidates, model, rows, offsets, shifted):
+def _accepted(X, centers, candidates, model, rows, offsets, screen):
     """The candidates of one block that the model accepts: ``(r, j, cand)``, row (index into ``rows``), sample, point.
 
-    Without a shortcut every candidate is built and scored (``model.search_logits``). With
-    ``shifted`` and a model giving ``shifted_logits``, only the candidates its error bound
-    cannot rule out are built (``candidates`` on those (row, sample) pairs) and scored by the
-    model itself: the same accepted set.
+    Without a screen every candidate is built and scored (``model.search_logits``). With one,
+    only the candidates its error bound cannot rule out are built (``candidates`` on those
+    (row, sample) pairs) and scored by the model itself: the same accepted set.
     """
-    shortcut = getattr(model, "shifted_logits", None) if shifted else None
-    fast = shortcut(X[rows], offsets) if shortcut is not None else None
+    fast = screen(rows, offsets) if screen is not None else None
     score = getattr(model, "search_logits", model.decision_function)  # a protocol-only model has decision_function
     if fast is None:
         cand = candidates(rows, centers[rows, None, :] + offsets[None]).reshape(-1, X.shape[1])  # (m * s, d)
         ok = np.flatnonzero(score(cand) >= 0)
         r, j = np.divmod(ok, len(offsets))
         return r, j, cand[ok]
-    logits, bound = fast
-    r, j = np.nonzero(logits >= -bound[:, None])
+    logits, bound = fast  # bound: one per row (m,) or per candidate (m, s)
+    r, j = np.nonzero(logits >= -(bound if bound.ndim == 2 else bound[:, None]))
     cand = candidates(rows[r], centers[rows[r], None, :] + offsets[j, None, :])[:, 0]  # (pairs, d)
     ok = score(cand) >= 0
     return r[ok], j[ok], cand[ok]
@@ -165,6 +168,7 @@ def _accepted(X, centers, candidates, model, rows, offsets, shifted):
     "gs",
     description="Growing Spheres (Laugel et al.): random search in growing L2 (or L1) shells, batched",
     needs=("fitting_data",),
+    cost=30,
 )
 class GrowingSpheres:
     """Growing Spheres (Laugel et al. 2017; Pawelczyk et al. 2023, Appendix C.2), batched over all points.
@@ -266,11 +270,19 @@ class GrowingSpheres:
             step=self.step,
             max_iter=self.max_iter,
             seed=seed,
-            shifted=self.action_set is None,
+            screen=_shifted_screen(model, X) if self.action_set is None else None,
         )
         if self.feature_selection:
             X_cf = select_features(model, X, X_cf, n_iter > 0)
         return SearchOutput(X_cf, n_iter)
+
+
+def _shifted_screen(model, X: np.ndarray) -> Screen | None:
+    """Growing Spheres' screen without an action set (candidates ``X[rows] + offsets``): the model's ``shifted_logits``."""
+    shifted = getattr(model, "shifted_logits", None)
+    if shifted is None:
+        return None
+    return lambda rows, offsets: shifted(X[rows], offsets)
 
 
 def select_features(model, X: np.ndarray, X_cf: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.registry import register_recourse
 
 
-@register_recourse("linear", description="exact closed-form recourse for linear models", needs=("linear",))
+@register_recourse("linear", description="exact closed-form recourse for linear models", needs=("linear",), cost=0.1)
 class LinearRecourse:
     """Closed-form recourse for a linear logit w.x + b (Pawelczyk et al. 2023 sec. 6.3; Huang et al. 2023 sec. 4.2.1).
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 
-from recourse_privacy.errors import IncompatibleError
+from recourse_privacy.errors import IncompatibleError, InvalidInputError
 from recourse_privacy.hyperparams import enforce_params
 from recourse_privacy.registry import Entry, Registry
 
@@ -58,13 +58,16 @@ RECOURSE_METHODS: Registry[type] = Registry(
 )
 
 
-def register_recourse(name: str, *, description: str, needs=(), replace: bool = False):
+def register_recourse(name: str, *, description: str, needs=(), replace: bool = False, cost: float = 1.0):
     """Class decorator: register a recourse method under ``name`` and record ``needs`` on the class.
 
     The class takes its hyperparameters as keyword arguments, has ``name`` and
     ``generate(model, X) -> RecourseResult`` (and ``fit(X, y, model)`` when it needs fitting data);
-    a ``random_state`` keyword marks it as randomized, so the audit seeds it.
+    a ``random_state`` keyword marks it as randomized, so the audit seeds it. ``cost`` is the
+    rough time of one counterfactual relative to SCFE's (1): grids start their costliest cells first.
     """
+    if not isinstance(cost, (int, float)) or not cost > 0:
+        raise InvalidInputError(f"cost must be a positive number; got {cost!r}")
 
     def decorate(cls: type) -> type:
         cls.needs = frozenset(needs)
@@ -77,6 +80,7 @@ def register_recourse(name: str, *, description: str, needs=(), replace: bool = 
             needs=needs,
             replace=replace,
             randomized="random_state" in inspect.signature(cls).parameters,
+            cost=float(cost),
         )
         return cls
 

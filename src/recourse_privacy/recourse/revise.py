@@ -18,6 +18,7 @@ from recourse_privacy.validation import check_positive_float, check_positive_int
     "revise",
     description="REVISE (Joshi et al.): Adam in a VAE's latent space (BCE + lam * L1), batched",
     needs=("gradients", "fitting_data"),
+    cost=30,
 )
 class REVISE(VAEBackedMethod):
     """REVISE (Joshi, Koyejo, Vijitbenjaronk, Kim and Ghosh 2019; a baseline of Yang et al. 2022).

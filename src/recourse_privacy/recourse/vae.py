@@ -212,6 +212,48 @@ class VAE:
         with torch.no_grad():
             return self.decode_tensor(torch.as_tensor(Z, dtype=torch.float64), xt).numpy()
 
+    # ------------------------------------------------------------------ the decoder as code -> affine head
+    def linear_head(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(A, a0)`` with ``decode(Z) = hidden(Z) @ A.T + a0`` in the data's units; None when a feature is immutable.
+
+        The decoder's output layer and the standardisation are linear, so a decoded row is an
+        affine image of the decoder's last hidden layer (q = 20 values by default). Searches
+        that score many decoded points fold ``A`` into the model's first layer
+        (:meth:`~recourse_privacy.models.base.BaseClassifier.affine_logits`).
+        """
+        self._check_fitted()
+        if len(self._imm):
+            return None
+        last = self.decoder_[-1]
+        W = last.weight.detach().numpy()
+        b = last.bias.detach().numpy()
+        return self.scale_[:, None] * W, self.scale_ * b + self.mean_
+
+    def hidden(self, Z: np.ndarray) -> np.ndarray:
+        """The decoder's last hidden layer (n, q) at the latents ``Z`` (n, latent_dim) (every feature mutable)."""
+        import torch
+
+        with torch.no_grad():
+            return self.decoder_[:-1](torch.as_tensor(Z, dtype=torch.float64)).numpy()
+
+    def hidden_error(self, Z_abs: np.ndarray) -> np.ndarray:
+        """A bound (n, q) on the difference of two float64 evaluations of :meth:`hidden` at latents with ``|Z| <= Z_abs``.
+
+        Each layer's rounding is at most ``gamma_{k+1} (|W| |input| + |b|)`` (Higham 2002,
+        section 3.5) in either evaluation, whatever the order of its sums; differences carry
+        through ``|W|`` (ReLU is 1-Lipschitz).
+        """
+        u = np.finfo(np.float64).eps / 2
+        mag, err = np.asarray(Z_abs, dtype=np.float64), np.zeros_like(Z_abs, dtype=np.float64)
+        for layer in self.decoder_[:-1]:
+            if not hasattr(layer, "weight"):
+                continue  # ReLU: magnitudes and differences do not grow
+            Wa = layer.weight.detach().abs().numpy()
+            k = Wa.shape[1] + 1
+            mag = mag @ Wa.T + layer.bias.detach().abs().numpy()
+            err = err @ Wa.T + 2.0 * k * u / (1 - k * u) * mag
+        return err
+
     def reconstruct(self, X: np.ndarray) -> np.ndarray:
         """decode(encode(X), X): the VAE's reconstruction of each row."""
         return self.decode(self.encode(X), X)
