@@ -149,7 +149,7 @@ def test_gs_with_an_action_set_gives_the_plain_searchs_counterfactuals(mlp):
     np.testing.assert_array_equal(res.n_iter, n_iter)
 
 
-@pytest.mark.parametrize("kind", ["mlp", "deep", "logistic", "no-screen"])
+@pytest.mark.parametrize("kind", ["mlp", "deep", "logistic", "deep-decoder", "no-screen"])
 def test_cchvae_gives_the_plain_searchs_counterfactuals(mlp, kind):
     """Screened through ``affine_logits`` (or not, for a network of another form), the same search.
 
@@ -175,8 +175,10 @@ def test_cchvae_gives_the_plain_searchs_counterfactuals(mlp, kind):
         assert model.affine_logits(np.zeros((1, 1, 20)), np.zeros((6, 20)), np.zeros(6), np.zeros((1, 20))) is None
     Xr = X[model.predict(X) == 0]
     # a decoder hidden layer of 4 < 6 features: the screen folds it into the model (where it can)
-    method = fit_for(CCHVAE(n_search_samples=100, vae_params={"hidden_layers": (4,)}, random_state=0), X, y, model)
+    hidden = (5, 4) if kind == "deep-decoder" else (4,)  # two layers: codes from the decoder itself, not shifted
+    method = fit_for(CCHVAE(n_search_samples=100, vae_params={"hidden_layers": hidden}, random_state=0), X, y, model)
     vae = method.vae_
+    assert (vae.shifted_hidden(vae.encode(Xr[:2]), np.zeros((3, 8))) is None) == (kind == "deep-decoder")
     screen = _decoded_screen(model, vae, vae.encode(Xr[:2]))
     assert (screen(np.arange(2), np.zeros((3, 8))) is not None) == (kind != "no-screen")
     res = method.generate(model, Xr[:25])
@@ -227,6 +229,20 @@ def test_affine_logits_are_within_their_bound_and_tight(mlp, kind):
     assert (err <= bound).all()
     assert err.max() > 0 or kind == "logistic"  # float32: the two ways of computing differ, within the bound
     assert np.median(bound) < 1e-3 * np.median(np.abs(exact))  # and the bound is small next to the logits
+
+
+def test_shifted_hidden_codes_are_within_their_bound(mlp):
+    """``relu((W c + b) + W o)`` in float32 against the decoder's own float64 layer at ``c + o``."""
+    model, X, y, Xr = mlp
+    vae = fit_for(CCHVAE(random_state=0), X, y, model).vae_
+    codes = vae.encode(Xr[:40])
+    offsets = np.random.default_rng(4).laplace(size=(300, codes.shape[1])) * 3.0
+    H, h_err = vae.shifted_hidden(codes, offsets)
+    assert H.dtype == np.float32 and H.shape == (40, 300, 20) and h_err.shape == (40, 20)
+    exact = vae.hidden((codes[:, None, :] + offsets[None]).reshape(-1, codes.shape[1])).reshape(40, 300, 20)
+    err = np.abs(H - exact)
+    assert (err <= h_err[:, None, :]).all() and err.max() > 0
+    assert h_err.max() < 1e-5 * (1 + exact.max())
 
 
 def test_a_vae_with_immutable_features_has_no_linear_head(mlp):

@@ -126,6 +126,10 @@ def _decoded_screen(model, vae, codes: np.ndarray):
         return None
 
     def screen(rows, offsets):
+        shifted = vae.shifted_hidden(codes[rows], offsets)
+        if shifted is not None:  # one hidden layer (the default): from two small products
+            H, h_err = shifted
+            return affine(H, A, a0, h_err)
         Z = codes[rows, None, :] + offsets[None]  # the latents the search decodes, the same floats
         m, s, k = Z.shape
         H = vae.hidden(Z.reshape(m * s, k)).reshape(m, s, -1)

@@ -29,6 +29,9 @@ from recourse_privacy.validation import (
 
 #: candidates evaluated per model call at most (rows x samples), which bounds memory
 MAX_CANDIDATES = 1 << 17
+#: the same for a screen that builds no candidates (Growing Spheres' shifted logits): its per-shell
+#: products are then shared by more rows; (rows x samples) float64 logits of 32 MiB at most
+SCREENED_CANDIDATES = 1 << 22
 
 #: ``screen(rows, offsets) -> (logits (m, s), bound (m,) or (m, s)) | None``: see :func:`shell_search`
 Screen = Callable[[np.ndarray, np.ndarray], "tuple[np.ndarray, np.ndarray] | None"]
@@ -260,6 +263,7 @@ class GrowingSpheres:
             out[..., mutable] = x[..., mutable] + delta
             return aset.project(out, x)
 
+        screen = _shifted_screen(model, X) if self.action_set is None else None
         X_cf, _, n_iter = shell_search(
             X,
             X[:, mutable],
@@ -270,7 +274,8 @@ class GrowingSpheres:
             step=self.step,
             max_iter=self.max_iter,
             seed=seed,
-            screen=_shifted_screen(model, X) if self.action_set is None else None,
+            screen=screen,
+            max_candidates=MAX_CANDIDATES if screen is None else SCREENED_CANDIDATES,
         )
         if self.feature_selection:
             X_cf = select_features(model, X, X_cf, n_iter > 0)

@@ -236,6 +236,27 @@ class VAE:
         with torch.no_grad():
             return self.decoder_[:-1](torch.as_tensor(Z, dtype=torch.float64)).numpy()
 
+    def shifted_hidden(self, codes: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """The last hidden layer at every ``codes[i] + offsets[j]``, float32 (m, s, q), and a bound (m, q) on its error.
+
+        For a decoder with one hidden layer and no immutable features (the default), from two
+        small products, ``relu((W c_i + b) + W o_j)``, as Growing Spheres scores its offsets;
+        the bound covers the difference to :meth:`hidden` at the float64 latent ``c_i + o_j``
+        (the float32 casts and sum: ``4 u32 (|W c_i + b| + max_j |W o_j|)``, and both float64
+        evaluations: :meth:`hidden_error`). None for other decoders.
+        """
+        if len(self.hidden_layers) != 1 or len(self._imm):
+            return None
+        first = self.decoder_[0]
+        W, b = first.weight.detach().numpy(), first.bias.detach().numpy()
+        U, V = codes @ W.T + b, offsets @ W.T
+        H = np.add(U.astype(np.float32)[:, None, :], V.astype(np.float32)[None])
+        np.maximum(H, 0, out=H)
+        u32 = np.finfo(np.float32).eps / 2
+        z_abs = np.abs(codes) + np.abs(offsets).max(axis=0, initial=0.0)
+        h_err = 4 * u32 * (np.abs(U) + np.abs(V).max(axis=0, initial=0.0)) + self.hidden_error(z_abs)
+        return H, h_err
+
     def hidden_error(self, Z_abs: np.ndarray) -> np.ndarray:
         """A bound (n, q) on the difference of two float64 evaluations of :meth:`hidden` at latents with ``|Z| <= Z_abs``.
 
