@@ -34,6 +34,11 @@ def test_bad_input_exit_code_and_message(tmp_path):
     assert res.exit_code == 2 and "unknown dataset 'nope'" in res.output
     res = runner.invoke(app, ["audit", "--model-param", "epochs", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "KEY=VALUE" in res.output
+    # RMIA's parameters reach the configuration, and a bad one is refused by name before any work
+    res = runner.invoke(app, ["audit", "--attacks", "rmia-cfd", "--rmia-a", "1.5", "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "rmia_a" in res.output
+    res = runner.invoke(app, ["audit", "--rmia-population", "0", "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "rmia_population" in res.output
     assert not (tmp_path / "metrics.json").exists()
 
 

@@ -277,6 +277,15 @@ def audit(
     variance: str = typer.Option("per-example", help="LRT variance: per-example or global"),
     center: str = typer.Option("mean", help="LRT center: mean (MLE, Algorithm 1) or median"),
     cdf: str = typer.Option("normal", help="LRT score: normal or t (Student-t) CDF"),
+    rmia_a: float | None = typer.Option(
+        None,
+        help="RMIA's offline scaling a in [0, 1] (Zarifzadeh et al. 2024; default: chosen on the adversary's "
+        "shadow game, never on the targets)",
+    ),
+    rmia_gamma: float = typer.Option(1.0, help="RMIA's likelihood-ratio threshold gamma against population points"),
+    rmia_population: int = typer.Option(
+        500, help="RMIA's population points z, drawn from the adversary's pool (their recourse queries are counted)"
+    ),
     actionable: bool = typer.Option(False, help="apply the dataset's actionability constraints to recourse"),
     normalize_rows: bool = typer.Option(False, help="scale every row to unit L2 norm (Huang et al. 2023)"),
     data_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the data (synthetic: class_sep, flip_y)"),
@@ -332,6 +341,9 @@ def audit(
             variance=variance,
             center=center,
             cdf=cdf,
+            rmia_a=rmia_a,
+            rmia_gamma=rmia_gamma,
+            rmia_population=rmia_population,
             actionable=actionable,
             normalize_rows=normalize_rows,
             data_params=_parse_params(data_param, "--data-param"),

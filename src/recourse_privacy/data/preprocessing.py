@@ -262,14 +262,19 @@ class Preprocessor:
         """Encode, scale and select features of ``X`` with the statistics learned in fit.
 
         Returns float64 of shape (n, ``n_features_out_``). Extra columns are ignored; missing
-        columns or NaN raise ValueError naming them. Unseen categories encode as all zeros
-        (scikit-learn warns).
+        columns or NaN raise ValueError naming them. Levels the owner's training rows never had
+        encode as all zeros, without a warning: non-member and adversary pools routinely hold
+        rare levels, and every shadow world transforms its pool again.
         """
+        import warnings
+
         if not hasattr(self, "pipeline_"):
             raise NotFittedError("this Preprocessor is not fitted yet; call fit first")
         X = self._as_frame(X)
         X = X.set_axis([str(c) for c in X.columns], axis=1)
-        out = np.asarray(self.pipeline_.transform(self._prepare(X)), dtype=np.float64)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Found unknown categories", category=UserWarning)
+            out = np.asarray(self.pipeline_.transform(self._prepare(X)), dtype=np.float64)
         out = out[:, self.keep_]
         if self.normalize_rows:
             out = self._normalize(out)

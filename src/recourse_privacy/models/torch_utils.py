@@ -153,19 +153,18 @@ def chain_logits(layers, X) -> torch.Tensor:
 def _chain_logits(layers, X) -> torch.Tensor:
     W0 = layers[0][0]
     X = torch.as_tensor(X, dtype=W0.dtype, device=W0.device)
-    n_out = layers[-1][0].shape[0]  # 1 for a module's logit; more where a caller stacks extra outputs
-    out = torch.empty(len(X), n_out, dtype=W0.dtype, device=W0.device)
+    out = torch.empty(len(X), 1, dtype=W0.dtype, device=W0.device)
     if len(layers) == 1:  # a single Linear(d, 1): the module's chunks of 8,192 rows
         for lo in range(0, len(X), 8192):
             torch.addmm(layers[0][1], X[lo : lo + 8192], W0.T, out=out[lo : lo + 8192])
-        return out.reshape(len(X)) if n_out == 1 else out
+        return out.reshape(len(X))
     rows = _block_rows(max(W.shape[0] for W, _ in layers))
     bufs = _buffers(layers, rows, W0)
     W, b = layers[0]
     for lo in range(0, len(X), rows):
         h = torch.addmm(b, X[lo : lo + rows], W.T, out=bufs[0][: min(rows, len(X) - lo)])
         _chain_rest(layers, h, out[lo : lo + rows], bufs[1:])
-    return out.reshape(len(X)) if n_out == 1 else out
+    return out.reshape(len(X))
 
 
 @torch.no_grad()
