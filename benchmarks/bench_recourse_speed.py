@@ -1,7 +1,7 @@
 """Black-box recourse speed: counterfactuals per second before (a git ref, default main) and after (this tree).
 
 On the table-2 MLPs of Pawelczyk et al. (2023) (one hidden layer of 1,000 ReLU, 250 epochs; heloc
-with Adam lr 1e-3, 3,000 members; adult 5,000 members; pools and preprocessing as in
+with Adam lr 1e-3, 3,000 members; adult and diabetes 5,000 members; pools and preprocessing as in
 ``reproductions/pawelczyk2023-table2.yaml``), trained once with this tree and kept under
 ``--model-dir``, this times on the first ``--n-points`` non-members the model rejects:
 
@@ -18,6 +18,8 @@ one torch thread, separating the gain of the new code from that of not oversubsc
 
     python benchmarks/bench_recourse_speed.py [--datasets heloc adult] [--methods gs cchvae revise face]
         [--n-points 300] [--baseline main] [--baseline-threads N] [--out FILE]
+
+The issue-14 figures: ``--datasets heloc adult diabetes --baseline e29eaf9^1`` (the code before it).
 """
 
 from __future__ import annotations
