@@ -6,7 +6,10 @@ together (``fit_mlps_batched``: stacked weights, batched matrix products, a hand
 backward and one fused Adam step), with the same epochs, and prints the device, the machine's
 load, both wall times, their ratio and how far the two sets of models differ.
 
-    python benchmarks/bench_shadow_batched.py [--n-shadow 16] [--epochs 250] [--pool 3000] [--device auto]
+    python benchmarks/bench_shadow_batched.py [--n-shadow 16] [--epochs 250] [--pool 3000] [--device auto] [--threads N]
+
+One after another, each model trains in one thread (``MLPModel.fit``: more threads do not help its small
+products); the batched run uses torch's threads (``--threads 1`` compares thread for thread).
 
 The ratio is the number to read on a shared machine: both runs see the same load.
 """
@@ -20,6 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from recourse_privacy.attacks import balanced_keep
 from recourse_privacy.data import Preprocessor, load_dataset, split_pools
@@ -35,11 +39,14 @@ def main() -> None:
     ap.add_argument("--pool", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    ap.add_argument("--threads", type=int, default=None, help="torch threads of the batched run (default: torch's)")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--out", default="benchmarks/results/shadow_batched.json")
     args = ap.parse_args()
 
     device = str(resolve_device(args.device))
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     ds = load_dataset("heloc", args.data_dir)
     pools = split_pools(ds.n_rows, args.pool, 1, 1, random_state=args.seed)
     X = Preprocessor().fit_transform(ds.X.iloc[pools.members], ds)
@@ -73,11 +80,15 @@ def main() -> None:
         "max_abs_logit_difference": diff,
         "prediction_agreement": agree,
         "cores": os.cpu_count(),
+        "torch_threads": {"sequential": 1, "batched": torch.get_num_threads()},
         "load_average_1min": [load_before, load_after],
     }
     print(f"{args.n_shadow} shadow MLPs (1 x 1000 ReLU), {len(rows[0])} heloc rows each, {args.epochs} epochs")
     print(f"  device             {result['device']}")
     print(f"  load (1 min)       {load_before:.2f} before, {load_after:.2f} after ({os.cpu_count()} cores)")
+    print(
+        f"  torch threads      1 one after another (MLPModel.fit's own), {torch.get_num_threads()} batched (--threads)"
+    )
     print(f"  one after another  {sequential_s:9.1f} s")
     print(f"  batched (stacked)  {batched_s:9.1f} s")
     print(f"  speed-up           {sequential_s / batched_s:9.2f} x")

@@ -64,6 +64,22 @@ def test_batched_training_follows_each_model_alone(xy, kw):
     assert np.abs(other.decision_function(X) - alone[0].decision_function(X)).max() > 1e-2
 
 
+def test_batched_training_gives_the_same_models_for_any_thread_count(xy):
+    """The stacked products split over models: one or two torch threads train bit-identical networks."""
+    X, y = xy
+    rows = _rows(len(X), 4, 120)
+    before = torch.get_num_threads()
+    fits = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            models = [make_model("mlp", hidden_layers=(64,), random_state=k, epochs=3) for k in range(4)]
+            fits.append(np.stack([m.decision_function(X) for m in fit_mlps_batched(models, X, y, rows)]))
+    finally:
+        torch.set_num_threads(before)
+    np.testing.assert_array_equal(fits[0], fits[1])
+
+
 def test_batched_training_refuses_bad_rows(xy):
     X, y = xy
     models = [make_model("mlp", random_state=k, epochs=1, hidden_layers=(4,)) for k in range(2)]

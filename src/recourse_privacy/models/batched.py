@@ -85,8 +85,6 @@ def _fit_group(models: list[MLPModel], X: np.ndarray, y: np.ndarray, rows: list[
     """Train ``models`` (equal row counts) together on ``dev`` and store each network, on the CPU, in its model."""
     import torch
 
-    from recourse_privacy.models.torch_utils import torch_threads
-
     proto, K, d = models[0], len(models), X.shape[1]
     seeds = [derive_seed(m.random_state, 0) for m in models]
     modules = [m._build(d, s) for m, s in zip(models, seeds)]  # MLPModel.fit's initialisation, on the CPU
@@ -100,7 +98,9 @@ def _fit_group(models: list[MLPModel], X: np.ndarray, y: np.ndarray, rows: list[
     m, bs = idx.shape[1], proto.batch_size
     X_epoch = torch.empty(K, m, d + 1, dtype=torch.float32, device=dev)  # with the ones column
     y_epoch = torch.empty(K, 1, m, dtype=torch.float32, device=dev)
-    with torch_threads(1), torch.no_grad():
+    # the batched products are large enough to use every thread the caller allows (a grid's cell: its
+    # threads_per_cell); the models are the same for any thread count (tested)
+    with torch.no_grad():
         for _ in range(proto.epochs):
             # each model's own minibatch order, drawn as MLPModel.fit draws it; gathered once per epoch
             order = torch.stack([idx[k, torch.randperm(m, generator=g)] for k, g in enumerate(gens)]).to(dev)
