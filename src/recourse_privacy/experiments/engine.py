@@ -135,8 +135,6 @@ def run_cell(
     ``cache`` holds the cell's hits and misses.
     """
     os.environ.setdefault("MPLBACKEND", "Agg")
-    from threadpoolctl import threadpool_limits
-
     store = ResultStore(root)
     cfg = AuditConfig.from_dict(config)
     cell_hash = cfg.digest()
@@ -162,64 +160,53 @@ def run_cell(
         existing = store.read(cell_hash, key)  # written by the runner that held the lock
         if existing is not None:
             return {**existing, "shared": True}
-        return _compute_cell(
-            store,
-            cfg,
-            cell_hash,
-            key,
-            labels,
-            label,
-            spec_name,
-            spec_digest,
-            reporter,
-            threads,
-            t0,
-            threadpool_limits,
-            cache_dir,
-        )
+        job = _CellJob(store, cfg, cell_hash, key, dict(labels), label, spec_name, spec_digest, threads, t0, cache_dir)
+        return _compute_cell(job, reporter)
 
 
-def _compute_cell(
-    store,
-    cfg,
-    cell_hash,
-    key,
-    labels,
-    label,
-    spec_name,
-    spec_digest,
-    reporter,
-    threads,
-    t0,
-    threadpool_limits,
-    cache_dir,
-) -> dict:
+@dataclass(frozen=True)
+class _CellJob:
+    """What one cell's computation needs, once ``run_cell`` holds its lock and found no record."""
+
+    store: ResultStore
+    cfg: AuditConfig
+    cell_hash: str
+    key: str
+    labels: dict
+    label: str
+    spec_name: str
+    spec_digest: str | None
+    threads: int
+    t0: float
+    cache_dir: str | None
+
+
+def _compute_cell(job: _CellJob, reporter: Callable | None) -> dict:
+    """Run the cell's audit with ``job.threads`` torch and BLAS threads and write its record; a failure is returned."""
+    from threadpoolctl import threadpool_limits
+
+    from recourse_privacy.models.torch_utils import torch_threads
+
+    store, cfg, cell_hash, threads = job.store, job.cfg, job.cell_hash, job.threads
     if reporter is None:
         run_dir = store.run_dir(cell_hash)
         run_dir.mkdir(parents=True, exist_ok=True)
         reporter = _FileReporter(str(run_dir / PROGRESS_FILE))
     try:
-        import torch
-
-        old_threads = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        artifacts = open_cache(cache_dir)
-        try:
-            with threadpool_limits(limits=threads):
-                result = run_audit(cfg, store.run_dir(cell_hash), progress=reporter, cache=artifacts or "off")
-        finally:
-            torch.set_num_threads(old_threads)
+        artifacts = open_cache(job.cache_dir)
+        with torch_threads(threads), threadpool_limits(limits=threads):
+            result = run_audit(cfg, store.run_dir(cell_hash), progress=reporter, cache=artifacts or "off")
         record = {
             "hash": cell_hash,
-            "content_key": key,
-            "spec": spec_name,
-            "spec_digest": spec_digest,
-            "labels": dict(labels),
-            "label": label,
-            "group_label": " ".join(f"{a}={v}" for a, v in labels.items()) or "(single cell)",
+            "content_key": job.key,
+            "spec": job.spec_name,
+            "spec_digest": job.spec_digest,
+            "labels": job.labels,
+            "label": job.label,
+            "group_label": " ".join(f"{a}={v}" for a, v in job.labels.items()) or "(single cell)",
             "config": cfg.to_dict(),
             "metrics": result.to_dict(),
-            "seconds": round(time.perf_counter() - t0, 3),
+            "seconds": round(time.perf_counter() - job.t0, 3),
             "threads": threads,
             "cache": artifacts.stats_dict() if artifacts is not None else None,
             "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -231,11 +218,11 @@ def _compute_cell(
     except Exception as err:  # a failed cell is reported, the others go on
         return {
             "hash": cell_hash,
-            "label": label,
+            "label": job.label,
             "status": "failed",
             "error": f"{type(err).__name__}: {err}",
             "traceback": traceback.format_exc(),
-            "seconds": round(time.perf_counter() - t0, 3),
+            "seconds": round(time.perf_counter() - job.t0, 3),
         }
 
 
