@@ -59,7 +59,8 @@ def batched_logits(module: nn.Module, X: np.ndarray, batch_size: int = 8192) -> 
     """Run ``module`` on ``X`` in chunks, on the module's device, and return float64 logits (numpy).
 
     A ``Linear``/``ReLU`` chain (the paper's MLPs) runs through :func:`chain_logits`: the same
-    operations on blocks that stay in cache, with identical values.
+    operations on blocks that stay in cache, equal to ``module(X)`` within
+    :func:`chain_rounding_bound`.
     """
     layers = linear_chain(module)
     if layers is not None:
@@ -142,9 +143,11 @@ def chain_logits(layers, X) -> torch.Tensor:
     """Logits (n,) of a :func:`linear_chain` on the rows of ``X`` (array or tensor), in the layers' dtype and device.
 
     The module's own operations (``addmm`` then ``relu``, layer by layer) on blocks of rows whose
-    activations fit in cache (:data:`BLOCK_ELEMENTS`), into buffers allocated once: float32
-    matrix products do not depend on the number of rows here, so the values are those of
-    ``module(X)``, without its memory traffic.
+    activations fit in cache (:data:`BLOCK_ELEMENTS`), into buffers allocated once, without the
+    memory traffic of ``module(X)``. The BLAS may block and order a product's sums differently
+    for other row counts or thread counts, so the values equal ``module(X)``'s within
+    :func:`chain_rounding_bound`, not always bit for bit; :meth:`decision_function` and
+    :meth:`search_logits` both come from here, so a search and its final check agree exactly.
     """
     with torch_threads(1):  # many small products: one thread, no waiting on a busy second core
         return _chain_logits(layers, X)
@@ -215,6 +218,27 @@ def _shifted_chain_logits(layers, X: np.ndarray, offsets: np.ndarray) -> tuple[n
         h = torch.add(A[lo : lo + m, None, :], B[None], out=buf[:m]).reshape(m * s, -1)
         _chain_rest(layers, h, out[lo : lo + m].reshape(m * s, 1), bufs)
     return out.reshape(n, s).double().cpu().numpy(), bound
+
+
+def chain_rounding_bound(layers, X) -> np.ndarray:
+    """A bound (n,) on the difference between any two evaluations of a :func:`linear_chain` at the rows of ``X``.
+
+    Two computations in the layers' dtype that differ only in how each product's sums are blocked
+    and ordered (other row blocks, thread counts or BLAS kernels) each round a layer by at most
+    ``gamma_k (|W| |h| + |b|)`` with ``k = fan_in + 1`` (Higham 2002, section 3.5, whatever the
+    order of the sums); errors already made carry through ``|W|`` (ReLU is 1-Lipschitz) and widen
+    the magnitudes they act on. Both computations start from the same rounded input, so the
+    difference is at most twice each one's distance to the exact value. Evaluated in float64.
+    """
+    W0 = layers[0][0]
+    mag = np.abs(np.asarray(torch.as_tensor(X, dtype=W0.dtype).double().cpu().numpy()))
+    err = np.zeros_like(mag)
+    for W, b in layers:
+        Wa, ba = np.abs(_np64(W)), np.abs(_np64(b))
+        gam = _gamma(W.shape[1] + 1, W.dtype)
+        err = (err @ Wa.T) + gam * ((mag + err) @ Wa.T + ba)
+        mag = mag @ Wa.T + ba
+    return 2.0 * err.reshape(len(mag))
 
 
 def _gamma(k: int, dtype) -> float:
