@@ -164,8 +164,10 @@ def test_laplace_report_has_dp_section(laplace_run):
     dp = _section(text, "Differential privacy")
     bound = theorem2_bound(1.0)
     assert f"{bound:.4f}" in dp and "per query" in dp
+    covered = result.dp.verdict.covered  # the attacks reading the recourse, which the claim covers
     for name in ATTACK_NAMES:
-        assert f"<td>{name}</td>" in dp
+        assert (f"<td>{name}</td>" in dp) == (name in covered)
+    assert "Not covered by this claim" in dp and "loss" in dp.split("Not covered by this claim")[1]
     assert "direction (released move direction)" in dp  # Laplace Recourse's direction attack
     assert "What is private." in dp  # the mechanism's own statement of its guarantee
     assert "Huang et al. 2023" in dp
@@ -174,7 +176,7 @@ def test_laplace_report_has_dp_section(laplace_run):
     assert v.dp is not None and v.dp.exceeded == ()
     verdict_div = re.search(r'<div class="verdict[^"]*">(.*?)</div>', text, re.DOTALL).group(1)
     tight = np.exp(2.0) / (1 + np.exp(2.0))  # the tight bound at the selected-target epsilon 2 x 1
-    assert f"the tight bound {tight:.4f}" in verdict_div and result.dp.verdict.attack in verdict_div
+    assert f"at ε = 2 = {tight:.4f}" in verdict_div and result.dp.verdict.attack in verdict_div
     assert f"{bound:.4f}" in verdict_div  # Pawelczyk et al.'s Theorem 2 beside it
     # The spike of clamped distances is named on the histogram and the report embeds it.
     assert result.dp.clamped_share > 0.05
@@ -184,9 +186,11 @@ def test_laplace_report_flags_an_attack_above_the_bound(laplace_run, tmp_path):
     result, _ = laplace_run
     attacks = dict(result.attacks)
     attacks["loss"] = dataclasses.replace(attacks["loss"], balanced_accuracy=0.95)
+    attacks["cfd"] = dataclasses.replace(attacks["cfd"], balanced_accuracy=0.95)
     text = _render(dataclasses.replace(result, attacks=attacks), tmp_path)
     dp = _section(text, "Differential privacy")
-    assert dp.count("above bound") == 1
+    # cfd reads the recourse (covered, above the bound); loss reads the scores (not covered, not compared)
+    assert dp.count("above bound") == 1 and "<td>cfd</td>" in dp and "<td>loss</td>" not in dp
     verdict = re.search(r'<div class="verdict[^"]*">(.*?)</div>', text, re.DOTALL).group(1)
     # loss reads the model's scores, which Laplace Recourse does not claim to protect: the verdict states the
     # audit's worst case over the attacks the claim covers, not every attack above the point bound

@@ -408,6 +408,7 @@ def _print_summary(console, result) -> None:
         f"targets: {result.n_members} members, {result.n_nonmembers} non-members",
         highlight=False,
     )
+    from recourse_privacy.report.dp_verdict import dp_bound_rows
     from recourse_privacy.report.verdict import verdict_of
 
     def ci(value: float, pair, spec: str) -> str:  # "0.62 [0.58, 0.66]"; the value alone without an interval
@@ -448,11 +449,11 @@ def _print_summary(console, result) -> None:
     if dp is not None:
         console.print(
             f"DP defense {dp.defense} (model {model.name}): epsilon per query "
-            f"{dp.epsilon_per_query:.4g}, total {dp.epsilon_total:.4g}; bound on BA among the rejected "
-            f"targets (tight, selected epsilon {dp.selected_epsilon:.4g}): {dp.ba_bound:.4f}; Pawelczyk "
-            f"et al. (2023) Theorem 2 at epsilon {dp.bound_epsilon:.4g}: {dp.ba_bound_paper:.4f}",
+            f"{dp.epsilon_per_query:.4g}, total {dp.epsilon_total:.4g}; bounds on balanced accuracy:",
             highlight=False,
         )
+        for bound in dp_bound_rows(dp):
+            console.print(f"  {bound.text}", highlight=False, markup=False)
         if dp.verdict is not None:
             console.print(f"verdict: {dp.verdict.text}", style="red" if dp.verdict.exceeds else None, highlight=False)
         if dp.direction_attack is not None:

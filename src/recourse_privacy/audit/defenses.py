@@ -20,15 +20,16 @@ import numpy as np
 from recourse_privacy.attacks.direction import direction_attack
 from recourse_privacy.attacks.registry import ATTACKS
 from recourse_privacy.audit.summaries import AttackResult, DirectionAttackSummary, DPSummary, DPVerdict
-from recourse_privacy.defenses.accounting import RecourseSession, dp_ba_bound
+from recourse_privacy.defenses.accounting import RecourseSession
 from recourse_privacy.defenses.laplace import LaplaceRecourse, SimulatedLaplaceRecourse
 from recourse_privacy.errors import IncompatibleError, InvalidInputError
-from recourse_privacy.metrics.membership import attack_metrics, selected_target_privacy, tight_ba_bound
+from recourse_privacy.metrics.membership import attack_metrics
 from recourse_privacy.models.registry import MODELS, dp_counterpart
 from recourse_privacy.recourse.base import RecourseResult, fit_for
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.registry import RECOURSE_METHODS, make_recourse
 from recourse_privacy.registry import Registry
+from recourse_privacy.report.dp_verdict import ba_lower_confidence, dp_bounds
 from recourse_privacy.validation import check_epsilon, derive_seed
 
 if TYPE_CHECKING:  # the config module imports this one
@@ -44,42 +45,6 @@ __all__ = [
     "dp_verdict",
     "register_defense",
 ]
-
-SELECTION = (
-    "the targets are the points the owner's model rejects, and every BA is measured on them only. "
-    "Conditioning an (eps, delta)-DP release on an event that the release itself decides (the model's "
-    "rejection) can multiply the likelihood ratio by up to e^eps, so the bound that covers the measured "
-    "BA is the tight bound at selected_epsilon = 2 eps (for delta > 0: 2 eps + log(p/(p - delta)) and "
-    "selected_delta = delta e^eps/(p - delta), p the rejected share); ba_bound_tight is the bound for an "
-    "attacker scored on every point (the rejection being part of the release)"
-)
-
-
-def dp_bounds(epsilon: float, delta: float, selected_share: float) -> dict:
-    """The DPSummary bound fields for an (epsilon, delta)-DP claim measured on the selected (rejected) targets."""
-    eps_sel, delta_sel = selected_target_privacy(epsilon, delta, selected_share)
-    return {
-        "ba_bound": tight_ba_bound(eps_sel, delta_sel),
-        "ba_bound_paper": dp_ba_bound(epsilon, delta),
-        "ba_bound_tight": tight_ba_bound(epsilon, delta),
-        "selected_epsilon": eps_sel,
-        "selected_delta": delta_sel,
-        "selection": SELECTION,
-    }
-
-
-def ba_lower_confidence(result: AttackResult, alpha: float) -> float:
-    """A 1 - ``alpha`` lower confidence bound on an attack's true best-threshold BA.
-
-    The measured BA is a maximum over thresholds of (TPR - FPR + 1)/2, biased upwards on finite
-    samples (a random score reaches 0.53-0.54 on a thousand targets). By the two-sample
-    Kolmogorov-Smirnov (DKW) inequality, sup |(F0 - F1) - (F0 - F1)_true| <= c sqrt((n1 + n0)/(n1 n0))
-    with probability 1 - alpha for c = sqrt(ln(2/alpha)/2), so the true BA is at least the measured
-    one minus half of that.
-    """
-    n1, n0 = result.n_members, result.n_nonmembers
-    c = float(np.sqrt(np.log(2.0 / alpha) / 2.0))
-    return result.balanced_accuracy - c * float(np.sqrt((n1 + n0) / (n1 * n0))) / 2.0
 
 
 def dp_verdict(

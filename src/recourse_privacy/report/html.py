@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from recourse_privacy import __version__ as version
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.report.counterfactuals import examples_html
+from recourse_privacy.report.dp_verdict import dp_bound_rows
 from recourse_privacy.report.verdict import (
     LOW_FPR,
     AttackAssessment,
@@ -435,6 +436,22 @@ def _status_cell(c: BoundCheck) -> str:
     }[c.status]
 
 
+def _dp_bounds_table(dp: DPSummary) -> str:
+    rows = dp_bound_rows(dp)
+    if not rows:
+        return ""
+    body = "".join(
+        f'<tr><td>{_e(r.name)}</td><td>{_e(r.formula)}</td><td class="num">{_fmt(r.epsilon, ".4g")}</td>'
+        f'<td class="num">{_fmt(r.delta, ".3g")}</td><td class="num">{_fmt(r.value, ".4f")}</td>'
+        f"<td>{_e(', '.join(r.applies_to)) or '&mdash;'}</td></tr>"
+        for r in rows
+    )
+    return (
+        "<table><tr><th>bound on balanced accuracy</th><th>formula</th><th>&epsilon;</th><th>&delta;</th>"
+        "<th>value</th><th>compared with</th></tr>" + body + "</table>"
+    )
+
+
 def _dp_section(dp: DPSummary, cmp: BoundComparison) -> str:
     rows: list[tuple[str, Any, str]] = [
         ("defense", dp.defense, ""),
@@ -442,38 +459,37 @@ def _dp_section(dp: DPSummary, cmp: BoundComparison) -> str:
         ("ε per query (one recourse)", dp.epsilon_per_query, ".4g"),
         ("ε total (all recourses released)", dp.epsilon_total, ".4g"),
         ("δ", dp.delta, ".3g"),
-        ("ε the bound uses", dp.bound_epsilon, ".4g"),
-        ("tight bound on balanced accuracy (the verdict's; rejected targets)", dp.ba_bound, ".4f"),
     ]
     optional = (
-        ("Theorem 2 bound of Pawelczyk et al. (2023)", getattr(dp, "ba_bound_paper", None), ".4f"),
         ("target ε of the model", dp.epsilon_target, ".4g"),
         ("privacy budget", dp.budget, ".4g"),
         ("recourse queries", dp.n_queries, ""),
         ("share of clamped scores", dp.clamped_share, ".3g"),
     )
     rows += [r for r in optional if r[1] is not None]
-    out = [_rows(rows)]
+    out = [_rows(rows), _dp_bounds_table(dp)]
     if dp.composition:
         out.append(f'<p class="small"><strong>Composition.</strong> {_t(dp.composition)}</p>')
     if dp.guarantee:
         out.append(f"<p><strong>What is private.</strong> {_t(dp.guarantee)}</p>")
     if cmp.bound is None:
-        out.append(
-            '<p class="small">No valid &epsilon; was reported, so the Theorem 2 bound could not be computed.</p>'
-        )
+        out.append('<p class="small">No valid &epsilon; was reported, so no bound could be computed.</p>')
         return "".join(out)
+    if cmp.row is not None:
+        claim = f"The verdict's bound, {_e(cmp.row.text)}"
+    else:
+        claim = (
+            "Theorem 2 (Pawelczyk et al. 2023): if the recourse mechanism is (&epsilon;, 0)-differentially "
+            "private, no attacker's balanced accuracy exceeds 1/2 + (1 &minus; e<sup>&minus;&epsilon;</sup>)/2 = "
+            f"<strong>{_fmt(cmp.bound, '.4f')}</strong> ({_e(cmp.source)})"
+        )
     out.append(
-        "<p>Theorem 2 (Pawelczyk et al. 2023): if the recourse mechanism is (&epsilon;, 0)-differentially "
-        "private, no attacker's balanced accuracy exceeds 1/2 + (1 &minus; e<sup>&minus;&epsilon;</sup>)/2 = "
-        f"<strong>{_fmt(cmp.bound, '.4f')}</strong> ({_e(cmp.source)})."
-        + (" This bound is vacuous (close to 1): it rules nothing out." if cmp.vacuous else "")
-        + "</p>"
+        f"<p>{claim}." + (" This bound is vacuous (close to 1): it rules nothing out." if cmp.vacuous else "") + "</p>"
     )
     if cmp.total_bound is not None:
         out.append(
             f'<p class="small">With the total &epsilon; = {_fmt(cmp.epsilon_total, ".4g")} of every '
-            f"recourse released (basic composition) the bound would be {_fmt(cmp.total_bound, '.4f')}.</p>"
+            f"recourse released (basic composition) Theorem 2 would give {_fmt(cmp.total_bound, '.4f')}.</p>"
         )
     checks = list(cmp.checks) + ([cmp.direction_check] if cmp.direction_check is not None else [])
     if checks:
@@ -483,8 +499,13 @@ def _dp_section(dp: DPSummary, cmp: BoundComparison) -> str:
             for c in checks
         )
         out.append(
-            "<table><tr><th>attack</th><th>measured balanced accuracy</th><th>Theorem 2 bound</th>"
+            "<table><tr><th>attack</th><th>measured balanced accuracy</th><th>bound</th>"
             "<th></th></tr>" + body + "</table>"
+        )
+    if cmp.not_covered:
+        out.append(
+            f'<p class="small">Not covered by this claim, so not compared with the bound: '
+            f"{_e(', '.join(cmp.not_covered))} (they read a signal the claim does not cover, or are controls).</p>"
         )
     da = dp.direction_attack
     if da is not None:

@@ -4,9 +4,8 @@
 random guessing; :func:`make_verdict` answers the analyst's question in three parts: what the
 model's own scores leak (the attacks of signal "score"), what the recourse leaks (signal
 "distance"), and whether recourse leaks *beyond* the scores (the rule is in its docstring), and
-says what the sample size can detect (:func:`detectable_effects`); :func:`compare_with_bound`
-sets each attack's balanced accuracy beside Theorem 2's bound of a DP defense (Pawelczyk et al.
-2023). A :class:`Verdict` is what the HTML report (or anyone else) lays out. The explanation is plain text (Unicode,
+says what the sample size can detect (:func:`detectable_effects`); a DP defense's bounds and
+the attacks its claim covers come from :mod:`recourse_privacy.report.dp_verdict`. A :class:`Verdict` is what the HTML report (or anyone else) lays out. The explanation is plain text (Unicode,
 no HTML): the renderer escapes it.
 
 This module reads an :class:`~recourse_privacy.audit.result.AuditResult`'s attributes and
@@ -22,7 +21,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from recourse_privacy.metrics.intervals import minimum_detectable_auc, minimum_detectable_tpr, tpr_detected
-from recourse_privacy.metrics.membership import auc_null_halfwidth, theorem2_bound
+from recourse_privacy.metrics.membership import auc_null_halfwidth
+from recourse_privacy.report.dp_verdict import BoundCheck, BoundComparison, compare_with_bound, dp_bound_rows
 
 if TYPE_CHECKING:  # the audit layer imports the report: type hints only
     from recourse_privacy.audit.result import AuditResult
@@ -49,9 +49,6 @@ __all__ = [
 
 #: the FPR key the verdict reads the strongest attack at (TPR at 1% FPR)
 LOW_FPR = "0.01"
-
-#: a Theorem 2 bound at or above this rules nothing out
-_VACUOUS = 0.9995
 
 
 # --------------------------------------------------------------------------- helpers
@@ -186,112 +183,6 @@ def assess_attack(attack: AttackResult) -> AttackAssessment:
         auc_detected=auc_sig,
         tpr_detected=tpr_sig,
     )
-
-
-# --------------------------------------------------------------------------- DP bound
-
-
-@dataclass(frozen=True)
-class BoundCheck:
-    """One attack's balanced accuracy beside the bound: status is within / above / vacuous / unknown."""
-
-    attack: str
-    balanced_accuracy: float | None
-    status: str
-
-    @property
-    def above(self) -> bool:
-        """The measured BA exceeds a non-vacuous bound."""
-        return self.status == "above"
-
-
-@dataclass(frozen=True)
-class BoundComparison:
-    """Theorem 2 of Pawelczyk et al. 2023 against the measured attacks.
-
-    If the recourse is (ε, 0)-DP, no attacker's balanced accuracy exceeds
-    1/2 + (1 − e^−ε)/2 = ``bound``; ``source`` says where the bound came from; ``total_bound``
-    is the bound at the total ε of every recourse released (basic composition) when it
-    differs. ``checks`` has one row per attack; ``direction_check`` the Laplace Recourse
-    direction attack, which the guarantee does not cover.
-    """
-
-    defense: str
-    bound: float | None
-    source: str
-    epsilon_per_query: float | None
-    epsilon_total: float | None
-    total_bound: float | None
-    checks: tuple[BoundCheck, ...] = ()
-    direction_check: BoundCheck | None = None
-
-    @property
-    def vacuous(self) -> bool:
-        """The bound is (close to) 1: it rules nothing out."""
-        return self.bound is not None and self.bound >= _VACUOUS
-
-    @property
-    def exceeded(self) -> tuple[str, ...]:
-        """Names of the attacks whose BA is above the (non-vacuous) bound."""
-        return tuple(c.attack for c in self.checks if c.above)
-
-
-def _bound_of(eps: float | None) -> float | None:
-    if eps is None:
-        return None
-    try:
-        return theorem2_bound(eps)
-    except ValueError:
-        return None
-
-
-def _check(name: str, ba: float | None, bound: float, vacuous: bool) -> BoundCheck:
-    if ba is None:
-        status = "unknown"
-    elif vacuous:
-        status = "vacuous"
-    elif ba <= bound:
-        status = "within"
-    else:
-        status = "above"
-    return BoundCheck(attack=name, balanced_accuracy=ba, status=status)
-
-
-def compare_with_bound(dp: DPSummary, attacks: Iterable[AttackResult]) -> BoundComparison:
-    """Set each attack's balanced accuracy beside Theorem 2's bound for the defense ``dp``.
-
-    The bound is the one the audit reported (``dp.ba_bound``); when missing it is computed
-    from ε per query, else from the total ε. An attack is "above" when its BA exceeds a
-    non-vacuous bound (the measured BA is a maximum over thresholds and noisy, so a small
-    excess is expected now and then; a large one suggests the guarantee does not hold).
-    """
-    eps_q = _float(getattr(dp, "epsilon_per_query", None))
-    eps_t = _float(getattr(dp, "epsilon_total", None))
-    bound = _float(getattr(dp, "ba_bound", None))
-    bq, bt = _bound_of(eps_q), _bound_of(eps_t)
-    source = "as reported by the audit"
-    if bound is None:
-        if bq is not None:
-            bound, source = bq, f"computed from ε per query = {_g(eps_q, '.4g')}"
-        elif bt is not None:
-            bound, source = bt, f"computed from total ε = {_g(eps_t, '.4g')}"
-    elif bq is not None and abs(bq - bound) < 1e-6:
-        source = f"from ε per query = {_g(eps_q, '.4g')}"
-    elif bt is not None and abs(bt - bound) < 1e-6:
-        source = f"from total ε = {_g(eps_t, '.4g')}"
-    total_bound = bt if bt is not None and bound is not None and abs(bt - bound) > 1e-6 else None
-    defense = str(getattr(dp, "defense", "") or "")
-    if bound is None:
-        return BoundComparison(defense, None, "no valid ε was reported", eps_q, eps_t, None)
-    vacuous = bound >= _VACUOUS
-    checks = tuple(_check(str(a.name), _float(a.balanced_accuracy), bound, vacuous) for a in attacks)
-    da = getattr(dp, "direction_attack", None)
-    direction = (
-        _check("direction (released move direction)", _float(getattr(da, "balanced_accuracy", None)), bound, vacuous)
-        if da is not None
-        else None
-    )
-    return BoundComparison(defense, bound, source, eps_q, eps_t, total_bound, checks, direction)
 
 
 # --------------------------------------------------------------------------- the two questions
@@ -695,15 +586,15 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
         )
     dpv = getattr(dp, "verdict", None) if dp is not None else None
     if dpv is not None:  # the audit's own worst case over the attacks the claim covers, against the tight bound
-        defense = f"the {dp.defense} defense"
-        paper = _float(getattr(dp, "ba_bound_paper", None))
-        paper_txt = f"; Pawelczyk et al. (2023)'s Theorem 2 would allow {_g(paper, '.4f')}" if paper is not None else ""
+        rows = {r.key: r for r in dp_bound_rows(dp)}
+        paper = rows.get("theorem2")
+        paper_txt = f"; {paper.text} would allow more" if paper is not None else ""
+        bound_txt = rows["verdict"].text if "verdict" in rows else f"the tight bound {_g(dpv.ba_bound, '.4f')}"
         parts.append(
-            f"Under {defense}, the worst case over the {len(dpv.covered)} attack(s) the DP claim covers is "
-            f"{dpv.attack} (balanced accuracy {_g(dpv.balanced_accuracy, '.4f')}, 95% lower confidence bound "
-            f"{_g(dpv.ba_lower_confidence, '.4f')}), against the tight bound {_g(dpv.ba_bound, '.4f')} "
-            f"(e^ε/(1+e^ε) at ε = {_g(dp.selected_epsilon, '.4g')}, twice the claim because targets are the "
-            f"rejected points){paper_txt}: "
+            f"Under the {dp.defense} defense, the worst case over the {len(dpv.covered)} attack(s) the DP claim "
+            f"covers is {dpv.attack} (balanced accuracy {_g(dpv.balanced_accuracy, '.4f')}, 95% lower confidence "
+            f"bound {_g(dpv.ba_lower_confidence, '.4f')}), against the {bound_txt} (ε twice the claim because "
+            f"the targets are the rejected points){paper_txt}: "
             + (
                 "the claim is refuted for this release."
                 if dpv.exceeds
