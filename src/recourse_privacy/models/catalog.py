@@ -3,6 +3,7 @@ Figure 3; Huang et al. 2023 for the DP-trained ones)."""
 
 from __future__ import annotations
 
+from recourse_privacy.models.boosting import LightGBMModel, XGBoostModel
 from recourse_privacy.models.dp import DPLogisticModel, DPMLPModel
 from recourse_privacy.models.logistic import LogisticModel
 from recourse_privacy.models.mlp import MLPModel
@@ -55,3 +56,11 @@ register_model(
     capabilities=("gradients",),
     dp=True,
 )(DPMLPModel)
+register_model(
+    "xgboost",
+    description="gradient-boosted trees (XGBoost's XGBClassifier: 200 trees of depth 4, learning rate 0.1, hist)",
+)(XGBoostModel)
+register_model(
+    "lightgbm",
+    description="gradient-boosted trees (LightGBM's LGBMClassifier: 200 trees of depth 4, learning rate 0.1)",
+)(LightGBMModel)
