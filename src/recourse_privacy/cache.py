@@ -467,8 +467,8 @@ def _is_own_file(root: Path, path: Path) -> bool:
 def _refusal(root: Path) -> InvalidInputError:
     return InvalidInputError(
         f"the cache directory {str(root)!r} is not empty and was not created by recourse-privacy (no {MARKER} "
-        f"file), so it is left untouched: name an empty or new directory with --cache-dir or ${CACHE_ENV} (or "
-        "--cache-dir off)"
+        f"file), so it is left untouched: name the cache's own directory, or a new or empty one, with --cache-dir or "
+        f"${CACHE_ENV}"
     )
 
 
