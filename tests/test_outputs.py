@@ -184,6 +184,13 @@ def test_cache_refuses_a_directory_it_did_not_create(tmp_path, monkeypatch):
     _refused(runner.invoke(app, ["cache", "clear"]), "$RECOURSE_PRIVACY_CACHE")
     with pytest.raises(InvalidInputError, match="not created by recourse-privacy"):
         ArtifactCache(user).put("model", "ab" * 32, {"v": np.zeros(1)})
+    (tmp_path / "spec.yaml").write_text(SPEC)  # a grid refuses it before any cell runs, an audit before any work
+    res = runner.invoke(
+        app, ["run", str(tmp_path / "spec.yaml"), "--cache-dir", str(user), "--out", str(tmp_path / "s")]
+    )
+    _refused(res, str(user), "--cache-dir")
+    assert not (tmp_path / "s" / "cells").exists()
+    _refused(runner.invoke(app, [*AUDIT[:-4], "--cache-dir", str(user), "--out", str(tmp_path / "a")]), "--cache-dir")
     assert sorted(p.name for p in user.rglob("*")) == ["data.csv", "notes.txt", "sub"]
     # a store of before the marker is recognised by its layout, marked on use, and cleared
     old = tmp_path / "old"

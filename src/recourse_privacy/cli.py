@@ -379,8 +379,8 @@ def audit(
             epsilon=epsilon,
             recourse_fit=recourse_fit,
         ).validate()
-        claim = claim_output_dir(out, "audit", overwrite)
         artifacts = open_cache(cache_dir)
+        claim = claim_output_dir(out, "audit", overwrite)
     except RecoursePrivacyError as err:
         _fail(err)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
