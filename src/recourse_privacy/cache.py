@@ -19,6 +19,14 @@ entry (two cells of a grid) take an ``flock`` on the key: one computes, the othe
 
 Location: ``cache_dir`` / ``--cache-dir``, else ``$RECOURSE_PRIVACY_CACHE``, else
 ``$XDG_CACHE_HOME/recourse-privacy/artifacts`` (``~/.cache/...``); ``off`` disables the cache.
+
+Ownership: the store marks its directory with :data:`MARKER` (a small JSON file with the marker's
+format) when it first writes into an absent or empty directory, and refuses a non-empty directory
+without it (:class:`~recourse_privacy.errors.InvalidInputError` naming ``--cache-dir`` and
+``$RECOURSE_PRIVACY_CACHE``); a store of before the marker is recognised by its layout alone and
+marked. :meth:`ArtifactCache.clear` removes only the files of that layout (entries
+``<kind>/<2 hex>/<key>.npz``, their temporary files, ``locks/<kind>-<key>.lock``, the last-run
+record): a file of anyone else's, even inside the directory, is left where it is.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import time
 import uuid
 import zipfile
@@ -37,11 +46,13 @@ from typing import Any
 
 import numpy as np
 
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.provenance import package_version, sha256_arrays, sha256_json
 
 __all__ = [
     "CACHE_ENV",
     "CACHE_FORMAT",
+    "MARKER",
     "ArtifactCache",
     "CacheInfo",
     "RoleStats",
@@ -62,6 +73,17 @@ OFF = ("off", "none", "0", "false", "no")
 DEFAULT_MAX_ENTRY_BYTES = 64 * 2**20
 LAST_RUN = "last-run.json"
 _TMP = ".tmp"
+#: the file that marks a directory as this store's (JSON: what it is and the marker's format)
+MARKER = ".recourse-privacy-cache"
+MARKER_FORMAT = 1
+_LOCKS = "locks"
+# the store's own files, by their place in its layout (what clear() may remove)
+_KIND = r"[A-Za-z0-9-]+"  # as path() allows
+_ENTRY = re.compile(r"(?P<key>[A-Za-z0-9]+)\.npz|\.(?P<tmpkey>[A-Za-z0-9]+)\.\d+\.[0-9a-f]{8}" + re.escape(_TMP))
+_LOCK = re.compile(_KIND + r"-[A-Za-z0-9]+\.lock")
+_ROOT_FILES = re.compile(
+    rf"{re.escape(LAST_RUN)}|\.{re.escape(LAST_RUN)}\.\d+{re.escape(_TMP)}|\.{re.escape(MARKER)}\.\d+\.[0-9a-f]{{8}}{re.escape(_TMP)}"
+)
 
 
 class Uncacheable(Exception):
@@ -123,13 +145,16 @@ def resolve_cache_dir(cache_dir: str | Path | None = None) -> Path | None:
 
 
 def open_cache(cache: ArtifactCache | str | Path | bool | None = None) -> ArtifactCache | None:
-    """An :class:`ArtifactCache` from an instance, a directory, ``"off"``/False (None), or None (the default place)."""
+    """An :class:`ArtifactCache` from an instance, a directory, ``"off"``/False (None), or None (the default place).
+
+    A directory is created and marked (:meth:`ArtifactCache.claim`), or refused when it is another's.
+    """
     if isinstance(cache, ArtifactCache):
         return cache
     if cache is False:
         return None
     path = resolve_cache_dir(None if cache is True else cache)
-    return ArtifactCache(path) if path is not None else None
+    return ArtifactCache(path).claim() if path is not None else None
 
 
 @dataclass
@@ -190,6 +215,7 @@ class ArtifactCache:
         self.root = Path(root).expanduser()
         self.max_entry_bytes = int(max_entry_bytes)
         self.stats: dict[str, RoleStats] = {}
+        self._marked = False
 
     def __repr__(self) -> str:
         return f"ArtifactCache({str(self.root)!r})"
@@ -209,6 +235,42 @@ class ArtifactCache:
 
     def _role(self, role: str) -> RoleStats:
         return self.stats.setdefault(role, RoleStats())
+
+    # ------------------------------------------------------------------ the directory's marker
+    def is_marked(self) -> bool:
+        """Whether the directory carries this store's :data:`MARKER`."""
+        return (self.root / MARKER).is_file()
+
+    def owns_directory(self) -> bool:
+        """Whether the store may write into (and clear) its directory: absent, empty, marked, or a store of
+        before the marker (every file where the layout puts one)."""
+        if not self.root.exists() or self.is_marked():
+            return True
+        if not self.root.is_dir():
+            return False
+        return all(_is_own_file(self.root, p) for p in _files(self.root))
+
+    def claim(self) -> ArtifactCache:
+        """Create and mark the directory (absent, empty, or a store of before the marker); refuse another's.
+
+        Raises :class:`~recourse_privacy.errors.InvalidInputError` naming the directory, ``--cache-dir``
+        and ``$RECOURSE_PRIVACY_CACHE`` for a non-empty directory the store did not create. Safe under
+        concurrent callers: the marker is written to a temporary file and renamed into place.
+        """
+        if self._marked or self.is_marked():
+            self._marked = True
+            return self
+        if not self.owns_directory():
+            raise _refusal(self.root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f".{MARKER}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_TMP}"
+        try:
+            tmp.write_text(json.dumps({"what": "recourse-privacy artifact cache", "marker_format": MARKER_FORMAT}))
+            os.replace(tmp, self.root / MARKER)
+        finally:
+            tmp.unlink(missing_ok=True)
+        self._marked = True
+        return self
 
     # ------------------------------------------------------------------ entries
     def path(self, kind: str, key: str) -> Path:
@@ -249,6 +311,7 @@ class ArtifactCache:
         if sum(a.nbytes for a in arrays.values()) > self.max_entry_bytes:
             return False
         path = self.path(kind, key)
+        self.claim()
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f".{key}.{os.getpid()}.{uuid.uuid4().hex[:8]}{_TMP}"
         try:
@@ -264,7 +327,8 @@ class ArtifactCache:
     @contextlib.contextmanager
     def _locked(self, kind: str, keys: Sequence[str]) -> Iterator[None]:
         """Hold the locks of ``keys`` (taken in sorted order, so two holders never deadlock)."""
-        lock_dir = self.root / "locks"
+        lock_dir = self.root / _LOCKS
+        self.claim()
         lock_dir.mkdir(parents=True, exist_ok=True)
         fds = []
         try:
@@ -321,7 +385,7 @@ class ArtifactCache:
     def _entries(self) -> Iterator[Path]:
         if self.root.is_dir():
             for kind in sorted(self.root.iterdir()):
-                if kind.is_dir() and kind.name != "locks":
+                if kind.is_dir() and kind.name != _LOCKS:
                     yield from kind.glob("*/*.npz")
 
     def info(self) -> CacheInfo:
@@ -336,30 +400,36 @@ class ArtifactCache:
         return CacheInfo(str(self.root), dict(sorted(entries.items())), size, self.last_run())
 
     def clear(self) -> tuple[int, int]:
-        """Remove every entry, temporary file, lock and the last-run record; returns (files, bytes) removed."""
-        n = size = 0
+        """Remove the store's own files (entries, temporary files, locks, the last-run record) and the
+        directories they leave empty; returns (files, bytes) removed.
+
+        Files anywhere else in the directory are kept. Raises
+        :class:`~recourse_privacy.errors.InvalidInputError` for a non-empty directory the store did not
+        create (no :data:`MARKER`, and files outside its layout).
+        """
         if not self.root.is_dir():
             return 0, 0
-        for kind in list(self.root.iterdir()):
-            paths = [p for p in kind.rglob("*") if p.is_file()] if kind.is_dir() else [kind]
-            for p in paths:
+        if not self.owns_directory():
+            raise _refusal(self.root)
+        n = size = 0
+        for p in _files(self.root):
+            if p.is_symlink() or not _is_own_file(self.root, p):
+                continue
+            with contextlib.suppress(OSError):
+                s = p.stat().st_size
+                p.unlink()
+                n, size = n + 1, size + s
+        for top, dirs, _ in os.walk(self.root, topdown=False):
+            for d in dirs:
                 with contextlib.suppress(OSError):
-                    s = p.stat().st_size
-                    p.unlink()
-                    n, size = n + 1, size + s
-            if kind.is_dir():
-                for d in sorted((p for p in kind.rglob("*") if p.is_dir()), reverse=True):
-                    with contextlib.suppress(OSError):
-                        d.rmdir()
-                with contextlib.suppress(OSError):
-                    kind.rmdir()
+                    (Path(top) / d).rmdir()  # only the empty ones go (a symlink is not a directory to rmdir)
         return n, size
 
     def write_last_run(self, what: str, stats: Mapping[str, Mapping]) -> None:
         """Record the counters of a finished run (``cache info`` prints them); never raises."""
         record = {"what": what, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stats": dict(stats)}
-        with contextlib.suppress(OSError):
-            self.root.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError, InvalidInputError):
+            self.claim()
             tmp = self.root / f".{LAST_RUN}.{os.getpid()}{_TMP}"
             tmp.write_text(json.dumps(record, indent=1))
             os.replace(tmp, self.root / LAST_RUN)
@@ -371,6 +441,35 @@ class ArtifactCache:
         except (OSError, ValueError):
             return None
         return record if isinstance(record, dict) else None
+
+
+def _files(root: Path) -> Iterator[Path]:
+    """Every file (and link) under ``root``, without following links to directories."""
+    for top, dirs, names in os.walk(root):
+        top_path = Path(top)
+        yield from (top_path / name for name in names)
+        yield from (top_path / d for d in dirs if (top_path / d).is_symlink())
+
+
+def _is_own_file(root: Path, path: Path) -> bool:
+    """Whether ``path`` (a file under ``root``) sits where the store writes its files, by the layout alone."""
+    parts = path.relative_to(root).parts
+    if len(parts) == 1:
+        return _ROOT_FILES.fullmatch(parts[0]) is not None
+    if len(parts) == 2:
+        return parts[0] == _LOCKS and _LOCK.fullmatch(parts[1]) is not None
+    if len(parts) != 3 or parts[0] == _LOCKS or not re.fullmatch(_KIND, parts[0]):
+        return False
+    m = _ENTRY.fullmatch(parts[2])
+    return m is not None and (m["key"] or m["tmpkey"])[:2] == parts[1]
+
+
+def _refusal(root: Path) -> InvalidInputError:
+    return InvalidInputError(
+        f"the cache directory {str(root)!r} is not empty and was not created by recourse-privacy (no {MARKER} "
+        f"file), so it is left untouched: name the cache's own directory, or a new or empty one, with --cache-dir or "
+        f"${CACHE_ENV}"
+    )
 
 
 def _digest(arrays: Mapping[str, np.ndarray]) -> str:

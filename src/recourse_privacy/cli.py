@@ -18,6 +18,28 @@ def check_output_dir(path, name: str = "--out"):
     return check(path, name)
 
 
+def claim_output_dir(path, command: str, overwrite: bool, *, resumable: bool = False):
+    """:func:`recourse_privacy.output_dir.claim_output_dir`, imported when used (keeps --help fast)."""
+    from recourse_privacy.output_dir import claim_output_dir as claim
+
+    return claim(path, command, overwrite=overwrite, resumable=resumable)
+
+
+def _out_path(value) -> Path:
+    """``--out``'s value as a path; empty or blank is refused (it would mean the current directory)."""
+    if not str(value).strip():
+        raise typer.BadParameter("must name a directory or file; an empty value is refused (e.g. --out results)")
+    return Path(value)
+
+
+_OVERWRITE = typer.Option(
+    False,
+    "--overwrite",
+    help="replace the earlier output in --out: its run's files (listed in its .recourse-privacy-output.json) are "
+    "removed first, anything else is kept; without it, a --out holding another run's output is refused",
+)
+
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -308,7 +330,8 @@ def audit(
     seed: int = typer.Option(0, help="seed of every random step"),
     n_jobs: int = typer.Option(1, help="parallel shadow-model trainings (joblib processes)"),
     device: str = typer.Option("auto", help=_DEVICE_HELP),
-    out: Path = typer.Option(Path("audit-results"), help="output directory"),
+    out: Path = typer.Option(Path("audit-results"), help="output directory", parser=_out_path),
+    overwrite: bool = _OVERWRITE,
     cache_dir: str | None = typer.Option(
         None,
         help="shared cache of trained models and recourse (off: none; default $RECOURSE_PRIVACY_CACHE, "
@@ -356,8 +379,8 @@ def audit(
             epsilon=epsilon,
             recourse_fit=recourse_fit,
         ).validate()
-        check_output_dir(out)
         artifacts = open_cache(cache_dir)
+        claim = claim_output_dir(out, "audit", overwrite)
     except RecoursePrivacyError as err:
         _fail(err)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -379,6 +402,7 @@ def audit(
 
         try:
             result = run_audit(config, out, progress=progress, cache=artifacts or "off")
+            claim.finish()
         except RecoursePrivacyError as err:
             bar.stop()
             _fail(err)
@@ -556,7 +580,10 @@ def tradeoff(
     seed: int = typer.Option(0, help="seed of every random step"),
     n_jobs: int = typer.Option(1, help="parallel shadow-model trainings"),
     device: str = typer.Option("auto", help=_DEVICE_HELP),
-    out: Path = typer.Option(Path("tradeoff-results"), help="output directory (one sub-directory per setting)"),
+    out: Path = typer.Option(
+        Path("tradeoff-results"), help="output directory (one sub-directory per setting)", parser=_out_path
+    ),
+    overwrite: bool = _OVERWRITE,
 ) -> None:
     """Baseline, DPM and Laplace Recourse over epsilon (Huang et al. 2023): a table and plots of attacks and accuracy."""
     from rich.console import Console
@@ -568,7 +595,6 @@ def tradeoff(
     if not console.is_terminal:
         console = Console(width=max(console.width, 170))
     try:
-        check_output_dir(out)
         eps = _numbers(epsilons, float, "--epsilons")
         base = tradeoff_base_config(
             dataset=dataset,
@@ -589,6 +615,7 @@ def tradeoff(
             device=device,
         ).validate()
         tradeoff_settings(base, eps)
+        claim = claim_output_dir(out, "tradeoff", overwrite, resumable=True)
     except RecoursePrivacyError as err:
         _fail(err)
     started: set[str] = set()
@@ -600,6 +627,7 @@ def tradeoff(
 
     try:
         result = run_tradeoff(base, out, epsilons=eps, progress=progress)
+        claim.finish()
     except RecoursePrivacyError as err:
         _fail(err)
     atk = [a for a in base.attacks]
@@ -641,12 +669,14 @@ def _run_and_report(
     threads_per_cell: int,
     console,
     cache_dir: str | None = None,
+    overwrite: bool = False,
 ) -> None:
     """Run a spec with progress bars, then print what was done and the tables."""
     from recourse_privacy.experiments.engine import run_spec
     from recourse_privacy.experiments.results import plot_results, print_paper_notes, print_tables, result_tables
 
     try:
+        claim = claim_output_dir(out, "run", overwrite, resumable=True)  # a store: a rerun resumes it
         summary = run_spec(
             spec,
             out,
@@ -670,6 +700,7 @@ def _run_and_report(
     print_tables(tables, console)
     print_paper_notes(spec, console)
     plots = plot_results(tables, out)
+    claim.finish()
     if plots:
         console.print(f"wrote {len(plots)} plot(s) to {Path(out) / 'plots'}", highlight=False)
     _print_run_report(summary.report, console)
@@ -682,7 +713,10 @@ def _run_and_report(
 @_command("run")
 def run_command(
     spec: str = typer.Argument(..., help="experiment spec (YAML file) or the name of a shipped reproduction"),
-    out: Path = typer.Option(..., "--out", help="results store: one record per cell, resumable"),
+    out: Path = typer.Option(
+        ..., "--out", help="results store: one record per cell, resumable (a rerun into it resumes)", parser=_out_path
+    ),
+    overwrite: bool = _OVERWRITE,
     backend: str = typer.Option("local", help="local (joblib processes) or ray"),
     address: str | None = typer.Option(None, help="Ray cluster address (--backend ray); default: a local Ray"),
     n_jobs: int | None = typer.Option(None, help="cells in parallel (local default: the number of cores)"),
@@ -701,7 +735,7 @@ def run_command(
         loaded = load_spec(spec)
     except RecoursePrivacyError as err:
         _fail(err)
-    _run_and_report(loaded, out, backend, address, n_jobs, threads_per_cell, console, cache_dir)
+    _run_and_report(loaded, out, backend, address, n_jobs, threads_per_cell, console, cache_dir, overwrite)
 
 
 @_command("results")
@@ -739,7 +773,8 @@ def reproduce_command(
         help="a shipped reproduction: pawelczyk2023-table2, pawelczyk2023-fig2, "
         "pawelczyk2023-fig3, huang2023, or another `recourse-privacy list` does not show",
     ),
-    out: Path | None = typer.Option(None, help="results store (default: ./<name>-results)"),
+    out: Path | None = typer.Option(None, help="results store (default: ./<name>-results)", parser=_out_path),
+    overwrite: bool = _OVERWRITE,
     shadow_models: int | None = typer.Option(None, help="override the spec's number of shadow models"),
     seeds: str | None = typer.Option(None, help="comma-separated seeds instead of the spec's"),
     backend: str = typer.Option("local", help="local (joblib processes) or ray"),
@@ -763,8 +798,10 @@ def reproduce_command(
     out_dir = out or Path(f"{name}-results")
     _check_device(device)
     if name in REPRODUCTIONS:  # a reproduction that is not a grid of audits
+        claim = claim_output_dir(out_dir, f"reproduce {name}", overwrite, resumable=True)
         with use_device(device):
             REPRODUCTIONS.get(name).obj(out_dir, seeds=seed_list, console=console)
+        claim.finish()
         return
     if name not in list_reproductions():
         known = sorted([*list_reproductions(), *REPRODUCTIONS.names()])
@@ -775,7 +812,7 @@ def reproduce_command(
         fixed["device"] = device
     if fixed or seed_list:
         spec = spec.with_overrides(fixed=fixed, seeds=seed_list)
-    _run_and_report(spec, out_dir, backend, address, n_jobs, threads_per_cell, console, cache_dir)
+    _run_and_report(spec, out_dir, backend, address, n_jobs, threads_per_cell, console, cache_dir, overwrite)
 
 
 def _print_run_report(report: dict, console) -> None:
@@ -876,7 +913,10 @@ def audit_dp_command(
         help="trained-* only: also run the one-run audit of Steinke, Nasr and Jagielski "
         "(2023) with this many canaries (0: no)",
     ),
-    out: Path | None = typer.Option(None, help="also write the audit as JSON to this file"),
+    out: Path | None = typer.Option(
+        None, help="also write the audit as JSON to this file (an existing one only with --overwrite)", parser=_out_path
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace the file --out where it exists"),
 ) -> None:
     """Empirical epsilon audit: a lower bound on a DP mechanism's epsilon (Jagielski et al. 2020).
 
@@ -897,7 +937,9 @@ def audit_dp_command(
                     f"--out {str(out)!r} must be a file to write the audit's JSON into, not a directory or a device"
                 )
             )
-        check_output_dir(out.parent if str(out.parent) else Path("."), "--out's directory")
+        from recourse_privacy.output_dir import check_output_file
+
+        check_output_file(out, overwrite=overwrite)
     from recourse_privacy.validation import check_interval
 
     check_interval(epsilon, "--epsilon", 0, 1e4, closed="right")  # beyond, every DP claim is vacuous
@@ -985,7 +1027,8 @@ def recourse_command(
     method_param: list[str] | None = typer.Option(None, help="METHOD.KEY=VALUE, e.g. face.n_neighbors=20"),
     seed: int = typer.Option(0, help="seed of every random step"),
     device: str = typer.Option("auto", help=_DEVICE_HELP),
-    out: Path = typer.Option(Path("recourse-quality"), help="output directory"),
+    out: Path = typer.Option(Path("recourse-quality"), help="output directory", parser=_out_path),
+    overwrite: bool = _OVERWRITE,
 ) -> None:
     """Recourse quality per method (CARLA's metrics, the path metrics of Pentyala et al. 2023): a table, JSON, CSV and a plot."""
     from rich.console import Console
@@ -1017,6 +1060,9 @@ def recourse_command(
     dataset_label = str(inputs["data"] and Path(inputs["data"]).name or dataset)
     _check_device(device)
     try:
+        for name in names:  # unknown names are refused before the directory is claimed
+            RECOURSE_METHODS.check(name)
+        claim = claim_output_dir(out, "recourse", overwrite)
         with console.status("measuring recourse quality") as status, use_device(device):
 
             def progress(stage: str, done: int, total: int) -> None:
@@ -1038,6 +1084,7 @@ def recourse_command(
                 progress=progress,
                 **inputs,
             )
+        claim.finish()
     except RecoursePrivacyError as err:
         _fail(err)
     run = result.run

@@ -446,11 +446,13 @@ def run_spec(
     if address is not None and backend != "ray":
         raise InvalidInputError("--address is for --backend ray")
     t0 = time.perf_counter()
+    cache_path = resolve_cache_dir(cache_dir)
+    if cache_path is not None:  # a directory that is not the cache's is refused before any cell runs
+        open_cache(cache_path)
     store = ResultStore(check_output_dir(out_dir))
     store.clean_temp()
     store.save_spec(spec.to_dict())
     spec_digest = sha256_json(spec.to_dict())[:16]
-    cache_path = resolve_cache_dir(cache_dir)
     opts = {"spec_digest": spec_digest, "cache_dir": str(cache_path) if cache_path is not None else "off"}
 
     cells = spec.cells
