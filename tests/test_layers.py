@@ -24,7 +24,7 @@ import recourse_privacy
 
 ROOT = Path(recourse_privacy.__file__).parent
 LAYERS = [
-    {"errors", "validation", "registry", "provenance", "hyperparams", "processes", "cache"},
+    {"errors", "validation", "registry", "provenance", "hyperparams", "processes", "cache", "output_dir"},
     {"data", "models"},
     {"recourse", "metrics"},
     {"attacks"},
