@@ -24,13 +24,13 @@ import recourse_privacy
 
 ROOT = Path(recourse_privacy.__file__).parent
 LAYERS = [
-    {"errors", "validation", "registry", "provenance", "hyperparams", "processes", "cache", "output_dir"},
+    {"errors", "validation", "registry", "provenance", "hyperparams", "processes", "cache"},
     {"data", "models"},
     {"recourse", "metrics"},
     {"attacks"},
     {"defenses", "dp_audit", "report", "dpc", "privrecourse"},
     {"audit"},
-    {"experiments", "catalog", "cli"},
+    {"experiments", "catalog", "cli", "output_dir"},
 ]
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
 
