@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from recourse_privacy import strict_json
 from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError, UnknownNameError
 
 
@@ -943,7 +944,7 @@ def audit_dp_command(
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(
-            json.dumps(
+            strict_json.dumps(
                 {
                     "command": "audit-dp",
                     "params": _parse_params(param, "--param"),

@@ -17,7 +17,6 @@ queries and measures it with :func:`~recourse_privacy.metrics.quality_metrics`. 
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from recourse_privacy import strict_json
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.stages import GameData, counterfactual_table, load_data
 from recourse_privacy.audit.user_inputs import describe_model
@@ -303,8 +303,8 @@ def write_quality(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "quality.json").write_text(json.dumps(_jsonable(result.table), indent=2))
-    (out / "quality_run.json").write_text(json.dumps(_jsonable(result.run), indent=2))
+    (out / "quality.json").write_text(strict_json.dumps(_jsonable(result.table), indent=2))
+    (out / "quality_run.json").write_text(strict_json.dumps(_jsonable(result.run), indent=2))
     rows = []
     for name, m in result.table.items():
         rows.append(

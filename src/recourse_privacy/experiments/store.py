@@ -39,6 +39,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from recourse_privacy import strict_json
 from recourse_privacy.audit.result import AuditResult
 from recourse_privacy.audit.summaries import plain
 from recourse_privacy.errors import InvalidInputError
@@ -103,8 +104,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> Path:
-    """:func:`atomic_write_bytes` of ``obj`` as indented JSON (numpy scalars converted)."""
-    return atomic_write_bytes(path, json.dumps(obj, indent=1, default=_json_default).encode())
+    """:func:`atomic_write_bytes` of ``obj`` as indented strict JSON (numpy scalars converted; NaN: null and reason)."""
+    return atomic_write_bytes(path, strict_json.dumps(obj, indent=1, default=_json_default).encode())
 
 
 def _pid_alive(pid: int) -> bool:
@@ -211,7 +212,7 @@ class ResultStore:
         rec = {k: v for k, v in record.items() if k not in ("complete", "checksum")}
         rec["format"] = RECORD_FORMAT
         rec["complete"] = True
-        rec = json.loads(json.dumps(rec, default=_json_default))  # the checksum of exactly what is read back
+        rec = strict_json.loads(strict_json.dumps(rec, default=_json_default))  # the checksum of what is read back
         rec["checksum"] = record_checksum(rec)
         path = atomic_write_json(self.record_path(rec["hash"]), rec)
         (self.failed_dir / f"{rec['hash']}.json").unlink(missing_ok=True)
