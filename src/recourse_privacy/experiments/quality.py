@@ -29,7 +29,7 @@ import pandas as pd
 from recourse_privacy import strict_json
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.stages import GameData, counterfactual_table, load_data
-from recourse_privacy.audit.user_inputs import describe_model
+from recourse_privacy.audit.user_inputs import describe_data, describe_model
 from recourse_privacy.audit.user_model import action_set_for, check_bounds_columns, resolve_model
 from recourse_privacy.data import Pools, Preprocessor, load_dataset
 from recourse_privacy.errors import InvalidInputError
@@ -169,6 +169,7 @@ def run_quality(
         raise InvalidInputError("positive_label, categorical, immutable, increasing and bounds need data=...")
 
     report("data", 0, 1)
+    label = describe_data(data) if data is not None else dataset  # what was read: your file, not the default name
     if user is not None:
         ds = load_data(user)
     elif dataset == "synthetic":
@@ -178,7 +179,7 @@ def run_quality(
     else:
         ds = load_dataset(dataset, data_dir, **(data_params or {}))
     if ds.n_rows < n_train + 2:
-        raise InvalidInputError(f"n_train={n_train} leaves no held-out rows: {dataset} has {ds.n_rows} rows")
+        raise InvalidInputError(f"n_train={n_train} leaves no held-out rows: {label} has {ds.n_rows} rows")
     perm = as_generator(derive_seed(seed, 2)).permutation(ds.n_rows)
     train, held = perm[:n_train], perm[n_train:]
     # your own data: no correlation filter, so that every counterfactual decodes to the original columns
@@ -232,7 +233,7 @@ def run_quality(
         report(name, 1, 1)
 
     run = {
-        "dataset": dataset,
+        "dataset": label,
         "model": model,
         "model_params": model_params or {},
         "methods": list(methods),
