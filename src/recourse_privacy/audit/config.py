@@ -19,7 +19,7 @@ from recourse_privacy.hyperparams import Float, check_params
 from recourse_privacy.metrics.intervals import minimum_targets_per_side
 from recourse_privacy.models.device import check_device, device_kind
 from recourse_privacy.models.registry import MODELS, make_model
-from recourse_privacy.recourse.registry import RECOURSE_METHODS, check_compatible
+from recourse_privacy.recourse.registry import RECOURSE_METHODS, check_action_set_support, check_compatible
 from recourse_privacy.validation import check_choice, check_interval, check_positive_int
 
 DISTANCES = ("l1", "l2")
@@ -130,6 +130,8 @@ class AuditConfig:
             check_compatible(
                 self.effective_recourse, MODELS.get(model_name).meta["capabilities"], f"model {self.model!r}"
             )
+        asked = [f"--{n}" for n in ("bounds", "immutable", "increasing", "actionable") if getattr(self, n)]
+        check_action_set_support(self.effective_recourse, asked)
         check_attack_names(self.attacks)
         if self.rmia_a is not None:
             check_interval(self.rmia_a, "rmia_a", 0, 1, closed="both")

@@ -36,7 +36,14 @@ from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics import quality_metrics
 from recourse_privacy.models import accuracy, make_model
 from recourse_privacy.recourse import ActionSet, check_recourse_name, fit_for
-from recourse_privacy.recourse.registry import RECOURSE_METHODS, make_recourse, missing_capabilities, model_capabilities
+from recourse_privacy.recourse.registry import (
+    RECOURSE_METHODS,
+    check_action_set_support,
+    honours_action_set,
+    make_recourse,
+    missing_capabilities,
+    model_capabilities,
+)
 from recourse_privacy.report.counterfactuals import write_counterfactuals
 from recourse_privacy.validation import as_generator, check_positive_int, derive_seed
 
@@ -165,6 +172,9 @@ def run_quality(
             actionable=actionable,
         )
         user.check_user_inputs()
+        asked = [f"--{n}" for n in ("bounds", "immutable", "increasing") if getattr(user, n)]
+        for name in methods:  # before any work: a method that would ignore them is refused by name
+            check_action_set_support(name, asked)
     elif bounds or categorical or immutable or increasing or positive_label is not None:
         raise InvalidInputError("positive_label, categorical, immutable, increasing and bounds need data=...")
 
@@ -217,6 +227,11 @@ def run_quality(
     for i, name in enumerate(methods):
         report(name, 0, 1)
         reason = _skip_reason(name, clf)
+        if reason is None and user is None and actionable and not honours_action_set(name):
+            skipped[name] = f"{name} takes no action set, so it cannot honour the constraints (--actionable)"
+            table[name] = {"skipped": skipped[name]}
+            report(name, 1, 1)
+            continue
         if reason is not None:
             skipped[name] = f"{name} {reason}; the {model} model is not"
             table[name] = {"skipped": skipped[name]}
