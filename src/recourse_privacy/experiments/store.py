@@ -138,16 +138,38 @@ class ResultStore:
     # ------------------------------------------------------------------ reading
     @staticmethod
     def _trusted(record: Any, cell_hash: str, content_key: str | None = None) -> bool:
-        return (
-            isinstance(record, dict)
-            and record.get("complete") is True
-            and record.get("hash") == cell_hash
-            and record.get("format") == RECORD_FORMAT
-            and isinstance(record.get("metrics"), dict)
-            and isinstance(record["metrics"].get("attacks"), dict)
-            and record.get("checksum") == record_checksum(record)
-            and (content_key is None or record.get("content_key") == content_key)
-        )
+        return ResultStore._distrust(record, cell_hash, content_key) is None
+
+    @staticmethod
+    def _distrust(record: Any, cell_hash: str, content_key: str | None = None) -> str | None:
+        """Why a parsed record is not trusted, or None where it is."""
+        if not isinstance(record, dict) or record.get("complete") is not True:
+            return "incomplete (no completion marker)"
+        if record.get("hash") != cell_hash:
+            return f"its hash {record.get('hash')!r} is not its file name's"
+        if record.get("format") != RECORD_FORMAT:
+            return f"format {record.get('format')!r}, not {RECORD_FORMAT} (written by an older version)"
+        if not isinstance(record.get("metrics"), dict) or not isinstance(record["metrics"].get("attacks"), dict):
+            return "no metrics"
+        if record.get("checksum") != record_checksum(record):
+            return "its checksum does not match its content (edited or damaged)"
+        if content_key is not None and record.get("content_key") != content_key:
+            return "computed from other inputs (data file or package version changed)"
+        return None
+
+    def skipped(self) -> list[tuple[str, str]]:
+        """(file name, why) of every record under cells/ that :meth:`records` leaves out."""
+        out = []
+        for path in sorted(self.cells_dir.glob("*.json")) if self.cells_dir.is_dir() else []:
+            if path.name.startswith("."):
+                continue
+            try:
+                why = self._distrust(json.loads(path.read_text()), path.stem)
+            except (OSError, ValueError):
+                why = "does not parse (truncated or not JSON)"
+            if why is not None:
+                out.append((path.name, why))
+        return out
 
     def read(self, cell_hash: str, content_key: str | None = None) -> dict | None:
         """The cell's record if it exists and is trusted, else None.
