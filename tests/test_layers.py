@@ -24,7 +24,7 @@ import recourse_privacy
 
 ROOT = Path(recourse_privacy.__file__).parent
 LAYERS = [
-    {"errors", "validation", "registry", "provenance", "hyperparams", "processes", "cache"},
+    {"errors", "validation", "registry", "provenance", "hyperparams", "processes", "cache", "strict_json"},
     {"data", "models"},
     {"recourse", "metrics"},
     {"attacks"},

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from recourse_privacy import strict_json
 from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError, UnknownNameError
 
 
@@ -169,7 +170,47 @@ def _numbers(text: str, kind: type, option: str) -> list:
                 raise InvalidInputError(
                     f"{option} expects comma-separated {kind.__name__} values; got {item!r}"
                 ) from None
+    if not out:
+        raise InvalidInputError(f"{option} is empty: give at least one {kind.__name__} value (comma-separated)")
     return out
+
+
+def _name_list(text: str, option: str) -> tuple[str, ...]:
+    """A comma-separated list of names; an empty one is an error naming the option."""
+    out = tuple(s.strip() for s in text.split(",") if s.strip())
+    if not out:
+        raise InvalidInputError(f"{option} is empty: give at least one name (comma-separated)")
+    return out
+
+
+def _given_options() -> set[str]:
+    """The parameters of the running command that the user gave (command line or environment), not defaults."""
+    try:  # typer >= 0.17 runs on its own copy of click
+        from typer._click.globals import get_current_context
+    except ImportError:
+        from click import get_current_context
+
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return set()
+    sources = {n: ctx.get_parameter_source(n) for n in ctx.params}
+    return {n for n, src in sources.items() if src is not None and src.name not in ("DEFAULT", "DEFAULT_MAP")}
+
+
+def _refuse_inapplicable(options: dict) -> None:
+    """Options that do not apply beside the others given are an error naming them (never ignored but recorded)."""
+    given = _given_options()
+    if options.get("data") is not None:
+        for name in ("dataset", "n_features", "data_dir"):
+            if name in given:
+                raise InvalidInputError(
+                    f"--{name.replace('_', '-')} does not apply with --data (your file is the data): drop one of them"
+                )
+    elif "n_features" in given and options.get("dataset") != "synthetic":
+        raise InvalidInputError(
+            f"--n-features applies to --dataset synthetic only; {options.get('dataset')} has its own features: "
+            "drop --n-features"
+        )
 
 
 def _fail(err: Exception | str, code: int = 2) -> None:
@@ -210,9 +251,12 @@ _INCREASING = typer.Option(None, "--increasing", help="column(s) recourse may on
 _BOUNDS = typer.Option(None, "--bounds", help="COL=LO:HI, the range recourse may move a numeric column in (repeatable)")
 
 
-def _columns(items: list[str] | None) -> tuple[str, ...]:
-    """Repeated and comma-separated column names, in order."""
-    return tuple(c.strip() for item in items or [] for c in item.split(",") if c.strip())
+def _columns(items: list[str] | None, option: str) -> tuple[str, ...]:
+    """Repeated and comma-separated column names, in order; given but empty is an error naming the option."""
+    out = tuple(c.strip() for item in items or [] for c in item.split(",") if c.strip())
+    if items and not out:
+        raise InvalidInputError(f"{option} is empty: give at least one column name (comma-separated)")
+    return out
 
 
 def _bounds(items: list[str] | None) -> dict[str, tuple[float, float]]:
@@ -239,13 +283,14 @@ def _user_inputs(options: dict) -> dict:
     categorical, immutable, increasing = options["categorical"], options["immutable"], options["increasing"]
     bounds, model, model_file = options["bounds"], options["model"], options["model_file"]
     trust, trust_pickle = options["trust"], options["trust_pickle"]
+    _refuse_inapplicable(options)
     out = {
         "data": str(data) if data else None,
         "target": target,
         "positive_label": positive_label,
-        "categorical": _columns(categorical),
-        "immutable": _columns(immutable),
-        "increasing": _columns(increasing),
+        "categorical": _columns(categorical, "--categorical"),
+        "immutable": _columns(immutable, "--immutable"),
+        "increasing": _columns(increasing, "--increasing"),
         "bounds": _bounds(bounds),
         "model": model,
     }
@@ -354,7 +399,7 @@ def audit(
             data_dir=str(data_dir) if data_dir else None,
             n_features=n_features,
             recourse=recourse,
-            attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
+            attacks=_name_list(attacks, "--attacks"),
             shadow_models=shadow_models,
             shadow_fraction=shadow_fraction,
             n_members=n_members,
@@ -602,7 +647,7 @@ def tradeoff(
             data_dir=str(data_dir) if data_dir else None,
             n_features=n_features,
             recourse=recourse,
-            attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
+            attacks=_name_list(attacks, "--attacks"),
             shadow_models=shadow_models,
             n_members=n_members,
             n_adversary=n_adversary,
@@ -794,7 +839,7 @@ def reproduce_command(
     from recourse_privacy.models.device import use_device
 
     console = _wide_console()
-    seed_list = _numbers(seeds, int, "--seeds") if seeds else None
+    seed_list = _numbers(seeds, int, "--seeds") if seeds is not None else None
     out_dir = out or Path(f"{name}-results")
     _check_device(device)
     if name in REPRODUCTIONS:  # a reproduction that is not a grid of audits
@@ -986,7 +1031,7 @@ def audit_dp_command(
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(
-            json.dumps(
+            strict_json.dumps(
                 {
                     "command": "audit-dp",
                     "params": _parse_params(param, "--param"),
@@ -1042,7 +1087,7 @@ def recourse_command(
     if not console.is_terminal:
         console = Console(width=max(console.width, 170))
     check_output_dir(out)
-    names = list(RECOURSE_METHODS) if methods.strip() == "all" else [m.strip() for m in methods.split(",") if m.strip()]
+    names = list(RECOURSE_METHODS) if methods.strip() == "all" else list(_name_list(methods, "--methods"))
     per_method: dict[str, dict] = {}
     for key, value in _parse_params(method_param, "--method-param").items():
         name, dot, param = key.partition(".")

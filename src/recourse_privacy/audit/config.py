@@ -16,9 +16,10 @@ from recourse_privacy.audit.user_inputs import describe_data, describe_model, mo
 from recourse_privacy.data import DATASETS
 from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError, UnknownNameError
 from recourse_privacy.hyperparams import Float, check_params
+from recourse_privacy.metrics.intervals import minimum_targets_per_side
 from recourse_privacy.models.device import check_device, device_kind
 from recourse_privacy.models.registry import MODELS, make_model
-from recourse_privacy.recourse.registry import RECOURSE_METHODS, check_compatible
+from recourse_privacy.recourse.registry import RECOURSE_METHODS, check_action_set_support, check_compatible
 from recourse_privacy.validation import check_choice, check_interval, check_positive_int
 
 DISTANCES = ("l1", "l2")
@@ -129,6 +130,8 @@ class AuditConfig:
             check_compatible(
                 self.effective_recourse, MODELS.get(model_name).meta["capabilities"], f"model {self.model!r}"
             )
+        asked = [f"--{n}" for n in ("bounds", "immutable", "increasing", "actionable") if getattr(self, n)]
+        check_action_set_support(self.effective_recourse, asked)
         check_attack_names(self.attacks)
         if self.rmia_a is not None:
             check_interval(self.rmia_a, "rmia_a", 0, 1, closed="both")
@@ -143,6 +146,7 @@ class AuditConfig:
         for name in ("n_nonmembers", "n_adversary"):
             if getattr(self, name) is not None:
                 check_positive_int(getattr(self, name), name)
+        self._check_minimum_targets()
         check_positive_int(self.n_features, "n_features")
         check_positive_int(self.n_calibration, "n_calibration")
         check_positive_int(self.n_jobs, "n_jobs")
@@ -173,6 +177,17 @@ class AuditConfig:
             check_params("synthetic data", self.data_params, SYNTHETIC_PARAMS)
         self._check_component_params()
         return self
+
+    def _check_minimum_targets(self) -> None:
+        """Members and non-members each at least :func:`minimum_targets_per_side` (the targets are some of them)."""
+        minimum = minimum_targets_per_side()
+        for flag, n in (("--n-members", self.n_members), ("--n-nonmembers", self.pool_sizes[1])):
+            if n < minimum:
+                raise InvalidInputError(
+                    f"{flag} is {n}: a verdict needs at least {minimum} targets (rejected points) on each side, "
+                    f"members and non-members, the fewest for which the AUC's 95% interval can detect any leak "
+                    f"(README, 'What the numbers mean'); raise {flag} to {minimum} or more"
+                )
 
     def check_user_inputs(self) -> None:
         """The user's data options and model object (:meth:`validate` runs it; so does the ``recourse`` command)."""

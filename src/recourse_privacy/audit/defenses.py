@@ -27,7 +27,7 @@ from recourse_privacy.metrics.membership import attack_metrics
 from recourse_privacy.models.registry import MODELS, dp_counterpart
 from recourse_privacy.recourse.base import RecourseResult, fit_for
 from recourse_privacy.recourse.constraints import ActionSet
-from recourse_privacy.recourse.registry import RECOURSE_METHODS, make_recourse
+from recourse_privacy.recourse.registry import RECOURSE_METHODS, honours_action_set, make_recourse
 from recourse_privacy.registry import Registry
 from recourse_privacy.report.dp_verdict import ba_lower_confidence, dp_bounds
 from recourse_privacy.validation import check_epsilon, derive_seed
@@ -131,7 +131,9 @@ class Defense:
     def shadow_recourse(self, config: AuditConfig, action_set: ActionSet | None):
         """The recourse method as the adversary runs it in its shadow worlds (and the owner, unless overridden)."""
         params = dict(config.recourse_params)
-        if action_set is not None:  # the audit passes one when asked (--actionable) and for a user's data
+        # the audit passes one when asked (--actionable) and for a user's data; a method that takes none was
+        # refused in AuditConfig.validate where constraints were asked for (check_action_set_support)
+        if action_set is not None and honours_action_set(config.recourse):
             params.setdefault("action_set", action_set)
         if RECOURSE_METHODS.get(config.recourse).meta["randomized"]:
             params.setdefault("random_state", derive_seed(config.seed, 8))  # same seed, same numbers

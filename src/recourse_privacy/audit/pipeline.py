@@ -28,6 +28,7 @@ from recourse_privacy.audit.user_model import (
 from recourse_privacy.cache import ArtifactCache, open_cache
 from recourse_privacy.data import dataset_file
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.metrics.intervals import minimum_targets_per_side
 from recourse_privacy.models.base import accuracy
 from recourse_privacy.models.device import use_device
 from recourse_privacy.processes import workers_die_with_parent
@@ -79,6 +80,22 @@ def data_provenance(config: AuditConfig) -> Provenance:
     if path is None:
         return Provenance.current(config.dataset, None)
     return Provenance.current(str(path.resolve()), sha256_file(path))
+
+
+def _check_enough_targets(config: AuditConfig, is_member, n_rows: int) -> None:
+    """Stop before the shadow models where either side has fewer targets than a verdict needs."""
+    minimum = minimum_targets_per_side()
+    for flag, side, n in (
+        ("--n-members", "member", int((is_member == 1).sum())),
+        ("--n-nonmembers", "non-member", int((is_member == 0).sum())),
+    ):
+        if n < minimum:
+            raise InvalidInputError(
+                f"the owner's model rejects {n} {side}s, so the game has {n} {side} targets; a verdict needs at "
+                f"least {minimum} on each side (the fewest for which the AUC's 95% interval can detect any leak; "
+                f"README, 'What the numbers mean'): raise {flag} (the data has {n_rows} rows; use a larger file "
+                "if they do not allow it)"
+            )
 
 
 def run_audit(
@@ -141,6 +158,7 @@ def _play(
     make_model = recipe.make
     targets = stages.train_owner(make_model, game, config.seed, artifacts)
     check_fitted_recourse(config, targets.model, recipe.label)
+    _check_enough_targets(config, targets.is_member, game.dataset.n_rows)
     clock.lap("owner model")
 
     clock.begin("recourse")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from recourse_privacy import strict_json
 from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.summaries import (
@@ -153,6 +154,7 @@ class AuditResult:
     @classmethod
     def from_dict(cls, d: Mapping) -> AuditResult:
         """Read a metrics.json dict back; a newer schema, or a missing field, raises naming it."""
+        d = strict_json.restore(d)  # a null written for NaN (beside its reason) is nan again
         version = d.get("schema_version", 0)
         if not isinstance(version, int) or version > SCHEMA_VERSION:
             raise InvalidInputError(

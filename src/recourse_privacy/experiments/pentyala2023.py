@@ -16,12 +16,12 @@ non-decreasing, d_th = 0.4). Results go to ``out_dir/table2.csv``, ``table3.json
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 
+from recourse_privacy import strict_json
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.pipeline import run_audit
 from recourse_privacy.data import load_dataset
@@ -253,12 +253,12 @@ def run_pentyala2023(
             ledgers[f"{name}/{seed}"] = led
     df = pd.DataFrame(rows)
     df.to_csv(out_dir / "table2.csv", index=False)
-    (out_dir / "ledger.json").write_text(json.dumps(ledgers, indent=2, default=str))
+    (out_dir / "ledger.json").write_text(strict_json.dumps(ledgers, indent=2, default=str))
     agg = df.groupby(["dataset", "method"])[list(METRICS)].agg(["mean", "std"])
     say(_format(agg, datasets))
     t3 = table3(data_dir, seeds[0], n_clusters) if with_table3 and "adult" in datasets else None
     if t3 is not None:
-        (out_dir / "table3.json").write_text(json.dumps(t3, indent=2))
+        (out_dir / "table3.json").write_text(strict_json.dumps(t3, indent=2))
         say("Table 3 (Adult; age, education-num non-decreasing; d_th = 0.4). Paper: success 96% FACE, 94% PrivRecourse")
         for k, v in t3.items():
             say(
@@ -431,7 +431,7 @@ def membership_game(
                 f"[game] {label} seed={seed}: "
                 + ", ".join(f"{k}={v:.3f}" for k, v in row.items() if isinstance(v, float))
             )
-            (out_dir / "membership_game.json").write_text(json.dumps(rows, indent=2))  # after each method
+            (out_dir / "membership_game.json").write_text(strict_json.dumps(rows, indent=2))  # after each method
     return rows
 
 
@@ -470,7 +470,7 @@ def game_exposure(out_dir: Path, *, console=None, seed: int = 0, n_members: int 
         out[label] = record_exposure(res, game.X_members, game.X_nonmembers)
         say(f"[game exposure] {label}: {out[label]}")
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    (Path(out_dir) / "game_exposure.json").write_text(json.dumps(out, indent=2))
+    (Path(out_dir) / "game_exposure.json").write_text(strict_json.dumps(out, indent=2))
     return out
 
 
@@ -493,5 +493,5 @@ def exposure_study(out_dir: Path, *, console=None, seed: int = 0) -> dict:
         out[label] = record_exposure(res, Xg, Xte)
         say(f"[exposure] {label}: {out[label]}")
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    (Path(out_dir) / "exposure.json").write_text(json.dumps(out, indent=2))
+    (Path(out_dir) / "exposure.json").write_text(strict_json.dumps(out, indent=2))
     return out

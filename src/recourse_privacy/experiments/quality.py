@@ -17,7 +17,6 @@ queries and measures it with :func:`~recourse_privacy.metrics.quality_metrics`. 
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -27,16 +26,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from recourse_privacy import strict_json
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.stages import GameData, counterfactual_table, load_data
-from recourse_privacy.audit.user_inputs import describe_model
+from recourse_privacy.audit.user_inputs import describe_data, describe_model
 from recourse_privacy.audit.user_model import action_set_for, check_bounds_columns, resolve_model
 from recourse_privacy.data import Pools, Preprocessor, load_dataset
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics import quality_metrics
 from recourse_privacy.models import accuracy, make_model
 from recourse_privacy.recourse import ActionSet, check_recourse_name, fit_for
-from recourse_privacy.recourse.registry import RECOURSE_METHODS, make_recourse, missing_capabilities, model_capabilities
+from recourse_privacy.recourse.registry import (
+    RECOURSE_METHODS,
+    check_action_set_support,
+    honours_action_set,
+    make_recourse,
+    missing_capabilities,
+    model_capabilities,
+)
 from recourse_privacy.report.counterfactuals import write_counterfactuals
 from recourse_privacy.validation import as_generator, check_positive_int, derive_seed
 
@@ -165,10 +172,14 @@ def run_quality(
             actionable=actionable,
         )
         user.check_user_inputs()
+        asked = [f"--{n}" for n in ("bounds", "immutable", "increasing") if getattr(user, n)]
+        for name in methods:  # before any work: a method that would ignore them is refused by name
+            check_action_set_support(name, asked)
     elif bounds or categorical or immutable or increasing or positive_label is not None:
         raise InvalidInputError("positive_label, categorical, immutable, increasing and bounds need data=...")
 
     report("data", 0, 1)
+    label = describe_data(data) if data is not None else dataset  # what was read: your file, not the default name
     if user is not None:
         ds = load_data(user)
     elif dataset == "synthetic":
@@ -178,7 +189,7 @@ def run_quality(
     else:
         ds = load_dataset(dataset, data_dir, **(data_params or {}))
     if ds.n_rows < n_train + 2:
-        raise InvalidInputError(f"n_train={n_train} leaves no held-out rows: {dataset} has {ds.n_rows} rows")
+        raise InvalidInputError(f"n_train={n_train} leaves no held-out rows: {label} has {ds.n_rows} rows")
     perm = as_generator(derive_seed(seed, 2)).permutation(ds.n_rows)
     train, held = perm[:n_train], perm[n_train:]
     # your own data: no correlation filter, so that every counterfactual decodes to the original columns
@@ -216,6 +227,11 @@ def run_quality(
     for i, name in enumerate(methods):
         report(name, 0, 1)
         reason = _skip_reason(name, clf)
+        if reason is None and user is None and actionable and not honours_action_set(name):
+            skipped[name] = f"{name} takes no action set, so it cannot honour the constraints (--actionable)"
+            table[name] = {"skipped": skipped[name]}
+            report(name, 1, 1)
+            continue
         if reason is not None:
             skipped[name] = f"{name} {reason}; the {model} model is not"
             table[name] = {"skipped": skipped[name]}
@@ -232,7 +248,7 @@ def run_quality(
         report(name, 1, 1)
 
     run = {
-        "dataset": dataset,
+        "dataset": label,
         "model": model,
         "model_params": model_params or {},
         "methods": list(methods),
@@ -303,8 +319,8 @@ def write_quality(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "quality.json").write_text(json.dumps(_jsonable(result.table), indent=2))
-    (out / "quality_run.json").write_text(json.dumps(_jsonable(result.run), indent=2))
+    (out / "quality.json").write_text(strict_json.dumps(_jsonable(result.table), indent=2))
+    (out / "quality_run.json").write_text(strict_json.dumps(_jsonable(result.run), indent=2))
     rows = []
     for name, m in result.table.items():
         rows.append(

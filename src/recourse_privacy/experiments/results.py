@@ -90,7 +90,10 @@ def result_tables(
     store = ResultStore(out_dir)
     spec = spec if spec is not None else load_store_spec(out_dir)
     frame = store.summary_frame()
-    warns: list[str] = []
+    warns: list[str] = [
+        f"skipped cells/{name}: {why}; its cell is left out of the tables (`recourse-privacy run` recomputes it)"
+        for name, why in store.skipped()
+    ]
     if metrics is None:
         metrics = (
             list(spec.metrics)
@@ -101,7 +104,7 @@ def result_tables(
     cell_metrics = [m for m in metrics if not is_attack_metric(m)]
     if frame.empty:
         empty = pd.DataFrame()
-        return ResultTables(empty, empty, attack_metrics, cell_metrics, spec, ["no finished cell in the store"])
+        return ResultTables(empty, empty, attack_metrics, cell_metrics, spec, [*warns, "no finished cell in the store"])
     if frame["spec"].nunique() > 1:
         warns.append(f"the store holds cells of several specs: {', '.join(map(str, frame['spec'].unique()))}")
     for m in metrics:
@@ -135,6 +138,13 @@ def result_tables(
     cel = aggregate(
         per_cell.assign(**{m: pd.to_numeric(per_cell[m], errors="coerce") for m in cell_metrics}), keys, cell_metrics
     )
+
+    if spec is not None:  # a mean over fewer seeds than the spec's says so
+        short = cel[cel["n_seeds"] < len(spec.seeds)]
+        warns += [
+            f"cell {row['cell']}: means over {int(row['n_seeds'])} of the spec's {len(spec.seeds)} seeds"
+            for _, row in short.iterrows()
+        ]
 
     def labels_of(row) -> dict:
         return {c[len("axis.") :]: row[c] for c in axis_cols}

@@ -39,6 +39,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from recourse_privacy import strict_json
 from recourse_privacy.audit.result import AuditResult
 from recourse_privacy.audit.summaries import plain
 from recourse_privacy.errors import InvalidInputError
@@ -103,8 +104,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> Path:
-    """:func:`atomic_write_bytes` of ``obj`` as indented JSON (numpy scalars converted)."""
-    return atomic_write_bytes(path, json.dumps(obj, indent=1, default=_json_default).encode())
+    """:func:`atomic_write_bytes` of ``obj`` as indented strict JSON (numpy scalars converted; NaN: null and reason)."""
+    return atomic_write_bytes(path, strict_json.dumps(obj, indent=1, default=_json_default).encode())
 
 
 def _pid_alive(pid: int) -> bool:
@@ -137,16 +138,38 @@ class ResultStore:
     # ------------------------------------------------------------------ reading
     @staticmethod
     def _trusted(record: Any, cell_hash: str, content_key: str | None = None) -> bool:
-        return (
-            isinstance(record, dict)
-            and record.get("complete") is True
-            and record.get("hash") == cell_hash
-            and record.get("format") == RECORD_FORMAT
-            and isinstance(record.get("metrics"), dict)
-            and isinstance(record["metrics"].get("attacks"), dict)
-            and record.get("checksum") == record_checksum(record)
-            and (content_key is None or record.get("content_key") == content_key)
-        )
+        return ResultStore._distrust(record, cell_hash, content_key) is None
+
+    @staticmethod
+    def _distrust(record: Any, cell_hash: str, content_key: str | None = None) -> str | None:
+        """Why a parsed record is not trusted, or None where it is."""
+        if not isinstance(record, dict) or record.get("complete") is not True:
+            return "incomplete (no completion marker)"
+        if record.get("hash") != cell_hash:
+            return f"its hash {record.get('hash')!r} is not its file name's"
+        if record.get("format") != RECORD_FORMAT:
+            return f"format {record.get('format')!r}, not {RECORD_FORMAT} (written by an older version)"
+        if not isinstance(record.get("metrics"), dict) or not isinstance(record["metrics"].get("attacks"), dict):
+            return "no metrics"
+        if record.get("checksum") != record_checksum(record):
+            return "its checksum does not match its content (edited or damaged)"
+        if content_key is not None and record.get("content_key") != content_key:
+            return "computed from other inputs (data file or package version changed)"
+        return None
+
+    def skipped(self) -> list[tuple[str, str]]:
+        """(file name, why) of every record under cells/ that :meth:`records` leaves out."""
+        out = []
+        for path in sorted(self.cells_dir.glob("*.json")) if self.cells_dir.is_dir() else []:
+            if path.name.startswith("."):
+                continue
+            try:
+                why = self._distrust(json.loads(path.read_text()), path.stem)
+            except (OSError, ValueError):
+                why = "does not parse (truncated or not JSON)"
+            if why is not None:
+                out.append((path.name, why))
+        return out
 
     def read(self, cell_hash: str, content_key: str | None = None) -> dict | None:
         """The cell's record if it exists and is trusted, else None.
@@ -211,7 +234,7 @@ class ResultStore:
         rec = {k: v for k, v in record.items() if k not in ("complete", "checksum")}
         rec["format"] = RECORD_FORMAT
         rec["complete"] = True
-        rec = json.loads(json.dumps(rec, default=_json_default))  # the checksum of exactly what is read back
+        rec = strict_json.loads(strict_json.dumps(rec, default=_json_default))  # the checksum of what is read back
         rec["checksum"] = record_checksum(rec)
         path = atomic_write_json(self.record_path(rec["hash"]), rec)
         (self.failed_dir / f"{rec['hash']}.json").unlink(missing_ok=True)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from recourse_privacy import strict_json
 from recourse_privacy.audit import AuditConfig, AuditResult, run_audit
 from recourse_privacy.audit.user_inputs import describe_model
 from recourse_privacy.errors import InvalidInputError
@@ -190,7 +191,7 @@ def _write_table(rows: list[dict], base: AuditConfig, out: Path, failed: dict) -
     pd.DataFrame(rows).to_csv(out / "tradeoff.csv", index=False)
     cfg = {k: v for k, v in base.to_dict().items() if k not in ("defense", "epsilon")}
     (out / "tradeoff.json").write_text(
-        json.dumps({"base_config": cfg, "rows": rows, "failed": failed}, indent=2, default=str)
+        strict_json.dumps({"base_config": cfg, "rows": rows, "failed": failed}, indent=2, default=str)
     )
     return {"csv": out / "tradeoff.csv", "json": out / "tradeoff.json"}
 

@@ -22,7 +22,6 @@ Per dataset (Adult, Hospital = Diabetes 130-US, digits as the MNIST stand-in):
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from recourse_privacy import strict_json
 from recourse_privacy.experiments.reproductions import register_reproduction
 
 __all__ = ["PAPER", "Yang2022Config", "run_yang2022"]
@@ -544,7 +544,7 @@ def run_yang2022(
     for name in cfg.datasets:
         results[name] = _run_dataset(name, cfg, log)
         (out_dir / "results.json").write_text(
-            json.dumps({"config": asdict(cfg), "results": results}, indent=1, default=float)
+            strict_json.dumps({"config": asdict(cfg), "results": results}, indent=1, default=float)
         )
     _print_beside_paper(results, log)
     log("\nKnown differences:")

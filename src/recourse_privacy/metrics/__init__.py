@@ -11,6 +11,7 @@ from recourse_privacy.metrics.intervals import (
     clopper_pearson,
     minimum_detectable_auc,
     minimum_detectable_tpr,
+    minimum_targets_per_side,
     paired_auc_difference,
     tpr_detected,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "clopper_pearson",
     "minimum_detectable_auc",
     "minimum_detectable_tpr",
+    "minimum_targets_per_side",
     "paired_auc_difference",
     "tpr_detected",
     "DEFAULT_FPRS",

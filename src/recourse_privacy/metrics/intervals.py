@@ -40,6 +40,7 @@ __all__ = [
     "clopper_pearson",
     "minimum_detectable_auc",
     "minimum_detectable_tpr",
+    "minimum_targets_per_side",
     "paired_auc_difference",
     "tpr_detected",
 ]
@@ -237,11 +238,36 @@ def minimum_detectable_auc(n_members: int, n_nonmembers: int, *, alpha: float = 
     0.5 + z_{1-alpha/2} sigma, which a true AUC of 0.5 + (z_{1-alpha/2} + z_power) sigma does with
     probability ``power``. (The standard error shrinks a little as the AUC moves away from 0.5,
     Hanley and McNeil 1982, so this is slightly conservative.) It shrinks like 1 / sqrt(n).
+
+    An AUC is at most 1: where 0.5 + (z_{1-alpha/2} + z_power) sigma >= 1 no true AUC is detected
+    with that probability at this size, and the answer is nan ("none detectable"), never a figure
+    above 1 (see :func:`minimum_targets_per_side`).
     """
     n1, n0 = _counts(n_members, n_nonmembers)
     alpha, power = check_alpha(alpha), _check_power(power)
     z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
-    return 0.5 + z * float(np.sqrt((n1 + n0 + 1) / (12.0 * n1 * n0)))
+    mda = 0.5 + z * float(np.sqrt((n1 + n0 + 1) / (12.0 * n1 * n0)))
+    return mda if mda < 1.0 else float("nan")
+
+
+def minimum_targets_per_side(*, alpha: float = 0.05, power: float = 0.95) -> int:
+    """The fewest targets per side (members, non-members) for which a verdict can be supported: 10 by default.
+
+    Derived from the width of the AUC's interval (:func:`minimum_detectable_auc`): with n members
+    and n non-members the AUC's standard error near 0.5 is sigma = sqrt((2n + 1) / (12 n^2)), and
+    some true AUC below 1 is detected with probability ``power`` only when
+    0.5 + z sigma < 1, z = z_{1-alpha/2} + z_power (3.605 at alpha 0.05, power 0.95), i.e.
+    3 n^2 - 2 z^2 n - z^2 > 0, n > (z^2 + sqrt(z^4 + 3 z^2)) / 3 (9.14). Below it even a perfect
+    attack's interval would be too wide to mean anything (the 1 + 1 target game "detects" AUC
+    1.000 [1.000, 1.000]). sigma falls as either side grows, so n or more on each side keeps every
+    detectable AUC below 1.
+    """
+    alpha, power = check_alpha(alpha), _check_power(power)
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
+    n = int(np.floor((z * z + np.sqrt(z**4 + 3.0 * z * z)) / 3.0)) + 1
+    while np.isnan(minimum_detectable_auc(n, n, alpha=alpha, power=power)):
+        n += 1  # floating point at the boundary: the first n whose detectable AUC is a number below 1
+    return n
 
 
 def minimum_detectable_tpr(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from recourse_privacy import strict_json
 from recourse_privacy.errors import IncompatibleError, InvalidInputError, MissingFileError
 from recourse_privacy.privrecourse.graph import GraphPaths, candidate_costs, recourse_paths
 from recourse_privacy.validation import check_matrix
@@ -133,7 +134,7 @@ class PublishedGraph:
             "privacy": self.privacy,
             "config": self.config,
         }
-        meta.write_text(json.dumps(doc, indent=2, default=_json_default))
+        meta.write_text(strict_json.dumps(doc, indent=2, default=_json_default))
         return npz, meta
 
 

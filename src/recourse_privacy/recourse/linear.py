@@ -19,8 +19,17 @@ class LinearRecourse:
     |w.x + b - margin| / ||w_m||_2. ``norm="l1"`` moves only the mutable feature with the
     largest |w_j|, at L1 cost |w.x + b - margin| / max|w_m| (the L1-optimal solution).
     ``margin`` (a logit, default 1e-6) puts x' just on the accepted side so that it is valid
-    in floating point. Points already accepted are returned unchanged. Only immutability is
-    honoured exactly: bounds and monotone directions have no closed form here.
+    in floating point. Points already accepted are returned unchanged.
+
+    With an ``action_set`` the move stays in its box, exactly: each feature j may move by
+    delta_j in [l_j, u_j] (0 for an immutable feature, l_j >= 0 for an increase-only one, the
+    range widened to hold the factual as :meth:`ActionSet.project` does). The L2 optimum of
+    min ||delta|| s.t. w.delta >= gap in that box is delta_j = clip(lambda w_j, l_j, u_j) for
+    the smallest lambda >= 0 that closes the gap (KKT; w.clip(lambda w, l, u) is nondecreasing
+    in lambda, found by bisection for all rows at once, on the side that closes it). The L1
+    optimum is the fractional knapsack: the features by decreasing |w_j|, each moved to its
+    bound until the gap closes. A row whose box cannot close the gap gets the largest move the
+    box allows, and the model rejects it (invalid).
 
     With an ``action_set`` that has one-hot groups, "exact" covers this search space: at
     most one mutable group switched to another of its levels (every level of every group,
@@ -56,6 +65,10 @@ class LinearRecourse:
         need = gap > 0
         if self.action_set is not None and self.action_set.groups:
             return SearchOutput(self._with_groups(X, w, gap, need))
+        if self.action_set is not None and _has_box(self.action_set):
+            lo, hi = _move_box(self.action_set, X)
+            move = _box_move_l2 if self.norm == "l2" else _box_move_l1
+            return SearchOutput(X + move(w, np.where(need, gap, 0.0), lo, hi))
         delta = np.zeros_like(X)
         if self.norm == "l2":
             sq = float(w_m @ w_m)
@@ -105,3 +118,57 @@ class LinearRecourse:
             j = int(np.argmax(np.abs(w_c)))
             out[:, j] += r / w_c[j]
         return out
+
+
+def _has_box(a: ActionSet) -> bool:
+    """Whether ``a`` constrains a move beyond immutability (a range or an increase-only feature)."""
+    return bool(a.increasing.any() or np.isfinite(a.lower).any() or np.isfinite(a.upper).any())
+
+
+def _move_box(a: ActionSet, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the interval [lo, hi] (lo <= 0 <= hi) each feature may move by under ``a`` (as ActionSet.project)."""
+    lo = np.minimum(a.lower, X) - X
+    hi = np.maximum(a.upper, X) - X
+    lo = np.where(a.increasing, 0.0, lo)
+    return np.where(a.immutable, 0.0, lo), np.where(a.immutable, 0.0, hi)
+
+
+def _box_move_l2(w: np.ndarray, gap: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """delta = clip(lambda w, lo, hi), with the smallest lambda >= 0 whose logit gain w.delta reaches ``gap``."""
+
+    def gain(lam):
+        return (np.clip(lam[:, None] * w, lo, hi) * w).sum(axis=1)
+
+    bound = np.where(w > 0, hi, np.where(w < 0, lo, 0.0))  # how far each feature may help
+    with np.errstate(divide="ignore", invalid="ignore"):  # lambda where each feature reaches its bound
+        reach = np.where(w != 0, bound / np.where(w != 0, w, 1.0), 0.0)
+    free = np.isinf(reach)  # no bound in the helpful direction
+    top = np.max(np.where(free, 0.0, reach), axis=1, initial=0.0)
+    # past every bound only the free features still gain, lambda * their sum of w_j^2: enough lambda for any gap
+    sq_free = (np.where(free, w * w, 0.0)).sum(axis=1)
+    top = top + np.where(sq_free > 0, gap / np.where(sq_free > 0, sq_free, 1.0), 0.0)
+    low, high = np.zeros(len(gap)), np.where(gap > 0, top * (1 + 1e-12) + 1e-300, 0.0)
+    for _ in range(200):  # bisection: high always closes the gap where the box can
+        mid = 0.5 * (low + high)
+        ok = gain(mid) >= gap
+        high, low = np.where(ok, mid, high), np.where(ok, low, mid)
+        if np.all(high - low <= 1e-15 * np.maximum(high, 1e-300)):
+            break
+    return np.where((gap > 0)[:, None], np.clip(high[:, None] * w, lo, hi), 0.0)
+
+
+def _box_move_l1(w: np.ndarray, gap: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The fractional knapsack: features by decreasing |w_j|, each to its bound, until the gain reaches ``gap``."""
+    order = np.argsort(-np.abs(w), kind="stable")
+    step = np.where(w > 0, hi, np.where(w < 0, lo, 0.0))[:, order]  # the full move of each feature that helps
+    cap = step * w[order]  # its logit gain (>= 0)
+    before = np.zeros_like(cap)  # gain of the features ahead of it (inf after a free one)
+    before[:, 1:] = np.cumsum(cap, axis=1)[:, :-1]
+    with np.errstate(invalid="ignore", divide="ignore"):  # inf - inf, inf / inf where a free feature is passed
+        share = np.clip((gap[:, None] - before) / np.where(cap > 0, cap, 1.0), 0.0, 1.0)
+        share = np.where(cap > 0, share, 0.0)
+        share = np.where(np.isinf(step), np.where(gap[:, None] > before, 1.0, 0.0), share)
+        moved = np.where(np.isinf(step), np.where(share > 0, (gap[:, None] - before) / w[order], 0.0), share * step)
+    delta = np.zeros_like(moved)
+    delta[:, order] = np.nan_to_num(moved, nan=0.0, posinf=0.0, neginf=0.0)
+    return delta

@@ -22,7 +22,9 @@ __all__ = [
     "MODEL_CAPABILITIES",
     "RECOURSE_METHODS",
     "RECOURSE_NEEDS",
+    "check_action_set_support",
     "check_compatible",
+    "honours_action_set",
     "check_recourse_name",
     "missing_capabilities",
     "make_recourse",
@@ -141,3 +143,29 @@ def check_compatible(method: str | Entry | type | object, capabilities, model_la
             f"recourse {name!r} needs gradients; {model_label} gives none: use a black-box "
             "method (gs, cchvae, face) or wrap a PyTorch / linear scikit-learn model"
         )
+
+
+def honours_action_set(method: str | Entry | type | object) -> bool:
+    """Whether ``method`` takes an ``action_set`` (immutable, increase-only features, ranges) and so honours one."""
+    if isinstance(method, str):
+        method = RECOURSE_METHODS.get(method)
+    cls = method.obj if isinstance(method, Entry) else method if isinstance(method, type) else type(method)
+    return "action_set" in inspect.signature(cls).parameters
+
+
+def check_action_set_support(method: str | Entry | type | object, asked: list[str] | tuple[str, ...]) -> None:
+    """Raise :class:`IncompatibleError` naming ``method`` and the options ``asked`` where it cannot honour them.
+
+    ``asked``: the constraint options given (``--bounds``, ``--immutable``, ``--increasing``, ``--actionable``);
+    a method without an ``action_set`` parameter would ignore them, so it is refused, never run.
+    """
+    if not asked or honours_action_set(method):
+        return
+    if isinstance(method, str):
+        method = RECOURSE_METHODS.get(method)
+    name = method.name if isinstance(method, Entry) else getattr(method, "name", type(method).__name__)
+    able = [n for n in RECOURSE_METHODS if honours_action_set(n)]
+    raise IncompatibleError(
+        f"recourse {name!r} cannot honour {', '.join(asked)} (it takes no action set): drop "
+        f"{'them' if len(asked) > 1 else 'it'} or use a method that does ({', '.join(able)})"
+    )

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from recourse_privacy import strict_json
 from recourse_privacy.metrics.plots import plot_roc_loglog, plot_score_histogram
 from recourse_privacy.report.counterfactuals import write_counterfactuals
 from recourse_privacy.report.html import audit_label, write_html_report
@@ -21,7 +21,7 @@ def write_metrics_json(result: AuditResult, path: str | Path) -> Path:
     """Write ``result.to_dict()`` to ``path`` atomically (a temporary file renamed into place)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result.to_dict(), indent=2))
+    tmp.write_text(strict_json.dumps(result.to_dict(), indent=2))
     tmp.replace(path)
     return path
 

@@ -362,12 +362,7 @@ def _beyond(
                 by="tpr",
             )
     if not by_auc:
-        return BeyondFinding(
-            "unknown",
-            "Recourse leaks, but this file records no paired comparison with the model's scores (metrics.json "
-            "of schema 1), so whether it leaks beyond them is not known.",
-            attack=recourse.strongest,
-        )
+        return BeyondFinding("unknown", _no_paired_text(recourse, leaking, versus), attack=recourse.strongest)
     a = max(by_auc, key=lambda a: versus[a.name].ci_high)
     v = versus[a.name]
     text = (
@@ -382,11 +377,31 @@ def _beyond(
     return _versus_finding("not-beyond", text, a.name, v)
 
 
+def _no_paired_text(recourse: SignalFinding, leaking: list, versus: Mapping[str, Any]) -> str:
+    """Why no paired comparison with the scores decides "beyond": say which case, never guess the schema."""
+    if not leaking:  # every detection scores members the wrong way round (AUC below 0.5)
+        return (
+            f"Recourse's attacks leave chance only reversed ({', '.join(recourse.detected)}: AUC below 0.5, "
+            "members scored as non-members), so no paired comparison with the model's scores applies and "
+            "whether recourse leaks beyond them is not known."
+        )
+    recorded = [a.name for a in leaking if versus[a.name] is not None]
+    if recorded:
+        return (
+            f"Recourse leaks, but the paired comparison with the model's scores is undefined for "
+            f"{', '.join(recorded)} (no finite bootstrap interval), so whether it leaks beyond them is not known."
+        )
+    return (
+        f"Recourse leaks, but this file records no paired comparison of {', '.join(a.name for a in leaking)} "
+        "with the model's scores, so whether it leaks beyond them is not known."
+    )
+
+
 @dataclass(frozen=True)
 class Detectable:
     """What this audit's sample size can detect: the minimum detectable effects.
 
-    ``auc``: the smallest true AUC whose interval excludes 0.5 with probability ``power``;
+    ``auc``: the smallest true AUC whose interval excludes 0.5 with probability ``power`` (nan: none can be);
     ``tpr``: per FPR key, the smallest true TPR at that FPR whose Clopper-Pearson interval lies above
     the threshold's FPR interval with probability ``power`` (nan: none can be)
     (:func:`~recourse_privacy.metrics.intervals.minimum_detectable_auc`, ``minimum_detectable_tpr``).
@@ -414,12 +429,18 @@ def detectable_effects(
     tpr = {k: minimum_detectable_tpr(n_members, n_nonmembers, float(k), alpha=alpha, power=power) for k in fpr_keys}
     low = tpr.get(LOW_FPR)
     low_txt = f", or a TPR of {_pct(low)} at FPR 1%" if low is not None and math.isfinite(low) else ""
-    text = (
-        f"With {n_members} members and {n_nonmembers} non-members, an attack with a true AUC of "
-        f"{_g(auc, '.3f')}{low_txt}, would have been detected with probability {_pct(power)} "
-        "(95% intervals); a weaker leak can go unnoticed at this sample size, so “no measurable leakage” "
-        "rules out leaks at least this strong, not every leak."
-    )
+    if not math.isfinite(auc):  # no AUC below 1 is detectable: say so, never a figure above 1
+        text = (
+            f"With {n_members} members and {n_nonmembers} non-members, no attack is detected with probability "
+            f"{_pct(power)} (95% intervals), however strong: none is detectable at this sample size."
+        )
+    else:
+        text = (
+            f"With {n_members} members and {n_nonmembers} non-members, an attack with a true AUC of "
+            f"{_g(auc, '.3f')}{low_txt}, would have been detected with probability {_pct(power)} "
+            "(95% intervals); a weaker leak can go unnoticed at this sample size, so “no measurable leakage” "
+            "rules out leaks at least this strong, not every leak."
+        )
     return Detectable(int(n_members), int(n_nonmembers), auc, tpr, power, alpha, text)
 
 
