@@ -179,8 +179,9 @@ class FMAutoencoder:
             raise InvalidInputError(
                 f"encoder_layers: latent size {self.latent_dim} exceeds the {n_in} input features; "
                 "an autoencoder's code must not be wider than its input: leave encoder_layers unset (sized to "
-                f"the features) or pass e.g. --method-param 'dpc.encoder_layers=[{min(2 * n_in, 64)},"
-                f"{max(1, n_in // 2)}]'"
+                "the features) or pass e.g. --method-param 'dpc.encoder_layers=[{},{}]'".format(
+                    *default_encoder_layers(n_in)
+                )
             )
 
     def _build(self, n_in: int, seed: int):
