@@ -205,3 +205,16 @@ def test_user_data_without_bounds_is_refused_with_the_remedy(tmp_path, user_tabl
     assert res.exit_code == 0, res.output
     run = json.loads((tmp_path / "out" / "quality_run.json").read_text())
     assert "NOT covered" in run["public_bounds"]
+
+
+def test_datasets_and_list_show_the_public_domain():
+    res = runner.invoke(app, ["datasets", "adult"])
+    assert res.exit_code == 0 and "integer [17, 90]; increase only" in res.output and "adult.names" in res.output
+    res = runner.invoke(app, ["datasets"])
+    assert res.exit_code == 0 and "public domain" in res.output
+    res = runner.invoke(app, ["list", "dataset"])
+    assert res.exit_code == 0 and "public" in res.output
+    from recourse_privacy import catalog
+
+    rows = {r.name: r.description for r in catalog.describe("dataset")}
+    assert "[public domain: 6 bounded numeric, 7 categorical; immutable: race, sex" in rows["adult"]
