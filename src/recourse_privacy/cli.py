@@ -1009,7 +1009,12 @@ def recourse_command(
     actionable: bool = typer.Option(True, help="apply the dataset's immutable / increase-only features and ranges"),
     data_dir: Path | None = typer.Option(None, help="directory of the real datasets"),
     model_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the model (epochs, lr, ...)"),
-    method_param: list[str] | None = typer.Option(None, help="METHOD.KEY=VALUE, e.g. face.n_neighbors=20"),
+    method_param: list[str] | None = typer.Option(
+        None,
+        help="METHOD.KEY=VALUE, e.g. face.n_neighbors=20. Private defaults: laplace.epsilon=1.0 per query, "
+        "dpc.epsilon=1.0 with layers sized to the features, privrecourse.epsilon=1.0; bounds: the dataset's "
+        "documented public domain (`recourse-privacy datasets NAME`)",
+    ),
     seed: int = typer.Option(0, help="seed of every random step"),
     device: str = typer.Option("auto", help=_DEVICE_HELP),
     out: Path = typer.Option(Path("recourse-quality"), help="output directory"),
