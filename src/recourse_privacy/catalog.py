@@ -63,7 +63,13 @@ def describe(kind: str) -> list[CatalogRow]:
     registry = REGISTRIES[check_kind(kind)]
     if not hasattr(registry, "entries"):  # a plain tuple of names (datasets before their registry)
         return [CatalogRow(name, "-", "", "recourse_privacy.data") for name in registry]
-    return [CatalogRow(e.name, _needs(e), e.description, e.module) for e in registry.entries()]
+    return [CatalogRow(e.name, _needs(e), _description(e), e.module) for e in registry.entries()]
+
+
+def _description(entry) -> str:
+    """The entry's description; for a dataset with public domain metadata, its summary too."""
+    domain = entry.meta.get("domain")
+    return f"{entry.description} [public domain: {domain}]" if domain else entry.description
 
 
 def loaded_plugins() -> list[str]:

@@ -571,18 +571,35 @@ def list_command(
 
 
 @_command()
-def datasets() -> None:
-    """List the named datasets and where the real ones are read from."""
+def datasets(
+    name: str | None = typer.Argument(None, help="a dataset whose public domain metadata to show per feature"),
+) -> None:
+    """List the named datasets (with their public domain metadata) and where the real ones are read from."""
     from rich.console import Console
     from rich.table import Table
 
     from recourse_privacy.data import DATASET_DESCRIPTIONS, DATASETS, resolve_data_dir
+    from recourse_privacy.data.domain import DOMAINS
 
+    if name is not None:
+        domain = DOMAINS.get(DATASETS.check(name))
+        if domain is None:
+            meta = DATASETS.get(name).meta.get("domain")
+            typer.echo(f"{name}: {meta or 'no public domain metadata declared'}")
+            return
+        table = Table(title=f"{name}: public domain metadata ({domain.source})", title_justify="left")
+        table.add_column("feature")
+        table.add_column("domain")
+        for f in domain.features:
+            table.add_row(f.name, f.describe())
+        Console(width=170).print(table)
+        return
     table = Table(title=f"datasets (real data read from {resolve_data_dir()})")
     table.add_column("name")
     table.add_column("description")
-    for name in DATASETS:
-        table.add_row(name, DATASET_DESCRIPTIONS.get(name, ""))
+    table.add_column("public domain")
+    for key in DATASETS:
+        table.add_row(key, DATASET_DESCRIPTIONS.get(key, ""), DATASETS.get(key).meta.get("domain", "-"))
     Console().print(table)
 
 
@@ -1055,6 +1072,17 @@ def recourse_command(
     immutable: list[str] | None = _IMMUTABLE,
     increasing: list[str] | None = _INCREASING,
     bounds: list[str] | None = _BOUNDS,
+    schema: Path | None = typer.Option(
+        None,
+        "--schema",
+        help="YAML public metadata of --data (per column: type, bounds, categories, immutable, direction); "
+        "the private methods scale with its bounds",
+    ),
+    bounds_from_data: bool = typer.Option(
+        False,
+        "--bounds-from-data",
+        help="private methods read their bounds from the training rows (min/max): NOT covered by the DP guarantee",
+    ),
     model_file: Path | None = _MODEL_FILE,
     trust: list[str] | None = _TRUST,
     trust_pickle: bool = _TRUST_PICKLE,
@@ -1069,7 +1097,12 @@ def recourse_command(
     actionable: bool = typer.Option(True, help="apply the dataset's immutable / increase-only features and ranges"),
     data_dir: Path | None = typer.Option(None, help="directory of the real datasets"),
     model_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the model (epochs, lr, ...)"),
-    method_param: list[str] | None = typer.Option(None, help="METHOD.KEY=VALUE, e.g. face.n_neighbors=20"),
+    method_param: list[str] | None = typer.Option(
+        None,
+        help="METHOD.KEY=VALUE, e.g. face.n_neighbors=20. Private defaults: laplace.epsilon=1.0 per query, "
+        "dpc.epsilon=1.0 with layers sized to the features, privrecourse.epsilon=1.0; bounds: the dataset's "
+        "documented public domain (`recourse-privacy datasets NAME`)",
+    ),
     seed: int = typer.Option(0, help="seed of every random step"),
     device: str = typer.Option("auto", help=_DEVICE_HELP),
     out: Path = typer.Option(Path("recourse-quality"), help="output directory", parser=_out_path),
@@ -1095,6 +1128,12 @@ def recourse_command(
             _fail(InvalidInputError(f"--method-param expects METHOD.KEY=VALUE; got {key!r}"))
         per_method.setdefault(name, {})[param] = value
     inputs = _user_inputs({**locals(), "model": "logistic" if model_file is not None and model == "mlp" else model})
+    if schema is not None:
+        from recourse_privacy.data.domain import load_schema, schema_inputs
+
+        if data is None:
+            raise InvalidInputError("--schema describes your own --data; a registered dataset carries its own metadata")
+        inputs.update(schema_inputs(load_schema(schema), inputs))
     from recourse_privacy.audit.user_inputs import describe_model
 
     model_label = model if model_file is None else describe_model(inputs["model"])
@@ -1127,12 +1166,15 @@ def recourse_command(
                 model_params=_parse_params(model_param, "--model-param"),
                 method_params=per_method,
                 progress=progress,
+                bounds_from_data=bounds_from_data,
                 **inputs,
             )
         claim.finish()
     except RecoursePrivacyError as err:
         _fail(err)
     run = result.run
+    if bounds_from_data:
+        console.print(f"warning: private methods' bounds: {run['public_bounds']}", style="yellow", highlight=False)
     table = Table(
         title=f"Recourse quality: {dataset_label} / {model_label} (held-out acc {run['heldout_accuracy']:.3f}), "
         f"{run['n_points']} query points{', actionable' if actionable else ''}"

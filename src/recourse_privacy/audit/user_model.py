@@ -25,6 +25,7 @@ import pandas as pd
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.stages import GameData
 from recourse_privacy.audit.user_inputs import describe_model, model_kind
+from recourse_privacy.data.domain import encoded_bounds
 from recourse_privacy.errors import IncompatibleError, InvalidInputError
 from recourse_privacy.models.base import BaseClassifier
 from recourse_privacy.models.estimator import EstimatorModel, estimator_labels, seeded_clone
@@ -198,13 +199,21 @@ def action_set_for(config: AuditConfig, game: GameData) -> ActionSet | None:
     """The one ActionSet of the audit.
 
     Named datasets: the dataset's constraints with ``actionable``, else none (the paper's
-    setting). A user's data: always the structure (one-hot groups stay a single category,
+    setting); the ranges are the dataset's documented public bounds where it declares them
+    (:mod:`~recourse_privacy.data.domain`), else those of the fit data. A user's data: always the structure (one-hot groups stay a single category,
     integer columns integer), the ``immutable`` / ``increasing`` columns the user named, the
     fit data's ranges with ``actionable``, and the user's ``bounds`` (original units).
     """
     pre = game.preprocessor
     if config.data is None:
-        return ActionSet.from_preprocessor(pre) if config.actionable else None
+        if not config.actionable:
+            return None
+        acts = ActionSet.from_preprocessor(pre)
+        domain = getattr(game.dataset, "domain", None)
+        if domain is None or getattr(pre, "normalize_rows", False):
+            return acts
+        lower, upper, _ = encoded_bounds(pre, domain.bounds)
+        return acts.with_ranges(lower, upper)
     acts = ActionSet.from_preprocessor(pre, actionable=True, bounds=config.actionable)
     if not config.bounds:
         return acts

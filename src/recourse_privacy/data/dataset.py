@@ -31,7 +31,8 @@ class Dataset:
     ``immutable`` names raw columns recourse must not change; ``increasing`` raw columns
     that may only increase. ``label_values`` are the original (favourable, unfavourable)
     values of the label column, where it had other values than 0/1 (a user's table); the
-    audit trains a user's own estimator with them. Construction checks the shapes, the 0/1 labels and that every
+    audit trains a user's own estimator with them. ``domain``: the public metadata the private
+    recourse methods take their bounds from (:mod:`~recourse_privacy.data.domain`). Construction checks the shapes, the 0/1 labels and that every
     named column exists (an :class:`~recourse_privacy.errors.InvalidInputError` otherwise).
     """
 
@@ -44,6 +45,9 @@ class Dataset:
     increasing: tuple[str, ...] = ()
     description: str = ""
     label_values: tuple | None = None
+    #: public domain metadata (:class:`~recourse_privacy.data.domain.Domain`): documented bounds,
+    #: categories, immutability and direction per feature; None where none is declared
+    domain: object = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.X, pd.DataFrame):
@@ -96,4 +100,5 @@ class Dataset:
             increasing=self.increasing,
             description=self.description,
             label_values=self.label_values,
+            domain=self.domain,
         )

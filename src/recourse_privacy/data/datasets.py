@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from recourse_privacy.data.dataset import ChecksumError, Dataset
+from recourse_privacy.data.domain import DOMAINS
 from recourse_privacy.data.registry import (
     DATASET_DESCRIPTIONS,
     DATASETS,
@@ -324,7 +325,9 @@ def _check_columns(df: pd.DataFrame, needed: Sequence[str], path: Path) -> None:
         raise InvalidInputError(f"{path} lacks the columns {missing}; is it the right file?")
 
 
-@register_dataset("adult", description=_DESCRIPTIONS["adult"], source="file", file="adult.csv")
+@register_dataset(
+    "adult", description=_DESCRIPTIONS["adult"], domain=DOMAINS["adult"].summary(), source="file", file="adult.csv"
+)
 def _load_adult(path: Path) -> Dataset:
     """Adult (cf-data): 13 features, label ``income`` (1 = > 50K)."""
     df = pd.read_csv(path)
@@ -339,10 +342,13 @@ def _load_adult(path: Path) -> Dataset:
         immutable=("sex", "race"),
         increasing=("age", "education-num"),
         description=_DESCRIPTIONS["adult"],
+        domain=DOMAINS["adult"],
     )
 
 
-@register_dataset("heloc", description=_DESCRIPTIONS["heloc"], source="file", file="heloc.csv")
+@register_dataset(
+    "heloc", description=_DESCRIPTIONS["heloc"], domain=DOMAINS["heloc"].summary(), source="file", file="heloc.csv"
+)
 def _load_heloc(path: Path) -> Dataset:
     """HELOC (cf-data): 21 numeric features, label ``RiskPerformance`` (1 = Good).
 
@@ -361,10 +367,13 @@ def _load_heloc(path: Path) -> Dataset:
         immutable=(),
         increasing=(),
         description=_DESCRIPTIONS["heloc"],
+        domain=DOMAINS["heloc"],
     )
 
 
-@register_dataset("compas", description=_DESCRIPTIONS["compas"], source="file", file="compas.csv")
+@register_dataset(
+    "compas", description=_DESCRIPTIONS["compas"], domain=DOMAINS["compas"].summary(), source="file", file="compas.csv"
+)
 def _load_compas(path: Path) -> Dataset:
     """COMPAS (cf-data): 7 features, label ``score`` (1 = not high risk)."""
     df = pd.read_csv(path)
@@ -380,10 +389,17 @@ def _load_compas(path: Path) -> Dataset:
         immutable=("sex", "race"),
         increasing=("age",),
         description=_DESCRIPTIONS["compas"],
+        domain=DOMAINS["compas"],
     )
 
 
-@register_dataset("diabetes", description=_DESCRIPTIONS["diabetes"], source="file", file="diabetic_data.csv")
+@register_dataset(
+    "diabetes",
+    description=_DESCRIPTIONS["diabetes"],
+    domain=DOMAINS["diabetes"].summary(),
+    source="file",
+    file="diabetic_data.csv",
+)
 def _load_diabetes(path: Path) -> Dataset:
     """Diabetes 130-US hospitals with the encoding of Shokri et al. (2021).
 
@@ -407,6 +423,7 @@ def _load_diabetes(path: Path) -> Dataset:
         immutable=("gender", "race", "age"),
         increasing=(),
         description=_DESCRIPTIONS["diabetes"],
+        domain=DOMAINS["diabetes"],
     )
 
 
@@ -419,6 +436,7 @@ def _load_diabetes(path: Path) -> Dataset:
     "synthetic",
     description=_DESCRIPTIONS["synthetic"],
     source="generated",
+    domain="x0..x{d-1}: numeric [-(class_sep + 8), class_sep + 8]",
     options=("n_samples", "n_features", "random_state", "class_sep", "flip_y"),
 )
 def _load_synthetic(

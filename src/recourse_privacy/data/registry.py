@@ -61,13 +61,15 @@ def register_dataset(
     source: str,
     file: str | None = None,
     options: Iterable[str] = (),
+    domain: str | None = None,
     replace: bool = False,
 ) -> Callable[[L], L]:
     """Decorator registering a loader function as dataset ``name`` (see the module docstring).
 
     ``source`` is one of :data:`DATASET_SOURCES`; ``file`` (the file name looked up in the data
     directory) is required for ``"file"`` and refused otherwise; ``options`` lists the keyword
-    arguments the loader accepts. A bad declaration raises :class:`InvalidInputError`.
+    arguments the loader accepts; ``domain`` a one-line summary of the public domain metadata
+    its datasets carry (:mod:`~recourse_privacy.data.domain`), shown by ``recourse-privacy list``. A bad declaration raises :class:`InvalidInputError`.
     """
     if source not in DATASET_SOURCES:
         raise InvalidInputError(f"dataset {name!r}: source must be one of {', '.join(DATASET_SOURCES)}; got {source!r}")
@@ -82,7 +84,10 @@ def register_dataset(
     bad = [o for o in options if not (isinstance(o, str) and o.isidentifier())]
     if bad or len(set(options)) != len(options):
         raise InvalidInputError(f"dataset {name!r}: options must be distinct keyword names; got {options!r}")
-    return DATASETS.register(name, description=description, replace=replace, source=source, file=file, options=options)
+    extra = {} if domain is None else {"domain": str(domain)}
+    return DATASETS.register(
+        name, description=description, replace=replace, source=source, file=file, options=options, **extra
+    )
 
 
 class _Descriptions(Mapping[str, str]):

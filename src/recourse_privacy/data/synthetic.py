@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from recourse_privacy.data.dataset import Dataset
+from recourse_privacy.data.domain import synthetic_domain
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import RandomState, as_generator
 
@@ -100,4 +101,5 @@ def make_synthetic(
         y=y,
         target="y",
         description=(f"{SYNTHETIC_DESCRIPTION}: n={n}, d={d}, class_sep={class_sep}, flip_y={flip_y}"),
+        domain=synthetic_domain(d, float(class_sep)),
     )

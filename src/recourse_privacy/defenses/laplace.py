@@ -93,10 +93,29 @@ class LaplaceRecourse:
     boundary); the model's own verdict on x' is ``valid``: invalid rows are reported, never
     dropped. ``target_logit`` is the paper's s (0: probability 1/2). ``info`` holds the noisy
     probabilities and which rows were clamped.
+
+    ``epsilon`` defaults to 1.0 per query (the middle of the range Huang et al. 2023 sweep,
+    0.5..20); ``recourse-privacy recourse --methods laplace`` runs with it, and
+    ``--method-param laplace.epsilon=0.5`` sets another.
+
+    ``action_set`` (an :class:`~recourse_privacy.recourse.ActionSet`): the move along w is
+    projected onto it (immutable features back to the factual, increase-only features not below
+    it, bounds and one-hot groups valid; rows whose projection the model rejects are repaired
+    along the same move) by the shared driver
+    (:func:`~recourse_privacy.recourse.base.generate_recourse`); validity is judged after the
+    projection. It reads only the public action set, the query and the model that step 4 already
+    reads: post-processing of the released noisy score, at no extra privacy cost.
     """
 
     def __init__(
-        self, *, epsilon: float, sensitivity: float = 1.0, target_logit: float = 0.0, accountant=None, random_state=None
+        self,
+        *,
+        epsilon: float = 1.0,
+        sensitivity: float = 1.0,
+        target_logit: float = 0.0,
+        accountant=None,
+        action_set=None,
+        random_state=None,
     ):
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = check_epsilon(sensitivity, "sensitivity")
@@ -104,6 +123,7 @@ class LaplaceRecourse:
         if not np.isfinite(self.target_logit):
             raise InvalidInputError(f"target_logit must be finite; got {target_logit!r}")
         self.accountant = accountant
+        self.action_set = action_set
         self.random_state = random_state
         self._rng = as_generator(random_state)
 

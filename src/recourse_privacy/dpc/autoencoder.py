@@ -40,7 +40,13 @@ from recourse_privacy.validation import (
     derive_seed,
 )
 
-__all__ = ["FMAutoencoder", "PublicBounds", "check_epsilon_or_inf", "fm_autoencoder_sensitivity"]
+__all__ = [
+    "FMAutoencoder",
+    "PublicBounds",
+    "check_epsilon_or_inf",
+    "default_encoder_layers",
+    "fm_autoencoder_sensitivity",
+]
 
 SENSITIVITY_MODES = ("8d", "6d")
 D_MODES = ("safe", "paper")
@@ -90,13 +96,24 @@ class PublicBounds:
             raise InvalidInputError(
                 f"{name}: {int(out.any(axis=1).sum())} row(s) fall outside the declared public bounds (feature {j}: "
                 f"[{self.lower[j]:.4g}, {self.upper[j]:.4g}], values {X[:, j].min():.4g}..{X[:, j].max():.4g}); "
-                "DPC's sensitivity needs inputs in [0, 1] after scaling with public bounds"
+                "DPC's sensitivity needs inputs in [0, 1] after scaling with public bounds: declare public bounds "
+                "that hold the data (--schema FILE or --bounds COL=LO:HI; Python: bounds=(lower, upper)), or read "
+                "them from the data with --bounds-from-data (Python: bounds='data'; not covered by the DP guarantee)"
             )
         return np.clip((X - self.lower) / (self.upper - self.lower), 0.0, 1.0)
 
     def from_unit(self, U: np.ndarray) -> np.ndarray:
         """The inverse map from [0, 1] back to the feature scale."""
         return self.lower + np.asarray(U, dtype=np.float64) * (self.upper - self.lower)
+
+
+def default_encoder_layers(n_in: int) -> tuple[int, int]:
+    """DPC's default widths for ``n_in`` features: Yang et al.'s (64, 32) for mixed data from 64 features
+    on; below, a latent of half the features (at least 1) and a hidden layer twice as wide (at most 64)."""
+    if n_in >= 64:
+        return (64, 32)
+    latent = max(1, n_in // 2)
+    return (min(64, 2 * latent), latent)
 
 
 def fm_autoencoder_sensitivity(
@@ -114,6 +131,9 @@ class FMAutoencoder:
 
     ``encoder_layers``: the widths of the encoder's dense layers; the last is the latent size
     (Yang et al.: (64, 32) mixed data; (512, 256, 128, 64) images; (1024, ..., 64) binary).
+    None (the default): sized to the input at :meth:`fit` (:func:`default_encoder_layers`: Yang
+    et al.'s (64, 32) from 64 features on, else a latent of half the features and a hidden layer
+    twice that).
     ``epsilon``: the autoencoder's budget (math.inf: no noise). After :meth:`fit`:
     ``sensitivity_``, ``d_``, ``noise_scale_`` (Delta / epsilon), ``n_train_``.
     """
@@ -121,7 +141,7 @@ class FMAutoencoder:
     def __init__(
         self,
         *,
-        encoder_layers: Sequence[int] = (64, 32),
+        encoder_layers: Sequence[int] | None = None,
         epsilon: float = 1.0,
         sensitivity_mode: str = "8d",
         d_mode: str = "safe",
@@ -130,10 +150,14 @@ class FMAutoencoder:
         lr: float = 5e-3,
         random_state=None,
     ):
-        layers = tuple(encoder_layers)
-        if not layers:
-            raise InvalidInputError("encoder_layers must name at least one layer (the last is the latent size)")
-        self.encoder_layers = tuple(check_positive_int(w, "encoder_layers") for w in layers)
+        self.auto_layers = encoder_layers is None
+        if encoder_layers is None:
+            self.encoder_layers: tuple[int, ...] = ()
+        else:
+            layers = tuple(encoder_layers)
+            if not layers:
+                raise InvalidInputError("encoder_layers must name at least one layer (the last is the latent size)")
+            self.encoder_layers = tuple(check_positive_int(w, "encoder_layers") for w in layers)
         self.epsilon = check_epsilon_or_inf(epsilon)
         self.sensitivity_mode = check_choice(sensitivity_mode, "sensitivity_mode", SENSITIVITY_MODES)
         self.d_mode = check_choice(d_mode, "d_mode", D_MODES)
@@ -147,11 +171,17 @@ class FMAutoencoder:
         return self.encoder_layers[-1]
 
     def check_fits(self, n_in: int) -> None:
-        """Refuse an architecture that does not fit ``n_in`` features (a latent code wider than the input)."""
+        """Size the default architecture to ``n_in`` features; refuse a given one whose latent code is wider."""
+        if self.auto_layers:
+            self.encoder_layers = default_encoder_layers(n_in)
+            return
         if self.latent_dim > n_in:
             raise InvalidInputError(
                 f"encoder_layers: latent size {self.latent_dim} exceeds the {n_in} input features; "
-                "an autoencoder's code must not be wider than its input"
+                "an autoencoder's code must not be wider than its input: leave encoder_layers unset (sized to "
+                "the features) or pass e.g. --method-param 'dpc.encoder_layers=[{},{}]'".format(
+                    *default_encoder_layers(n_in)
+                )
             )
 
     def _build(self, n_in: int, seed: int):

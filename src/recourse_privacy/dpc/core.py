@@ -145,7 +145,7 @@ class DPCExplainer:
         epsilon: float = 1.0,
         epsilon_prototypes: float | None = None,
         bounds=None,
-        encoder_layers: Sequence[int] = (64, 32),
+        encoder_layers: Sequence[int] | None = None,
         sensitivity_mode: str = "8d",
         d_mode: str = "safe",
         ae_epochs: int = 50,

@@ -32,6 +32,15 @@ class DPC:
     ``generate`` searches from the class-1 prototype for every rejected row at once. The audit
     works in standardised features: pass public ``bounds`` (or ``bounds="data"`` in faithful
     mode, which the ledger flags as leaky). ``ledger`` states the epsilon and what it covers.
+    ``encoder_layers`` None (default) sizes the autoencoder to the feature count
+    (:func:`~recourse_privacy.dpc.autoencoder.default_encoder_layers`).
+
+    ``action_set`` (an :class:`~recourse_privacy.recourse.ActionSet`): every counterfactual is
+    projected onto it (immutable features back to the factual, increase-only features not
+    below it, bounds and one-hot groups valid) by the shared driver
+    (:func:`~recourse_privacy.recourse.base.generate_recourse`), and validity is judged after the
+    projection. The projection reads only the public action set, the query and the model the
+    search already queries: post-processing, at no extra privacy cost.
     """
 
     def __init__(
@@ -41,7 +50,7 @@ class DPC:
         epsilon: float = 1.0,
         epsilon_prototypes: float | None = None,
         bounds=None,
-        encoder_layers: Sequence[int] = (64, 32),
+        encoder_layers: Sequence[int] | None = None,
         sensitivity_mode: str = "8d",
         d_mode: str = "safe",
         ae_epochs: int = 50,
@@ -54,8 +63,10 @@ class DPC:
         lr: float = 0.05,
         max_iter: int = 300,
         batch_size: int | None = None,
+        action_set=None,
         random_state=None,
     ):
+        self.action_set = action_set
         self.params = dict(
             mode=mode,
             epsilon=epsilon,

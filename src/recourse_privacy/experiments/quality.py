@@ -32,6 +32,7 @@ from recourse_privacy.audit.stages import GameData, counterfactual_table, load_d
 from recourse_privacy.audit.user_inputs import describe_data, describe_model
 from recourse_privacy.audit.user_model import action_set_for, check_bounds_columns, resolve_model
 from recourse_privacy.data import Pools, Preprocessor, load_dataset
+from recourse_privacy.data.domain import encoded_bounds
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics import quality_metrics
 from recourse_privacy.models import accuracy, make_model
@@ -91,9 +92,27 @@ def _skip_reason(name: str, model) -> str | None:
     return None
 
 
-def _make_method(name: str, params: dict, action_set, seed: int):
+#: how the private methods' bounds were chosen, as quality_run.json states it
+BOUNDS_FROM_DATA_NOTE = "min/max of the training rows (--bounds-from-data): NOT covered by any DP guarantee"
+
+
+def _make_method(name: str, params: dict, action_set, seed: int, bounds=None):
+    """The method with the run's action set, seed and, for a method that scales with public bounds, ``bounds``.
+
+    ``bounds``: the encoded public (lower, upper), ``"data"`` (``--bounds-from-data``), or a list
+    of the numeric columns without public bounds (then such a method is refused, naming the remedy).
+    """
     accepted = inspect.signature(RECOURSE_METHODS.get(name).obj).parameters
     params = dict(params)
+    if "bounds" in accepted and "bounds" not in params and bounds is not None:
+        if isinstance(bounds, list):
+            raise InvalidInputError(
+                f"{name} scales its inputs with public bounds, and the numeric columns {bounds[:10]} have none: "
+                "declare them with --schema FILE or --bounds COL=LO:HI (Python: bounds={column: (lo, hi)}), or pass "
+                "--bounds-from-data (Python: bounds_from_data=True; min/max of the training rows, not covered by "
+                "the DP guarantee)"
+            )
+        params["bounds"] = bounds
     if action_set is not None and "action_set" in accepted:
         params.setdefault("action_set", action_set)
     if "random_state" in accepted:
@@ -125,6 +144,7 @@ def run_quality(
     immutable: Sequence[str] = (),
     increasing: Sequence[str] = (),
     bounds: dict | None = None,
+    bounds_from_data: bool = False,
 ) -> QualityResult:
     """Measure every method in ``methods`` on the same model and query points (see the module docstring).
 
@@ -143,6 +163,12 @@ def run_quality(
     training split, a clone). Every method then keeps one-hot groups a single category and
     integer columns integer, and ``counterfactuals.csv`` holds each method's counterfactuals
     in the data's own columns and units.
+
+    Public bounds: a method that scales with them (PrivRecourse and its baselines, DPC) gets the
+    dataset's documented domain (:mod:`~recourse_privacy.data.domain`) or, for your own data,
+    ``bounds`` for every numeric column; ``bounds_from_data=True`` instead reads them from the
+    training rows, which ``quality_run.json`` records as not covered by the DP guarantee. The
+    action set's ranges are the same public bounds where declared.
     """
     from sklearn.neighbors import KernelDensity
 
@@ -215,9 +241,15 @@ def run_quality(
     X_query = X_held[rejected[:n_points]]
     report("model", 1, 1)
     query_rows = held[rejected[:n_points]]
+    public = dict(getattr(ds.domain, "bounds", {}) or {})
+    public.update(bounds or {})
+    pub_lo, pub_hi, unbounded = encoded_bounds(pre, public)
     action_set = (
-        action_set_for(user, game) if user is not None else (ActionSet.from_preprocessor(pre) if actionable else None)
+        action_set_for(user, game)
+        if user is not None
+        else (ActionSet.from_preprocessor(pre).with_ranges(pub_lo, pub_hi) if actionable else None)
     )
+    method_bounds = "data" if bounds_from_data else (sorted(set(unbounded)) if unbounded else (pub_lo, pub_hi))
     kde = KernelDensity(kernel="gaussian", bandwidth="scott").fit(
         X_train
     )  # PDensity's rho^D (Pentyala et al. 2023, eq. 2)
@@ -237,7 +269,7 @@ def run_quality(
             table[name] = {"skipped": skipped[name]}
             report(name, 1, 1)
             continue
-        method = _make_method(name, method_params.get(name, {}), action_set, derive_seed(seed, 10, i))
+        method = _make_method(name, method_params.get(name, {}), action_set, derive_seed(seed, 10, i), method_bounds)
         t = time.perf_counter()
         fitted = fit_for(method, X_train, y_train, clf)
         fit_s = time.perf_counter() - t
@@ -260,6 +292,11 @@ def run_quality(
         "n_features": int(X_train.shape[1]),
         "feature_names": list(pre.feature_names_out_),
         "actionable": bool(actionable),
+        "public_bounds": BOUNDS_FROM_DATA_NOTE
+        if bounds_from_data
+        else (getattr(ds.domain, "source", "") or "your --bounds / --schema")
+        if not unbounded
+        else f"none for {sorted(set(unbounded))[:10]}",
         "seed": seed,
         "k_neighbors": k_neighbors,
         "train_accuracy": accuracy(clf, X_train, y_train),

@@ -54,8 +54,10 @@ class PrivRecourse:
     needs delta > 0 and defaults to 1e-9); ``clustering`` ``"convergent"`` (spec sec. 3.3) or
     ``"diffprivlib"``, ``clustering_params`` its options (``release``, ``lap_use``, ``zone`` ...);
     ``model_epsilon`` for the DP model trained when ``publish`` gets none; ``bounds``
-    ``(lower, upper)`` per feature or one pair for all, public (default the unit box), ``out_of_bounds`` ``"raise"``
-    or ``"clip"``; the graph: ``weight`` ("inverse": d / rho, Algorithm 1 line 4), ``bandwidth``
+    ``(lower, upper)`` per feature or one pair for all, public (default the unit box; the
+    ``recourse`` command passes the dataset's documented domain, :mod:`~recourse_privacy.data.domain`),
+    or ``"data"`` (the training rows' min/max: the ledger marks the artefact not DP),
+    ``out_of_bounds`` ``"raise"`` or ``"clip"``; the graph: ``weight`` ("inverse": d / rho, Algorithm 1 line 4), ``bandwidth``
     of the KDE on the nodes, ``max_distance`` d_th (inf: fully connected), ``n_neighbors`` (a
     sparse neighbour graph), ``action_set`` (increase-only features give directed edges,
     immutable ones none); ``n_rows`` (rows of MST data; default as many as the data).
@@ -109,9 +111,14 @@ class PrivRecourse:
         self.random_state = random_state
 
     # ------------------------------------------------------------------ publishing
-    def _bounds(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+    def _bounds(self, d: int, X: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         if self.bounds is None:
             return np.zeros(d), np.ones(d)
+        if isinstance(self.bounds, str):
+            if self.bounds != "data" or X is None:
+                raise InvalidInputError(f"bounds must be (lower, upper) or 'data'; got {self.bounds!r}")
+            lo, hi = X.min(axis=0), X.max(axis=0)
+            return lo, np.where(hi > lo, hi, lo + 1.0)
         try:
             lo, hi = (np.asarray(b, np.float64).ravel() for b in self.bounds)
         except (TypeError, ValueError):
@@ -131,10 +138,12 @@ class PrivRecourse:
         """Algorithm 1: nodes from ``source`` under (epsilon, delta), the graph, candidates f(C) = 1."""
         X = check_matrix(X)
         n, d = X.shape
-        lo, hi = self._bounds(d)
+        lo, hi = self._bounds(d, X)
         if self.action_set is not None:
             self.action_set.check(d)
-        Z = check_unit_box((X - lo) / (hi - lo), out_of_bounds=self.out_of_bounds, names=tuple(feature_names))
+        Z = check_unit_box(
+            (X - lo) / (hi - lo), out_of_bounds=self.out_of_bounds, names=tuple(feature_names), method=self.name
+        )
         if self.source == "clusters" and self.n_clusters > n:
             raise InvalidInputError(f"n_clusters={self.n_clusters} is larger than the data ({n} rows)")
         t0 = time.perf_counter()
@@ -181,6 +190,13 @@ class PrivRecourse:
             nodes_u = Z.copy()
             ledger = BudgetLedger(self.epsilon, self.delta)
             ledger.spend("raw training records as nodes", 0.0, dp=False, note="non-private FACE (Poyiadzi et al. 2020)")
+        if isinstance(self.bounds, str):  # "data": the scaling itself reads the private rows
+            ledger.spend(
+                "feature bounds: min/max of the training rows",
+                0.0,
+                dp=False,
+                note="bounds read from the data (--bounds-from-data): NOT covered by the DP guarantee",
+            )
         inc = np.zeros(d, bool) if self.action_set is None else np.asarray(self.action_set.increasing, bool)
         imm = np.zeros(d, bool) if self.action_set is None else np.asarray(self.action_set.immutable, bool)
         graph, _ = build_graph(

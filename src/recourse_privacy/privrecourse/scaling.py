@@ -55,8 +55,14 @@ class PublicScaler:
         return self.lower + Z * (self.upper - self.lower)
 
 
-def check_unit_box(Z: np.ndarray, *, out_of_bounds: str = "raise", names=(), tol: float = 1e-9) -> np.ndarray:
-    """``Z`` if it lies in [0, 1]^d (the declared public bounds after scaling); clip or raise otherwise."""
+def check_unit_box(
+    Z: np.ndarray, *, out_of_bounds: str = "raise", names=(), tol: float = 1e-9, method: str = "privrecourse"
+) -> np.ndarray:
+    """``Z`` if it lies in [0, 1]^d (the declared public bounds after scaling); clip or raise otherwise.
+
+    The error names each remedy in the CLI's syntax first (``method`` is the recourse method's
+    registered name, for ``--method-param``), then as the Python keyword.
+    """
     bad = (Z < -tol) | (Z > 1 + tol)
     if bad.any():
         if out_of_bounds == "clip":
@@ -65,7 +71,9 @@ def check_unit_box(Z: np.ndarray, *, out_of_bounds: str = "raise", names=(), tol
         label = [names[c] if names else f"feature {c}" for c in cols[:5]]
         raise InvalidInputError(
             f"{int(bad.any(axis=1).sum())} rows have features outside the declared public bounds ({', '.join(label)}); "
-            "declare wider public bounds from domain knowledge or pass out_of_bounds='clip' (never bounds read "
-            "from the data)"
+            "declare wider public bounds from domain knowledge (--schema FILE or --bounds COL=LO:HI; Python: "
+            f"bounds=(lower, upper)), or clip the rows into them with --method-param {method}.out_of_bounds=clip "
+            "(Python: out_of_bounds='clip'); bounds read from the data (--bounds-from-data) are not covered by the "
+            "DP guarantee"
         )
     return np.clip(Z, 0.0, 1.0)

@@ -23,11 +23,13 @@ and the driver, in this order:
    ``method.batch_size`` rows (all rows at once when the method has no ``batch_size`` or it
    is None; a batch of zero rows is one call on the empty array, so every search step must
    accept zero rows), and joins the chunks in order;
-6. where the method has an ``action_set`` (immutable and increase-only features, ranges, one-hot
-   groups, integer features; see :class:`~recourse_privacy.recourse.constraints.ActionSet`),
-   projects every counterfactual onto the valid set, and repairs the rows whose projection lost
-   the model's acceptance (:func:`project_and_repair`): this one place applies it, so no method
-   can skip it (a method that honours the set already maps to itself);
+6. where the method has an ``action_set`` (see
+   :class:`~recourse_privacy.recourse.constraints.ActionSet`), projects every counterfactual
+   onto the valid set (immutable features kept, increase-only features not decreased, bounds,
+   one-hot groups a single level, integers integer), and repairs the rows whose projection
+   lost the model's acceptance (:func:`project_and_repair`): this one place applies it, so no
+   method can skip it, the private ones included (for a DP artefact it is post-processing: it
+   reads the public action set, the query and the model the method already queries);
 7. judges validity with the model itself, ``model.predict(X_cf) == 1`` (and ``found`` where
    the search step reports rows it gave up on, FACE's unreachable queries), and assembles the
    :class:`RecourseResult` (factuals, counterfactuals, valid, ``method.name``, ``n_iter``,

@@ -13,7 +13,7 @@ Two kinds of constraint live in one :class:`ActionSet`:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -78,6 +78,19 @@ class ActionSet:
             integer=np.asarray(pre.integer_mask_, bool),
             scale=np.asarray(pre.unit_scale_, np.float64),
             offset=np.asarray(pre.unit_offset_, np.float64),
+        )
+
+    def with_ranges(self, lower: np.ndarray, upper: np.ndarray) -> ActionSet:
+        """The same set with the finite entries of ``lower`` / ``upper`` as its ranges.
+
+        Used to put a dataset's documented public bounds (in encoded units,
+        :func:`~recourse_privacy.data.domain.encoded_bounds`) in place of the ranges of the fit data.
+        """
+        lower, upper = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
+        return replace(
+            self,
+            lower=np.where(np.isfinite(lower), lower, self.lower),
+            upper=np.where(np.isfinite(upper), upper, self.upper),
         )
 
     @property
