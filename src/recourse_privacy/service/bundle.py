@@ -62,7 +62,7 @@ def _guarantee(method: str, epsilon: float, delta: float, model_eps: float | Non
         return {
             "covers": [
                 f"the model: DP logistic regression (objective perturbation), epsilon {model_eps:g}",
-                f"the graph's nodes: DP k-means centres, epsilon {epsilon - model_eps:g}, delta {delta:g}",
+                f"the graph's nodes: DP k-means centres (diffprivlib, Su et al. 2016), epsilon {epsilon - model_eps:g}, delta {delta:g}",
                 "every answer (decision and counterfactual) is post-processing of these two releases: any number of "
                 "answers spends 0 (Pentyala et al. 2023, sec. 4.2)",
             ],
@@ -153,13 +153,18 @@ def publish(
             n_clusters=min(n_clusters, len(Z)),
             epsilon=epsilon - model_eps,
             delta=delta,
+            clustering="diffprivlib",  # DP as run; the convergent k-means' default releases records (em_point)
             action_set=ActionSet(imm, inc & ~imm, np.zeros(d), np.ones(d)),
             random_state=derive_seed(seed, 1),
         )
-        graph = pr.publish(Z, y, _LinearModel(coef, intercept), feature_names=tuple(schema.model_feature_names()))
+        graph = pr.publish(Z, y, model, feature_names=tuple(schema.model_feature_names()))
+        if not graph.privacy.get("is_dp"):
+            raise InvalidInputError(f"the PrivRecourse release is not DP as run: {graph.privacy}")
         for f in graph.save(out / "graph"):
             files[f.name] = _sha256(f)
         privacy["nodes"] = graph.privacy.get("nodes")
+    # laplace: each answer's noisy score is DP, the release as a whole is not (see the guarantee)
+    privacy["is_dp"] = method != "laplace"
     manifest = {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,

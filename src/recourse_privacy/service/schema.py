@@ -158,7 +158,10 @@ class Schema:
             if f.type == "numeric":
                 if isinstance(v, bool) or not isinstance(v, int | float):
                     raise ApplicantError(name, f"must be a number, got {type(v).__name__}")
-                v = float(v)
+                try:
+                    v = float(v)
+                except OverflowError:
+                    v = math.inf
                 if not math.isfinite(v):
                     raise ApplicantError(name, "must be a finite number")
                 if v < f.lower or v > f.upper:
