@@ -78,7 +78,7 @@ class Server:
     def __init__(self, bundle, keys, ledger, *, workers: int = 1, extra: tuple[str, ...] = ()):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = Path(str(ledger) + f".{self.port}.log")
+        self.log = Path(bundle).parent / f"server.{self.port}.log"
         args = ["serve", str(bundle), "--port", str(self.port), "--api-keys", str(keys), "--ledger", str(ledger)]
         args += ["--workers", str(workers), *extra]
         self.proc = subprocess.Popen(
