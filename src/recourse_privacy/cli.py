@@ -1229,6 +1229,11 @@ def _fmt(v) -> str:
     return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.3e}"
 
 
+from recourse_privacy.service.cli import register as _register_service  # noqa: E402 - publish, keys, serve
+
+_register_service(app, _command)
+
+
 def _on_sigterm(signum, frame) -> None:
     raise KeyboardInterrupt  # the one error path stops the workers and exits 130
 

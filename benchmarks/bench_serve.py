@@ -1,0 +1,209 @@
+"""Load and fault benchmark of ``recourse-privacy serve`` on loopback (issue 27, item 5).
+
+Publishes privrecourse and dpm bundles of ``--dataset`` (DPC has no servable bundle yet), starts
+the server as a subprocess per bundle, and measures with client threads (httpx, keep-alive):
+
+- single-applicant requests per second and p50 / p99 latency at 1, 8 and 32 concurrent clients;
+- applicants per second through ``/v1/recourse/batch`` (batches of 1,000, 2 clients);
+- kill -9 under load with a Laplace bundle: after the restart the ledger's total is at least
+  the epsilon of the answers the clients received and never above the key's budget.
+
+The clients run on the same machine as the server and take CPU from it: on a small machine
+the numbers are a lower bound. Usage::
+
+    python benchmarks/bench_serve.py --dataset adult --seconds 5 --workers 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(bundle, keys, ledger, workers) -> tuple[subprocess.Popen, str]:
+    import httpx
+
+    port = _port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "recourse_privacy.cli",
+            "serve",
+            str(bundle),
+            "--port",
+            str(port),
+            "--api-keys",
+            str(keys),
+            "--ledger",
+            str(ledger),
+            "--workers",
+            str(workers),
+            "--log-file",
+            os.devnull,
+        ],  # fmt: skip
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise SystemExit("the server did not start")
+
+
+def _stop(proc, sig=signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+    proc.wait(30)
+
+
+def _applicants(ds, n, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = ds.X.iloc[rng.choice(len(ds.X), n, replace=False)]
+    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()} for _, r in rows.iterrows()]
+
+
+def _load(url, key, docs, clients, seconds, path="/v1/recourse", field="applicant"):
+    import httpx
+
+    lat, errors = [], []
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+
+    def run(i):
+        mine = []
+        with httpx.Client(timeout=30, headers={"X-API-Key": key}) as c:
+            j = i
+            while time.monotonic() < stop:
+                t0 = time.perf_counter()
+                r = c.post(url + path, json={field: docs[j % len(docs)]})
+                mine.append(time.perf_counter() - t0)
+                if r.status_code != 200:
+                    errors.append(r.status_code)
+                j += clients
+        with lock:
+            lat.extend(mine)
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - t0
+    lat = np.asarray(lat) * 1000
+    return len(lat) / wall, float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), len(errors)
+
+
+def _kill9(ds, tmp, workers):
+    import httpx
+
+    from recourse_privacy.service.bundle import publish
+    from recourse_privacy.service.keys import KeyStore, hash_key
+    from recourse_privacy.service.ledger import open_ledger
+
+    eps, n_budget = 0.1, 400
+    publish(ds, method="laplace", epsilon=eps, out=tmp / "laplace", bounds={"hours-per-week": (0, 100)})
+    key = KeyStore(tmp / "lk.json").add("load", budget=n_budget * eps)
+    docs = _applicants(ds, 200, 1)
+    received = []
+
+    def clients(url, stop_after):
+        stop = threading.Event()
+
+        def run(i):
+            with httpx.Client(timeout=10, headers={"X-API-Key": key}) as c:
+                j = i
+                while not stop.is_set():
+                    try:
+                        r = c.post(url + "/v1/recourse", json={"applicant": docs[j % len(docs)]})
+                    except httpx.HTTPError:
+                        return
+                    if r.status_code == 429:
+                        return
+                    if r.status_code == 200:
+                        received.append(r.json()["epsilon_spent"])
+                    j += 8
+
+        ts = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+        for t in ts:
+            t.start()
+        while len(received) < stop_after and any(t.is_alive() for t in ts):
+            time.sleep(0.002)
+        return stop, ts
+
+    proc, url = _start(tmp / "laplace", tmp / "lk.json", tmp / "lk.db", workers)
+    stop, ts = clients(url, 150)
+    _stop(proc, signal.SIGKILL)
+    stop.set()
+    for t in ts:
+        t.join()
+    kid = hash_key(key)[:16]
+    first, held = open_ledger(tmp / "lk.db").account(kid), sum(received)
+    proc, url = _start(tmp / "laplace", tmp / "lk.json", tmp / "lk.db", workers)
+    _, ts = clients(url, 10**9)
+    for t in ts:
+        t.join()
+    _stop(proc)
+    final = open_ledger(tmp / "lk.db").account(kid)
+    print("\nkill -9 under load (Laplace, epsilon 0.1 per answer, key budget 40 = 400 answers):")
+    print(f"  at the kill: ledger epsilon {first.spent:g} ({first.answers} answers) >= held by clients {held:g}: "
+          f"{first.spent >= held - 1e-9}")  # fmt: skip
+    print(f"  after the restart, run to refusal: ledger epsilon {final.spent:g} ({final.answers} answers), "
+          f"clients received {sum(received):g}; never above the budget 40: {final.spent <= 40 + 1e-9}")  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="adult")
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--clients", default="1,8,32")
+    args = ap.parse_args()
+    from recourse_privacy.data import load_dataset
+    from recourse_privacy.service.bundle import publish
+    from recourse_privacy.service.keys import KeyStore
+
+    ds = load_dataset(args.dataset)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    key = KeyStore(tmp / "keys.json").add("bench", budget=1.0)
+    docs = _applicants(ds, 500)
+    print(f"dataset {args.dataset}, {args.workers} worker(s), {os.cpu_count()} CPUs, {args.seconds:g} s per cell")
+    print(f"{'bundle':<14}{'clients':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
+    for method in ("privrecourse", "dpm"):
+        publish(ds, method=method, epsilon=1.0, out=tmp / method, bounds={"hours-per-week": (0, 100)})
+        proc, url = _start(tmp / method, tmp / "keys.json", tmp / f"{method}.db", args.workers)
+        try:
+            for c in map(int, args.clients.split(",")):
+                rps, p50, p99, err = _load(url, key, docs, c, args.seconds)
+                print(f"{method:<14}{c:>8}{rps:>9.0f}{p50:>9.1f}{p99:>9.1f}{err:>8}")
+            batches = [docs * 2][0][:1000]
+            rps, p50, p99, err = _load(url, key, [batches], 2, args.seconds, "/v1/recourse/batch", "applicants")
+            print(f"{method:<14}{'batch':>8}{rps * 1000:>9.0f}{p50:>9.1f}{p99:>9.1f}{err:>8}  (applicants/s, "
+                  "batches of 1,000, 2 clients)")  # fmt: skip
+        finally:
+            _stop(proc)
+    _kill9(ds, tmp, args.workers)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,324 @@
+"""The FastAPI application of ``recourse-privacy serve``.
+
+Endpoints: ``POST /v1/recourse`` (``{"applicant": {...}}``), ``POST /v1/recourse/batch``
+(``{"applicants": [...]}``, at most 1,000), ``GET /v1/manifest``, ``GET /v1/budget`` (the
+caller's), ``GET /health``, ``GET /metrics`` (Prometheus) and the applicant page ``GET /``.
+
+Order of checks on a recourse request: the body's size (over 1 MB: 413, counted on the bytes
+received whatever Content-Length says), the key (``X-API-Key``: none or unknown or revoked:
+401), the JSON and every applicant against the schema (422 naming the field, nothing spent),
+then the spend: the whole request's epsilon and answers in one ledger transaction (refused:
+429 naming the budget, the spent and the asked), and only then the answer (and its noise).
+Every answer is logged as one JSON line on the ``recourse_privacy.service.answers`` logger
+(time, key name, answers, epsilon; the applicants only with ``log_applicants``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from recourse_privacy.service.bundle import load_bundle
+from recourse_privacy.service.keys import KeyStore, hash_key
+from recourse_privacy.service.ledger import Refusal, open_ledger
+from recourse_privacy.service.page import render_page
+from recourse_privacy.service.schema import ApplicantError
+
+__all__ = ["MAX_BATCH", "MAX_BODY", "app_from_env", "create_app"]
+
+MAX_BODY = 1_000_000
+MAX_BATCH = 1000
+CONFIG_ENV = "RECOURSE_PRIVACY_SERVE_CONFIG"
+answers_log = logging.getLogger("recourse_privacy.service.answers")
+
+
+class _Keys:
+    """The key file, re-read when it changes (checked at most once a second)."""
+
+    def __init__(self, path: str | Path):
+        self.store = KeyStore(path)
+        self._stamp = None
+        self._checked = 0.0
+        self._lock = threading.Lock()
+        self.by_hash = {}
+        self._reload()
+
+    def _reload(self) -> None:
+        st = os.stat(self.store.path) if self.store.path.exists() else None
+        stamp = None if st is None else (st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp != self._stamp:
+            self.by_hash = self.store.active()
+            self._stamp = stamp
+
+    def get(self, key: str | None):
+        now = time.monotonic()
+        if now - self._checked > 1.0:
+            with self._lock:
+                self._checked = now
+                try:
+                    self._reload()
+                except Exception:  # noqa: BLE001 - a key file half-written by hand: keep the last good keys
+                    logging.getLogger(__name__).exception("cannot re-read the key file")
+        return self.by_hash.get(hash_key(key)) if key else None
+
+
+class _Metrics:
+    def __init__(self):
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("rp_requests", "HTTP requests", ["endpoint", "status"], registry=r)
+        self.latency = Histogram(
+            "rp_request_seconds",
+            "request latency",
+            ["endpoint"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=r,
+        )
+        self.refusals = Counter("rp_refusals", "refused requests by reason", ["reason"], registry=r)
+        self.answers = Counter("rp_answers", "applicants answered", registry=r)
+        self.epsilon = Counter("rp_epsilon_spent", "epsilon spent by answers", registry=r)
+
+    def render(self) -> bytes:
+        from prometheus_client import CollectorRegistry, generate_latest
+
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            from prometheus_client import multiprocess
+
+            reg = CollectorRegistry()
+            multiprocess.MultiProcessCollector(reg)
+            return generate_latest(reg)
+        return generate_latest(self.registry)
+
+
+def _error(status: int, message: str, **extra) -> JSONResponse:
+    return JSONResponse({"error": message, **extra}, status_code=status)
+
+
+class _Guard:
+    """Outermost ASGI layer: 413 for a body over ``limit`` bytes, metrics, and a JSON 500 for a bug."""
+
+    def __init__(self, app, limit: int, metrics: _Metrics):
+        self.app, self.limit, self.metrics = app, limit, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        t0 = time.perf_counter()
+        path = scope.get("path", "")
+        endpoint = path if path in _ENDPOINTS else "other"
+        status = {"code": 500}
+
+        async def send_wrapped(message):
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        async def reply(resp):
+            await resp(scope, receive, send_wrapped)
+
+        try:
+            length = dict(scope.get("headers") or []).get(b"content-length")
+            if length is not None and (not length.isdigit() or int(length) > self.limit):
+                await reply(_error(413, f"the request body is over {self.limit} bytes"))
+                return
+            chunks, size, more = [], 0, True
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.limit:
+                    await reply(_error(413, f"the request body is over {self.limit} bytes"))
+                    return
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+            body = b"".join(chunks)
+            sent = {"done": False}
+
+            async def replay():
+                if not sent["done"]:
+                    sent["done"] = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
+
+            await self.app(scope, replay, send_wrapped)
+        except Exception:  # noqa: BLE001 - a bug: logged, answered 500 as JSON, never a traceback to the client
+            logging.getLogger(__name__).exception("internal error on %s", path)
+            try:
+                await reply(_error(500, "internal error (logged by the server)"))
+            except Exception:  # noqa: BLE001 - the response had started
+                pass
+        finally:
+            self.metrics.requests.labels(endpoint, str(status["code"])).inc()
+            self.metrics.latency.labels(endpoint).observe(time.perf_counter() - t0)
+
+
+_ENDPOINTS = {"/", "/health", "/metrics", "/v1/manifest", "/v1/budget", "/v1/recourse", "/v1/recourse/batch"}
+
+
+def _parse_json(body: bytes):
+    def no_constant(name):
+        raise ValueError(f"{name} is not JSON")
+
+    try:
+        return json.loads(body, parse_constant=no_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise ApplicantError("body", f"not valid JSON ({str(err)[:200]})") from None
+
+
+def create_app(
+    bundle: str | Path,
+    api_keys: str | Path,
+    ledger: str | Path,
+    *,
+    log_applicants: bool = False,
+    max_body: int = MAX_BODY,
+    max_batch: int = MAX_BATCH,
+    random_state=None,
+):
+    """The ASGI application serving ``bundle`` with the keys of ``api_keys`` and the spends in ``ledger``."""
+    b = load_bundle(bundle, random_state=random_state)
+    keys = _Keys(api_keys)
+    led = open_ledger(ledger)
+    metrics = _Metrics()
+    manifest = b.manifest
+    page = render_page(manifest)
+    eps_each = b.epsilon_per_answer
+    answer_lock = threading.Lock()  # one noise stream: draws are serialised (the answers are fast)
+
+    api = FastAPI(title="recourse-privacy", version=manifest.get("recourse_privacy_version", ""), docs_url=None,
+                  redoc_url=None, openapi_url=None)  # fmt: skip
+
+    def budget_doc(key, acct) -> dict:
+        return {
+            "key": key.name,
+            "budget": key.budget,
+            "spent": acct.spent,
+            "remaining": max(key.budget - acct.spent, 0.0),
+            "answers": acct.answers,
+            "query_cap": key.query_cap,
+            "epsilon_per_answer": eps_each,
+        }
+
+    def authorise(request: Request):
+        key = keys.get(request.headers.get("x-api-key"))
+        if key is None:
+            metrics.refusals.labels("auth").inc()
+        return key
+
+    def unauthorised(request: Request) -> JSONResponse:
+        msg = "missing X-API-Key header" if not request.headers.get("x-api-key") else "unknown or revoked API key"
+        return _error(401, msg)
+
+    def serve(key, rows: list[list], raw: list | None):
+        try:
+            acct = led.spend(key.id, epsilon_each=eps_each, n=len(rows), budget=key.budget, cap=key.query_cap)
+        except Refusal as r:
+            metrics.refusals.labels(r.reason).inc()
+            return None, r
+        with answer_lock:
+            answers = b.answer(rows)
+        metrics.answers.inc(len(rows))
+        metrics.epsilon.inc(eps_each * len(rows))
+        record = {"time": time.time(), "key": key.name, "answers": len(rows), "epsilon": eps_each * len(rows),
+                  "decisions": [a["decision"] for a in answers]}  # fmt: skip
+        if log_applicants:
+            record["applicants"] = raw
+        answers_log.info(json.dumps(record))
+        return answers, budget_doc(key, acct)
+
+    async def recourse_request(request: Request, batch: bool):
+        key = authorise(request)
+        if key is None:
+            return unauthorised(request)
+        try:
+            doc = _parse_json(await request.body())
+            field = "applicants" if batch else "applicant"
+            if not isinstance(doc, dict):
+                raise ApplicantError("body", f'must be a JSON object {{"{field}": ...}}')
+            extra = sorted(set(doc) - {field})
+            if extra:
+                raise ApplicantError(extra[0], f'unknown field; the body is {{"{field}": ...}}')
+            if field not in doc:
+                raise ApplicantError(field, "missing")
+            raw = doc[field]
+            if batch:
+                if not isinstance(raw, list):
+                    raise ApplicantError("applicants", "must be a list of applicants")
+                if not 1 <= len(raw) <= max_batch:
+                    raise ApplicantError("applicants", f"must hold 1 to {max_batch} applicants, got {len(raw)}")
+                rows = [b.schema.parse(a, f"applicants[{i}]") for i, a in enumerate(raw)]
+            else:
+                rows = [b.schema.parse(raw, "applicant")]
+                raw = [raw]
+        except ApplicantError as err:
+            metrics.refusals.labels("invalid").inc()
+            return _error(422, str(err), field=err.field)
+        answers, extra_doc = await run_in_threadpool(serve, key, rows, raw if log_applicants else None)
+        if answers is None:
+            return JSONResponse(extra_doc.to_dict(), status_code=429)
+        if batch:
+            return {"answers": answers, "epsilon_spent": eps_each * len(rows), "budget": extra_doc}
+        return {**answers[0], "epsilon_spent": eps_each, "budget": extra_doc}
+
+    @api.post("/v1/recourse")
+    async def recourse(request: Request):
+        return await recourse_request(request, batch=False)
+
+    @api.post("/v1/recourse/batch")
+    async def recourse_batch(request: Request):
+        return await recourse_request(request, batch=True)
+
+    @api.get("/v1/budget")
+    async def budget(request: Request):
+        key = authorise(request)
+        if key is None:
+            return unauthorised(request)
+        acct = await run_in_threadpool(led.account, key.id)
+        return budget_doc(key, acct)
+
+    @api.get("/v1/manifest")
+    async def get_manifest():
+        return manifest
+
+    @api.get("/health")
+    async def health():
+        return {"status": "ok", "method": b.method}
+
+    @api.get("/metrics")
+    async def get_metrics():
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    @api.get("/", response_class=HTMLResponse)
+    async def index():
+        return HTMLResponse(page)
+
+    return _Guard(api, max_body, metrics)
+
+
+def app_from_env():
+    """The application configured by ``$RECOURSE_PRIVACY_SERVE_CONFIG`` (JSON): uvicorn's factory for every worker."""
+    cfg = json.loads(os.environ[CONFIG_ENV])
+    log_file = cfg.pop("log_file", None)
+    if log_file:
+        handler = logging.FileHandler(log_file)
+    else:
+        handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    answers_log.addHandler(handler)
+    answers_log.setLevel(logging.INFO)
+    answers_log.propagate = False
+    return create_app(**cfg)

@@ -1,0 +1,357 @@
+"""Publish a private recourse bundle and answer applicants from it.
+
+A bundle is a directory, never pickle:
+
+- ``manifest.json``: method, epsilon, delta, the epsilon each answer spends, what the guarantee
+  covers and what it does not, the model's SHA-256, the package version, every file's SHA-256
+  and the public schema (``"features"``, original units; :mod:`recourse_privacy.service.schema`);
+- ``model.npz``: the linear model in the schema's model space (``coef``, ``intercept``);
+- ``graph.npz`` + ``graph.json`` (``privrecourse``): the published graph
+  (:class:`~recourse_privacy.privrecourse.PublishedGraph`).
+
+Methods (``publish(method=...)``), each with its default model:
+
+- ``privrecourse`` (Pentyala et al. 2023): a DP logistic regression (half of epsilon) and the
+  graph on DP k-means centres (the other half); every answer is post-processing: 0 per answer;
+- ``dpm`` (Huang et al. 2023, DP model): a DP logistic regression (epsilon), recourse by the
+  closed-form move along its weights: post-processing, 0 per answer;
+- ``laplace`` (Huang et al. 2023, Laplace Recourse): a (non-private) logistic regression; each
+  answer draws a noisy score (:func:`~recourse_privacy.defenses.laplace.noisy_probability`) and
+  spends epsilon from the caller's budget; the move's direction reads the non-private weights.
+
+:class:`Bundle` answers a batch of applicants at once (:meth:`Bundle.answer`); the server
+spends from the ledger before calling it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from recourse_privacy.errors import IncompatibleError, InvalidInputError, MissingFileError
+from recourse_privacy.service.page import sentences
+from recourse_privacy.service.schema import Schema, plain, schema_from_dataset
+
+__all__ = ["BUNDLE_FORMAT", "METHODS", "Bundle", "load_bundle", "publish"]
+
+BUNDLE_FORMAT = "recourse-privacy/bundle"
+BUNDLE_VERSION = 1
+METHODS = ("privrecourse", "dpm", "laplace", "dpc")
+#: target logit of the moves (probability 0.62), a public constant of every linear method
+TARGET_LOGIT = 0.5
+_MARGINS = (TARGET_LOGIT, 1.0, 2.0, 4.0)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _guarantee(method: str, epsilon: float, delta: float, model_eps: float | None) -> dict:
+    common_not = [
+        "bounds and categories that the manifest's schema notes list as read from the data",
+        "model extraction: DP does not stop an adversary from copying the decision rule with many queries; the API "
+        "keys' query caps limit it (Dissanayake and Dutta 2024)",
+    ]
+    if method == "privrecourse":
+        return {
+            "covers": [
+                f"the model: DP logistic regression (objective perturbation), epsilon {model_eps:g}",
+                f"the graph's nodes: DP k-means centres (diffprivlib, Su et al. 2016), epsilon {epsilon - model_eps:g}, delta {delta:g}",
+                "every answer (decision and counterfactual) is post-processing of these two releases: any number of "
+                "answers spends 0 (Pentyala et al. 2023, sec. 4.2)",
+            ],
+            "does_not_cover": common_not,
+            "composition": "sequential: model + nodes",
+            "per_answer": "0 (post-processing)",
+        }
+    if method == "dpm":
+        return {
+            "covers": [
+                f"the model: DP logistic regression (objective perturbation), epsilon {epsilon:g}",
+                "every answer (decision and the closed-form counterfactual) is post-processing: 0 per answer",
+            ],
+            "does_not_cover": common_not,
+            "composition": "one release",
+            "per_answer": "0 (post-processing)",
+        }
+    return {
+        "covers": [
+            f"the noisy score of each answer (Laplace mechanism on the probability, sensitivity 1): epsilon {epsilon:g} "
+            "per answer, k answers cost k * epsilon (basic composition) from the caller's budget",
+        ],
+        "does_not_cover": [
+            "the decision: read from the non-private model",
+            "the counterfactual's direction: the non-private model's weights w (Huang et al. 2023 sec. 4.2.2; an "
+            "adversary rebuilds exact distances, attack lr-reconstruction); the release is not epsilon-DP as a whole",
+            *common_not,
+        ],
+        "composition": "basic (sequential) over answers, per API key",
+        "per_answer": f"{epsilon:g}",
+    }
+
+
+def publish(
+    dataset,
+    *,
+    method: str,
+    epsilon: float,
+    out: str | Path,
+    delta: float = 0.0,
+    bounds: dict | None = None,
+    n_clusters: int = 100,
+    seed: int = 0,
+) -> dict:
+    """Train or derive ``method``'s private artefact on ``dataset`` and write the bundle to ``out``; return the manifest."""
+    from recourse_privacy import __version__
+    from recourse_privacy.validation import check_choice, check_delta, check_epsilon, derive_seed
+
+    check_choice(method, "--method", METHODS)
+    epsilon = check_epsilon(epsilon, "--epsilon")
+    delta = check_delta(delta, "--delta")
+    if method == "dpc":
+        raise IncompatibleError(
+            "--method dpc cannot be published yet: its counterfactual search reads a torch classifier's gradients "
+            "and the FM autoencoder, which have no safe bundle format here; use privrecourse, dpm or laplace"
+        )
+    schema = schema_from_dataset(dataset, bounds)
+    Z = schema.encode_frame(dataset.X)
+    y = np.asarray(dataset.y)
+    d = Z.shape[1]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, str] = {}
+    model_eps = None
+    privacy: dict = {}
+    if method in ("privrecourse", "dpm"):
+        from recourse_privacy.models.dp import DPLogisticModel
+
+        model_eps = epsilon / 2 if method == "privrecourse" else epsilon
+        model = DPLogisticModel(epsilon=model_eps, data_norm=math.sqrt(d), random_state=derive_seed(seed, 0)).fit(Z, y)
+        coef, intercept = model.coef_, model.intercept_
+        privacy["model"] = {"epsilon": model_eps, "delta": 0.0, "dp": True, "kind": "diffprivlib LogisticRegression"}
+    else:
+        from sklearn.linear_model import LogisticRegression
+
+        est = LogisticRegression(max_iter=1000).fit(Z, y)
+        coef, intercept = est.coef_.ravel(), float(est.intercept_[0])
+        privacy["model"] = {"epsilon": None, "dp": False, "kind": "scikit-learn LogisticRegression (not private)"}
+    np.savez(out / "model.npz", coef=np.asarray(coef, np.float64), intercept=np.asarray([intercept], np.float64))
+    files["model.npz"] = _sha256(out / "model.npz")
+    if method == "privrecourse":
+        from recourse_privacy.privrecourse import PrivRecourse
+        from recourse_privacy.recourse.constraints import ActionSet
+
+        inc = schema.model_mask("increase")
+        imm = schema.model_mask("immutable")
+        pr = PrivRecourse(
+            n_clusters=min(n_clusters, len(Z)),
+            epsilon=epsilon - model_eps,
+            delta=delta,
+            clustering="diffprivlib",  # DP as run; the convergent k-means' default releases records (em_point)
+            action_set=ActionSet(imm, inc & ~imm, np.zeros(d), np.ones(d)),
+            random_state=derive_seed(seed, 1),
+        )
+        graph = pr.publish(Z, y, model, feature_names=tuple(schema.model_feature_names()))
+        if not graph.privacy.get("is_dp"):
+            raise InvalidInputError(f"the PrivRecourse release is not DP as run: {graph.privacy}")
+        for f in graph.save(out / "graph"):
+            files[f.name] = _sha256(f)
+        privacy["nodes"] = graph.privacy.get("nodes")
+    # laplace: each answer's noisy score is DP, the release as a whole is not (see the guarantee)
+    privacy["is_dp"] = method != "laplace"
+    manifest = {
+        "format": BUNDLE_FORMAT,
+        "version": BUNDLE_VERSION,
+        "method": method,
+        "epsilon": epsilon,
+        "delta": delta,
+        "epsilon_per_answer": epsilon if method == "laplace" else 0.0,
+        "guarantee": _guarantee(method, epsilon, delta, model_eps),
+        "privacy": privacy,
+        "model": {"file": "model.npz", "sha256": files["model.npz"], "kind": "logistic", "space": "schema model space"},
+        "files": files,
+        "recourse_privacy_version": __version__,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "dataset": dataset.name,
+        "target_logit": TARGET_LOGIT,
+        "cost": "L1 over the features, each numeric change in units of its public range (upper - lower); a changed "
+        "category costs 1",
+        "features": schema.to_list(),
+        "schema_notes": schema.notes,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, allow_nan=False))
+    return manifest
+
+
+class _LinearModel:
+    """logit = Z @ coef + intercept in the schema's model space (label 1: favourable)."""
+
+    def __init__(self, coef, intercept):
+        self.coef_ = np.asarray(coef, np.float64)
+        self.intercept_ = float(intercept)
+
+    def logit(self, Z: np.ndarray) -> np.ndarray:
+        return Z @ self.coef_ + self.intercept_
+
+    def predict(self, Z: np.ndarray) -> np.ndarray:
+        return (self.logit(Z) > 0).astype(np.int64)
+
+    def predict_proba(self, Z: np.ndarray) -> np.ndarray:
+        p = 1.0 / (1.0 + np.exp(-self.logit(Z)))
+        return np.column_stack([1 - p, p])
+
+
+@dataclass
+class Bundle:
+    """A loaded bundle: the manifest, the schema, the model and the method's artefact."""
+
+    path: Path
+    manifest: dict
+    schema: Schema
+    model: _LinearModel
+    graph: object = None
+    random_state: object = None
+
+    @property
+    def method(self) -> str:
+        return self.manifest["method"]
+
+    @property
+    def epsilon_per_answer(self) -> float:
+        return float(self.manifest["epsilon_per_answer"])
+
+    def __post_init__(self) -> None:
+        import secrets
+
+        # Laplace noise must be unpredictable in a deployment: a fresh OS seed unless one is given (tests)
+        seed = secrets.randbits(64) if self.random_state is None else self.random_state
+        self._rng = np.random.default_rng(seed)
+        if self.graph is not None:
+            self.graph.prepare()
+        self._numeric = {f.name for f in self.schema.features if f.type == "numeric"}
+
+    def _move_mask(self) -> np.ndarray:
+        """Features a linear move may change: numeric, mutable, and not an increase-only one the move would lower."""
+        s = self.schema
+        numeric = np.zeros(s.n_model, bool)
+        for f, sl in zip(s.features, s._slices):
+            numeric[sl] = f.type == "numeric"
+        w = self.model.coef_
+        return numeric & ~s.model_mask("immutable") & ~(s.model_mask("increase") & (w < 0))
+
+    def _linear_moves(self, Z: np.ndarray, score: np.ndarray, target: float) -> np.ndarray:
+        wm = np.where(self._move_mask(), self.model.coef_, 0.0)
+        sq = float(wm @ wm)
+        if sq == 0:
+            return Z.copy()
+        return Z + np.outer((target - score) / sq, wm)
+
+    def _counterfactuals(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Model-space counterfactuals of the rejected rows ``Z`` and whether the method found one."""
+        n = len(Z)
+        if self.method == "privrecourse":
+            ans = self.graph.query(Z)
+            return np.where(ans.found[:, None], self.graph.nodes[np.maximum(ans.end, 0)], Z), ans.found
+        if self.method == "laplace":
+            from recourse_privacy.defenses.laplace import noisy_logit, noisy_probability
+
+            p = self.model.predict_proba(Z)[:, 1]
+            f_noisy = noisy_logit(noisy_probability(p, self.epsilon_per_answer, random_state=self._rng))
+            return self._linear_moves(Z, f_noisy, TARGET_LOGIT), np.ones(n, bool)
+        # dpm: the exact move, post-processing; the smallest margin whose decoded counterfactual the model accepts
+        return self._linear_moves(Z, self.model.logit(Z), TARGET_LOGIT), np.ones(n, bool)
+
+    def answer(self, rows: list[list]) -> list[dict]:
+        """The answer for every applicant (rows of values in schema order, already validated)."""
+        s = self.schema
+        Z = s.encode(rows)
+        accepted = self.model.predict(Z) == 1
+        out: list[dict | None] = [None] * len(rows)
+        rej = np.flatnonzero(~accepted)
+        if len(rej):
+            Zr = Z[rej]
+            Zcf, found = self._counterfactuals(Zr)
+            cf_rows = s.decode(Zcf, Zr)
+            valid = self.model.predict(s.encode(cf_rows)) == 1
+            if self.method == "dpm":
+                for margin in _MARGINS[1:]:
+                    bad = np.flatnonzero(~valid)
+                    if not len(bad):
+                        break
+                    Zb = Zr[bad]
+                    retry = s.decode(self._linear_moves(Zb, self.model.logit(Zb), margin), Zb)
+                    ok = self.model.predict(s.encode(retry)) == 1
+                    for k, i in enumerate(bad):
+                        if ok[k]:
+                            cf_rows[i], valid[i] = retry[k], True
+            for k, i in enumerate(rej):
+                out[i] = self._one(rows[i], cf_rows[k] if found[k] else None, bool(valid[k] and found[k]))
+        for i in np.flatnonzero(accepted):
+            out[i] = {"decision": "accepted", "counterfactual": None, "changes": [], "cost": 0.0, "reasons": [],
+                      "sentences": [], "valid": True}  # fmt: skip
+        return out
+
+    def _one(self, row: list, cf: list | None, valid: bool) -> dict:
+        s = self.schema
+        if cf is None:
+            return {"decision": "rejected", "counterfactual": None, "changes": [], "cost": None, "reasons": [],
+                    "sentences": [], "valid": False, "note": "no counterfactual reachable on the published graph"}  # fmt: skip
+        w = self.model.coef_
+        za, zb = s.encode([row])[0], s.encode([cf])[0]
+        changes = []
+        for f, sl, a, b in zip(s.features, s._slices, row, cf):
+            if a != b:
+                weight = float(np.sum(w[sl] * (zb[sl] - za[sl])))
+                changes.append((weight, {"feature": f.name, "from": plain(a), "to": plain(b)}))
+        changes.sort(key=lambda t: -t[0])
+        return {
+            "decision": "rejected",
+            "counterfactual": s.as_dict(cf),
+            "changes": [c for _, c in changes],
+            "cost": round(s.cost(row, cf), 6),
+            "reasons": [c["feature"] for _, c in changes],
+            "sentences": sentences([c for _, c in changes], self._numeric),
+            "valid": valid,
+        }
+
+
+def load_bundle(path: str | Path, *, random_state=None) -> Bundle:
+    """Read a bundle written by :func:`publish`; refuse another format, a missing file or a checksum mismatch."""
+    path = Path(path)
+    mf = path / "manifest.json"
+    if not mf.is_file():
+        raise MissingFileError(f"{path} is not a bundle: no manifest.json (make one with recourse-privacy publish)")
+    try:
+        manifest = json.loads(mf.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InvalidInputError(f"{mf} is not valid JSON ({err})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
+        raise InvalidInputError(f"{mf} is not a recourse-privacy bundle manifest")
+    if manifest.get("version") != BUNDLE_VERSION:
+        raise IncompatibleError(f"bundle version {manifest.get('version')!r}; this release reads {BUNDLE_VERSION}")
+    for name, digest in manifest.get("files", {}).items():
+        f = path / name
+        if not f.is_file():
+            raise MissingFileError(f"bundle file {f} is missing")
+        if _sha256(f) != digest:
+            raise InvalidInputError(f"bundle file {f} is corrupted: its SHA-256 differs from the manifest's")
+    try:
+        schema = Schema.from_list(manifest["features"], manifest.get("schema_notes"))
+        with np.load(path / "model.npz", allow_pickle=False) as z:
+            model = _LinearModel(z["coef"], float(z["intercept"][0]))
+    except (KeyError, TypeError, ValueError) as err:
+        raise InvalidInputError(f"bundle {path} is incomplete or corrupted: {err}") from None
+    if model.coef_.shape != (schema.n_model,):
+        raise InvalidInputError(f"bundle {path}: the model has {model.coef_.shape} weights for {schema.n_model} inputs")
+    graph = None
+    if manifest["method"] == "privrecourse":
+        from recourse_privacy.privrecourse import load_artefact
+
+        graph = load_artefact(path / "graph")
+    return Bundle(path, manifest, schema, model, graph, random_state)

@@ -1,0 +1,116 @@
+"""Helpers of the service tests: a tiny mixed-type dataset, bundles, and a server started as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from recourse_privacy.data import Dataset
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+BOUNDS = {"age": (18.0, 90.0), "hours": (0.0, 100.0), "income": (0.0, 250.0)}
+
+
+def tiny_dataset(n: int = 600, seed: int = 0) -> Dataset:
+    """Numeric (age increase-only, hours, income) and categorical (job; sex immutable) columns, a linear rule."""
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(
+        {
+            "age": rng.integers(18, 81, n).astype(float),
+            "hours": rng.integers(0, 81, n).astype(float),
+            "income": np.round(rng.uniform(0, 200, n), 3),
+            "job": rng.choice(["clerk", "manager", "worker"], n).astype(object),
+            "sex": rng.choice(["F", "M"], n).astype(object),
+        }
+    )
+    logit = 0.08 * (X.hours - 40) + 0.03 * (X.income - 100) + 1.0 * (X.job == "manager") + rng.normal(0, 0.5, n)
+    return Dataset(
+        "tiny",
+        X,
+        (logit > 0).astype(int).to_numpy(),
+        "y",
+        categorical=("job", "sex"),
+        immutable=("sex",),
+        increasing=("age",),
+    )
+
+
+def applicant(**over) -> dict:
+    """A rejected applicant in original units."""
+    a = {"age": 30, "hours": 20, "income": 50.0, "job": "clerk", "sex": "F"}
+    a.update(over)
+    return a
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env() -> dict:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(SRC) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    return e
+
+
+def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """``recourse-privacy ARGS`` in a subprocess."""
+    res = subprocess.run(
+        [sys.executable, "-m", "recourse_privacy.cli", *args], capture_output=True, text=True, env=env(), timeout=300
+    )
+    if check and res.returncode != 0:
+        raise AssertionError(f"recourse-privacy {' '.join(args)} exited {res.returncode}: {res.stderr}")
+    return res
+
+
+class Server:
+    """``recourse-privacy serve`` as a subprocess in its own session (so kill -9 reaches its workers too)."""
+
+    def __init__(self, bundle, keys, ledger, *, workers: int = 1, extra: tuple[str, ...] = ()):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = Path(bundle).parent / f"server.{self.port}.log"
+        args = ["serve", str(bundle), "--port", str(self.port), "--api-keys", str(keys), "--ledger", str(ledger)]
+        args += ["--workers", str(workers), *extra]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "recourse_privacy.cli", *args],
+            stdout=open(self.log, "w"),
+            stderr=subprocess.STDOUT,
+            env=env(),
+            start_new_session=True,
+        )
+        self._wait()
+
+    def _wait(self, timeout: float = 60.0) -> None:
+        import httpx
+
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the server exited {self.proc.returncode}: {self.log.read_text()}")
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.kill()
+        raise AssertionError(f"the server did not start in {timeout} s: {self.log.read_text()}")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the server's process group (the uvicorn parent and its workers: all started by this test)."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(timeout=30)

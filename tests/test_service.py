@@ -1,0 +1,322 @@
+"""The service's pieces without a server: publish and its bundle, the schema, the key file, the ledger, the CLI."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from _service_util import BOUNDS, applicant, tiny_dataset
+from recourse_privacy.errors import IncompatibleError, InvalidInputError
+from recourse_privacy.service.bundle import load_bundle, publish
+from recourse_privacy.service.keys import KeyStore, hash_key
+from recourse_privacy.service.ledger import Refusal, open_ledger
+from recourse_privacy.service.schema import ApplicantError
+
+pytest.importorskip("fastapi")
+
+METHODS = ("privrecourse", "dpm", "laplace")
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    ds = tiny_dataset()
+    out = {}
+    for m in METHODS:
+        path = tmp_path_factory.mktemp(m)
+        publish(ds, method=m, epsilon=1.0, out=path, bounds=BOUNDS, n_clusters=20)
+        out[m] = path
+    return ds, out
+
+
+def cli(*args: str, check: bool = True):
+    """``recourse-privacy ARGS`` in this process (typer's runner): ``.returncode``, ``.stdout``, ``.stderr``."""
+    from types import SimpleNamespace
+
+    from typer.testing import CliRunner
+
+    from recourse_privacy.cli import app
+
+    res = CliRunner().invoke(app, list(args))
+    out = SimpleNamespace(returncode=res.exit_code, stdout=res.stdout, stderr=res.stderr)
+    if check and res.exit_code != 0:
+        raise AssertionError(
+            f"recourse-privacy {' '.join(args)} exited {res.exit_code}: {res.output} {res.exception!r}"
+        )
+    return out
+
+
+def _numbers(obj):
+    """Every number in a JSON document."""
+    if isinstance(obj, bool):
+        return
+    if isinstance(obj, int | float):
+        yield float(obj)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _numbers(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _numbers(v)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_bundle_holds_no_training_row(bundles, method):
+    ds, paths = bundles
+    path = paths[method]
+    names = sorted(p.name for p in path.iterdir())
+    assert all(n.endswith((".json", ".npz")) for n in names), names  # no pickle, no skops of training data
+    b = load_bundle(path)
+    Z = b.schema.encode_frame(ds.X)
+    raw = ds.X[["age", "hours", "income"]].to_numpy(float)
+    for npz in path.glob("*.npz"):
+        with np.load(npz, allow_pickle=False) as z:
+            for key in z.files:
+                arr = np.atleast_2d(np.asarray(z[key], float))
+                for space in (Z, raw):
+                    if arr.shape[1] == space.shape[1]:
+                        # no stored row equals a training row (in the model space or the original units)
+                        d = np.abs(arr[:, None, :] - space[None, :, :]).max(axis=2)
+                        assert d.min() > 1e-9, f"{npz.name}[{key}] holds a training row"
+    # the JSON files hold no training row either: no document holds a row's three numeric values together
+    numbers = set()
+    for js in path.glob("*.json"):
+        numbers |= set(_numbers(json.loads(js.read_text())))
+    hits = [r for r in raw if {r[0], r[1], r[2]} <= numbers]
+    assert not hits, hits[:3]
+
+
+def test_manifest_states_method_guarantee_and_schema(bundles):
+    _, paths = bundles
+    for method, path in paths.items():
+        man = json.loads((path / "manifest.json").read_text())
+        assert man["method"] == method and man["epsilon"] == 1.0 and man["delta"] == 0.0
+        assert man["epsilon_per_answer"] == (1.0 if method == "laplace" else 0.0)
+        assert man["guarantee"]["covers"] and man["guarantee"]["does_not_cover"]
+        assert re.fullmatch(r"[0-9a-f]{64}", man["model"]["sha256"]) and man["recourse_privacy_version"]
+        feats = {f["name"]: f for f in man["features"]}
+        assert list(feats) == ["age", "hours", "income", "job", "sex"]
+        assert feats["hours"] | {} == {"name": "hours", "type": "numeric", "categories": None, "lower": 0.0,
+                                       "upper": 100.0, "immutable": False, "direction": "any", "integer": True}  # fmt: skip
+        assert feats["age"]["direction"] == "increase" and feats["sex"]["immutable"]
+        assert feats["job"]["categories"] == ["clerk", "manager", "worker"]
+        assert set(man["schema_notes"]["read_from_data"]) == {"job", "sex"}
+    laplace = json.loads((paths["laplace"] / "manifest.json").read_text())["guarantee"]["does_not_cover"]
+    assert any("weights" in line for line in laplace)  # the non-private direction is stated
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_answers_respect_the_schema(bundles, method):
+    _, paths = bundles
+    b = load_bundle(paths[method], random_state=0)
+    rows = [b.schema.parse(applicant(hours=h, age=25 + h % 40)) for h in range(0, 100, 5)]
+    answers = b.answer(rows)
+    assert len(answers) == len(rows)
+    for row, a in zip(rows, answers):
+        assert a["decision"] in ("accepted", "rejected")
+        cf = a["counterfactual"]
+        if cf is None:
+            continue
+        assert cf["sex"] == "F" and cf["age"] >= row[0]  # immutable kept, increase-only never lowered
+        assert 0 <= cf["hours"] <= 100 and cf["hours"] == int(cf["hours"])
+        assert [c["feature"] for c in a["changes"]] == a["reasons"]
+        assert all(c["from"] != c["to"] for c in a["changes"]) and len(a["sentences"]) == len(a["changes"])
+    if method == "dpm":  # the exact move of a DP model: every rejected applicant gets a valid counterfactual
+        assert all(a["valid"] for a in answers)
+
+
+def test_dpm_sentences_read_as_recourse(bundles):
+    b = load_bundle(bundles[1]["dpm"])
+    a = b.answer([b.schema.parse(applicant())])[0]
+    assert a["decision"] == "rejected" and a["valid"]
+    assert any(re.fullmatch(r"raise (hours|income|age) from [\d.]+ to [\d.]+", s) for s in a["sentences"]), a
+
+
+def test_load_bundle_refuses_a_corrupted_file(bundles, tmp_path):
+    import shutil
+
+    src = bundles[1]["dpm"]
+    dst = tmp_path / "b"
+    shutil.copytree(src, dst)
+    with open(dst / "model.npz", "ab") as f:
+        f.write(b"x")
+    with pytest.raises(InvalidInputError, match="corrupted"):
+        load_bundle(dst)
+    with pytest.raises(InvalidInputError, match="not a bundle"):
+        load_bundle(tmp_path)
+
+
+def test_dpc_is_refused_with_the_reason(tmp_path):
+    with pytest.raises(IncompatibleError, match="dpc"):
+        publish(tiny_dataset(50), method="dpc", epsilon=1.0, out=tmp_path)
+
+
+# ------------------------------------------------------------------ schema
+@pytest.mark.parametrize(
+    ("applicant_doc", "field"),
+    [
+        ([1], "applicant"),
+        (applicant(extra=1), "applicant.extra"),
+        ({k: v for k, v in applicant().items() if k != "hours"}, "applicant.hours"),
+        (applicant(hours="20"), "applicant.hours"),
+        (applicant(hours=True), "applicant.hours"),
+        (applicant(hours=None), "applicant.hours"),
+        (applicant(hours=101), "applicant.hours"),
+        (applicant(income=-0.1), "applicant.income"),
+        (applicant(hours=10**400), "applicant.hours"),
+        (applicant(job="pilot"), "applicant.job"),
+        (applicant(job=1), "applicant.job"),
+    ],
+)
+def test_schema_parse_names_the_field(bundles, applicant_doc, field):
+    b = load_bundle(bundles[1]["dpm"])
+    with pytest.raises(ApplicantError) as err:
+        b.schema.parse(applicant_doc)
+    assert err.value.field == field
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["age", "hours", "income", "job", "sex", "x"]), _json, max_size=6))
+def test_schema_parse_raises_only_applicant_errors(doc):
+    b = _FUZZ_BUNDLE.get("b")
+    if b is None:
+        pytest.skip("no bundle")
+    try:
+        b.answer([b.schema.parse(doc)])
+    except ApplicantError:
+        pass
+
+
+_FUZZ_BUNDLE: dict = {}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fuzz_bundle(bundles):
+    _FUZZ_BUNDLE["b"] = load_bundle(bundles[1]["dpm"])
+
+
+# ------------------------------------------------------------------ keys
+def test_keys_store_only_hashes(tmp_path):
+    ks = KeyStore(tmp_path / "keys.json")
+    key = ks.add("alice", budget=2.0, query_cap=10)
+    text = (tmp_path / "keys.json").read_text()
+    assert key.startswith("rpk_") and key not in text and hash_key(key) in text
+    assert ks.active()[hash_key(key)].budget == 2.0
+    with pytest.raises(InvalidInputError, match="exists"):
+        ks.add("alice")
+    for bad in ("", "a b", "x" * 65, "-a"):
+        with pytest.raises(InvalidInputError):
+            ks.add(bad)
+    with pytest.raises(InvalidInputError):
+        ks.add("bob", budget=float("nan"))
+    assert ks.revoke("alice") == 1 and ks.active() == {}
+    with pytest.raises(InvalidInputError, match="no active key"):
+        ks.revoke("alice")
+    ks.add("alice")  # a new key under a revoked name
+
+
+def test_keys_cli_prints_the_key_alone_on_the_last_line(tmp_path):
+    f = tmp_path / "k.json"
+    res = cli("keys", "add", "carol", "--file", str(f), "--budget", "1.5", "--query-cap", "7")
+    key = res.stdout.rstrip("\n").split("\n")[-1]
+    assert re.fullmatch(r"rpk_[A-Za-z0-9_-]{43}", key)
+    assert key not in f.read_text() and hash_key(key) in f.read_text()
+    listed = cli("keys", "list", "--file", str(f)).stdout
+    assert "carol" in listed and "cap=7" in listed and key not in listed
+    assert "revoked 1 key" in cli("keys", "revoke", "carol", "--file", str(f)).stdout
+    assert "carol" not in cli("keys", "list", "--file", str(f)).stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("keys", "add", "x", "--file", "{f}", "--budget", "-1"),
+        ("keys", "add", "x", "--file", "{f}", "--query-cap", "0"),
+        ("keys", "add", "a b", "--file", "{f}"),
+        ("keys", "revoke", "nobody", "--file", "{f}"),
+        ("keys", "list", "--file", "{f}.missing"),
+        ("publish", "--method", "nope", "--epsilon", "1", "--out", "{d}"),
+        ("publish", "--method", "dpm", "--epsilon", "0", "--out", "{d}"),
+        ("publish", "--method", "dpm", "--epsilon", "1", "--out", "{d}", "--bounds", "age=3"),
+        ("publish", "--method", "dpm", "--epsilon", "1", "--out", "{d}", "--target", "y"),
+        ("publish", "--method", "dpm", "--epsilon", "1", "--out", "{d}", "--model-file", "m.skops"),
+        ("serve", "{d}/none", "--api-keys", "{f}", "--ledger", "{d}/l.db"),
+        ("serve", "{d}", "--api-keys", "{f}", "--ledger", "{d}/l.db", "--port", "70000"),
+    ],
+)
+def test_cli_usage_errors_exit_2_without_traceback(tmp_path, args):
+    (tmp_path / "k.json").write_text("")
+    res = cli(*(a.format(f=tmp_path / "k.json", d=tmp_path) for a in args), check=False)
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and res.stderr.strip()
+
+
+def test_cli_publish_from_a_csv(tmp_path):
+    ds = tiny_dataset(300)
+    csv = tmp_path / "loans.csv"
+    ds.X.assign(decision=np.where(ds.y == 1, "approved", "denied")).to_csv(csv, index=False)
+    out = tmp_path / "bundle"
+    args = ("publish", "--method", "dpm", "--epsilon", "2", "--data", str(csv), "--target", "decision")
+    args += ("--positive-label", "approved", "--immutable", "sex", "--increasing", "age", "--bounds", "age=18:90")
+    args += ("--bounds", "hours=0:100", "--bounds", "income=0:250", "--out", str(out))
+    res = cli(*args)
+    assert json.loads(res.stdout.splitlines()[-1])["method"] == "dpm"
+    feats = json.loads((out / "manifest.json").read_text())["features"]
+    assert [f["name"] for f in feats] == ["age", "hours", "income", "job", "sex"]
+    assert cli(*args, check=False).returncode == 2  # an existing bundle is not overwritten
+    assert cli(*args, "--overwrite").returncode == 0
+
+
+# ------------------------------------------------------------------ ledger
+def _spend_loop(url, n, q):
+    led = open_ledger(url)
+    ok = 0
+    for _ in range(n):
+        try:
+            led.spend("k", epsilon_each=0.1, n=1, budget=1.0, cap=None)
+            ok += 1
+        except Refusal:
+            pass
+    q.put(ok)
+
+
+def test_sqlite_ledger_never_overspends_across_processes(tmp_path):
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    open_ledger(url)
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_spend_loop, args=(url, 8, q)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    oks = [q.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join()
+    led = open_ledger(url)
+    assert sum(oks) == 10 and led.account("k").answers == 10 and led.account("k").spent == pytest.approx(1.0)
+
+
+def test_ledger_refusals_name_budget_spent_and_asked(tmp_path):
+    led = open_ledger(tmp_path / "l.db")
+    led.spend("a", epsilon_each=0.5, n=3, budget=2.0, cap=5)
+    with pytest.raises(Refusal) as err:
+        led.spend("a", epsilon_each=0.5, n=2, budget=2.0, cap=5)
+    assert err.value.to_dict() | {"error": ""} == {"error": "", "reason": "budget", "budget": 2.0, "spent": 1.5,
+                                                   "asked": 1.0, "unit": "epsilon"}  # fmt: skip
+    with pytest.raises(Refusal) as err:
+        led.spend("a", epsilon_each=0.0, n=3, budget=2.0, cap=5)
+    assert err.value.reason == "query_cap" and err.value.spent == 3
+    assert led.account("a").answers == 3 and led.total().spent == pytest.approx(1.5)
+    with pytest.raises(InvalidInputError):
+        open_ledger("mysql://x")
