@@ -90,13 +90,15 @@ def register(app: typer.Typer, command) -> None:
         model_file: Path | None = typer.Option(None, "--model-file", help="not supported by publish yet"),
         n_clusters: int = typer.Option(100, "--n-clusters", min=2, max=100_000, help="privrecourse: graph nodes"),
         seed: int = typer.Option(0, "--seed", help="seed of the training (not of the served noise)"),
-        overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing bundle in --out"),
+        overwrite: bool = typer.Option(
+            False, "--overwrite", help="replace an earlier bundle in --out (only its own files are removed)"
+        ),
     ) -> None:
         """Train a private artefact and write a bundle (safe formats, manifest.json with the public schema)."""
         import json
 
         from recourse_privacy.service.bundle import METHODS, publish
-        from recourse_privacy.validation import check_choice, check_output_dir
+        from recourse_privacy.validation import check_choice
 
         check_choice(method, "--method", METHODS)
         if model_file is not None:
@@ -106,14 +108,15 @@ def register(app: typer.Typer, command) -> None:
                 "reading the raw columns cannot be published yet"
             )
         parsed_bounds = _bounds(bounds)
-        if (out / "manifest.json").exists() and not overwrite:
-            raise InvalidInputError(f"--out {out} already holds a bundle; pass --overwrite to replace it")
-        check_output_dir(out)
         ds = _load_data(dataset, data_dir, data, target, positive_label, categorical, immutable, increasing)
+        from recourse_privacy.output_dir import claim_output_dir
+
+        claim = claim_output_dir(out, "publish", overwrite=overwrite)  # refuses another run's or foreign files
         man = publish(
             ds, method=method, epsilon=epsilon, delta=delta, out=out, bounds=parsed_bounds, n_clusters=n_clusters,
             seed=seed,
         )  # fmt: skip
+        claim.finish()
         typer.echo(
             json.dumps({k: man[k] for k in ("method", "epsilon", "delta", "epsilon_per_answer")} | {"out": str(out)})
         )

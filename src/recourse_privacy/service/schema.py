@@ -265,9 +265,12 @@ def schema_from_dataset(dataset, bounds: dict | None = None) -> Schema:
 
     Bounds and categories read from the data are recorded in ``notes`` as such: they are not
     covered by any DP guarantee (a data minimum or maximum is an extreme record's value).
-    Dataset metadata with public bounds (issue 23) should replace them where it exists.
+    A registered dataset's public domain metadata (:mod:`recourse_privacy.data.domain`: documented
+    bounds and categories) is used where given; ``bounds`` (``--bounds``) override it.
     """
-    bounds = dict(bounds or {})
+    domain = getattr(dataset, "domain", None)
+    public = getattr(domain, "public", False)
+    bounds = {**(domain.bounds if public else {}), **dict(bounds or {})}  # given --bounds win over the metadata
     unknown = sorted(set(bounds) - set(dataset.feature_names))
     if unknown:
         raise InvalidInputError(f"--bounds names unknown columns {unknown}; columns are {list(dataset.feature_names)}")
@@ -280,9 +283,11 @@ def schema_from_dataset(dataset, bounds: dict | None = None) -> Schema:
         if name in dataset.categorical or col.dtype == object:
             if name in bounds:
                 raise InvalidInputError(f"--bounds {name}=...: {name} is categorical")
-            cats = tuple(sorted(map(str, col.unique())))
+            listed = domain[name].categories if public and name in domain else ()
+            cats = tuple(listed) or tuple(sorted(map(str, col.unique())))
             feats.append(Feature(name, "categorical", categories=cats, **common))
-            from_data.append(name)
+            if not listed:
+                from_data.append(name)
             continue
         values = col.to_numpy(np.float64)
         if name in bounds:
