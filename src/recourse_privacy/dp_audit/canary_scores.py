@@ -206,6 +206,16 @@ def _split(member: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np
     return select, ~select
 
 
+def _mid_gap(selection: np.ndarray, side: str, t: float) -> float:
+    """The middle of the gap between ``t`` and the next selection score beyond it: the same test on the
+    selection half, which does not put the threshold on a score the measurement half may share."""
+    beyond = selection[selection < t] if side == ">=" else selection[selection > t]
+    if not np.isfinite(t) or beyond.size == 0:
+        return t
+    other = beyond.max() if side == ">=" else beyond.min()
+    return float((t + other) / 2)
+
+
 def _split_bounds(s, m, select, measure, delta, alpha) -> tuple[ScoreBound, ScoreBound]:
     """clopper_pearson and gdp: each picks its best test on the selection half, measured on the other."""
     s0, s1 = s[select & (m == 0)], s[select & (m == 1)]
@@ -221,6 +231,7 @@ def _split_bounds(s, m, select, measure, delta, alpha) -> tuple[ScoreBound, Scor
             if best is None or score[i] > best[2]:
                 best = (side, float(t[i]), float(score[i]))
         side, threshold, sel = best
+        threshold = _mid_gap(np.concatenate([s0, s1]), side, threshold)
         fp, fn = _errors(t0, t1, side, threshold)
         details = {
             "side": side,
