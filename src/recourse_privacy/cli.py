@@ -925,7 +925,7 @@ def audit_dp_command(
             raise InvalidInputError("--one-run needs a trained-* mechanism")
         with Console(stderr=True).status(f"auditing {mechanism}: {trials} runs on each of two neighbours"):
             result = experiment.audit(n_trials=trials, alpha=alpha, random_state=seed)
-            one = None
+            one = one_fdp = None
             if one_run:
                 from recourse_privacy.dp_audit import one_run_audit
 
@@ -959,6 +959,15 @@ def audit_dp_command(
             f"{one.epsilon_lower_bound:.4f} at confidence {1 - one.beta:g}, one training run: {one.verdict}",
             highlight=False,
         )
+        from recourse_privacy.dp_audit.fdp import one_run_fdp_mu
+
+        one_fdp = one_run_fdp_mu(one.n_canaries, one.n_guesses, one.n_correct, alpha=one.beta)
+        console.print(
+            f"one-run f-DP audit (Mahloujifar, Melis and Chaudhuri 2024) on the same guesses: Gaussian DP mu >= "
+            f"{one_fdp:.4f} at confidence {1 - one.beta:g} (refutes any mu-GDP claim below it; an epsilon only "
+            "for a Gaussian trade-off curve, which a pure epsilon-DP release need not have)",
+            highlight=False,
+        )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(
@@ -969,6 +978,7 @@ def audit_dp_command(
                     "seed": seed,
                     **result.to_dict(),
                     "one_run": one.to_dict() if one else None,
+                    "one_run_fdp_mu": one_fdp,
                 },
                 indent=2,
             )
