@@ -296,7 +296,7 @@ def test_bounds_are_valid_on_simulated_gaussian_canaries():
 
 @pytest.mark.slow
 def test_exceed_rates_large(capsys):
-    mus, n, m = (0.0, 0.5, 1.0, 2.0, 3.0), 400, 500
+    mus, n, m = (0.0, 0.5, 1.0, 2.0, 3.0), 200, 300
     counts = exceed_counts(mus, n, m, seed=2)
     with capsys.disabled():
         print(f"\nexceed rates, {n} runs of {m} canaries per mu, alpha {ALPHA}, delta {DELTA}:")
@@ -375,7 +375,7 @@ def test_jax_privacy_gdp_exceeds_the_truth_at_mu_0():
 @pytest.mark.slow
 def test_exceed_rates_jax_privacy(capsys):
     _jax()
-    mus, n, m = (0.0, 0.5, 1.0, 2.0), 200, 300
+    mus, n, m = (0.0, 0.5, 1.0, 2.0), 100, 200
     counts = exceed_counts(mus, n, m, seed=4, jax=True)
     names = sorted({k for k, _ in counts})
     with capsys.disabled():

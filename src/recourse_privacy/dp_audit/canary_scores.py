@@ -123,7 +123,7 @@ def read_scores_csv(path, *, option: str = "--scores") -> tuple[np.ndarray, np.n
     """
     p = Path(path)
     if not p.is_file():
-        raise MissingFileError(f"{option} {str(p)!r}: no such file")
+        raise MissingFileError(f"{option} {str(p)!r}: no such file" + (" (a directory)" if p.is_dir() else ""))
     scores, member = [], []
     with p.open(newline="", encoding="utf-8-sig") as fh:
         reader = csv.reader(fh)
