@@ -979,6 +979,17 @@ def audit_dp_command(
         None, help="also write the audit as JSON to this file (an existing one only with --overwrite)", parser=_out_path
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace the file --out where it exists"),
+    scores: Path | None = typer.Option(
+        None,
+        help="audit your own training run instead: a CSV with columns score (higher = more likely a member) and "
+        "member (1 = the canary was included, 0 = not); four bounds (clopper_pearson, one_run, one_run_fdp, gdp)",
+    ),
+    guesses: int | None = typer.Option(
+        None,
+        help="--scores: the one-run bounds guess the K highest scores in and the K lowest out "
+        "(default: the best K of floor(m/2), floor(m/4), ..., 1, Bonferroni-corrected)",
+    ),
+    delta: float | None = typer.Option(None, help="--scores: the delta of the (eps, delta) bounds (default 1e-5)"),
 ) -> None:
     """Empirical epsilon audit: a lower bound on a DP mechanism's epsilon (Jagielski et al. 2020).
 
@@ -1002,6 +1013,13 @@ def audit_dp_command(
         from recourse_privacy.output_dir import check_output_file
 
         check_output_file(out, overwrite=overwrite)
+    if scores is not None:
+        if one_run or param:
+            _fail(InvalidInputError("--one-run and --param apply to the built-in mechanisms, not to --scores"))
+        _audit_dp_scores(scores, guesses, 1e-5 if delta is None else delta, alpha, seed, out, console)
+        return
+    if guesses is not None or delta is not None:
+        _fail(InvalidInputError("--guesses and --delta apply to --scores (a mechanism's delta is part of its claim)"))
     from recourse_privacy.validation import check_interval
 
     check_interval(epsilon, "--epsilon", 0, 1e4, closed="right")  # beyond, every DP claim is vacuous
@@ -1011,7 +1029,7 @@ def audit_dp_command(
             raise InvalidInputError("--one-run needs a trained-* mechanism")
         with Console(stderr=True).status(f"auditing {mechanism}: {trials} runs on each of two neighbours"):
             result = experiment.audit(n_trials=trials, alpha=alpha, random_state=seed)
-            one = None
+            one = one_fdp = None
             if one_run:
                 from recourse_privacy.dp_audit import one_run_audit
 
@@ -1045,6 +1063,15 @@ def audit_dp_command(
             f"{one.epsilon_lower_bound:.4f} at confidence {1 - one.beta:g}, one training run: {one.verdict}",
             highlight=False,
         )
+        from recourse_privacy.dp_audit.fdp import one_run_fdp_mu
+
+        one_fdp = one_run_fdp_mu(one.n_canaries, one.n_guesses, one.n_correct, alpha=one.beta)
+        console.print(
+            f"one-run f-DP audit (Mahloujifar, Melis and Chaudhuri 2024) on the same guesses: Gaussian DP mu >= "
+            f"{one_fdp:.4f} at confidence {1 - one.beta:g} (refutes any mu-GDP claim below it; an epsilon only "
+            "for a Gaussian trade-off curve, which a pure epsilon-DP release need not have)",
+            highlight=False,
+        )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(
@@ -1055,10 +1082,42 @@ def audit_dp_command(
                     "seed": seed,
                     **result.to_dict(),
                     "one_run": one.to_dict() if one else None,
+                    "one_run_fdp_mu": one_fdp,
                 },
                 indent=2,
             )
         )
+        console.print(f"wrote {out}", highlight=False)
+
+
+def _audit_dp_scores(path: Path, guesses, delta, alpha, seed, out, console) -> None:
+    """audit-dp --scores: the four bounds of dp_audit.canary_scores on the user's canary scores."""
+    from rich.table import Table
+
+    from recourse_privacy.dp_audit.canary_scores import audit_scores, read_scores_csv
+
+    try:
+        result = audit_scores(*read_scores_csv(path), guesses=guesses, delta=delta, alpha=alpha, random_state=seed)
+    except RecoursePrivacyError as err:
+        _fail(err)
+    table = Table(title=f"Epsilon lower bounds from canary scores ({1 - alpha:.0%} confidence each, delta {delta:g})")
+    for col in ("method", "eps >=", "mu >=", "test", "reference"):
+        table.add_column(col, justify="right" if col in ("eps >=", "mu >=") else "left")
+    for b in result.bounds:
+        d = b.details
+        test = d.get("test") or f"K = {d['K']}: {d['n_correct']} of {d['n_guesses']} guesses correct"
+        eps = "n/a (delta 0)" if b.epsilon_lower_bound is None else f"{b.epsilon_lower_bound:.4f}"
+        mu = "" if b.mu_lower_bound is None else f"{b.mu_lower_bound:.4f}"
+        table.add_row(b.method, eps, mu, test, b.reference.split(",")[0])
+    console.print(table)
+    console.print(
+        f"{result.n_canaries} canaries ({result.n_members} members); assumptions per method in --out's JSON "
+        "and docs/dp-audit.md; a lower bound above a claimed epsilon refutes it, below it proves nothing",
+        highlight=False,
+    )
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(strict_json.dumps({"command": "audit-dp", "scores": str(path), **result.to_dict()}, indent=2))
         console.print(f"wrote {out}", highlight=False)
 
 

@@ -5,6 +5,9 @@ threshold test chosen on one half of the runs and measured on the other, :class:
 :mod:`~recourse_privacy.dp_audit.experiments` the ready-made scalar experiments and
 :mod:`~recourse_privacy.dp_audit.trained` the end-to-end ones with trained neighbours (many-run and
 the one-run audit of Steinke, Nasr and Jagielski 2023) that the ``audit-dp`` command runs.
+:mod:`~recourse_privacy.dp_audit.canary_scores` audits a user's own canary scores (``audit-dp
+--scores``) with the Clopper-Pearson, one-run, one-run f-DP and GDP bounds of
+:mod:`~recourse_privacy.dp_audit.fdp`.
 """
 
 from recourse_privacy.dp_audit.bounds import (
@@ -14,6 +17,7 @@ from recourse_privacy.dp_audit.bounds import (
     clopper_pearson,
     epsilon_lower_bound,
 )
+from recourse_privacy.dp_audit.canary_scores import ScoreBound, ScoresAudit, audit_scores, read_scores_csv
 from recourse_privacy.dp_audit.experiments import (
     MECHANISMS,
     audit_dp,
@@ -43,4 +47,8 @@ __all__ = [
     "one_run_audit",
     "one_run_bound",
     "trained_experiment",
+    "ScoreBound",
+    "ScoresAudit",
+    "audit_scores",
+    "read_scores_csv",
 ]
