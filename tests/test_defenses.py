@@ -16,7 +16,7 @@ from recourse_privacy.defenses import (
     SimulatedLaplaceRecourse,
     noisy_probability,
 )
-from recourse_privacy.defenses.accounting import dp_ba_bound
+from recourse_privacy.defenses.accounting import BudgetLedger, dp_ba_bound
 from recourse_privacy.defenses.laplace import PROB_CLIP
 from recourse_privacy.errors import BudgetExceededError, IncompatibleError
 from recourse_privacy.metrics import theorem2_bound
@@ -176,6 +176,49 @@ def test_a_batch_that_would_exceed_the_budget_is_refused_whole():
     session.answer(X[3:4])  # one more fits exactly
     assert session.remaining == 0.0
     assert method.accountant is None  # the caller's object is untouched
+
+
+def test_a_multi_row_batch_on_a_shared_ledger_is_charged_per_row(tmp_path):
+    """Basic composition on the shared ledger: a batch of n rows spends n * epsilon, in one atomic spend."""
+    model = _linear_model()
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    path = tmp_path / "budget.sqlite"
+    ledger = BudgetLedger(path, 4.0)
+    mine = RecourseSession(LaplaceRecourse(epsilon=0.5, random_state=0), model, budget=4.0, ledger=ledger)
+    theirs = RecourseSession(LaplaceRecourse(epsilon=0.5, random_state=1), model, budget=4.0, ledger=path)
+    mine.answer(X[:3])
+    assert ledger.spent == pytest.approx(1.5, abs=1e-9) and ledger.n_spends == 1
+    theirs.answer(X[3:7])  # another session (or process) on the same file
+    assert mine.spent == theirs.spent == pytest.approx(3.5, abs=1e-9) and ledger.n_spends == 2
+    state = mine.method._rng.bit_generator.state
+    with pytest.raises(BudgetExceededError, match="asked for epsilon 1, "):  # 2 rows: 1.0 > 0.5 left
+        mine.answer(X[7:9])
+    assert mine.method._rng.bit_generator.state == state and mine.n_refused == 2
+    assert ledger.spent == pytest.approx(3.5, abs=1e-9) and ledger.n_spends == 2
+    mine.answer(X[7:8])  # one row fits exactly
+    assert ledger.remaining == 0.0 and mine.n_queries == 4 and theirs.n_queries == 4
+
+
+def test_a_finite_accountant_refuses_a_batch_that_exceeds_what_remains():
+    """LaplaceRecourse checks its accountant for the whole batch's epsilon, not one answer's."""
+    from diffprivlib.accountant import BudgetAccountant
+
+    model = _linear_model()
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    acc = BudgetAccountant(epsilon=2.5)
+    method = LaplaceRecourse(epsilon=1.0, accountant=acc, random_state=0)
+    state = method._rng.bit_generator.state
+    with pytest.raises(BudgetExceededError, match=r"asks for epsilon 3 \(3 recourse queries"):
+        method.generate(model, X[:3])  # each row would fit alone
+    assert acc.total()[0] == 0.0 and method._rng.bit_generator.state == state  # nothing spent, no noise
+    method.generate(model, X[:2])
+    assert acc.total()[0] == pytest.approx(2.0)
+    with pytest.raises(BudgetExceededError, match="0.5 remains"):
+        method.generate(model, X[2:4])
+    assert acc.total()[0] == pytest.approx(2.0)
+    with BudgetAccountant(epsilon=1.5):  # diffprivlib's default accountant, as in diffprivlib
+        with pytest.raises(BudgetExceededError, match="asks for epsilon 2 "):
+            LaplaceRecourse(epsilon=1.0, random_state=0).generate(model, X[:2])
 
 
 def test_session_refuses_methods_without_a_budget():
