@@ -199,6 +199,15 @@ def test_a_multi_row_batch_on_a_shared_ledger_is_charged_per_row(tmp_path):
     assert ledger.remaining == 0.0 and mine.n_queries == 4 and theirs.n_queries == 4
 
 
+def test_a_ledger_reopened_with_another_budget_is_refused(tmp_path):
+    path = tmp_path / "budget.sqlite"
+    BudgetLedger(path, 2.0).spend(0.5)
+    with pytest.raises(ValueError, match=r"holds a budget of epsilon 2, not 3; a budget is fixed"):
+        BudgetLedger(path, 3.0)
+    again = BudgetLedger(path, 2.0)  # the same budget: the same ledger
+    assert again.spent == 0.5 and again.remaining == 1.5 and again.n_spends == 1
+
+
 def test_a_finite_accountant_refuses_a_batch_that_exceeds_what_remains():
     """LaplaceRecourse checks its accountant for the whole batch's epsilon, not one answer's."""
     from diffprivlib.accountant import BudgetAccountant
