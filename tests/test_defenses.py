@@ -230,9 +230,42 @@ def test_a_finite_accountant_refuses_a_batch_that_exceeds_what_remains():
             LaplaceRecourse(epsilon=1.0, random_state=0).generate(model, X[:2])
 
 
+def test_session_refusals_name_the_batch_and_accumulate():
+    model = _linear_model()
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    session = RecourseSession(LaplaceRecourse(epsilon=0.5, random_state=0), model, budget=1.0)
+    session.answer(X[:1])
+    for _ in range(2):
+        with pytest.raises(BudgetExceededError) as err:
+            session.answer(X[1:4])
+        assert (
+            "the batch asks for epsilon 1.5 (3 recourse queries at epsilon 0.5), but the budget is epsilon 1 "
+            "and 0.5 is already spent (0.5 remains)" in str(err.value)
+        )
+    assert session.n_refused == 6 and session.n_queries == 1
+    assert session.accountant.total()[0] == pytest.approx(session.spent) == 0.5  # the session's own accountant
+
+
+def test_costs_are_rounded_up_so_that_rounding_never_overspends():
+    """Epsilon is counted in integer units of 1e-9, costs rounded up: three queries of 1/3 do not fit in 1."""
+    model = _linear_model()
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    session = RecourseSession(LaplaceRecourse(epsilon=1 / 3, random_state=0), model, budget=1.0)
+    session.answer(X[:2])
+    with pytest.raises(BudgetExceededError):
+        session.answer(X[2:3])
+    assert session.spent == 0.666_666_667 <= session.budget  # 2/3 rounded up; + 1/3 rounded up > 1
+
+
 def test_session_refuses_methods_without_a_budget():
     with pytest.raises(ValueError, match="spends no privacy budget"):
         RecourseSession(make_model("logistic"), None, budget=1.0)
+
+    class EpsilonOnly:  # an epsilon but nothing to spend it from
+        epsilon = 1.0
+
+    with pytest.raises(ValueError, match="spends no privacy budget"):
+        RecourseSession(EpsilonOnly(), None, budget=1.0)
     with pytest.raises(ValueError, match="budget"):
         RecourseSession(LaplaceRecourse(epsilon=1.0), None, budget=0)
 
@@ -240,6 +273,7 @@ def test_session_refuses_methods_without_a_budget():
 def test_ba_bound_with_delta():
     assert dp_ba_bound(1.0) == theorem2_bound(1.0)
     assert dp_ba_bound(1.0, 1e-5) == pytest.approx(theorem2_bound(1.0) + 1e-5 * np.exp(-1) / 2)
+    assert dp_ba_bound(1.0, 0.5) == pytest.approx(theorem2_bound(1.0) + 0.5 * np.exp(-1) / 2, rel=1e-12)
 
 
 # ----------------------------------------------------------------------------- DP models
