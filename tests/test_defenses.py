@@ -208,6 +208,16 @@ def test_a_ledger_reopened_with_another_budget_is_refused(tmp_path):
     assert again.spent == 0.5 and again.remaining == 1.5 and again.n_spends == 1
 
 
+def test_ledger_spends_in_rounded_up_units_and_says_what_remains(tmp_path):
+    ledger = BudgetLedger(tmp_path / "new" / "dir" / "budget.sqlite", 1.0)  # missing folders are made
+    assert ledger.spend(0.0) == 0.0  # a free step is recorded, not refused
+    assert ledger.spend(1 / 3) == 0.333_333_334  # each cost rounded up to the next 1e-9
+    assert ledger.spend(1 / 3) == 0.666_666_668
+    with pytest.raises(BudgetExceededError, match=r"0\.666667 is already spent \(0\.333333 remains"):
+        ledger.spend(1 / 3)  # 3 x 0.333333334 > 1
+    assert ledger.n_spends == 3 and ledger.spent == 0.666_666_668
+
+
 def test_a_finite_accountant_refuses_a_batch_that_exceeds_what_remains():
     """LaplaceRecourse checks its accountant for the whole batch's epsilon, not one answer's."""
     from diffprivlib.accountant import BudgetAccountant
