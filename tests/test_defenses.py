@@ -16,7 +16,7 @@ from recourse_privacy.defenses import (
     SimulatedLaplaceRecourse,
     noisy_probability,
 )
-from recourse_privacy.defenses.accounting import dp_ba_bound
+from recourse_privacy.defenses.accounting import BudgetLedger, dp_ba_bound
 from recourse_privacy.defenses.laplace import PROB_CLIP
 from recourse_privacy.errors import BudgetExceededError, IncompatibleError
 from recourse_privacy.metrics import theorem2_bound
@@ -178,9 +178,104 @@ def test_a_batch_that_would_exceed_the_budget_is_refused_whole():
     assert method.accountant is None  # the caller's object is untouched
 
 
+def test_a_multi_row_batch_on_a_shared_ledger_is_charged_per_row(tmp_path):
+    """Basic composition on the shared ledger: a batch of n rows spends n * epsilon, in one atomic spend."""
+    model = _linear_model()
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    path = tmp_path / "budget.sqlite"
+    ledger = BudgetLedger(path, 4.0)
+    mine = RecourseSession(LaplaceRecourse(epsilon=0.5, random_state=0), model, budget=4.0, ledger=ledger)
+    theirs = RecourseSession(LaplaceRecourse(epsilon=0.5, random_state=1), model, budget=4.0, ledger=path)
+    mine.answer(X[:3])
+    assert ledger.spent == pytest.approx(1.5, abs=1e-9) and ledger.n_spends == 1
+    theirs.answer(X[3:7])  # another session (or process) on the same file
+    assert mine.spent == theirs.spent == pytest.approx(3.5, abs=1e-9) and ledger.n_spends == 2
+    state = mine.method._rng.bit_generator.state
+    with pytest.raises(BudgetExceededError, match="asked for epsilon 1, "):  # 2 rows: 1.0 > 0.5 left
+        mine.answer(X[7:9])
+    assert mine.method._rng.bit_generator.state == state and mine.n_refused == 2
+    assert ledger.spent == pytest.approx(3.5, abs=1e-9) and ledger.n_spends == 2
+    mine.answer(X[7:8])  # one row fits exactly
+    assert ledger.remaining == 0.0 and mine.n_queries == 4 and theirs.n_queries == 4
+
+
+def test_a_ledger_reopened_with_another_budget_is_refused(tmp_path):
+    path = tmp_path / "budget.sqlite"
+    BudgetLedger(path, 2.0).spend(0.5)
+    with pytest.raises(ValueError, match=r"holds a budget of epsilon 2, not 3; a budget is fixed"):
+        BudgetLedger(path, 3.0)
+    again = BudgetLedger(path, 2.0)  # the same budget: the same ledger
+    assert again.spent == 0.5 and again.remaining == 1.5 and again.n_spends == 1
+
+
+def test_ledger_spends_in_rounded_up_units_and_says_what_remains(tmp_path):
+    ledger = BudgetLedger(tmp_path / "new" / "dir" / "budget.sqlite", 1.0)  # missing folders are made
+    assert ledger.spend(0.0) == 0.0  # a free step is recorded, not refused
+    assert ledger.spend(1 / 3) == 0.333_333_334  # each cost rounded up to the next 1e-9
+    assert ledger.spend(1 / 3) == 0.666_666_668
+    with pytest.raises(BudgetExceededError, match=r"0\.666667 is already spent \(0\.333333 remains"):
+        ledger.spend(1 / 3)  # 3 x 0.333333334 > 1
+    assert ledger.n_spends == 3 and ledger.spent == 0.666_666_668
+
+
+def test_a_finite_accountant_refuses_a_batch_that_exceeds_what_remains():
+    """LaplaceRecourse checks its accountant for the whole batch's epsilon, not one answer's."""
+    from diffprivlib.accountant import BudgetAccountant
+
+    model = _linear_model()
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    acc = BudgetAccountant(epsilon=2.5)
+    method = LaplaceRecourse(epsilon=1.0, accountant=acc, random_state=0)
+    state = method._rng.bit_generator.state
+    with pytest.raises(BudgetExceededError, match=r"asks for epsilon 3 \(3 recourse queries"):
+        method.generate(model, X[:3])  # each row would fit alone
+    assert acc.total()[0] == 0.0 and method._rng.bit_generator.state == state  # nothing spent, no noise
+    method.generate(model, X[:2])
+    assert acc.total()[0] == pytest.approx(2.0)
+    with pytest.raises(BudgetExceededError, match="0.5 remains"):
+        method.generate(model, X[2:4])
+    assert acc.total()[0] == pytest.approx(2.0)
+    with BudgetAccountant(epsilon=1.5):  # diffprivlib's default accountant, as in diffprivlib
+        with pytest.raises(BudgetExceededError, match="asks for epsilon 2 "):
+            LaplaceRecourse(epsilon=1.0, random_state=0).generate(model, X[:2])
+
+
+def test_session_refusals_name_the_batch_and_accumulate():
+    model = _linear_model()
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    session = RecourseSession(LaplaceRecourse(epsilon=0.5, random_state=0), model, budget=1.0)
+    session.answer(X[:1])
+    for _ in range(2):
+        with pytest.raises(BudgetExceededError) as err:
+            session.answer(X[1:4])
+        assert (
+            "the batch asks for epsilon 1.5 (3 recourse queries at epsilon 0.5), but the budget is epsilon 1 "
+            "and 0.5 is already spent (0.5 remains)" in str(err.value)
+        )
+    assert session.n_refused == 6 and session.n_queries == 1
+    assert session.accountant.total()[0] == pytest.approx(session.spent) == 0.5  # the session's own accountant
+
+
+def test_costs_are_rounded_up_so_that_rounding_never_overspends():
+    """Epsilon is counted in integer units of 1e-9, costs rounded up: three queries of 1/3 do not fit in 1."""
+    model = _linear_model()
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    session = RecourseSession(LaplaceRecourse(epsilon=1 / 3, random_state=0), model, budget=1.0)
+    session.answer(X[:2])
+    with pytest.raises(BudgetExceededError):
+        session.answer(X[2:3])
+    assert session.spent == 0.666_666_667 <= session.budget  # 2/3 rounded up; + 1/3 rounded up > 1
+
+
 def test_session_refuses_methods_without_a_budget():
     with pytest.raises(ValueError, match="spends no privacy budget"):
         RecourseSession(make_model("logistic"), None, budget=1.0)
+
+    class EpsilonOnly:  # an epsilon but nothing to spend it from
+        epsilon = 1.0
+
+    with pytest.raises(ValueError, match="spends no privacy budget"):
+        RecourseSession(EpsilonOnly(), None, budget=1.0)
     with pytest.raises(ValueError, match="budget"):
         RecourseSession(LaplaceRecourse(epsilon=1.0), None, budget=0)
 
@@ -188,6 +283,7 @@ def test_session_refuses_methods_without_a_budget():
 def test_ba_bound_with_delta():
     assert dp_ba_bound(1.0) == theorem2_bound(1.0)
     assert dp_ba_bound(1.0, 1e-5) == pytest.approx(theorem2_bound(1.0) + 1e-5 * np.exp(-1) / 2)
+    assert dp_ba_bound(1.0, 0.5) == pytest.approx(theorem2_bound(1.0) + 0.5 * np.exp(-1) / 2, rel=1e-12)
 
 
 # ----------------------------------------------------------------------------- DP models

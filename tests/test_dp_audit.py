@@ -22,6 +22,7 @@ from recourse_privacy.dp_audit import (
     dpm_canary_data,
     dpm_logistic_experiment,
     epsilon_lower_bound,
+    laplace_experiment,
     make_experiment,
 )
 
@@ -191,6 +192,52 @@ def test_broken_laplace_audit_exceeds_the_claim(eps):
     assert a.violates_claim and a.verdict == "VIOLATES the claim"
 
 
+def _clamped_laplace_test_rates(side: str, t: float, b: float) -> tuple[float, float]:
+    """Exact (FPR, FNR) of "say D' when p' side t" for p' = clip(p + Laplace(b), 0, 1), p = 0 (D) vs 1 (D')."""
+    from scipy.stats import laplace
+
+    assert 0.0 <= t <= 1.0
+    if side == ">=":  # P(clip(p + L) >= t) = P(L >= t - p) for t in (0, 1]
+        assert t > 0
+        return float(laplace.sf(t, scale=b)), float(laplace.cdf(t - 1.0, scale=b))
+    assert t < 1  # P(clip(p + L) <= t) = P(L <= t - p) for t in [0, 1)
+    return float(laplace.cdf(t, scale=b)), float(laplace.sf(t - 1.0, scale=b))
+
+
+@pytest.mark.parametrize("claim,factor", [(1.0, 1.0), (0.5, 8.0)])
+def test_laplace_audit_lands_within_a_derived_margin_of_the_known_epsilon(claim, factor):
+    """A positive control with a known answer: the audit must find the epsilon that is there.
+
+    Noise for sensitivity 1 / factor on neighbouring probabilities 0 and 1 makes the mechanism
+    exactly (factor * claim)-DP (factor 8: a mechanism at 8x its claim). Given the test the
+    selection half chose (side, t), the measurement half's error counts are Binomial(n, FPR(t)) and
+    Binomial(n, FNR(t)) with the exact rates of the clamped Laplace; the bound is monotone in the
+    counts, so it lies between the bounds of the counts' 1e-6 and 1 - 1e-6 quantiles (lo, hi). The
+    stated margin: with n = 10,000 measurement runs, the atom test (FPR = e^-eps / 2, FNR = 1/2) at
+    its 1e-6 quantiles bounds 0.21 below eps = 1 and 0.66 below eps = 4; the audit must land no
+    further below the true epsilon. At factor 8 even lo is above the claim: the claim is refuted.
+    An audit that returns 0 (or never exceeds the claim) fails here.
+    """
+    from scipy.stats import binom
+
+    true_eps = claim * factor
+    a = laplace_experiment(claim, noise_sensitivity=1.0 / factor, release="probability").audit(
+        n_trials=20_000, random_state=0
+    )
+    n = a.n_measurement
+    fpr, fnr = _clamped_laplace_test_rates(a.side, a.threshold, 1.0 / true_eps)
+    lo = epsilon_lower_bound(binom.isf(1e-6, n, fpr), n, binom.isf(1e-6, n, fnr), n)
+    hi = epsilon_lower_bound(binom.ppf(1e-6, n, fpr), n, binom.ppf(1e-6, n, fnr), n)
+    assert lo <= a.epsilon_lower_bound <= hi
+    margin = true_eps - epsilon_lower_bound(binom.isf(1e-6, n, math.exp(-true_eps) / 2), n, binom.isf(1e-6, n, 0.5), n)
+    assert margin == pytest.approx({1.0: 0.21, 4.0: 0.66}[true_eps], abs=0.01)
+    assert true_eps - margin <= a.epsilon_lower_bound <= hi
+    if factor > 1:
+        assert lo > claim and a.violates_claim and a.verdict == "VIOLATES the claim"
+    else:
+        assert a.epsilon_lower_bound <= claim and not a.violates_claim
+
+
 def test_dpm_canary_data_are_neighbours_within_the_norm():
     X, y, y2 = dpm_canary_data(60, 3, data_norm=2.0, random_state=0)
     assert X.shape == (60, 3)
@@ -204,6 +251,25 @@ def test_dpm_logistic_audit_is_consistent_with_the_claim():
     a = make_experiment("dpm-logistic-label-flip", 1.0).audit(n_trials=200, random_state=0)
     assert 0.0 <= a.epsilon_lower_bound <= 1.0
     assert a.n_trials == 200 and a.statistic == "logit at the canary"
+
+
+def test_dpm_audit_flags_a_model_trained_at_8x_its_claim():
+    """Positive control on the package's DPLogisticModel: trained at 8x the claim, it must be flagged.
+
+    With 12 rows the canary's label flip moves the DP model's logit far enough that 400 runs (200
+    measured) refute a claim of 1 for the model trained at 8 (bound 1.65 at this seed; 1.4-1.8 over
+    seeds 0-5), while the same audit of the model trained at its claim stays at or below 1 (0 here).
+    So a DPLogisticModel that trained at 8x its epsilon fails the second assertion.
+    """
+    from recourse_privacy.models import DPLogisticModel
+
+    def at_8x(epsilon, data_norm, random_state, **_):
+        return DPLogisticModel(epsilon=8 * epsilon, data_norm=data_norm, random_state=random_state)
+
+    loud = dpm_logistic_experiment(1.0, n_rows=12, model_factory=at_8x).audit(n_trials=400, random_state=0)
+    assert loud.epsilon_lower_bound > 1.0 and loud.violates_claim
+    honest = dpm_logistic_experiment(1.0, n_rows=12).audit(n_trials=400, random_state=0)
+    assert honest.epsilon_lower_bound <= 1.0 and not honest.violates_claim
 
 
 def test_dpm_experiment_catches_a_non_private_model():

@@ -190,8 +190,38 @@ def test_hardened_prototypes_noise_and_ledger():
         X, (load_digits().target[:200] > 4).astype(int)
     )
     assert e.ledger.epsilon_total == pytest.approx(1.5)
+    assert e.prototypes_.epsilon == 0.5 and e.prototypes_.sum_noise_scale == pytest.approx(
+        2 * e.prototypes_.centers.shape[1] / 0.25
+    )
     faithful = DPCExplainer(epsilon=1.0, ae_epochs=1, encoder_layers=(8,)).fit(X, (load_digits().target[:200] > 4))
     assert faithful.ledger.epsilon_total is None and "prototypes" in faithful.ledger.not_covered[0]
+
+
+def test_hardened_prototype_noise_has_the_calibrated_laplace_scale():
+    """The noise class_prototypes draws, read back from its output, against Laplace(b).
+
+    b = 2m / (eps / 2) for the class sums and 2 / (eps / 2) for the counts (replace-one L1
+    sensitivities 2m and 2, half the budget each). 2,000 classes of 10 rows with every code 0.5 and
+    eps = 160 (b = 0.1 and 0.025) keep each noisy mean inside (0, 1), so the sums' noise is
+    centers * noisy_counts - 5 exactly (up to rounding). |Laplace(b)| is Exponential(b), so the sum
+    of n absolute draws is Gamma(n, b) exactly: refused outside its 1e-6 / 2 tails (+-5% at
+    n = 8,000 sums, +-11% at 2,000 counts; noise ten times too small is at -90%). A
+    Kolmogorov-Smirnov test against Laplace(0, b) at p > 1e-6 checks the shape.
+    """
+    from scipy import stats
+
+    k, m, per, eps = 2_000, 4, 10, 160.0
+    codes = np.full((k * per, m), 0.5)
+    proto = class_prototypes(codes, np.repeat(np.arange(k), per), k, epsilon=eps, random_state=0)
+    b_sum, b_count = 2 * m / (eps / 2), 2 / (eps / 2)
+    assert (proto.sum_noise_scale, proto.count_noise_scale) == pytest.approx((b_sum, b_count))
+    assert (proto.centers > 0).all() and (proto.centers < 1).all() and (proto.counts > 1).all()
+    count_noise = proto.counts - per
+    sum_noise = (proto.centers * proto.counts[:, None] - per * 0.5).ravel()
+    for noise, b in ((sum_noise, b_sum), (count_noise, b_count)):
+        lo, hi = stats.gamma.ppf(0.5e-6, noise.size, scale=b), stats.gamma.isf(0.5e-6, noise.size, scale=b)
+        assert lo < np.abs(noise).sum() < hi, (np.abs(noise).mean(), b)
+        assert stats.kstest(noise, "laplace", args=(0.0, b)).pvalue > 1e-6
 
 
 def test_dpc_multiclass_specific_and_nonspecific_targets(digits, digits_model):

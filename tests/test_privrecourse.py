@@ -103,15 +103,53 @@ def test_k_larger_than_data_and_outside_bounds(data):
     assert PublicScaler([0, 0], [2, 4]).transform([[1, 1]], out_of_bounds="raise")[0] == pytest.approx([0.5, 0.25])
 
 
-def test_em_sampler_matches_softmax():
-    """Empirical frequencies of the Gumbel-max draw match exp(eps u / 2 Delta) normalised (tolerance: 5 sd)."""
-    u = np.array([0.0, -0.5, -1.0, -2.0])
-    p = exponential_mechanism_probabilities(u, 2.0, 1.0)
-    rng = np.random.default_rng(1)
-    n = 40000
-    draws = np.argmax(2.0 * u / 2.0 + rng.gumbel(size=(n, 4)), axis=1)
-    freq = np.bincount(draws, minlength=4) / n
-    assert np.all(np.abs(freq - p) < 5 * np.sqrt(p * (1 - p) / n))
+@pytest.mark.parametrize("eps,sensitivity", [(8.0, 1.0), (4.0, 0.5)])
+def test_em_draws_of_a_round_match_the_softmax(eps, sensitivity):
+    """The EM draw of ``ConvergentDPKMeans._round`` itself: frequencies vs exp(eps u / (2 Delta)), normalised.
+
+    K identical clusters of the 4 records x, with zone="cluster" and internal_k=1, so that each
+    cluster's EM candidates are exactly its records, utility -|x - m| (m = mean(x)): one round makes K
+    independent draws. Pearson's statistic sum (O - Kp)^2 / (Kp) is chi-square with 3 degrees of
+    freedom under the exact softmax (every expected count >= 1,400, so the approximation holds):
+    refused above its 1 - 1e-6 quantile, 30.7. A mechanism at twice its epsilon (p' proportional
+    to p^2) gives a statistic of about 3,000 at these K and eps / sensitivity = 8.
+    """
+    from scipy.stats import chi2
+
+    x = np.array([0.0, 0.2, 0.5, 1.0])
+    K = 20_000
+    X = np.tile(x, K)[:, None]
+    labels = np.repeat(np.arange(K), len(x))
+    km = ConvergentDPKMeans(K, zone="cluster", internal_k=1, em_sensitivity=sensitivity)
+    C = np.full((K, 1), 0.5)
+    new = km._round(X, labels, C, C.copy(), eps, 1.0, np.random.default_rng(0))[:, 0]
+    counts = (new[:, None] == x[None, :]).sum(axis=0)
+    assert counts.sum() == K  # every centre is one of the records
+    u = -np.abs(x - x.mean())
+    w = np.exp(eps * u / (2 * sensitivity))
+    p = w / w.sum()  # McSherry and Talwar 2007, by hand
+    np.testing.assert_allclose(exponential_mechanism_probabilities(u, eps, sensitivity), p, rtol=1e-12)
+    assert (K * p).min() >= 1_400
+    stat = float(((counts - K * p) ** 2 / (K * p)).sum())
+    assert stat < chi2.isf(1e-6, len(x) - 1), (stat, counts / K, p)
+
+
+def test_fit_gives_every_round_the_em_and_laplace_shares_its_ledger_records(data, monkeypatch):
+    """The EM's epsilon is the one the ledger charges: fit passes each round the ledger's EM and Laplace shares."""
+    seen = []
+    round_ = ConvergentDPKMeans._round
+
+    def spy(self, X, labels, C, C_prev, eps_e, eps_l, rng):
+        seen.append((eps_e, eps_l))
+        return round_(self, X, labels, C, C_prev, eps_e, eps_l, rng)
+
+    monkeypatch.setattr(ConvergentDPKMeans, "_round", spy)
+    km = ConvergentDPKMeans(20, epsilon=2.0, rounds=4, random_state=0).fit(data[0])
+    em = [e.epsilon for e in km.ledger_.entries if "EM" in e.step and "round" in e.step]
+    lap = [e.epsilon for e in km.ledger_.entries if "Laplace sub-zone" in e.step]
+    assert len(seen) == km.n_rounds_ >= 1
+    np.testing.assert_allclose(seen, list(zip(em, lap)), rtol=1e-12)
+    assert em[0] == pytest.approx(0.75 * 2.0 / 4)  # em_frac of epsilon / rounds
 
 
 def test_convergent_kmeans_is_seeded_and_records_rounds(data):

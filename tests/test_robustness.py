@@ -143,42 +143,69 @@ def test_cell_lock_makes_a_second_runner_wait(tmp_path):
 
 
 # ----------------------------------------------------------------------------- the accountant
-def _hammer_ledger(path: str, budget: float, eps: float, n: int, out) -> None:
-    ledger = BudgetLedger(path, budget)
-    ok = 0
-    for _ in range(n):
-        try:
-            ledger.spend(eps)
-            ok += 1
-        except BudgetExceededError:
-            pass
-    out.put(ok)
+def _hammer_ledger(path: str, budget: float, eps: float, n: int, out, barrier=None) -> None:
+    """Ask ``n`` times (in step with the other threads at ``barrier``); report (answered, refused, error or None)."""
+    answered = refused = 0
+    try:
+        ledger = BudgetLedger(path, budget)
+        for _ in range(n):
+            if barrier is not None:
+                barrier.wait(timeout=60)
+            try:
+                ledger.spend(eps)
+                answered += 1
+            except BudgetExceededError:
+                refused += 1
+    except BaseException as err:  # reported, not lost: a caller that crashed must fail the test
+        if barrier is not None:
+            barrier.abort()  # release the others at once
+        out.put((answered, refused, f"{type(err).__name__}: {err}"))
+        raise
+    out.put((answered, refused, None))
 
 
 def test_ledger_never_overspent_by_processes_and_threads(tmp_path):
-    budget, eps = 2.0, 0.1
+    """4 processes and 8 threads ask 40 times each for 0.01 of a budget of 2.0: exactly 200 answered.
+
+    Every caller must finish: each reports (answered, refused, error), and each must have asked all
+    40 times without an error (a `database is locked` from a deferred BEGIN would otherwise leave the
+    total at 200 through the callers that survived); every process must exit with 0.
+    """
+    budget, eps, n = 2.0, 0.01, 40
     path = str(tmp_path / "budget.sqlite")
     BudgetLedger(path, budget)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_hammer_ledger, args=(path, budget, eps, 15, q)) for _ in range(4)]
+    procs = [ctx.Process(target=_hammer_ledger, args=(path, budget, eps, n, q)) for _ in range(4)]
     for p in procs:
         p.start()
-    local = mp.Queue() if False else None  # noqa: F841
-    results: list[int] = []
+    results: list[tuple] = []
+    barrier = threading.Barrier(8)  # the threads ask together: every spend races 7 others
     threads = [
-        threading.Thread(target=lambda: _hammer_ledger(path, budget, eps, 15, _ListQueue(results))) for _ in range(8)
+        threading.Thread(target=_hammer_ledger, args=(path, budget, eps, n, _ListQueue(results), barrier))
+        for _ in range(8)
     ]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
-    answered = sum(results) + sum(q.get(timeout=60) for _ in procs)
+        t.join(timeout=120)
+    reports = list(results)
+    for _ in procs:
+        try:
+            reports.append(q.get(timeout=120))
+        except Exception:  # queue.Empty: a process died without reporting
+            break
     for p in procs:
         p.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    assert [p.exitcode for p in procs] == [0] * len(procs)
+    assert len(reports) == len(threads) + len(procs) == 12  # every caller reported
+    assert [r[2] for r in reports] == [None] * 12  # ... without an error
+    assert all(a + r == n for a, r, _ in reports)  # ... after asking every time
     ledger = BudgetLedger(path, budget)
-    assert answered == 20 == ledger.n_spends  # 12 callers asked 180 times for 0.1 of 2.0
-    assert ledger.spent == pytest.approx(2.0, abs=1e-9) and ledger.spent <= budget
+    answered = sum(r[0] for r in reports)
+    assert answered == 200 == ledger.n_spends and sum(r[1] for r in reports) == 12 * n - 200
+    assert ledger.spent == 2.0 == budget  # integer units of 1e-9: exact
 
 
 class _ListQueue:
