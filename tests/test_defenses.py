@@ -18,7 +18,7 @@ from recourse_privacy.defenses import (
 )
 from recourse_privacy.defenses.accounting import BudgetLedger, dp_ba_bound
 from recourse_privacy.defenses.laplace import PROB_CLIP
-from recourse_privacy.errors import BudgetExceededError, IncompatibleError
+from recourse_privacy.errors import BudgetExceededError, IncompatibleError, InvalidInputError
 from recourse_privacy.metrics import theorem2_bound
 from recourse_privacy.models import DPLogisticModel, DPMLPModel, make_model
 
@@ -197,6 +197,19 @@ def test_a_multi_row_batch_on_a_shared_ledger_is_charged_per_row(tmp_path):
     assert ledger.spent == pytest.approx(3.5, abs=1e-9) and ledger.n_spends == 2
     mine.answer(X[7:8])  # one row fits exactly
     assert ledger.remaining == 0.0 and mine.n_queries == 4 and theirs.n_queries == 4
+
+
+def test_a_malformed_batch_costs_no_budget_on_a_shared_ledger(tmp_path):
+    """Bad input is refused before the spend: a 1-D row, a wrong width or a NaN cost the caller nothing."""
+    model = _linear_model()
+    ledger = BudgetLedger(tmp_path / "budget.sqlite", 4.0)
+    session = RecourseSession(LaplaceRecourse(epsilon=0.5, random_state=0), model, budget=4.0, ledger=ledger)
+    for bad in (np.zeros(2), np.zeros((3, 5)), np.array([[np.nan, 0.0]])):
+        with pytest.raises(InvalidInputError, match="X"):
+            session.answer(bad)
+    assert ledger.spent == 0.0 and ledger.n_spends == 0 and session.n_queries == 0
+    session.answer(np.zeros((2, 2)))
+    assert ledger.spent == pytest.approx(1.0, abs=1e-9)
 
 
 def test_a_ledger_reopened_with_another_budget_is_refused(tmp_path):

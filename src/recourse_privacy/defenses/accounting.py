@@ -40,7 +40,7 @@ import numpy as np
 
 from recourse_privacy.errors import BudgetExceededError, InvalidInputError
 from recourse_privacy.metrics import theorem2_bound
-from recourse_privacy.validation import check_delta
+from recourse_privacy.validation import check_delta, check_matrix
 from recourse_privacy.validation import check_epsilon as _check_epsilon
 
 #: epsilon is kept in integer units of 1e-9 in the ledger, so that sums are exact (no float drift)
@@ -213,7 +213,9 @@ class RecourseSession:
 
     def answer(self, X: np.ndarray):
         """Recourse for every row of ``X`` (one query each), or a BudgetExceededError if the batch would exceed the budget."""
-        n = int(np.asarray(X).shape[0]) if np.ndim(X) == 2 else 1
+        # bad input is refused before anything is spent: a malformed query must not cost the caller budget
+        X = check_matrix(X, "X", n_features=getattr(self.model, "n_features_in_", None))
+        n = int(X.shape[0])
         with self._lock:  # check and spend as one step: concurrent callers cannot overspend
             eps = float(self.method.epsilon)
             cost = _units(n * eps, up=True)
