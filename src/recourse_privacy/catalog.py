@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from recourse_privacy.attacks.registry import ATTACKS
 from recourse_privacy.audit.defenses import DEFENSES
 from recourse_privacy.data import DATASETS
+from recourse_privacy.dp_audit.experiments import MECHANISMS
 from recourse_privacy.errors import UnknownNameError
+from recourse_privacy.experiments.reproductions import REPRODUCTIONS
 from recourse_privacy.models.registry import MODELS
 from recourse_privacy.recourse.registry import RECOURSE_METHODS
 from recourse_privacy.registry import Registry, load_plugins
@@ -25,6 +27,8 @@ REGISTRIES: dict[str, Registry] = {
     "model": MODELS,
     "defense": DEFENSES,
     "dataset": DATASETS,
+    "mechanism": MECHANISMS,
+    "reproduction": REPRODUCTIONS,
 }
 
 

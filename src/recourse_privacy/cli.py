@@ -547,7 +547,9 @@ def _print_summary(console, result) -> None:
 
 @_command("list")
 def list_command(
-    kind: str | None = typer.Argument(None, help="attack, recourse, model, defense or dataset (default: all)"),
+    kind: str | None = typer.Argument(
+        None, help="attack, recourse, model, defense, dataset, mechanism (DP audits) or reproduction (default: all)"
+    ),
 ) -> None:
     """List every registered attack, recourse method, model, defense and dataset, with what each needs.
 
@@ -832,8 +834,7 @@ def results_command(
 def reproduce_command(
     name: str = typer.Argument(
         ...,
-        help="a shipped reproduction: pawelczyk2023-table2, pawelczyk2023-fig2, "
-        "pawelczyk2023-fig3, huang2023, or another `recourse-privacy list` does not show",
+        help=f"a shipped reproduction: {_names('reproduction')} (`recourse-privacy list reproduction` describes each)",
     ),
     out: Path | None = typer.Option(None, help="results store (default: ./<name>-results)", parser=_out_path),
     overwrite: bool = _OVERWRITE,
@@ -859,15 +860,14 @@ def reproduce_command(
     seed_list = _numbers(seeds, int, "--seeds") if seeds is not None else None
     out_dir = out or Path(f"{name}-results")
     _check_device(device)
-    if name in REPRODUCTIONS:  # a reproduction that is not a grid of audits
+    if name in REPRODUCTIONS and not REPRODUCTIONS.get(name).meta.get("grid"):  # not a grid of audits
         claim = claim_output_dir(out_dir, f"reproduce {name}", overwrite, resumable=True)
         with use_device(device):
             REPRODUCTIONS.get(name).obj(out_dir, seeds=seed_list, console=console)
         claim.finish()
         return
     if name not in list_reproductions():
-        known = sorted([*list_reproductions(), *REPRODUCTIONS.names()])
-        raise UnknownNameError(f"unknown reproduction {name!r}; shipped: {', '.join(known)}")
+        raise UnknownNameError(f"unknown reproduction {name!r}; shipped: {', '.join(REPRODUCTIONS.names())}")
     spec = load_spec(name)
     fixed = {"shadow_models": shadow_models} if shadow_models is not None else {}
     if device != "auto":  # the cells (and their keys) say it; "auto" keeps the keys of before
@@ -954,9 +954,8 @@ def cache_clear_command(cache_dir: str | None = _CACHE_ARG) -> None:
 def audit_dp_command(
     mechanism: str = typer.Option(
         "trained-lr",
-        help="trained-lr, trained-dpm-logistic, trained-dpm-lr, "
-        "trained-dpm-scfe (trained neighbours, the whole release); laplace-score, "
-        "laplace-score-broken, dpm-logistic-label-flip (scalar audits)",
+        help=f"a registered DP-audit mechanism: {_names('mechanism')} (trained-*: trained neighbours, the whole "
+        "release; the others: scalar audits; `recourse-privacy list mechanism` describes each)",
     ),
     epsilon: float = typer.Option(1.0, help="the epsilon the mechanism claims"),
     trials: int = typer.Option(

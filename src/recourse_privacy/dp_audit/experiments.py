@@ -17,6 +17,7 @@ from recourse_privacy.dp_audit.bounds import DistinguishingExperiment, EpsilonAu
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.models.base import BaseClassifier
 from recourse_privacy.models.dp import DPLogisticModel
+from recourse_privacy.registry import Registry
 from recourse_privacy.validation import RandomState, as_generator, check_positive_float, check_positive_int
 
 
@@ -202,19 +203,31 @@ def dpm_logistic_experiment(
     )
 
 
-#: name -> (builder(epsilon, **params) -> DistinguishingExperiment, description)
-MECHANISMS: dict[str, tuple[Callable[..., DistinguishingExperiment], str]] = {
-    "laplace-score": (
-        laplace_experiment,
-        "the scalar Laplace mechanism on LR's score only: one query, hand-set "
-        "probabilities 0 vs 1 (not the release: see trained-lr)",
-    ),
-    "laplace-score-broken": (broken_laplace_experiment, "laplace-score with the noise scale divided by 10"),
-    "dpm-logistic-label-flip": (
-        dpm_logistic_experiment,
-        "diffprivlib DP logistic regression, canary label flip, the logit at the canary",
-    ),
-}
+#: name -> builder(epsilon, **params) -> DistinguishingExperiment: the mechanisms ``audit-dp`` audits, each
+#: registered where it is defined (here the scalar ones; :mod:`~recourse_privacy.dp_audit.trained` the
+#: trained-neighbour releases); ``recourse-privacy list mechanism`` shows them
+MECHANISMS: Registry[Callable[..., DistinguishingExperiment]] = Registry(
+    "DP-audit mechanism", builtins=("recourse_privacy.dp_audit.experiments", "recourse_privacy.dp_audit.trained")
+)
+
+
+def register_mechanism(name: str, *, description: str, replace: bool = False):
+    """Decorator: register a builder ``(epsilon, **params) -> DistinguishingExperiment`` for ``audit-dp``."""
+    return MECHANISMS.register(name, description=description, replace=replace)
+
+
+register_mechanism(
+    "laplace-score",
+    description="the scalar Laplace mechanism on LR's score only: one query, hand-set probabilities 0 vs 1 (not "
+    "the release: see trained-lr)",
+)(laplace_experiment)
+register_mechanism("laplace-score-broken", description="laplace-score with the noise scale divided by 10")(
+    broken_laplace_experiment
+)
+register_mechanism(
+    "dpm-logistic-label-flip",
+    description="diffprivlib DP logistic regression, canary label flip, the logit at the canary",
+)(dpm_logistic_experiment)
 
 #: names before the trained-neighbour audits existed: they audited the score, not the release
 RENAMED = {
@@ -229,12 +242,12 @@ def make_experiment(name: str, epsilon: float, **params) -> DistinguishingExperi
     if name in RENAMED:
         raise InvalidInputError(
             f"mechanism {name!r} is now {RENAMED[name]!r} (it audits "
-            f"{MECHANISMS[RENAMED[name]][1]}); the whole release with trained neighbours is "
+            f"{MECHANISMS.get(RENAMED[name]).description}); the whole release with trained neighbours is "
             "audited by trained-lr, trained-dpm-logistic, trained-dpm-lr, trained-dpm-scfe"
         )
     if name not in MECHANISMS:
         raise InvalidInputError(f"mechanism must be one of {sorted(MECHANISMS)}; got {name!r}")
-    return MECHANISMS[name][0](epsilon, **params)
+    return MECHANISMS.get(name).obj(epsilon, **params)
 
 
 def audit_dp(

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from recourse_privacy.dp_audit.bounds import DistinguishingExperiment
-from recourse_privacy.dp_audit.experiments import MECHANISMS, dpm_canary_data
+from recourse_privacy.dp_audit.experiments import dpm_canary_data, register_mechanism
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import RandomState, as_generator, check_positive_float, check_positive_int
 
@@ -272,8 +272,16 @@ def one_run_audit(
     )
 
 
+def _trained_builder(name: str) -> Callable[..., DistinguishingExperiment]:
+    def build(epsilon: float, **params) -> DistinguishingExperiment:
+        return trained_experiment(name, epsilon, **params)
+
+    build.__qualname__ = f"trained_experiment[{name}]"
+    return build
+
+
 for _name, (_m, _r, _det, _what) in RELEASES.items():
-    MECHANISMS[f"trained-{_name}"] = (
-        (lambda name: lambda epsilon, **params: trained_experiment(name, epsilon, **params))(_name),
-        f"{_what}: D vs D' = D + an outlier canary at the norm bound, both trained, the whole release",
-    )
+    register_mechanism(
+        f"trained-{_name}",
+        description=f"{_what}: D vs D' = D + an outlier canary at the norm bound, both trained, the whole release",
+    )(_trained_builder(_name))

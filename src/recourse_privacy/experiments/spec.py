@@ -44,6 +44,7 @@ __all__ = [
     "SpecError",
     "load_spec",
     "list_reproductions",
+    "shipped_spec_path",
     "config_fields",
     "check_metric_name",
     "ATTACK_METRICS",
@@ -448,6 +449,11 @@ def list_reproductions() -> list[str]:
     return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
 
 
+def shipped_spec_path(name: str):
+    """The YAML file of the shipped reproduction ``name`` (an importlib resource)."""
+    return resources.files(_REPRO_PACKAGE) / _REPRO_DIR / f"{name}.yaml"
+
+
 def load_spec(path_or_name: str | Path) -> ExperimentSpec:
     """Load and validate a spec from a YAML file, or a shipped reproduction by name.
 
@@ -467,7 +473,7 @@ def load_spec(path_or_name: str | Path) -> ExperimentSpec:
                 f"no spec file {name!r} and no shipped reproduction of that name; "
                 f"shipped: {', '.join(list_reproductions())}"
             )
-        res = resources.files(_REPRO_PACKAGE) / _REPRO_DIR / f"{name}.yaml"
+        res = shipped_spec_path(name)
         text, where = res.read_text(), f"{name}.yaml (shipped)"
     try:
         data = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 (a SafeLoader subclass)
