@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from recourse_privacy.attacks.query_extraction import SURROGATES
 from recourse_privacy.attacks.registry import ATTACKS
 from recourse_privacy.audit.defenses import DEFENSES
+from recourse_privacy.audit.threats import THREATS
 from recourse_privacy.data import DATASETS
 from recourse_privacy.errors import UnknownNameError
 from recourse_privacy.models.registry import MODELS
@@ -25,6 +27,8 @@ REGISTRIES: dict[str, Registry] = {
     "model": MODELS,
     "defense": DEFENSES,
     "dataset": DATASETS,
+    "threat": THREATS,
+    "surrogate": SURROGATES,
 }
 
 

@@ -19,7 +19,7 @@ it measures what recourse adds over labels alone at a given number of queries.
    along it (halved until the decision flips, at most ``n_step`` queries) and ``n_bisect``
    bisection steps back toward x give a closer boundary point, kept if it is closer.
 
-Every target costs the same number of queries; the distance found after each stage is kept, so
+Every target costs the same number of queries; the distance found after each direction and each iteration is kept, so
 one run gives the attack at several query budgets. A record whose decision never flips within
 ``max_radius`` scores ``max_radius``.
 """
@@ -105,6 +105,7 @@ def boundary_distance(
     best = X + 0.0  # the closest flipped point found; X itself where none yet
     found = np.zeros(n, bool)
     radii = r_max * 2.0 ** -np.arange(o.n_radii - 1, -1, -1)
+    by_queries: dict[int, np.ndarray] = {}
     for _ in range(o.n_directions):
         u = rng.standard_normal((n, d))
         u /= np.linalg.norm(u, axis=1, keepdims=True)
@@ -121,7 +122,7 @@ def boundary_distance(
         closer = hit & (~found | (np.linalg.norm(cand - X, axis=1) < np.linalg.norm(best - X, axis=1)))
         best = np.where(closer[:, None], cand, best)
         found |= hit
-    by_queries = {queries: _dist(X, best, found, r_max, norm)}
+        by_queries[queries] = _dist(X, best, found, r_max, norm)
     for t in range(o.n_iterations):
         dist = np.linalg.norm(best - X, axis=1)
         delta = np.maximum(np.sqrt(d) * 1e-3 * np.maximum(dist, 1e-6), 1e-6)

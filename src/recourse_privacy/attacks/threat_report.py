@@ -106,7 +106,7 @@ class ThreatReport:
         )
         return (
             f"{best.attack} reaches AUC {best.auc:.3f} (TPR {best.tpr_at_1pct:.3f} at FPR 1%) with "
-            f"{best.queries_per_target:g} recourse queries per target; with as many decisions the adversary learns "
+            f"{best.queries_per_target:g} recourse {'query' if best.queries_per_target == 1 else 'queries'} per target; with as many decisions the adversary learns "
             f"only the decision it already knows (AUC 0.5); {reach}"
         )
 

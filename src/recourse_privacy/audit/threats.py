@@ -153,6 +153,8 @@ def _membership(ctx: ThreatContext) -> dict:
             est = boundary_distance(
                 ctx.targets.model.predict, ctx.targets.X, random_state=derive_seed(ctx.config.seed, 53)
             )
+            # one decision per target tells the adversary only what it knows: every target is rejected
+            points.append(_query_point(name, 1, "decisions", member, np.zeros(n)))
             for q, dist in est.by_queries.items():
                 points.append(_query_point(name, q, "decisions", member, dist))
             continue
