@@ -192,6 +192,10 @@ class AuditConfig:
     def _check_threats(self) -> None:
         """--threats names, --query-budgets within the adversary's pool, --sensitive with the attribute threat."""
         object.__setattr__(self, "threats", check_threats(self.threats))
+        if "attribute" in self.threats and not self.sensitive:
+            raise InvalidInputError("--threats attribute needs --sensitive COLUMN (the attribute to infer)")
+        if self.sensitive and "attribute" not in self.threats:
+            raise InvalidInputError("--sensitive applies to the attribute threat: add --threats attribute (or all)")
         if not self.query_budgets:
             raise InvalidInputError("--query-budgets is empty: give at least one number of queries")
         for b in self.query_budgets:
@@ -204,10 +208,6 @@ class AuditConfig:
                 f"--query-budgets reaches {self.query_budgets[-1]} queries but the adversary's pool has {n_adv} rows "
                 "to query with: lower the budgets or raise --n-adversary"
             )
-        if "attribute" in self.threats and not self.sensitive:
-            raise InvalidInputError("--threats attribute needs --sensitive COLUMN (the attribute to infer)")
-        if self.sensitive and "attribute" not in self.threats:
-            raise InvalidInputError("--sensitive applies to the attribute threat: add --threats attribute (or all)")
 
     def _check_minimum_targets(self) -> None:
         """Members and non-members each at least :func:`minimum_targets_per_side` (the targets are some of them)."""
