@@ -224,9 +224,12 @@ class ExtractionCurve:
         caps = []
         for level in (0.9, 0.95):
             q = self.queries_for(level)
-            caps.append(
-                f"{level:.0%} fidelity after {q} queries" if q is not None else f"{level:.0%} not reached in {n}"
-            )
+            if q is None:
+                caps.append(f"{level:.0%} not reached in {n}")
+            elif q == self.budgets[0]:
+                caps.append(f"{level:.0%} fidelity already at the smallest budget tried ({q}): try smaller ones")
+            else:
+                caps.append(f"{level:.0%} fidelity after {q} queries")
         return (
             f"after {n} queries a copy ({b.attack}) agrees with your model on {b.fidelity:.1%} of applicants "
             f"(95% interval {b.fidelity_low:.1%} to {b.fidelity_high:.1%}); {'; '.join(caps)}: a recourse "
