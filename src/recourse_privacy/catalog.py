@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from recourse_privacy.attacks.query_extraction import SURROGATES
 from recourse_privacy.attacks.registry import ATTACKS
 from recourse_privacy.audit.defenses import DEFENSES
+from recourse_privacy.audit.threats import THREATS
 from recourse_privacy.data import DATASETS
 from recourse_privacy.dp_audit.experiments import MECHANISMS
 from recourse_privacy.errors import UnknownNameError
@@ -29,6 +31,8 @@ REGISTRIES: dict[str, Registry] = {
     "dataset": DATASETS,
     "mechanism": MECHANISMS,
     "reproduction": REPRODUCTIONS,
+    "threat": THREATS,
+    "surrogate": SURROGATES,
 }
 
 

@@ -353,6 +353,16 @@ def audit(
     rmia_population: int = typer.Option(
         500, help="RMIA's population points z, drawn from the adversary's pool (their recourse queries are counted)"
     ),
+    threats: str = typer.Option(
+        "membership",
+        help=f"comma-separated threats to audit, or all: {_names('threat')} (membership, the game, is always played)",
+    ),
+    query_budgets: str = typer.Option(
+        "20,50,100,200,400,1000",
+        help="extraction: the adversary's numbers of recourse queries (each a decision and a counterfactual)",
+    ),
+    extraction_repeats: int = typer.Option(5, help="extraction: repeats with fresh queries per budget (intervals)"),
+    sensitive: str | None = typer.Option(None, help="attribute threat: the column the adversary infers"),
     actionable: bool = typer.Option(False, help="apply the dataset's actionability constraints to recourse"),
     normalize_rows: bool = typer.Option(False, help="scale every row to unit L2 norm (Huang et al. 2023)"),
     data_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the data (synthetic: class_sep, flip_y)"),
@@ -412,6 +422,7 @@ def audit(
             rmia_a=rmia_a,
             rmia_gamma=rmia_gamma,
             rmia_population=rmia_population,
+            **_threat_options(threats, query_budgets, extraction_repeats, sensitive),
             actionable=actionable,
             normalize_rows=normalize_rows,
             data_params=_parse_params(data_param, "--data-param"),
@@ -457,6 +468,53 @@ def audit(
         console.print(
             f"artifact cache {artifacts.root}: {_hit_text(artifacts.stats_dict())}", style="dim", highlight=False
         )
+
+
+def _threat_options(threats: str, query_budgets: str, extraction_repeats: int, sensitive: str | None) -> dict:
+    """The AuditConfig fields of --threats and its options; an extraction option without the threat is an error."""
+    names = _name_list(threats, "--threats")
+    extracting = bool({"extraction", "attribute", "all"} & set(names))
+    for option in ("query_budgets", "extraction_repeats"):
+        if option in _given_options() and not extracting:
+            raise InvalidInputError(
+                f"--{option.replace('_', '-')} applies to the extraction and attribute threats: add --threats "
+                "extraction (or all), or drop it"
+            )
+    return {
+        "threats": names,
+        "query_budgets": tuple(_numbers(query_budgets, int, "--query-budgets")),
+        "extraction_repeats": extraction_repeats,
+        "sensitive": sensitive,
+    }
+
+
+def _print_threats(console, report) -> None:
+    """The extraction table, the attribute result and what recourse adds over labels (audit --threats)."""
+    from rich.table import Table
+
+    if report is None:
+        return
+    ex = report.extraction
+    if ex is not None:
+        table = Table(title="Model extraction: fidelity on held-out applicants (95% interval over repeats)")
+        for col in ("queries", *dict.fromkeys(p.attack for p in ex.points)):
+            table.add_column(col, justify="right")
+        for q in ex.budgets:
+            cells = [
+                f"{p.fidelity:.3f} [{p.fidelity_low:.3f},\u00a0{p.fidelity_high:.3f}]"
+                for p in ex.points
+                if p.queries == q
+            ]
+            table.add_row(str(q), *cells)
+        console.print(table)
+        console.print(ex.sentence(), highlight=False, markup=False)
+    if report.attribute is not None:
+        console.print(report.attribute.sentence(), highlight=False, markup=False)
+    over = report.recourse_over_labels()
+    if over:
+        console.print(over, highlight=False, markup=False)
+    for note in report.notes:
+        console.print(f"note: {note}", style="dim", highlight=False, markup=False)
 
 
 def _hit_text(stats: dict) -> str:
@@ -534,6 +592,7 @@ def _print_summary(console, result) -> None:
                 style="yellow",
                 highlight=False,
             )
+    _print_threats(console, getattr(result, "threats", None))
     if any(not r for a in result.attacks.values() for r in a.tpr_at_fpr_reliable.values()):
         console.print("* fewer non-members than 1/FPR: that TPR cannot be resolved at this FPR", style="dim")
     for w in result.warnings:

@@ -50,6 +50,9 @@ LAYOUTS: dict[str, tuple[str, ...]] = {
         "report.html",
         "counterfactuals.csv",
         "counterfactuals.parquet",
+        "extraction.csv",
+        "extraction.png",
+        "queries.png",
         ".cache",
     ),
     "run": (

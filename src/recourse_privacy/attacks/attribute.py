@@ -12,7 +12,7 @@ the gain is what the surrogate, i.e. the explanations, adds.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,14 +30,15 @@ class AttributeInferenceResult:
     baseline_accuracy: float
     balanced_accuracy: float
     per_value_accuracy: dict
+    #: the inferred value (an index into ``values``) per target, and the true one; not serialised
+    predicted: np.ndarray | None = field(default=None, compare=False, repr=False)
+    truth: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k not in ("predicted", "truth")}
 
 
-def _features(
-    proba: Callable, X: np.ndarray, y: np.ndarray, column: int, values: Sequence[float], n_classes: int
-) -> np.ndarray:
+def _features(proba: Callable, X: np.ndarray, y: np.ndarray, column, values: Sequence, n_classes: int) -> np.ndarray:
     blocks = []
     for v in values:
         Xv = X.copy()
@@ -50,29 +51,38 @@ def attribute_inference(
     surrogate_proba: Callable,
     X_targets: np.ndarray,
     y_targets: np.ndarray,
-    column: int,
-    values: Sequence[float],
+    column: int | Sequence[int],
+    values: Sequence,
     X_adv: np.ndarray,
     y_adv: np.ndarray,
     *,
     random_state=None,
 ) -> AttributeInferenceResult:
-    """Infer ``X_targets[:, column]`` (one of ``values``) from the surrogate (see the module docstring)."""
+    """Infer ``X_targets[:, column]`` (one of ``values``) from the surrogate (see the module docstring).
+
+    ``column`` may also list several encoded columns (a one-hot group) with ``values`` one vector
+    each (a level's encoding); a row's value is the nearest one in L1.
+    """
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import balanced_accuracy_score
     from sklearn.neural_network import MLPClassifier
 
     X_targets = check_matrix(X_targets, "X_targets")
     X_adv = check_matrix(X_adv, "X_adv", n_features=X_targets.shape[1])
-    if not 0 <= column < X_targets.shape[1]:
+    cols = np.atleast_1d(np.asarray(column))
+    if cols.size == 0 or not ((cols >= 0) & (cols < X_targets.shape[1])).all():
         raise InvalidInputError(f"column {column} is not a feature index (0..{X_targets.shape[1] - 1})")
     values = list(values)
+    V = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+    if V.shape[1] != cols.size:
+        raise InvalidInputError(f"each value must have one entry per column ({cols.size}); got {V.shape[1]}")
+    column = int(cols[0]) if np.ndim(column) == 0 else cols
     if len(values) < 2:
         raise InvalidInputError("values must list at least two candidate values of the sensitive attribute")
 
     def code(col):
-        d = np.abs(np.asarray(col)[:, None] - np.asarray(values)[None, :])
-        return d.argmin(1)
+        col = np.asarray(col, dtype=np.float64).reshape(len(col), -1)
+        return np.abs(col[:, None, :] - V[None, :, :]).sum(-1).argmin(1)
 
     y_t, y_a = np.asarray(y_targets).astype(int), np.asarray(y_adv).astype(int)
     k = int(max(y_t.max(), y_a.max())) + 1
@@ -86,5 +96,10 @@ def attribute_inference(
     base = LogisticRegression(max_iter=500).fit(np.eye(k)[y_a], a_adv).predict(np.eye(k)[y_t])
     per = {str(values[v]): float(np.mean(pred[a_t == v] == v)) for v in np.unique(a_t)}
     return AttributeInferenceResult(
-        float(np.mean(pred == a_t)), float(np.mean(base == a_t)), float(balanced_accuracy_score(a_t, pred)), per
+        float(np.mean(pred == a_t)),
+        float(np.mean(base == a_t)),
+        float(balanced_accuracy_score(a_t, pred)),
+        per,
+        pred,
+        a_t,
     )

@@ -56,6 +56,7 @@ ATTACKS: Registry[Attack] = Registry(
         "recourse_privacy.attacks.reconstruction",
         "recourse_privacy.attacks.online",
         "recourse_privacy.attacks.rmia",
+        "recourse_privacy.attacks.label_only",
     ),
     needs_vocabulary=ATTACK_NEEDS,
 )

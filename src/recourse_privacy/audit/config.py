@@ -10,8 +10,10 @@ from pathlib import PurePath
 from typing import Any
 
 from recourse_privacy.attacks.lrt import CDFS, CENTERS, VARIANCES
+from recourse_privacy.attacks.query_extraction import DEFAULT_BUDGETS
 from recourse_privacy.attacks.registry import ATTACKS, check_attack_names
 from recourse_privacy.audit.defenses import DEFENSES
+from recourse_privacy.audit.threats import check_threats
 from recourse_privacy.audit.user_inputs import describe_data, describe_model, model_kind, object_digest
 from recourse_privacy.data import DATASETS
 from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError, UnknownNameError
@@ -99,9 +101,17 @@ class AuditConfig:
     rmia_a: float | None = None
     rmia_gamma: float = 1.0
     rmia_population: int = 500
+    # the threats beyond membership (audit.threats): extraction at each query budget, attribute inference of a
+    # sensitive column; membership (the game) is always played
+    threats: tuple[str, ...] = ("membership",)
+    query_budgets: tuple[int, ...] = DEFAULT_BUDGETS
+    sensitive: str | None = None
+    extraction_repeats: int = 5
 
     def __post_init__(self):
         object.__setattr__(self, "attacks", tuple(self.attacks))
+        object.__setattr__(self, "threats", (self.threats,) if isinstance(self.threats, str) else tuple(self.threats))
+        object.__setattr__(self, "query_budgets", tuple(self.query_budgets))
         if isinstance(self.data, PurePath):
             object.__setattr__(self, "data", str(self.data))
         for name in ("categorical", "immutable", "increasing"):
@@ -137,6 +147,7 @@ class AuditConfig:
             check_interval(self.rmia_a, "rmia_a", 0, 1, closed="both")
         check_interval(self.rmia_gamma, "rmia_gamma", 0, 1e12, closed="right")
         check_positive_int(self.rmia_population, "rmia_population")
+        self._check_threats()
         if (self.needs_shadow_models or self.needs_online_shadow) and self.shadow_models < 2:
             raise InvalidInputError(
                 f"the likelihood-ratio attacks need at least 2 shadow models (--shadow-models); "
@@ -177,6 +188,26 @@ class AuditConfig:
             check_params("synthetic data", self.data_params, SYNTHETIC_PARAMS)
         self._check_component_params()
         return self
+
+    def _check_threats(self) -> None:
+        """--threats names, --query-budgets within the adversary's pool, --sensitive with the attribute threat."""
+        object.__setattr__(self, "threats", check_threats(self.threats))
+        if "attribute" in self.threats and not self.sensitive:
+            raise InvalidInputError("--threats attribute needs --sensitive COLUMN (the attribute to infer)")
+        if self.sensitive and "attribute" not in self.threats:
+            raise InvalidInputError("--sensitive applies to the attribute threat: add --threats attribute (or all)")
+        if not self.query_budgets:
+            raise InvalidInputError("--query-budgets is empty: give at least one number of queries")
+        for b in self.query_budgets:
+            check_positive_int(b, "query budget (--query-budgets)")
+        object.__setattr__(self, "query_budgets", tuple(sorted(set(self.query_budgets))))
+        check_positive_int(self.extraction_repeats, "extraction_repeats")
+        n_adv = self.pool_sizes[2]
+        if ("extraction" in self.threats or "attribute" in self.threats) and self.query_budgets[-1] > n_adv:
+            raise InvalidInputError(
+                f"--query-budgets reaches {self.query_budgets[-1]} queries but the adversary's pool has {n_adv} rows "
+                "to query with: lower the budgets or raise --n-adversary"
+            )
 
     def _check_minimum_targets(self) -> None:
         """Members and non-members each at least :func:`minimum_targets_per_side` (the targets are some of them)."""
@@ -338,6 +369,8 @@ class AuditConfig:
         d["model"] = describe_model(self.model)
         d["data"] = describe_data(self.data)
         d["attacks"] = list(self.attacks)
+        d["threats"] = list(self.threats)
+        d["query_budgets"] = list(self.query_budgets)
         for name in ("categorical", "immutable", "increasing"):
             d[name] = list(d[name])
         d["bounds"] = {k: list(v) for k, v in self.bounds.items()}

@@ -13,6 +13,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 import recourse_privacy.audit.stages as stages
+import recourse_privacy.audit.threats as threats
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.defenses import DEFENSES, dp_verdict
 from recourse_privacy.audit.result import AuditArrays, AuditResult
@@ -148,6 +149,7 @@ def _play(
     provenance = data_provenance(config)
     game = stages.prepare_game(config, stages.load_data(config))
     check_bounds_columns(config, game)
+    threats.check_sensitive(config, game.dataset)
     recipe = resolve_model(config, game)  # the user's model is checked against the data here, before training
     if recipe.capabilities is not None:
         check_fitted_recourse(config, _Capable(recipe.capabilities), recipe.label)
@@ -207,6 +209,19 @@ def _play(
     attacks, warns = stages.measure_attacks(scores, targets.is_member, seed=config.seed)
     clock.lap("attacks")
 
+    threat_report = None
+    if config.threats != ("membership",) or "label-only" in scores:
+        clock.begin("threats")
+        ctx = threats.ThreatContext(
+            config,
+            game,
+            targets,
+            lambda model, X: defense.owner_recourse(config, method, model, fit_X, fit_y, X)[0],
+            scores,
+        )
+        threat_report = threats.run_threats(ctx)
+        clock.lap("threats")
+
     recourse = stages.summarize_recourse(res, targets.is_member, config.distance)
     if recourse.n_invalid:
         warns.append(
@@ -245,6 +260,7 @@ def _play(
         shadow=shadow_info,
         timing_seconds=clock.total(),
         provenance=provenance,
+        threats=threat_report,
         arrays=AuditArrays(
             scores=scores,
             is_member=targets.is_member,

@@ -16,6 +16,7 @@ import numpy as np
 
 from recourse_privacy import strict_json
 from recourse_privacy.attacks.base import AttackScores
+from recourse_privacy.attacks.threat_report import ThreatReport
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.summaries import (
     AttackResult,
@@ -74,6 +75,7 @@ class AuditResult:
     shadow: ShadowSummary | None = None
     timing_seconds: Mapping[str, float] = field(default_factory=dict)
     provenance: Provenance | None = None  # data source and SHA-256, package version, platform (None: older files)
+    threats: ThreatReport | None = None  # extraction, attribute inference, queries per attack (audit --threats)
     schema_version: int = SCHEMA_VERSION
     arrays: AuditArrays | None = field(default=None, compare=False, repr=False)
     files: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -149,6 +151,8 @@ class AuditResult:
         d["timing_seconds"] = dict(self.timing_seconds)
         if self.provenance is not None:
             d["provenance"] = self.provenance.to_dict()
+        if self.threats is not None:
+            d["threats"] = self.threats.to_dict()
         return plain(d)
 
     @classmethod
@@ -177,5 +181,6 @@ class AuditResult:
             shadow=take(ShadowSummary, d["shadow"], "shadow") if d.get("shadow") else None,
             timing_seconds=d.get("timing_seconds", {}),
             provenance=take(Provenance, d["provenance"], "provenance") if d.get("provenance") else None,
+            threats=ThreatReport.from_dict(d["threats"]) if d.get("threats") else None,
             schema_version=SCHEMA_VERSION,
         )

@@ -29,6 +29,7 @@ from recourse_privacy import __version__ as version
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.report.counterfactuals import examples_html
 from recourse_privacy.report.dp_verdict import dp_bound_rows
+from recourse_privacy.report.threats import threats_section
 from recourse_privacy.report.verdict import (
     LOW_FPR,
     AttackAssessment,
@@ -712,6 +713,7 @@ def _render(result: AuditResult, images: Mapping[str, str | Path]) -> str:
     ]
     if result.dp is not None and verdict.dp is not None:
         sections += ["<h2>Differential privacy</h2>", _dp_section(result.dp, verdict.dp)]
+    sections.append(threats_section(getattr(result, "threats", None)))
     if other_figs:
         sections += ["<h2>Figures</h2>", other_figs]
     sections += [

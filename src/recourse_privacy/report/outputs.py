@@ -10,6 +10,7 @@ from recourse_privacy import strict_json
 from recourse_privacy.metrics.plots import plot_roc_loglog, plot_score_histogram
 from recourse_privacy.report.counterfactuals import write_counterfactuals
 from recourse_privacy.report.html import audit_label, write_html_report
+from recourse_privacy.report.threats import write_threat_outputs
 
 if TYPE_CHECKING:  # the audit layer imports this module; the report only reads the result's fields
     from recourse_privacy.audit.result import AuditResult
@@ -48,6 +49,8 @@ def write_outputs(result: AuditResult, out_dir: str | Path) -> Mapping[str, str]
         ),
         "metrics": metrics,
     }
+    threat_files = write_threat_outputs(getattr(result, "threats", None), out, title)
+    files.update(threat_files)
     table = getattr(result.arrays, "counterfactuals", None)
     if table is not None:
         files.update(write_counterfactuals(table, out))
@@ -57,6 +60,14 @@ def write_outputs(result: AuditResult, out_dir: str | Path) -> Mapping[str, str]
         images={
             "Log-log ROC of every attack against random guessing": files["roc"],
             "Counterfactual distances of members and non-members": files["cfd_histogram"],
+            **{
+                caption: threat_files[key]
+                for key, caption in (
+                    ("extraction_plot", "Fidelity of extracted copies against queries (95% interval over repeats)"),
+                    ("queries_plot", "Membership attacks: TPR at FPR 1% against owner queries per target"),
+                )
+                if key in threat_files
+            },
         },
     )
     return {k: str(v) for k, v in files.items()}

@@ -1,0 +1,326 @@
+"""Every threat a recourse API opens, on the audit's model: membership, extraction and attribute inference.
+
+``audit --threats`` names them (a registry, like the attacks'): ``membership`` is the game of
+Pawelczyk, Lakkaraju and Neel (2023) that the audit always plays (it defines the targets); the
+others reuse its pools and its owner's model:
+
+- ``extraction``: the adversary queries the owner's recourse API with rows of its own pool and
+  trains a copy (:mod:`~recourse_privacy.attacks.query_extraction`: ``base``, ``cf`` of Aivodji
+  et al. 2020, ``dualcf`` of Wang et al. 2022, ``cca`` of Dissanayake and Dutta 2024) at each query
+  budget; fidelity on the non-members (held out, never queried) and on uniform samples of the
+  dataset's public domain metadata;
+- ``attribute``: with the best copy at the largest budget, the adversary infers the targets'
+  ``--sensitive`` column from their other features and label (Yang et al. 2022, Sec. 5.3.3),
+  against the prior (the majority value of its own data).
+
+The queries each membership attack sends to the owner are counted per target, and the
+label-only attack (:mod:`~recourse_privacy.attacks.label_only`) is read at each of its query
+budgets, so the report can say what recourse adds over decisions alone at equal queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from recourse_privacy.attacks.base import AttackScores
+from recourse_privacy.attacks.query_extraction import ApiAnswers, NegatedModel, extraction_curve
+from recourse_privacy.attacks.threat_report import AttributeSummary, QueryPoint, ThreatReport
+from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError
+from recourse_privacy.metrics.intervals import clopper_pearson
+from recourse_privacy.registry import Registry
+from recourse_privacy.validation import as_generator, derive_seed
+
+if TYPE_CHECKING:
+    from recourse_privacy.audit.config import AuditConfig
+    from recourse_privacy.audit.stages import GameData, Targets
+
+__all__ = ["THREATS", "ThreatContext", "check_threats", "domain_sample", "run_threats"]
+
+#: how many uniform samples of the public domain the extraction's fidelity is also measured on
+N_DOMAIN = 2000
+#: the sensitive column may have at most this many values (a categorical or a small integer code)
+MAX_SENSITIVE_VALUES = 20
+
+THREATS: Registry[Callable] = Registry("threat", needs_vocabulary=("sensitive",))
+
+
+def check_threats(names) -> tuple[str, ...]:
+    """The threats named (``all``: every registered one), membership first; an unknown name raises listing them."""
+    names = tuple(names)
+    if not names:
+        raise InvalidInputError("--threats is empty: name at least one of " + ", ".join(THREATS.names()))
+    if "all" in names:
+        names = THREATS.names()
+    for n in names:
+        THREATS.check(n)
+    return ("membership", *dict.fromkeys(n for n in names if n != "membership"))
+
+
+@dataclass
+class ThreatContext:
+    """What the threats read: the game, the owner's model and its recourse API (as the adversary sees it)."""
+
+    config: AuditConfig
+    game: GameData
+    targets: Targets
+    #: the owner's recourse on a model (the owner's or its negation) for points X
+    recourse: Callable
+    scores: Mapping[str, AttackScores] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    memo: dict = field(default_factory=dict)
+
+    def answer(self, rows: np.ndarray, dual: bool) -> ApiAnswers:
+        """The API's answers for adversary-pool ``rows``: decisions and counterfactuals toward the other decision."""
+        model = self.targets.model
+        X = self.game.X_pool[rows]
+        d = np.asarray(model.predict(X)).astype(np.int64)
+        cf, ok = self._toward(X, 1 - d)
+        ccf = ccf_ok = None
+        if dual:
+            ccf, ccf_ok = self._toward(cf, d)
+            ccf_ok &= ok
+        return ApiAnswers(X, d, cf, ok, ccf, ccf_ok)
+
+    def _toward(self, X: np.ndarray, side: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Counterfactuals of ``X`` toward class ``side`` per row (side 0: recourse on the negated model)."""
+        cf, ok = X.copy(), np.zeros(len(X), bool)
+        model = self.targets.model
+        for s, m in ((1, model), (0, self.memo.setdefault("negated", NegatedModel(model)))):
+            rows = np.flatnonzero(side == s)
+            if not len(rows):
+                continue
+            try:
+                res = self.recourse(m, X[rows])
+            except RecoursePrivacyError as err:
+                note = f"the recourse method gave no counterfactuals toward class {s} ({err}); those queries count as labels"
+                if note not in self.notes:
+                    self.notes.append(note)
+                continue
+            cf[rows] = res.counterfactuals
+            ok[rows] = np.asarray(res.valid, bool) & (np.asarray(model.predict(res.counterfactuals)) == s)
+        return cf, ok
+
+
+def domain_sample(dataset, preprocessor, n: int, seed: int, fallback: pd.DataFrame) -> tuple[np.ndarray | None, str]:
+    """``n`` uniform samples of the public domain, encoded; (None, why) where the data declares none.
+
+    Numeric: uniform in [lower, upper] (rounded for integer features); categorical: a uniform level.
+    A column the metadata leaves unbounded is drawn from ``fallback`` (the adversary's own rows), as said.
+    """
+    domain = getattr(dataset, "domain", None)
+    if domain is None:
+        return None, "the data declares no public domain (--schema): fidelity is measured on held-out rows only"
+    rng = as_generator(derive_seed(seed, 59))
+    cols, fell_back = {}, []
+    for c in dataset.X.columns:
+        f = domain[c] if c in domain else None
+        if f is not None and f.kind == "categorical" and f.categories:
+            cols[c] = rng.choice(np.asarray(f.categories, dtype=object), n)
+        elif f is not None and f.lower is not None and f.upper is not None:
+            v = rng.uniform(f.lower, f.upper, n)
+            cols[c] = np.round(v) if f.kind == "integer" else v
+        else:
+            cols[c] = rng.choice(fallback[c].to_numpy(), n)
+            fell_back.append(str(c))
+    frame = pd.DataFrame(cols)[list(dataset.X.columns)]
+    note = (
+        f"domain samples: {', '.join(fell_back)} drawn from the adversary's rows (no public bounds)"
+        if fell_back
+        else ""
+    )
+    return preprocessor.transform(frame), note
+
+
+@THREATS.register(
+    "membership",
+    description="the recourse membership game (Pawelczyk et al. 2023): every attack's AUC and TPR at low FPR, "
+    "with the owner queries each attack sends per target",
+)
+def _membership(ctx: ThreatContext) -> dict:
+    from recourse_privacy.attacks.label_only import boundary_distance
+
+    member = ctx.targets.is_member
+    n = len(member)
+    points = []
+    for name, s in ctx.scores.items():
+        conv = s.conventions
+        if name == "label-only":
+            est = boundary_distance(
+                ctx.targets.model.predict, ctx.targets.X, random_state=derive_seed(ctx.config.seed, 53)
+            )
+            # one decision per target tells the adversary only what it knows: every target is rejected
+            points.append(_query_point(name, 1, "decisions", member, np.zeros(n)))
+            for q, dist in est.by_queries.items():
+                points.append(_query_point(name, q, "decisions", member, dist))
+            continue
+        signal = _signal(name)
+        access = {"distance": "recourse", "score": "scores"}.get(signal, "none")
+        q = {"recourse": 1.0, "scores": 1.0}.get(access, 0.0) + conv.get("population_recourse_queries", 0) / max(n, 1)
+        points.append(_query_point(name, q, access, member, s.scores))
+    return {"queries": tuple(points)}
+
+
+def _signal(name: str) -> str:
+    from recourse_privacy.attacks.registry import ATTACKS
+
+    return str(ATTACKS.get(name).meta.get("signal", "")) if name in ATTACKS else ""
+
+
+def _query_point(name, q, access, member, scores) -> QueryPoint:
+    import warnings
+
+    from recourse_privacy.metrics.membership import auc, tpr_at_fpr
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = tpr_at_fpr(member, scores, 0.01)
+    return QueryPoint(name, float(q), access, float(auc(member, scores)), float(t.tpr), *map(float, t.ci))
+
+
+def _extraction(ctx: ThreatContext, budgets=None, surrogates=("base", "cf", "dualcf", "cca"), repeats=None):
+    key = ("extraction", budgets, surrogates, repeats)
+    if key not in ctx.memo:
+        cfg, game = ctx.config, ctx.game
+        budgets = budgets or cfg.query_budgets
+        n_pool = len(game.X_pool)
+        kept = tuple(b for b in budgets if b <= n_pool)
+        if len(kept) < len(budgets):
+            ctx.notes.append(
+                f"query budgets above the adversary's {n_pool} pool rows were dropped: "
+                f"{', '.join(str(b) for b in budgets if b > n_pool)}"
+            )
+        if not kept:
+            raise InvalidInputError(
+                f"every query budget exceeds the adversary's {n_pool} pool rows: lower --query-budgets"
+            )
+        fallback = game.dataset.X.iloc[game.pools.adversary]
+        X_dom, note = domain_sample(game.dataset, game.preprocessor, N_DOMAIN, cfg.seed, fallback)
+        if note and note not in ctx.notes:
+            ctx.notes.append(note)
+        ctx.memo[key] = extraction_curve(
+            ctx.answer,
+            n_pool,
+            ctx.targets.model.predict,
+            game.X_nonmembers,
+            game.y_nonmembers,
+            X_domain=X_dom,
+            budgets=kept,
+            surrogates=surrogates,
+            repeats=repeats or cfg.extraction_repeats,
+            random_state=derive_seed(cfg.seed, 61),
+        )
+    return ctx.memo[key]
+
+
+@THREATS.register(
+    "extraction",
+    description="copies of the model from decisions and counterfactuals at each query budget (base, cf, dualcf, "
+    "cca): fidelity on held-out rows and on the public domain, the query caps for 90% and 95%",
+)
+def _extraction_threat(ctx: ThreatContext) -> dict:
+    return {"extraction": _extraction(ctx)[0]}
+
+
+@THREATS.register(
+    "attribute",
+    description="the targets' --sensitive column inferred through an extracted copy (Yang et al. 2022), "
+    "against the prior",
+    needs=("sensitive",),
+)
+def _attribute(ctx: ThreatContext) -> dict:
+    from recourse_privacy.attacks.attribute import attribute_inference
+
+    cfg, game, t = ctx.config, ctx.game, ctx.targets
+    if "extraction" in cfg.threats:
+        curve, proba = _extraction(ctx)
+    else:  # one copy at the largest budget suffices
+        curve, proba = _extraction(ctx, budgets=(max(cfg.query_budgets),), surrogates=("cf", "cca"), repeats=1)
+    best = curve.best_at(curve.budgets[-1])
+    cols, values, labels = sensitive_encoding(game, cfg.sensitive)
+    res = attribute_inference(
+        proba, t.X, t.y, cols, values, game.X_pool, game.y_pool, random_state=derive_seed(cfg.seed, 67)
+    )
+    a_t, pred = res.truth, res.predicted
+    pool_codes = np.abs(game.X_pool[:, cols][:, None, :] - np.asarray(values)[None]).sum(-1).argmin(1)
+    prior = np.bincount(pool_codes, minlength=len(values)).argmax()
+    n = len(a_t)
+    k_acc, k_prior = int((pred == a_t).sum()), int((a_t == prior).sum())
+    acc_lo, acc_hi = clopper_pearson(k_acc, n)
+    pr_lo, pr_hi = clopper_pearson(k_prior, n)
+    per_side = {s: float((pred == a_t)[t.is_member == s].mean()) for s in (0, 1)}
+    return {
+        "attribute": AttributeSummary(
+            column=str(cfg.sensitive),
+            values=tuple(labels),
+            n_targets=n,
+            accuracy=k_acc / n,
+            accuracy_low=float(acc_lo),
+            accuracy_high=float(acc_hi),
+            prior_accuracy=k_prior / n,
+            prior_low=float(pr_lo),
+            prior_high=float(pr_hi),
+            label_baseline_accuracy=float(res.baseline_accuracy),
+            balanced_accuracy=float(res.balanced_accuracy),
+            member_accuracy=per_side[1],
+            nonmember_accuracy=per_side[0],
+            surrogate=best.attack,
+            surrogate_queries=best.queries,
+        )
+    }
+
+
+def sensitive_encoding(game: GameData, column: str) -> tuple[list[int], list[np.ndarray], list[str]]:
+    """The encoded columns of raw ``column``, its encoded values (from the adversary's rows) and their labels."""
+    sources = list(game.preprocessor.feature_sources_)
+    cols = [i for i, s in enumerate(sources) if str(s) == str(column)]
+    if not cols:
+        raise InvalidInputError(
+            f"--sensitive {column}: the preprocessing dropped every encoded column of it (a correlated or constant "
+            "feature); choose another column"
+        )
+    enc = np.round(game.X_pool[:, cols], 6)
+    values, first = np.unique(enc, axis=0, return_index=True)
+    if len(values) < 2 or len(values) > MAX_SENSITIVE_VALUES:
+        raise InvalidInputError(
+            f"--sensitive {column} takes {len(values)} values in the adversary's rows; attribute inference needs "
+            f"2 to {MAX_SENSITIVE_VALUES} (a categorical column or a small integer code)"
+        )
+    raw = game.dataset.X.iloc[game.pools.adversary][column].to_numpy()
+    labels = [str(raw[i]) for i in first]
+    return cols, [v for v in values], labels
+
+
+def check_sensitive(config: AuditConfig, dataset) -> None:
+    """Before any model trains: the --sensitive column exists in the data and is a feature."""
+    if config.sensitive is None:
+        return
+    columns = [str(c) for c in dataset.X.columns]
+    if config.sensitive not in columns:
+        raise InvalidInputError(
+            f"--sensitive {config.sensitive!r} is not a feature of {dataset.name}; its features are {', '.join(columns)}"
+        )
+    n = dataset.X[config.sensitive].nunique()
+    if not 2 <= n <= MAX_SENSITIVE_VALUES:
+        raise InvalidInputError(
+            f"--sensitive {config.sensitive} takes {n} values; attribute inference needs 2 to "
+            f"{MAX_SENSITIVE_VALUES} (a categorical column or a small integer code)"
+        )
+
+
+def run_threats(ctx: ThreatContext) -> ThreatReport:
+    """Every threat of ``ctx.config.threats``, through the registry, in one typed report."""
+    parts: dict = {}
+    for name in ctx.config.threats:
+        parts.update(THREATS.get(name).obj(ctx))
+    return ThreatReport(
+        threats=tuple(ctx.config.threats),
+        extraction=parts.get("extraction"),
+        attribute=parts.get("attribute"),
+        queries=parts.get("queries", ()),
+        notes=tuple(ctx.notes),
+    )
