@@ -24,6 +24,8 @@ HELP_OF = {
     "dataset": "audit",
     "mechanism": "audit-dp",
     "reproduction": "reproduce",
+    "threat": "audit",
+    "surrogate": "audit",
 }
 
 

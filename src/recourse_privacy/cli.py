@@ -359,7 +359,8 @@ def audit(
     ),
     query_budgets: str = typer.Option(
         "20,50,100,200,400,1000",
-        help="extraction: the adversary's numbers of recourse queries (each a decision and a counterfactual)",
+        help="extraction: the adversary's numbers of recourse queries (each a decision and a counterfactual); "
+        f"every registered surrogate is trained on them: {_names('surrogate')}",
     ),
     extraction_repeats: int = typer.Option(5, help="extraction: repeats with fresh queries per budget (intervals)"),
     sensitive: str | None = typer.Option(None, help="attribute threat: the column the adversary infers"),
