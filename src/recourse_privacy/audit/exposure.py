@@ -59,13 +59,21 @@ def _is_lr(s: AttackScores) -> bool:
     return "likelihood ratio" in str(s.conventions.get("score", ""))
 
 
+def _favourable_proba(model, X: np.ndarray) -> np.ndarray:
+    """The model's own probability of the favourable label (a user's estimator: unclipped, as its file gives it)."""
+    est = getattr(model, "estimator_", None)
+    if est is not None and callable(getattr(model, "decode", None)):
+        return np.asarray(est.predict_proba(model.decode(X)), dtype=np.float64)[:, model.pos_index_]
+    return np.asarray(model.predict_proba(X), dtype=np.float64)[:, 1]
+
+
 def record_exposure(
     scores: Mapping[str, AttackScores], attacks: Mapping[str, AttackResult], targets: Targets, deployed=None
 ) -> tuple[pd.DataFrame, ExposureSummary]:
     """The per-target table of ``exposure.csv`` and the report's summary of it."""
     member = targets.is_member.astype(bool)
     rows = targets.rows if targets.rows is not None else np.arange(len(member))
-    proba = np.asarray(targets.model.predict_proba(targets.X), dtype=np.float64)[:, 1]
+    proba = _favourable_proba(targets.model, targets.X)
     labels = getattr(targets.model, "labels", (1, 0))
     table = {"row": rows}
     if deployed is not None:
