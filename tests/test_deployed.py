@@ -208,3 +208,30 @@ def test_a_leaking_group_is_flagged_and_the_others_are_not():
     assert rows["a"].flagged and not rows["b"].flagged and not rows["c"].flagged
     assert rows["a"].auc_ci[0] > 0.5 and rows["a"].p_holm >= rows["a"].p_value
     assert rows["b"].n_members + rows["b"].n_nonmembers == int((group == "b").sum())
+
+
+def test_cli_audits_the_deployed_model_from_a_skops_file(deployed, tmp_path):
+    import skops.io as sio
+    from typer.testing import CliRunner
+
+    from recourse_privacy.cli import app
+
+    df, mask, _ = deployed
+    pipe = _pipeline(DecisionTreeClassifier).fit(df[mask].drop(columns="label"), df.label[mask])
+    sio.dump(pipe, tmp_path / "m.skops")
+    df.assign(in_train=mask.astype(int)).to_csv(tmp_path / "d.csv", index=False)
+    common = ["audit", "--target", "label", "--model-file", str(tmp_path / "m.skops"), "--recourse", "gs"]
+    common += ["--trust", "sklearn.tree._tree.Tree"]
+    common += ["--attacks", "cfd,loss", "--n-members", "100", "--cache-dir", "off"]
+    res = CliRunner().invoke(
+        app, [*common, "--data", str(tmp_path / "d.csv"), "--members", "in_train", "--group", "g", "--out",
+              str(tmp_path / "o")],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "question answered: this deployed model" in res.output
+    assert (tmp_path / "o" / "exposure.csv").is_file() and (tmp_path / "o" / "groups.csv").is_file()
+    res = CliRunner().invoke(app, [*common, "--train-data", str(tmp_path / "d.csv"), "--out", str(tmp_path / "p")])
+    assert res.exit_code != 0 and "--train-data and --holdout-data go together" in res.output
+    res = CliRunner().invoke(app, ["audit", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(res.output.replace("\u2502", " ").split())  # rich's box and wrapping undone
+    assert "'this recipe, re-trained'" in text and "'this deployed model'" in text

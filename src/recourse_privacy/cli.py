@@ -176,7 +176,8 @@ _MODEL_FILE = typer.Option(
     None,
     "--model-file",
     help="your own fitted scikit-learn classifier or Pipeline (reading the columns of --data): .skops (safe), "
-    ".joblib/.pkl (trusted files only, with --trust-pickle); the game retrains it on the members (a clone)",
+    ".joblib/.pkl (trusted files only, with --trust-pickle); the game retrains it on the members (a clone), "
+    "or, with --members / --train-data, audits it as it is",
 )
 _TRUST = typer.Option(None, "--trust", help="a type in the .skops file you trust (repeatable); the error lists them")
 _TRUST_PICKLE = typer.Option(False, "--trust-pickle", help="load a .joblib/.pkl model file (runs code from it)")
