@@ -239,7 +239,8 @@ _MODEL_FILE = typer.Option(
     None,
     "--model-file",
     help="your own fitted scikit-learn classifier or Pipeline (reading the columns of --data): .skops (safe), "
-    ".joblib/.pkl (trusted files only, with --trust-pickle); the game retrains it on the members (a clone)",
+    ".joblib/.pkl (trusted files only, with --trust-pickle); the game retrains it on the members (a clone), "
+    "or, with --members / --train-data, audits it as it is",
 )
 _TRUST = typer.Option(None, "--trust", help="a type in the .skops file you trust (repeatable); the error lists them")
 _TRUST_PICKLE = typer.Option(False, "--trust-pickle", help="load a .joblib/.pkl model file (runs code from it)")
@@ -305,6 +306,19 @@ def _user_inputs(options: dict) -> dict:
     return out
 
 
+def _deployed_inputs(data: Path | None, members: str | None, train: Path | None, holdout: Path | None) -> dict:
+    """The as-deployed options as AuditConfig fields: ``--members COL`` or ``--train-data A --holdout-data B``."""
+    if (train is None) != (holdout is None):
+        raise InvalidInputError(
+            "--train-data and --holdout-data go together (the rows that trained the model, the rest)"
+        )
+    if train is None:
+        return {"members": members} if members else {}
+    if data is not None or members:
+        raise InvalidInputError("--train-data/--holdout-data replace --data and --members: pass one or the other")
+    return {"data": str(train), "holdout": str(holdout)}
+
+
 @_command()
 def audit(
     dataset: str = typer.Option("synthetic", help=f"a registered dataset: {_names('dataset')}"),
@@ -318,6 +332,23 @@ def audit(
     model_file: Path | None = _MODEL_FILE,
     trust: list[str] | None = _TRUST,
     trust_pickle: bool = _TRUST_PICKLE,
+    members: str | None = typer.Option(
+        None,
+        "--members",
+        help="as-deployed audit: the column of --data saying per row (1/0, true/false) whether it trained the "
+        "--model-file instance. Without it the audit answers 'this recipe, re-trained' (a fresh clone trained on "
+        "members it draws); with it, or --train-data/--holdout-data, 'this deployed model': the fitted instance as "
+        "loaded, never refitted, against its real training rows",
+    ),
+    train_data: Path | None = typer.Option(
+        None, "--train-data", help="as-deployed audit: the rows that trained --model-file (with --holdout-data)"
+    ),
+    holdout_data: Path | None = typer.Option(
+        None, "--holdout-data", help="as-deployed audit: rows --model-file never trained on (with --train-data)"
+    ),
+    group: list[str] | None = typer.Option(
+        None, "--group", help="a column whose values' exposure is measured apart (repeatable; groups.csv)"
+    ),
     data_dir: Path | None = typer.Option(
         None, help="directory of the real datasets (else $RECOURSE_PRIVACY_DATA, else a download cache)"
     ),
@@ -406,7 +437,8 @@ def audit(
     try:
         config = AuditConfig(
             dataset=dataset,
-            **_user_inputs(locals()),
+            **{**_user_inputs(locals()), **_deployed_inputs(data, members, train_data, holdout_data)},
+            groups=_columns(group),
             data_dir=str(data_dir) if data_dir else None,
             n_features=n_features,
             recourse=recourse,
@@ -464,6 +496,7 @@ def audit(
             bar.stop()
             _fail(err)
     _print_summary(console, result)
+    _print_exposure(console, result)
     if artifacts is not None:
         artifacts.write_last_run(f"audit --out {out}", artifacts.stats_dict())
         console.print(
@@ -522,6 +555,25 @@ def _hit_text(stats: dict) -> str:
     """``owner model 1/1, shadow models 10/10 ...``: hits / lookups per role of the artifact cache."""
     parts = [f"{role} {s['hits']}/{s['hits'] + s['misses']}" for role, s in stats.items()]
     return "hits/lookups " + (", ".join(parts) if parts else "none")
+
+
+def _print_exposure(console, result) -> None:
+    """Which question the audit answered, the members identified at low FPR, and the flagged groups."""
+    console.print(f"question answered: [bold]{result.question}[/]", highlight=False)
+    ex = result.exposure
+    if ex is not None:
+        found = [i for i in ex.identified if i.attack == ex.ranking_attack]
+        counts = ", ".join(f"{i.n_identified} of {i.n_members} at FPR {i.fpr:g}" for i in found)
+        rows = ", ".join(str(r.row) for r in ex.most_exposed)
+        console.print(f"{ex.ranking_attack} identifies {counts}; most exposed members (rows): {rows}", highlight=False)
+    flagged = [g for g in result.groups if g.flagged]
+    for g in flagged:
+        console.print(
+            f"group {g.column}={g.value}: {g.attack} AUC {g.auc:.3f} above the rest's {g.auc_rest:.3f} "
+            f"(Holm p {g.p_holm:.3g})",
+            style="red",
+            highlight=False,
+        )
 
 
 def _print_summary(console, result) -> None:

@@ -58,6 +58,7 @@ def online_lr(
         "targets_on_fallback_in_reference": in_ref.n_fallback,
         "targets_on_fallback_out_reference": out_ref.n_fallback,
         "direction_source": "none needed: two-sided likelihood ratio log p(s | in) - log p(s | out)",
+        "score": "log likelihood ratio",  # per target: what exposure.csv reports as its log_lr
     }
     return two_sided_scores(stat, in_ref, out_ref, cdf=cdf), conventions
 

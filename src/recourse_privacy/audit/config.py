@@ -14,7 +14,13 @@ from recourse_privacy.attacks.query_extraction import DEFAULT_BUDGETS
 from recourse_privacy.attacks.registry import ATTACKS, check_attack_names
 from recourse_privacy.audit.defenses import DEFENSES
 from recourse_privacy.audit.threats import check_threats
-from recourse_privacy.audit.user_inputs import describe_data, describe_model, model_kind, object_digest
+from recourse_privacy.audit.user_inputs import (
+    check_deployed_config,
+    describe_data,
+    describe_model,
+    model_kind,
+    object_digest,
+)
 from recourse_privacy.data import DATASETS
 from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError, UnknownNameError
 from recourse_privacy.hyperparams import Float, check_params
@@ -36,6 +42,14 @@ MAX_CELLS = 500_000_000  # rows x features of generated data (float64: 4 GB)
 DEFAULT_CORR_THRESHOLD = 0.95
 #: the synthetic data's options (beyond 1e6 the class centres overflow the scaling)
 SYNTHETIC_PARAMS = {"class_sep": Float(0, 1e6), "flip_y": Float(0, 1)}
+
+
+def _mask_frame(mask: Any) -> Any:
+    """A members mask as a one-column DataFrame, so that it hashes like the data."""
+    import numpy as np
+    import pandas as pd
+
+    return pd.DataFrame({"members": np.asarray(mask).astype(str)})
 
 
 @dataclass(frozen=True)
@@ -107,11 +121,19 @@ class AuditConfig:
     query_budgets: tuple[int, ...] = DEFAULT_BUDGETS
     sensitive: str | None = None
     extraction_repeats: int = 5
+    # the as-deployed audit (audit/deployed.py): per row of ``data``, whether it trained the fitted ``model``
+    # (a column name, or a boolean / 1-0 mask), or ``data`` the training rows and ``holdout`` the held-out ones
+    members: Any = None
+    holdout: Any = None
+    groups: tuple[str, ...] = ()  # columns whose values' exposure is measured apart (audit/exposure.py)
 
     def __post_init__(self):
         object.__setattr__(self, "attacks", tuple(self.attacks))
         object.__setattr__(self, "threats", (self.threats,) if isinstance(self.threats, str) else tuple(self.threats))
         object.__setattr__(self, "query_budgets", tuple(self.query_budgets))
+        object.__setattr__(self, "groups", (self.groups,) if isinstance(self.groups, str) else tuple(self.groups))
+        if isinstance(self.holdout, PurePath):
+            object.__setattr__(self, "holdout", str(self.holdout))
         if isinstance(self.data, PurePath):
             object.__setattr__(self, "data", str(self.data))
         for name in ("categorical", "immutable", "increasing"):
@@ -131,6 +153,8 @@ class AuditConfig:
         if self.data is not None and not self.target:
             raise InvalidInputError("--data needs --target COLUMN (the binary label column)")
         self.check_user_inputs()
+        if self.deployed:
+            check_deployed_config(self)
         RECOURSE_METHODS.check(self.recourse)
         check_choice(self.recourse_fit, "recourse_fit", RECOURSE_FIT)
         if not self.user_model:
@@ -289,6 +313,11 @@ class AuditConfig:
         return not isinstance(self.model, str)
 
     @property
+    def deployed(self) -> bool:
+        """Whether the audit reads the fitted model as it is, against its real training rows (audit/deployed.py)."""
+        return self.members is not None or self.holdout is not None
+
+    @property
     def model_label(self) -> str:
         """The model as the tables print it: the registered name or e.g. ``Pipeline(StandardScaler, LogisticRegression)``."""
         return describe_model(self.model)
@@ -364,10 +393,15 @@ class AuditConfig:
     def to_dict(self) -> dict:
         """JSON-ready configuration: a model object and a DataFrame are replaced by their descriptions
         (and ``model_sha256`` / ``data_sha256``, see :func:`~recourse_privacy.audit.user_inputs.object_digest`)."""
-        objects = {"model": self.model, "data": self.data}
-        d = asdict(replace(self, model="logistic", data=None))
+        objects = {"model": self.model, "data": self.data, "holdout": self.holdout}
+        if self.members is not None and not isinstance(self.members, str):
+            objects["members"] = self.members
+        d = asdict(replace(self, model="logistic", data=None, members=None, holdout=None))
         d["model"] = describe_model(self.model)
         d["data"] = describe_data(self.data)
+        d["holdout"] = describe_data(self.holdout)
+        d["members"] = self.members if isinstance(self.members, str) or self.members is None else "mask"
+        d["groups"] = list(self.groups)
         d["attacks"] = list(self.attacks)
         d["threats"] = list(self.threats)
         d["query_budgets"] = list(self.query_budgets)
@@ -376,7 +410,7 @@ class AuditConfig:
         d["bounds"] = {k: list(v) for k, v in self.bounds.items()}
         for name, obj in objects.items():
             if obj is not None and not isinstance(obj, str):
-                d[f"{name}_sha256"] = object_digest(obj)
+                d[f"{name}_sha256"] = object_digest(obj if name != "members" else _mask_frame(obj))
         if not isinstance(self.positive_label, str | int | float | bool | type(None)):
             d["positive_label"] = str(self.positive_label)
         return d
@@ -385,7 +419,7 @@ class AuditConfig:
     def from_dict(cls, d: dict) -> AuditConfig:
         """Inverse of :meth:`to_dict`; unknown keys raise a ValueError naming them."""
         known = {f.name for f in fields(cls)}
-        d = {k: v for k, v in d.items() if k not in ("model_sha256", "data_sha256")}  # written by to_dict
+        d = {k: v for k, v in d.items() if not k.endswith("_sha256")}  # written by to_dict
         unknown = sorted(set(d) - known)
         if unknown:
             raise InvalidInputError(f"unknown audit setting(s): {', '.join(unknown)}")

@@ -12,10 +12,12 @@ import time
 from dataclasses import fields, replace
 from pathlib import Path
 
+import recourse_privacy.audit.deployed as deployed
 import recourse_privacy.audit.stages as stages
 import recourse_privacy.audit.threats as threats
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.defenses import DEFENSES, dp_verdict
+from recourse_privacy.audit.exposure import check_group_columns, group_table, record_exposure
 from recourse_privacy.audit.result import AuditArrays, AuditResult
 from recourse_privacy.audit.stages import Progress
 from recourse_privacy.audit.summaries import DataSummary, ModelSummary, PoolSizes, Provenance
@@ -147,9 +149,14 @@ def _play(
 
     clock.begin("data")
     provenance = data_provenance(config)
-    game = stages.prepare_game(config, stages.load_data(config))
+    deployed_data = deployed.load_deployed(config) if config.deployed else None
+    if deployed_data is not None:  # the fitted instance against its real training rows (audit/deployed.py)
+        config, game = deployed.prepare_deployed(config, deployed_data)
+    else:
+        game = stages.prepare_game(config, stages.load_data(config))
     check_bounds_columns(config, game)
     threats.check_sensitive(config, game.dataset)
+    check_group_columns(config, game.dataset)
     recipe = resolve_model(config, game)  # the user's model is checked against the data here, before training
     if recipe.capabilities is not None:
         check_fitted_recourse(config, _Capable(recipe.capabilities), recipe.label)
@@ -158,7 +165,10 @@ def _play(
 
     clock.begin("owner model")
     make_model = recipe.make
-    targets = stages.train_owner(make_model, game, config.seed, artifacts)
+    if deployed_data is not None:
+        targets = deployed.deployed_targets(config, game)  # never refitted
+    else:
+        targets = stages.train_owner(make_model, game, config.seed, artifacts)
     check_fitted_recourse(config, targets.model, recipe.label)
     _check_enough_targets(config, targets.is_member, game.dataset.n_rows)
     clock.lap("owner model")
@@ -193,7 +203,7 @@ def _play(
         clock.lap("shadow models", report=False)
     with workers_die_with_parent():
         online = stages.train_online_models(
-            config, make_model, method, game, targets, cache_dir=cache, progress=clock.progress
+            config, make_model, method, game, targets, cache_dir=cache, progress=clock.progress, artifacts=artifacts
         )
     if online is not None:
         clock.lap("online reference models", report=False)
@@ -233,8 +243,14 @@ def _play(
         dp = dp_verdict(dp, attacks, defense.covered_signals)
     shadow_info = None
     if shadow is not None:
-        shadow_info, more = stages.shadow_summary(config, shadow, game.pool_sizes[0])
+        shadow_info, more = stages.shadow_summary(config, shadow, game.n_owner_rows)
+        warns += [] if deployed_data is not None else more  # the deployed draw says it in its own words
+    deployed_info = None
+    if deployed_data is not None:
+        deployed_info, more = deployed.deployed_summary(config, deployed_data, game, targets)
         warns += more
+    exposure_table, exposure_info = record_exposure(scores, attacks, targets, deployed_data)
+    groups = group_table(config, game, targets, scores, attacks)
     warns = [*game.notes, *warns, *([note] if note else [])]
     n_mem, n_non, n_adv = game.pool_sizes
     result = AuditResult(
@@ -268,7 +284,11 @@ def _play(
             recourse=res,
             pools=game.pools,
             counterfactuals=counterfactuals,
+            exposure=exposure_table,
         ),
+        deployed=deployed_info,
+        exposure=exposure_info,
+        groups=groups,
     )
     if out_dir is not None:
         result = result.with_files(write_outputs(result, out_dir))

@@ -18,6 +18,7 @@ from recourse_privacy import strict_json
 from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.attacks.threat_report import ThreatReport
 from recourse_privacy.audit.config import AuditConfig
+from recourse_privacy.audit.deployed import QUESTION_DEPLOYED, QUESTION_RECIPE, DeployedSummary
 from recourse_privacy.audit.summaries import (
     AttackResult,
     DataSummary,
@@ -31,6 +32,12 @@ from recourse_privacy.audit.summaries import (
     take,
 )
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.metrics.exposure import (
+    ExposedRecord,
+    ExposureSummary,
+    GroupExposure,
+    IdentifiedMembers,
+)
 from recourse_privacy.recourse.base import RecourseResult
 
 __all__ = ["SCHEMA_VERSION", "AuditArrays", "AuditResult"]
@@ -52,6 +59,8 @@ class AuditArrays:
     pools: object = None
     #: one row per target in the data's own columns and units (a user's data only; see stages.counterfactual_table)
     counterfactuals: object = None
+    #: one row per target: membership, decision, each attack's score and percentile (exposure.csv; audit/exposure.py)
+    exposure: object = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,9 @@ class AuditResult:
     timing_seconds: Mapping[str, float] = field(default_factory=dict)
     provenance: Provenance | None = None  # data source and SHA-256, package version, platform (None: older files)
     threats: ThreatReport | None = None  # extraction, attribute inference, queries per attack (audit --threats)
+    deployed: DeployedSummary | None = None  # the as-deployed audit's draw (None: the recipe re-trained)
+    exposure: ExposureSummary | None = None  # the most exposed members, members identified at low FPR
+    groups: tuple[GroupExposure, ...] = ()  # per value of each group column and per attack
     schema_version: int = SCHEMA_VERSION
     arrays: AuditArrays | None = field(default=None, compare=False, repr=False)
     files: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -85,6 +97,12 @@ class AuditResult:
         object.__setattr__(self, "warnings", tuple(self.warnings))
         object.__setattr__(self, "timing_seconds", frozen_map(self.timing_seconds))
         object.__setattr__(self, "files", frozen_map(self.files))
+        object.__setattr__(self, "groups", tuple(self.groups))
+
+    @property
+    def question(self) -> str:
+        """Which question the audit answers: "this deployed model" or "this recipe, re-trained"."""
+        return QUESTION_DEPLOYED if self.deployed is not None else QUESTION_RECIPE
 
     # ------------------------------------------------------------------ views
     @property
@@ -135,6 +153,7 @@ class AuditResult:
         """The content of metrics.json."""
         d = {
             "schema_version": self.schema_version,
+            "question": self.question,
             "config": self.config.to_dict(),
             "data": plain(self.data),
             "model": plain(self.model),
@@ -148,6 +167,12 @@ class AuditResult:
             d["dp"] = self.dp.to_dict()
         if self.shadow is not None:
             d["shadow"] = plain(self.shadow)
+        if self.deployed is not None:
+            d["deployed"] = plain(self.deployed)
+        if self.exposure is not None:
+            d["exposure"] = plain(self.exposure)
+        if self.groups:
+            d["groups"] = [plain(g) for g in self.groups]
         d["timing_seconds"] = dict(self.timing_seconds)
         if self.provenance is not None:
             d["provenance"] = self.provenance.to_dict()
@@ -182,5 +207,22 @@ class AuditResult:
             timing_seconds=d.get("timing_seconds", {}),
             provenance=take(Provenance, d["provenance"], "provenance") if d.get("provenance") else None,
             threats=ThreatReport.from_dict(d["threats"]) if d.get("threats") else None,
+            deployed=take(DeployedSummary, d["deployed"], "deployed") if d.get("deployed") else None,
+            exposure=_exposure_from_dict(d["exposure"]) if d.get("exposure") else None,
+            groups=tuple(
+                replace(take(GroupExposure, g, "groups"), auc_ci=tuple(g["auc_ci"]), tpr_ci=tuple(g["tpr_ci"]))
+                for g in d.get("groups", ())
+            ),
             schema_version=SCHEMA_VERSION,
         )
+
+
+def _exposure_from_dict(d: Mapping) -> ExposureSummary:
+    """The ``exposure`` block of metrics.json as its typed summary."""
+    return ExposureSummary(
+        ranking_attack=d["ranking_attack"],
+        most_exposed=tuple(take(ExposedRecord, r, "exposure.most_exposed") for r in d.get("most_exposed", ())),
+        identified=tuple(take(IdentifiedMembers, r, "exposure.identified") for r in d.get("identified", ())),
+        likelihood_ratio_attacks=tuple(d.get("likelihood_ratio_attacks", ())),
+        note=d.get("note", ""),
+    )

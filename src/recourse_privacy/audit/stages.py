@@ -44,6 +44,7 @@ __all__ = [
     "owner_recourse",
     "prepare_game",
     "run_attacks",
+    "select_targets",
     "shadow_summary",
     "summarize_recourse",
     "owner_cfd_query",
@@ -70,6 +71,12 @@ class GameData:
     X_pool: np.ndarray
     y_pool: np.ndarray
     notes: tuple[str, ...] = ()  # said once, in the result's warnings (e.g. an adversary pool smaller than 2 x members)
+    owner_rows: int | None = None  # rows the owner's model trained on, where not X_members (an as-deployed model)
+
+    @property
+    def n_owner_rows(self) -> int:
+        """How many rows the owner's model trained on: the members, or the deployed training set."""
+        return len(self.X_members) if self.owner_rows is None else int(self.owner_rows)
 
     @property
     def pool_sizes(self) -> tuple[int, int, int]:
@@ -165,6 +172,11 @@ def train_owner(
     """Fit the owner's model on the members (or read it from ``artifacts``); the targets are the members and
     non-members it rejects."""
     model = fit_cached(make_model(derive_seed(seed, 3)), game.X_members, game.y_members, artifacts, role="owner model")
+    return select_targets(model, game)
+
+
+def select_targets(model: BaseClassifier, game: GameData) -> Targets:
+    """The targets of a fitted owner's model: the members and non-members it rejects."""
     rej_m, rej_n = model.predict(game.X_members) == 0, model.predict(game.X_nonmembers) == 0
     if not rej_m.any() or not rej_n.any():
         raise InvalidInputError(
@@ -272,6 +284,7 @@ def train_online_models(
     *,
     cache_dir: Path | None,
     progress: Progress,
+    artifacts: ArtifactCache | None = None,
 ) -> ShadowData | None:
     """LiRA's online reference models (halves of the pool and the targets); None when no attack needs them.
 
@@ -301,8 +314,9 @@ def train_online_models(
         need_cfd=config.needs_online_recourse,
         random_state=derive_seed(config.seed, 7),
         cache_dir=cache_dir,
+        artifacts=artifacts,
         online=True,
-        online_rows=online_pool_rows(targets.model, game.X_pool, len(game.X_members), len(targets.X), config.seed),
+        online_rows=online_pool_rows(targets.model, game.X_pool, game.n_owner_rows, len(targets.X), config.seed),
     )
 
 

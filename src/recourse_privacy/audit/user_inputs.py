@@ -18,7 +18,7 @@ from typing import Any
 
 from recourse_privacy.errors import InvalidInputError
 
-__all__ = ["describe_data", "describe_model", "model_kind", "object_digest"]
+__all__ = ["check_deployed_config", "describe_data", "describe_model", "model_kind", "object_digest"]
 
 
 def _is_frame(obj: object) -> bool:
@@ -124,3 +124,25 @@ def object_digest(obj: object) -> str:
         return h.hexdigest()
     h.update(json.dumps(_jsonable(obj), sort_keys=True, default=repr).encode())
     return h.hexdigest()
+
+
+def check_deployed_config(config) -> None:
+    """The as-deployed settings make sense together: a fitted scikit-learn model, the user's data, one source."""
+    if config.members is not None and config.holdout is not None:
+        raise InvalidInputError(
+            "pass either members=COLUMN (--members) or holdout=... (--train-data A --holdout-data B), not both"
+        )
+    if config.data is None:
+        raise InvalidInputError("the as-deployed audit needs your data (--data with --members, or --train-data)")
+    if not config.user_model or model_kind(config.model) != "estimator":
+        raise InvalidInputError(
+            "the as-deployed audit reads your fitted scikit-learn model (--model-file, or model=fitted_pipeline): "
+            "a registered model name has no deployed instance"
+        )
+    if not hasattr(config.model, "classes_"):
+        raise InvalidInputError(
+            f"model {config.model_label} is not fitted: the as-deployed audit audits the fitted instance as it is "
+            "(without --members / --holdout-data the audit re-trains the recipe instead)"
+        )
+    if isinstance(config.members, str) and config.members == config.target:
+        raise InvalidInputError(f"members column {config.members!r} is the label column")

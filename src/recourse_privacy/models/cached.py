@@ -2,7 +2,9 @@
 
 A model class whose fitted state can be written as plain arrays registers a :class:`StateCodec`
 (the built-ins: :class:`~recourse_privacy.models.logistic.LogisticModel` and
-:class:`~recourse_privacy.models.mlp.MLPModel`; the DP-trained models are not cached). A
+:class:`~recourse_privacy.models.mlp.MLPModel`, and a user's scikit-learn recipe,
+:class:`~recourse_privacy.models.estimator.EstimatorModel`, by the bytes of its recipe, see
+:mod:`~recourse_privacy.models.estimator_state`; the DP-trained models are not cached). A
 trained model is keyed by its class, its constructor parameters (the seed included), the
 trainer (one-by-one ``fit`` or :func:`~recourse_privacy.models.batched.fit_mlps_batched`, whose
 numbers agree only within float tolerance) with the device it trains on (``cpu``/``cuda``, as the
@@ -20,6 +22,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from recourse_privacy.cache import ArtifactCache, Uncacheable, artifact_key, canonical
+from recourse_privacy.models.estimator import EstimatorModel
+from recourse_privacy.models.estimator_state import (
+    estimator_config,
+    estimator_fingerprint,
+    export_estimator,
+    restore_estimator,
+)
 from recourse_privacy.models.logistic import LogisticModel
 from recourse_privacy.models.mlp import MLPModel
 from recourse_privacy.provenance import sha256_arrays
@@ -42,7 +51,11 @@ class StateCodec:
     """A fitted model's state as named arrays (``export``), and back onto an unfitted instance (``restore``)."""
 
     export: Callable[[object], dict[str, np.ndarray]]
-    restore: Callable[[object, dict[str, np.ndarray]], None]
+    restore: Callable[[object, dict[str, np.ndarray]], None]  # may raise Uncacheable: the model is then trained
+    #: the model's canonical description where its constructor parameters have none (a user's estimator)
+    config: Callable[[object], dict] | None = None
+    #: a fitted model's SHA-256 where its exported state is not deterministic (skops archives carry timestamps)
+    fingerprint: Callable[[object], str] | None = None
 
 
 #: exact class -> codec (a subclass, e.g. a DP-trained model, is not covered by its parent's codec)
@@ -85,6 +98,10 @@ def _restore_mlp(model, state: dict[str, np.ndarray]) -> None:
 
 register_state_codec(LogisticModel, StateCodec(_export_linear, _restore_linear))
 register_state_codec(MLPModel, StateCodec(_export_torch, _restore_mlp))
+register_state_codec(
+    EstimatorModel,
+    StateCodec(export_estimator, restore_estimator, config=estimator_config, fingerprint=estimator_fingerprint),
+)
 
 
 def model_config(model) -> dict:
@@ -92,6 +109,8 @@ def model_config(model) -> dict:
     cls = type(model)
     if cls not in STATE_CODECS:
         raise Uncacheable(f"no state codec for {cls.__name__}")
+    if STATE_CODECS[cls].config is not None:
+        return STATE_CODECS[cls].config(model)
     names = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
     missing = [n for n in names if not hasattr(model, n)]
     if missing:
@@ -104,6 +123,8 @@ def model_fingerprint(model) -> str:
     codec = STATE_CODECS.get(type(model))
     if codec is None:
         raise Uncacheable(f"no state codec for {type(model).__name__}")
+    if codec.fingerprint is not None:
+        return codec.fingerprint(model)
     state = codec.export(model)
     names = sorted(state)
     cls = f"{type(model).__module__}.{type(model).__qualname__}"
@@ -136,7 +157,12 @@ def fit_cached(model, X: np.ndarray, y: np.ndarray, artifacts: ArtifactCache | N
 
     state = artifacts.get_or_compute(MODEL_KIND, key, compute, role)
     if not fitted:
-        codec.restore(model, state)
+        try:
+            codec.restore(model, state)
+        except Uncacheable:  # an entry the codec refuses to load (a type the recipe lacks): train instead
+            return model.fit(X, y)
+    if codec.fingerprint is not None:  # trained or read by this key: the key is its fingerprint, in every process
+        model.fit_key_ = key
     return model
 
 

@@ -143,6 +143,7 @@ class EstimatorModel(BaseClassifier):
         labels = np.where(y == 1, np.asarray(fav, dtype=object), np.asarray(unfav, dtype=object))
         labels = pd.Series(labels).infer_objects().to_numpy()
         est = seeded_clone(self.estimator, self.random_state)
+        self.__dict__.pop("fit_key_", None)  # a cached training's key (models/cached.py) no longer describes it
         try:
             est.fit(self.decode(X), labels)
         except Exception as err:  # noqa: BLE001 - whatever the user's estimator raises, say which

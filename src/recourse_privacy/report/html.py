@@ -29,6 +29,7 @@ from recourse_privacy import __version__ as version
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.report.counterfactuals import examples_html
 from recourse_privacy.report.dp_verdict import dp_bound_rows
+from recourse_privacy.report.exposure import deployed_html, exposure_html, groups_html, question_html
 from recourse_privacy.report.threats import threats_section
 from recourse_privacy.report.verdict import (
     LOW_FPR,
@@ -698,6 +699,7 @@ def _render(result: AuditResult, images: Mapping[str, str | Path]) -> str:
     sections = [
         f'<h1>Recourse membership-inference audit<br><span class="label">{_e(audit_label(result))}</span></h1>',
         _subtitle(result),
+        question_html(result),
         f'<p class="small">Generated {_e(stamp)} by recourse-privacy {_e(version)}.</p>',
         _verdict_box(verdict),
         roc_html,
@@ -710,6 +712,9 @@ def _render(result: AuditResult, images: Mapping[str, str | Path]) -> str:
         _attacks_table(result.attacks, verdict.assessments),
         "<h3>Conventions of each attack</h3>",
         _conventions_table(result.attacks),
+        deployed_html(result),
+        exposure_html(result.exposure),
+        groups_html(result.groups, result.exposure.ranking_attack if result.exposure else None),
     ]
     if result.dp is not None and verdict.dp is not None:
         sections += ["<h2>Differential privacy</h2>", _dp_section(result.dp, verdict.dp)]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from recourse_privacy import strict_json
 from recourse_privacy.metrics.plots import plot_roc_loglog, plot_score_histogram
 from recourse_privacy.report.counterfactuals import write_counterfactuals
+from recourse_privacy.report.exposure import write_exposure
 from recourse_privacy.report.html import audit_label, write_html_report
 from recourse_privacy.report.threats import write_threat_outputs
 
@@ -28,8 +29,8 @@ def write_metrics_json(result: AuditResult, path: str | Path) -> Path:
 
 
 def write_outputs(result: AuditResult, out_dir: str | Path) -> Mapping[str, str]:
-    """Write metrics.json, roc.png, cfd_histogram.png, report.html and (a user's data) counterfactuals.csv
-    into ``out_dir``; return their paths."""
+    """Write metrics.json, roc.png, cfd_histogram.png, report.html, exposure.csv, (with group columns)
+    groups.csv and (a user's data) counterfactuals.csv into ``out_dir``; return their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cfg = result.config
@@ -54,6 +55,7 @@ def write_outputs(result: AuditResult, out_dir: str | Path) -> Mapping[str, str]
     table = getattr(result.arrays, "counterfactuals", None)
     if table is not None:
         files.update(write_counterfactuals(table, out))
+    files.update(write_exposure(result, out))
     files["report"] = write_html_report(
         result,
         out,
