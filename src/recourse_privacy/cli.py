@@ -438,7 +438,7 @@ def audit(
         config = AuditConfig(
             dataset=dataset,
             **{**_user_inputs(locals()), **_deployed_inputs(data, members, train_data, holdout_data)},
-            groups=_columns(group),
+            groups=_columns(group, "--group"),
             data_dir=str(data_dir) if data_dir else None,
             n_features=n_features,
             recourse=recourse,
