@@ -84,7 +84,8 @@ def _command(*args, on=None, **kwargs):
                     "interrupted; finished shadow models and cells are kept, rerun the same command to resume", code=130
                 )
             except MemoryError:
-                _fail("out of memory: use fewer rows, features or shadow models")
+                _stop_workers()
+                _fail(_out_of_memory_hint(fn))
             except OSError as err:
                 where = f" ({err.filename})" if getattr(err, "filename", None) else ""
                 _fail(f"{err.strerror or err}{where}")
@@ -98,6 +99,29 @@ def _command(*args, on=None, **kwargs):
         return (on or app).command(*args, **kwargs)(wrapped)
 
     return decorate
+
+
+#: the options that size a command's memory, in the order an out-of-memory hint names them
+_MEMORY_KNOBS = (
+    "n_members",
+    "n_features",
+    "shadow_models",
+    "n_train",
+    "n_points",
+    "trials",
+    "n_jobs",
+    "threads_per_cell",
+)
+
+
+def _out_of_memory_hint(fn) -> str:
+    """``out of memory: lower ...``, naming the options of the command ``fn`` that size its memory."""
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    knobs = [f"--{k.replace('_', '-')}" for k in _MEMORY_KNOBS if k in params]
+    extra = " (or the spec's n_members, n_features, shadow_models)" if "spec" in params or "name" in params else ""
+    return "out of memory" + (f": lower {', '.join(knobs)}{extra}" if knobs else "")
 
 
 _DEVICE_HELP = "where torch trains MLPs and searches gradient recourse: cpu, cuda, or auto (CUDA where available)"
@@ -148,6 +172,20 @@ def _numbers(text: str, kind: type, option: str) -> list:
                     f"{option} expects comma-separated {kind.__name__} values; got {item!r}"
                 ) from None
     return out
+
+
+def _capped(n: int | None, option: str) -> int | None:
+    """``n`` workers or threads capped to the CPUs this process may use, with a one-line notice where it was."""
+    from recourse_privacy.processes import cap_to_cpus
+
+    if n is None:
+        return None
+    n, notice = cap_to_cpus(n, option)
+    if notice:
+        from rich.console import Console
+
+        Console(stderr=True).print(f"note: {notice}", style="dim", highlight=False)
+    return n
 
 
 def _fail(err: Exception | str, code: int = 2) -> None:
@@ -350,7 +388,7 @@ def audit(
             model_params=_parse_params(model_param, "--model-param"),
             recourse_params=_parse_params(recourse_param, "--recourse-param"),
             seed=seed,
-            n_jobs=n_jobs,
+            n_jobs=_capped(n_jobs, "--n-jobs"),
             device=device,
             defense=defense,
             epsilon=epsilon,
@@ -584,7 +622,7 @@ def tradeoff(
             data_params=_parse_params(data_param, "--data-param"),
             model_params=_parse_params(model_param, "--model-param"),
             seed=seed,
-            n_jobs=n_jobs,
+            n_jobs=_capped(n_jobs, "--n-jobs"),
             device=device,
         ).validate()
         tradeoff_settings(base, eps)
@@ -645,6 +683,8 @@ def _run_and_report(
     from recourse_privacy.experiments.engine import run_spec
     from recourse_privacy.experiments.results import plot_results, print_paper_notes, print_tables, result_tables
 
+    if address is None:  # this machine's CPUs (a cluster's are its own)
+        n_jobs, threads_per_cell = _capped(n_jobs, "--n-jobs"), _capped(threads_per_cell, "--threads-per-cell")
     try:
         summary = run_spec(
             spec,
@@ -897,9 +937,14 @@ def audit_dp_command(
                 )
             )
         check_output_dir(out.parent if str(out.parent) else Path("."), "--out's directory")
-    from recourse_privacy.validation import check_interval
+    from recourse_privacy.validation import check_interval, check_positive_int, check_seed
 
     check_interval(epsilon, "--epsilon", 0, 1e4, closed="right")  # beyond, every DP claim is vacuous
+    check_interval(alpha, "--alpha", 0, 1)
+    check_positive_int(trials, "--trials", minimum=4)
+    check_seed(seed, "--seed")
+    if one_run != 0 and not 4 <= one_run <= 10**6:
+        raise InvalidInputError(f"--one-run must be 0 (none) or a number of canaries in [4, 1_000_000]; got {one_run}")
     try:
         experiment = make_experiment(mechanism, epsilon, **_parse_params(param, "--param"))
         if one_run and not mechanism.startswith("trained-"):
@@ -993,10 +1038,12 @@ def recourse_command(
     from recourse_privacy.experiments.quality import METRICS, run_quality
     from recourse_privacy.models.device import use_device
     from recourse_privacy.recourse import RECOURSE_METHODS
+    from recourse_privacy.validation import check_seed
 
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 170))
+    check_seed(seed, "--seed")
     check_output_dir(out)
     names = list(RECOURSE_METHODS) if methods.strip() == "all" else [m.strip() for m in methods.split(",") if m.strip()]
     per_method: dict[str, dict] = {}

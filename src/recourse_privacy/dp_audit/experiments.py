@@ -15,9 +15,16 @@ import numpy as np
 from recourse_privacy.defenses.laplace import LaplaceRecourse, noisy_probability
 from recourse_privacy.dp_audit.bounds import DistinguishingExperiment, EpsilonAudit
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.hyperparams import Choice, Float, Int, Param, check_params
 from recourse_privacy.models.base import BaseClassifier
 from recourse_privacy.models.dp import DPLogisticModel
-from recourse_privacy.validation import RandomState, as_generator, check_positive_float, check_positive_int
+from recourse_privacy.validation import (
+    MAX_SEED,
+    RandomState,
+    as_generator,
+    check_positive_float,
+    check_positive_int,
+)
 
 
 class _FixedLinearModel(BaseClassifier):
@@ -216,6 +223,33 @@ MECHANISMS: dict[str, tuple[Callable[..., DistinguishingExperiment], str]] = {
     ),
 }
 
+#: the canary data's parameters (:func:`dpm_canary_data`), shared by the experiments that train on it
+CANARY_PARAMS = {
+    "n_rows": Int(4, 100_000),
+    "n_features": Int(2, 1000),
+    "data_norm": Float(0, 1e6, low_open=True),
+    "data_seed": Int(0, MAX_SEED),
+}
+_LAPLACE_PARAMS = {
+    "sensitivity": Float(0, 1, low_open=True),
+    "noise_sensitivity": Float(0, 1e6, low_open=True, optional=True),
+    "p": Float(0, 1),
+    "release": Choice("probability", "recourse"),
+}
+#: name -> the parameters a user may pass (``audit-dp --param KEY=VALUE``), their types and ranges
+MECHANISM_PARAMS: dict[str, dict[str, Param]] = {
+    "laplace-score": _LAPLACE_PARAMS,
+    "laplace-score-broken": {
+        **{k: v for k, v in _LAPLACE_PARAMS.items() if k != "noise_sensitivity"},  # it sets the noise itself
+        "factor": Float(0, 1e6, low_open=True),
+    },
+    "dpm-logistic-label-flip": {
+        **CANARY_PARAMS,
+        "statistic": Choice("logit", "cfd"),
+        **{k: v for k, v in DPLogisticModel.PARAMS.items() if k not in ("epsilon", "data_norm")},
+    },
+}
+
 #: names before the trained-neighbour audits existed: they audited the score, not the release
 RENAMED = {
     "laplace": "laplace-score",
@@ -234,7 +268,20 @@ def make_experiment(name: str, epsilon: float, **params) -> DistinguishingExperi
         )
     if name not in MECHANISMS:
         raise InvalidInputError(f"mechanism must be one of {sorted(MECHANISMS)}; got {name!r}")
+    check_mechanism_params(name, params)
     return MECHANISMS[name][0](epsilon, **params)
+
+
+def check_mechanism_params(name: str, params: dict) -> None:
+    """Refuse a parameter ``name`` does not take, or one outside its range, naming the ones it takes (before any run)."""
+    accepted = MECHANISM_PARAMS.get(name, {})
+    unknown = [k for k in params if k not in accepted]
+    if unknown:
+        takes = "; ".join(f"{k}: {p.describe()}" for k, p in accepted.items()) or "none"
+        raise InvalidInputError(
+            f"mechanism {name!r} has no parameter {unknown[0]!r} (--param); its parameters are {takes}"
+        )
+    check_params(f"mechanism {name!r} (--param)", params, accepted)
 
 
 def audit_dp(
