@@ -303,3 +303,18 @@ def test_cli_killed_leaves_no_worker(tmp_path, sig):
     rc, left = _kill_when_workers_start(cmd, sig, tmp_path)
     assert rc == (130 if sig == signal.SIGTERM else -signal.SIGKILL)
     assert not left, f"{len(left)} processes outlived the CLI"
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["cache", "info", "--cache-dir", "caf\udce9"], "--cache-dir"),
+        (["run", "caf\udce9.yaml", "--out", "o"], "SPEC"),
+        (["audit", "--immutable", "a", "--immutable", "b\udce9"], "--immutable"),
+    ],
+)
+def test_value_that_is_not_utf8_names_its_option(tmp_path, monkeypatch, args, flag):
+    """A Latin-1 byte in argv (Python's surrogate escape) was an internal error once printed (the CLI grammar)."""
+    monkeypatch.chdir(tmp_path)
+    code, text = _cli(args)
+    assert code == 2 and f"{flag} '" in text and "is not UTF-8 text" in text

@@ -73,6 +73,7 @@ def _command(*args, on=None, **kwargs):
             import click
 
             try:
+                _check_utf8(fn, k)
                 return fn(*a, **k)
             except (typer.Exit, click.exceptions.Exit, click.exceptions.ClickException, click.exceptions.Abort):
                 raise
@@ -122,6 +123,27 @@ def _out_of_memory_hint(fn) -> str:
     knobs = [f"--{k.replace('_', '-')}" for k in _MEMORY_KNOBS if k in params]
     extra = " (or the spec's n_members, n_features, shadow_models)" if "spec" in params or "name" in params else ""
     return "out of memory" + (f": lower {', '.join(knobs)}{extra}" if knobs else "")
+
+
+def _check_utf8(fn, values: dict) -> None:
+    """Refuse a value of ``fn``'s options holding bytes that are not UTF-8 (a Latin-1 file name: Python's
+    surrogate escapes), naming its option, before anything prints or opens it (printing one was an internal error)."""
+    import inspect
+
+    for key, value in values.items():
+        for v in value if isinstance(value, list | tuple) else [value]:
+            text = str(v) if isinstance(v, str | Path) else ""
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                info = inspect.signature(fn).parameters[key].default
+                decls = [d for d in getattr(info, "param_decls", None) or () if d.startswith("--")]
+                flag = key.upper() if isinstance(info, typer.models.ArgumentInfo) else (decls or [f"--{key}"])[0]
+                flag = flag.replace("_", "-") if flag.startswith("--") else flag
+                shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                raise InvalidInputError(
+                    f"{flag} '{shown}' is not UTF-8 text; rename the file or directory, or type the value in UTF-8"
+                ) from None
 
 
 _DEVICE_HELP = "where torch trains MLPs and searches gradient recourse: cpu, cuda, or auto (CUDA where available)"
