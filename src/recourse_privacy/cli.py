@@ -96,6 +96,7 @@ def _command(*args, on=None, **kwargs):
             import click
 
             try:
+                _check_utf8(fn, k)
                 return fn(*a, **k)
             except (typer.Exit, click.exceptions.Exit, click.exceptions.ClickException, click.exceptions.Abort):
                 raise
@@ -107,7 +108,8 @@ def _command(*args, on=None, **kwargs):
                     "interrupted; finished shadow models and cells are kept, rerun the same command to resume", code=130
                 )
             except MemoryError:
-                _fail("out of memory: use fewer rows, features or shadow models")
+                _stop_workers()
+                _fail(_out_of_memory_hint(fn))
             except OSError as err:
                 where = f" ({err.filename})" if getattr(err, "filename", None) else ""
                 _fail(f"{err.strerror or err}{where}")
@@ -121,6 +123,50 @@ def _command(*args, on=None, **kwargs):
         return (on or app).command(*args, **kwargs)(wrapped)
 
     return decorate
+
+
+#: the options that size a command's memory, in the order an out-of-memory hint names them
+_MEMORY_KNOBS = (
+    "n_members",
+    "n_features",
+    "shadow_models",
+    "n_train",
+    "n_points",
+    "trials",
+    "n_jobs",
+    "threads_per_cell",
+)
+
+
+def _out_of_memory_hint(fn) -> str:
+    """``out of memory: lower ...``, naming the options of the command ``fn`` that size its memory."""
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    knobs = [f"--{k.replace('_', '-')}" for k in _MEMORY_KNOBS if k in params]
+    extra = " (or the spec's n_members, n_features, shadow_models)" if "spec" in params or "name" in params else ""
+    return "out of memory" + (f": lower {', '.join(knobs)}{extra}" if knobs else "")
+
+
+def _check_utf8(fn, values: dict) -> None:
+    """Refuse a value of ``fn``'s options holding bytes that are not UTF-8 (a Latin-1 file name: Python's
+    surrogate escapes), naming its option, before anything prints or opens it (printing one was an internal error)."""
+    import inspect
+
+    for key, value in values.items():
+        for v in value if isinstance(value, list | tuple) else [value]:
+            text = str(v) if isinstance(v, str | Path) else ""
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                info = inspect.signature(fn).parameters[key].default
+                decls = [d for d in getattr(info, "param_decls", None) or () if d.startswith("--")]
+                flag = key.upper() if isinstance(info, typer.models.ArgumentInfo) else (decls or [f"--{key}"])[0]
+                flag = flag.replace("_", "-") if flag.startswith("--") else flag
+                shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                raise InvalidInputError(
+                    f"{flag} '{shown}' is not UTF-8 text; rename the file or directory, or type the value in UTF-8"
+                ) from None
 
 
 _DEVICE_HELP = "where torch trains MLPs and searches gradient recourse: cpu, cuda, or auto (CUDA where available)"
@@ -211,6 +257,20 @@ def _refuse_inapplicable(options: dict) -> None:
             f"--n-features applies to --dataset synthetic only; {options.get('dataset')} has its own features: "
             "drop --n-features"
         )
+
+
+def _capped(n: int | None, option: str) -> int | None:
+    """``n`` workers or threads capped to the CPUs this process may use, with a one-line notice where it was."""
+    from recourse_privacy.processes import cap_to_cpus
+
+    if n is None:
+        return None
+    n, notice = cap_to_cpus(n, option)
+    if notice:
+        from rich.console import Console
+
+        Console(stderr=True).print(f"note: {notice}", style="dim", highlight=False)
+    return n
 
 
 def _fail(err: Exception | str, code: int = 2) -> None:
@@ -462,7 +522,7 @@ def audit(
             model_params=_parse_params(model_param, "--model-param"),
             recourse_params=_parse_params(recourse_param, "--recourse-param"),
             seed=seed,
-            n_jobs=n_jobs,
+            n_jobs=_capped(n_jobs, "--n-jobs"),
             device=device,
             defense=defense,
             epsilon=epsilon,
@@ -787,7 +847,7 @@ def tradeoff(
             data_params=_parse_params(data_param, "--data-param"),
             model_params=_parse_params(model_param, "--model-param"),
             seed=seed,
-            n_jobs=n_jobs,
+            n_jobs=_capped(n_jobs, "--n-jobs"),
             device=device,
         ).validate()
         tradeoff_settings(base, eps)
@@ -851,6 +911,8 @@ def _run_and_report(
     from recourse_privacy.experiments.engine import run_spec
     from recourse_privacy.experiments.results import plot_results, print_paper_notes, print_tables, result_tables
 
+    if address is None:  # this machine's CPUs (a cluster's are its own)
+        n_jobs, threads_per_cell = _capped(n_jobs, "--n-jobs"), _capped(threads_per_cell, "--threads-per-cell")
     try:
         claim = claim_output_dir(out, "run", overwrite, resumable=True)  # a store: a rerun resumes it
         summary = run_spec(
@@ -1131,9 +1193,14 @@ def audit_dp_command(
         return
     if guesses is not None or delta is not None:
         _fail(InvalidInputError("--guesses and --delta apply to --scores (a mechanism's delta is part of its claim)"))
-    from recourse_privacy.validation import check_interval
+    from recourse_privacy.validation import check_interval, check_positive_int, check_seed
 
     check_interval(epsilon, "--epsilon", 0, 1e4, closed="right")  # beyond, every DP claim is vacuous
+    check_interval(alpha, "--alpha", 0, 1)
+    check_positive_int(trials, "--trials", minimum=4)
+    check_seed(seed, "--seed")
+    if one_run != 0 and not 4 <= one_run <= 10**6:
+        raise InvalidInputError(f"--one-run must be 0 (none) or a number of canaries in [4, 1_000_000]; got {one_run}")
     try:
         experiment = make_experiment(mechanism, epsilon, **_parse_params(param, "--param"))
         if one_run and not mechanism.startswith("trained-"):
@@ -1285,10 +1352,12 @@ def recourse_command(
     from recourse_privacy.experiments.quality import METRICS, run_quality
     from recourse_privacy.models.device import use_device
     from recourse_privacy.recourse import RECOURSE_METHODS
+    from recourse_privacy.validation import check_seed
 
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 170))
+    check_seed(seed, "--seed")
     check_output_dir(out)
     names = list(RECOURSE_METHODS) if methods.strip() == "all" else list(_name_list(methods, "--methods"))
     per_method: dict[str, dict] = {}

@@ -14,16 +14,42 @@ import os
 import threading
 import time
 
-__all__ = ["exit_with_parent", "workers_die_with_parent"]
+__all__ = ["cap_to_cpus", "exit_with_parent", "usable_cpus", "workers_die_with_parent"]
 
 _WATCHDOG: threading.Thread | None = None
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one, else the core count)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):  # macOS, Windows
+        return max(os.cpu_count() or 1, 1)
+
+
+def cap_to_cpus(n: int, name: str) -> tuple[int, str | None]:
+    """``n`` processes or threads capped to :func:`usable_cpus`, and a one-line notice where it was capped.
+
+    More workers than CPUs only queue for the same cores (and each loky worker is a whole Python
+    process: 100,000 of them exhaust memory and process limits before any work is done).
+    """
+    cpus = usable_cpus()
+    if n <= cpus:
+        return n, None
+    return cpus, f"{name} {n} capped to {cpus}, the CPUs this process may use"
+
+
 def exit_with_parent(parent_pid: int | None, interval: float = 0.5) -> None:
-    """In a worker process: exit (code 70) when ``parent_pid`` is no longer its parent; idempotent."""
+    """In a worker process: exit (code 70) when ``parent_pid`` is no longer its parent; idempotent.
+
+    A worker whose parent died while it was still starting (importing, before this initializer
+    ran) has already been re-parented: it exits at once instead of waiting for work forever.
+    """
     global _WATCHDOG
-    if parent_pid is None or _WATCHDOG is not None or os.getpid() == parent_pid or os.getppid() != parent_pid:
+    if parent_pid is None or _WATCHDOG is not None or os.getpid() == parent_pid:
         return
+    if os.getppid() != parent_pid:
+        os._exit(70)
 
     def watch() -> None:
         while os.getppid() == parent_pid:

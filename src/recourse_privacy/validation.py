@@ -54,6 +54,17 @@ def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
     return int(value)
 
 
+#: seeds are integers in [0, MAX_SEED] (numpy's SeedSequence refuses negatives; 2**63 bounds a signed 64-bit store)
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(value, name: str = "seed") -> int:
+    """Return ``value`` as an int seed in [0, 2**63) or raise naming ``name`` (``--seed``, a spec's ``seeds``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= MAX_SEED:
+        raise InvalidInputError(f"{name} must be an integer in [0, 2**63); got {value!r}")
+    return int(value)
+
+
 def check_positive_float(value, name: str) -> float:
     """Return ``value`` as a finite float > 0 or raise a ValueError naming ``name``."""
     try:

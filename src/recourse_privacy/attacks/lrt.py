@@ -67,7 +67,10 @@ def fit_reference(
     counts = mask.sum(axis=1)
     total = int(counts.sum())
     if total < 2:
-        raise InvalidInputError("the shadow models gave fewer than 2 usable reference values; train more shadow models")
+        raise InvalidInputError(
+            "the shadow models gave fewer than 2 usable (finite) reference values: train more shadow models "
+            "(--shadow-models), or check that recourse can move the targets (immutable columns, bounds)"
+        )
     r0 = np.where(mask, ref, 0.0)
     row_mean = r0.sum(axis=1) / np.maximum(counts, 1)
     sq = np.where(mask, (ref - row_mean[:, None]) ** 2, 0.0).sum(axis=1)

@@ -237,6 +237,13 @@ def run_shadow_models(
             raise InvalidInputError(f"online_rows must index the {n_pool} pool rows")
         X_train, y_train = np.vstack([X_pool[rows], X_targets]), np.concatenate([y_pool[rows], y_targets])
     keep = balanced_keep(len(X_train), n_shadow, fraction, rng)
+    one_class = [k for k in range(n_shadow) if np.unique(y_train[keep[:, k]]).size < 2]
+    if one_class:
+        k = one_class[0]
+        raise InvalidInputError(
+            f"shadow model {k} would train on {int(keep[:, k].sum())} rows of the adversary's pool of {len(X_train)} "
+            "(shadow_fraction of it), all of one class: give the adversary a larger pool (--n-adversary)"
+        )
     calib = np.sort(rng.choice(n_pool, size=min(n_calibration, n_pool), replace=False))
     X_c, y_c = X_pool[calib], y_pool[calib]
     if online:  # a calibration row is in model k where it is one of online_rows that model k trained on
@@ -302,7 +309,9 @@ def run_shadow_models(
     else:
         from joblib import Parallel, delayed
 
-        par = Parallel(n_jobs=n_jobs, return_as="generator")
+        from recourse_privacy.processes import cap_to_cpus
+
+        par = Parallel(n_jobs=cap_to_cpus(n_jobs, "n_jobs")[0], return_as="generator")
         for k, (res, counted) in zip(todo, par(delayed(_one_shadow_counted)(k, *args) for k in todo)):
             if artifacts is not None:
                 artifacts.merge(counted)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import PurePath
 from typing import Any
@@ -28,7 +29,7 @@ from recourse_privacy.metrics.intervals import minimum_targets_per_side
 from recourse_privacy.models.device import check_device, device_kind
 from recourse_privacy.models.registry import MODELS, make_model
 from recourse_privacy.recourse.registry import RECOURSE_METHODS, check_action_set_support, check_compatible
-from recourse_privacy.validation import check_choice, check_interval, check_positive_int
+from recourse_privacy.validation import check_choice, check_interval, check_positive_int, check_seed
 
 DISTANCES = ("l1", "l2")
 RECOURSE_FIT = ("members", "adversary")
@@ -50,6 +51,18 @@ def _mask_frame(mask: Any) -> Any:
     import pandas as pd
 
     return pd.DataFrame({"members": np.asarray(mask).astype(str)})
+
+
+def _attack_list(attacks) -> tuple:
+    """``attacks`` as a tuple of names: a list, or one comma-separated string (``"cfd,loss"``, as --attacks takes)."""
+    if isinstance(attacks, str):
+        return tuple(a.strip() for a in attacks.split(",") if a.strip())
+    try:
+        return tuple(attacks)
+    except TypeError:
+        raise InvalidInputError(
+            f"attacks must list attack names (or be one comma-separated string); got {attacks!r}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -128,7 +141,7 @@ class AuditConfig:
     groups: tuple[str, ...] = ()  # columns whose values' exposure is measured apart (audit/exposure.py)
 
     def __post_init__(self):
-        object.__setattr__(self, "attacks", tuple(self.attacks))
+        object.__setattr__(self, "attacks", _attack_list(self.attacks))
         object.__setattr__(self, "threats", (self.threats,) if isinstance(self.threats, str) else tuple(self.threats))
         object.__setattr__(self, "query_budgets", tuple(self.query_budgets))
         object.__setattr__(self, "groups", (self.groups,) if isinstance(self.groups, str) else tuple(self.groups))
@@ -192,9 +205,13 @@ class AuditConfig:
         check_choice(self.center, "center", CENTERS)
         check_choice(self.cdf, "cdf", CDFS)
         check_interval(self.shadow_fraction, "shadow_fraction", 0, 1)
-        check_positive_int(self.seed, "seed", minimum=0)
-        if self.seed >= 2**63:
-            raise InvalidInputError(f"seed must be an integer in [0, 2**63); got {self.seed!r}")
+        if self.needs_shadow_models and self.n_adversary is not None and self.shadow_fraction * self.n_adversary < 2:
+            raise InvalidInputError(
+                f"--n-adversary {self.n_adversary} gives each shadow model {self.shadow_fraction * self.n_adversary:g} "
+                f"rows (--shadow-fraction {self.shadow_fraction:g} of the pool); it needs at least 2 of both classes: "
+                f"use --n-adversary {math.ceil(2 / self.shadow_fraction)} or more (hundreds for a useful reference)"
+            )
+        check_seed(self.seed)
         if self.n_features > MAX_FEATURES:
             raise InvalidInputError(f"n_features must be an integer in [1, {MAX_FEATURES:_}]; got {self.n_features!r}")
         if self.data is None and self.dataset == "synthetic" and sum(self.pool_sizes) * self.n_features > MAX_CELLS:

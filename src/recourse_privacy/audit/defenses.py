@@ -30,7 +30,7 @@ from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.registry import RECOURSE_METHODS, honours_action_set, make_recourse
 from recourse_privacy.registry import Registry
 from recourse_privacy.report.dp_verdict import ba_lower_confidence, dp_bounds
-from recourse_privacy.validation import check_epsilon, derive_seed
+from recourse_privacy.validation import check_delta, check_epsilon, derive_seed
 
 if TYPE_CHECKING:  # the config module imports this one
     from recourse_privacy.audit.config import AuditConfig
@@ -208,6 +208,29 @@ class DPMDefense(_DPDefense):
                 "DPM logistic regression (diffprivlib) is DP only for rows of L2 norm <= data_norm "
                 "= 1: add --normalize-rows (unit rows, Huang et al. 2023's preprocessing), or give "
                 "a bound chosen without looking at the data (--model-param data_norm=...)"
+            )
+
+        self._check_delta(config)
+
+    def _check_delta(self, config: AuditConfig) -> None:
+        """DP-SGD's delta, before any training: the bound on the targets needs it below their smallest share."""
+        import inspect
+
+        name, params = self.model(config)
+        try:
+            default = inspect.signature(MODELS.get(name).obj).parameters.get("delta")
+        except (TypeError, ValueError):  # a plugin's model without a signature: it checks its own delta
+            return
+        if default is None:
+            return
+        delta = params.get("delta", default.default)
+        n_mem, n_non, _ = config.pool_sizes
+        check_delta(delta, "--model-param delta")
+        if not 0 < delta < 1 / (n_mem + n_non):
+            raise InvalidInputError(
+                f"--model-param delta must be in (0, {1 / (n_mem + n_non):.3g}), below 1 / (members + non-members) = "
+                f"1/{n_mem + n_non} (DP-SGD's delta; the bound on the targets needs it below their smallest share); "
+                f"got {delta!r}" + ("" if "delta" in config.model_params else " (the default)")
             )
 
     def model(self, config: AuditConfig) -> tuple[str, dict]:

@@ -150,6 +150,11 @@ def prepare_game(config: AuditConfig, dataset: Dataset) -> GameData:
     pre = Preprocessor(scaling=config.scaling, corr_threshold=corr, normalize_rows=config.normalize_rows).fit(
         dataset.X.iloc[pools.members], dataset
     )
+    if len(pre.immutable_mask_) and pre.immutable_mask_.all():
+        raise InvalidInputError(
+            f"no feature can change: every column is immutable ({', '.join(dataset.immutable)}; --immutable), so "
+            "recourse cannot move any target; leave at least one column mutable"
+        )
     Xm, Xn, Xa = (pre.transform(dataset.X.iloc[idx]) for idx in (pools.members, pools.nonmembers, pools.adversary))
     y = dataset.y
     return GameData(
@@ -180,8 +185,9 @@ def select_targets(model: BaseClassifier, game: GameData) -> Targets:
     rej_m, rej_n = model.predict(game.X_members) == 0, model.predict(game.X_nonmembers) == 0
     if not rej_m.any() or not rej_n.any():
         raise InvalidInputError(
-            f"the owner's model rejects {int(rej_m.sum())} members and {int(rej_n.sum())} "
-            "non-members; the game needs rejected points of both kinds"
+            f"the owner's model rejects {int(rej_m.sum())} of the {len(rej_m)} members (--n-members) and "
+            f"{int(rej_n.sum())} of the {len(rej_n)} non-members (--n-nonmembers); the game needs rejected points "
+            "of both kinds: give the side with none more rows"
         )
     X = np.vstack([game.X_members[rej_m], game.X_nonmembers[rej_n]])
     y = np.concatenate([game.y_members[rej_m], game.y_nonmembers[rej_n]])

@@ -332,9 +332,16 @@ class Preprocessor:
     # ------------------------------------------------------------------ structure
     def _record_structure(self, X: pd.DataFrame, images: np.ndarray, keep: np.ndarray, constant: list[int]) -> None:
         """Groups, integer mask and the map to original units (see the class docstring); fit only."""
-        a = images[1] - images[0]  # every scaler is affine per feature: encoded = a * raw + b
+        a, b = self._affine(images)  # every scaler is affine per feature: encoded = a * raw + b
+        bad = [j for j in range(len(a)) if not (np.isfinite(1.0 / a[j]) and np.isfinite(b[j] / a[j]))]
+        if bad:
+            col = self.numeric_[bad[0]] if bad[0] < len(self.numeric_) else f"encoded feature {bad[0]}"
+            raise InvalidInputError(
+                f"column {col!r} cannot be scaled to the encoded features and back in float64 (its values span "
+                "too many orders of magnitude): rescale it (e.g. to thousands)"
+            )
         self.unit_scale_ = (1.0 / a)[keep]
-        self.unit_offset_ = (-images[0] / a)[keep]
+        self.unit_offset_ = (-b / a)[keep]
         out_index = np.cumsum(keep) - 1  # pre-filter feature -> output feature (where kept)
         n_num = len(self.numeric_)
         self._numeric_out = {c: int(out_index[j]) for j, c in enumerate(self.numeric_) if keep[j]}
@@ -403,6 +410,25 @@ class Preprocessor:
             return pd.Series(values, dtype=object)
 
     # ------------------------------------------------------------------ helpers
+    def _affine(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per encoded feature (before the filter), ``a`` and ``b`` of ``encoded = a * raw + b``.
+
+        The images of raw 0 and 1 give them, except where a column's scale is far from 1: there
+        (values of 1e17) the difference of the two images rounds away (a = 0, then NaN), and the
+        scaler's own statistics give them instead. Elsewhere the images are kept, bit for bit.
+        """
+        a, b = images[1] - images[0], images[0].copy()
+        step = self.pipeline_.named_steps["scale"]
+        if hasattr(step, "mean_"):  # StandardScaler: (raw - mean) / scale
+            exact_a, exact_b = 1.0 / step.scale_, -step.mean_ / step.scale_
+        elif hasattr(step, "min_"):  # MinMaxScaler: raw * scale + min
+            exact_a, exact_b = np.asarray(step.scale_, np.float64), np.asarray(step.min_, np.float64)
+        else:
+            return a, b
+        lost = ~(np.abs(a - exact_a) <= 1e-6 * np.abs(exact_a))
+        a[lost], b[lost] = exact_a[lost], exact_b[lost]
+        return a, b
+
     def _scale(self, encoded: np.ndarray) -> np.ndarray:
         step = self.pipeline_.named_steps["scale"]
         return encoded if step == "passthrough" else step.transform(encoded)

@@ -15,10 +15,17 @@ import numpy as np
 from recourse_privacy.defenses.laplace import LaplaceRecourse, noisy_probability
 from recourse_privacy.dp_audit.bounds import DistinguishingExperiment, EpsilonAudit
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.hyperparams import Choice, Float, Int, Param, check_params
 from recourse_privacy.models.base import BaseClassifier
 from recourse_privacy.models.dp import DPLogisticModel
 from recourse_privacy.registry import Registry
-from recourse_privacy.validation import RandomState, as_generator, check_positive_float, check_positive_int
+from recourse_privacy.validation import (
+    MAX_SEED,
+    RandomState,
+    as_generator,
+    check_positive_float,
+    check_positive_int,
+)
 
 
 class _FixedLinearModel(BaseClassifier):
@@ -211,23 +218,53 @@ MECHANISMS: Registry[Callable[..., DistinguishingExperiment]] = Registry(
 )
 
 
-def register_mechanism(name: str, *, description: str, replace: bool = False):
-    """Decorator: register a builder ``(epsilon, **params) -> DistinguishingExperiment`` for ``audit-dp``."""
-    return MECHANISMS.register(name, description=description, replace=replace)
+def register_mechanism(name: str, *, description: str, params: dict[str, Param] | None = None, replace: bool = False):
+    """Decorator: register a builder ``(epsilon, **params) -> DistinguishingExperiment`` for ``audit-dp``.
 
+    ``params``: the keyword parameters a user may pass (``audit-dp --param KEY=VALUE``), their types and
+    ranges (:mod:`recourse_privacy.hyperparams`), checked before any run.
+    """
+    return MECHANISMS.register(name, description=description, replace=replace, params=dict(params or {}))
+
+
+#: the canary data's parameters (:func:`dpm_canary_data`), shared by the experiments that train on it
+CANARY_PARAMS = {
+    "n_rows": Int(4, 100_000),
+    "n_features": Int(2, 1000),
+    "data_norm": Float(0, 1e6, low_open=True),
+    "data_seed": Int(0, MAX_SEED),
+}
+_LAPLACE_PARAMS = {
+    "sensitivity": Float(0, 1, low_open=True),
+    "noise_sensitivity": Float(0, 1e6, low_open=True, optional=True),
+    "p": Float(0, 1),
+    "release": Choice("probability", "recourse"),
+}
 
 register_mechanism(
     "laplace-score",
     description="the scalar Laplace mechanism on LR's score only: one query, hand-set probabilities 0 vs 1 (not "
     "the release: see trained-lr)",
+    params=_LAPLACE_PARAMS,
 )(laplace_experiment)
-register_mechanism("laplace-score-broken", description="laplace-score with the noise scale divided by 10")(
-    broken_laplace_experiment
-)
+register_mechanism(
+    "laplace-score-broken",
+    description="laplace-score with the noise scale divided by 10",
+    params={
+        **{k: v for k, v in _LAPLACE_PARAMS.items() if k != "noise_sensitivity"},  # it sets the noise itself
+        "factor": Float(0, 1e6, low_open=True),
+    },
+)(broken_laplace_experiment)
 register_mechanism(
     "dpm-logistic-label-flip",
     description="diffprivlib DP logistic regression, canary label flip, the logit at the canary",
+    params={
+        **CANARY_PARAMS,
+        "statistic": Choice("logit", "cfd"),
+        **{k: v for k, v in DPLogisticModel.PARAMS.items() if k not in ("epsilon", "data_norm")},
+    },
 )(dpm_logistic_experiment)
+
 
 #: names before the trained-neighbour audits existed: they audited the score, not the release
 RENAMED = {
@@ -247,7 +284,20 @@ def make_experiment(name: str, epsilon: float, **params) -> DistinguishingExperi
         )
     if name not in MECHANISMS:
         raise InvalidInputError(f"mechanism must be one of {sorted(MECHANISMS)}; got {name!r}")
+    check_mechanism_params(name, params)
     return MECHANISMS.get(name).obj(epsilon, **params)
+
+
+def check_mechanism_params(name: str, params: dict) -> None:
+    """Refuse a parameter ``name`` does not take, or one outside its range, naming the ones it takes (before any run)."""
+    accepted = MECHANISMS.get(name).meta.get("params", {})
+    unknown = [k for k in params if k not in accepted]
+    if unknown:
+        takes = "; ".join(f"{k}: {p.describe()}" for k, p in accepted.items()) or "none"
+        raise InvalidInputError(
+            f"mechanism {name!r} has no parameter {unknown[0]!r} (--param); its parameters are {takes}"
+        )
+    check_params(f"mechanism {name!r} (--param)", params, accepted)
 
 
 def audit_dp(

@@ -29,8 +29,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from recourse_privacy.dp_audit.bounds import DistinguishingExperiment
-from recourse_privacy.dp_audit.experiments import dpm_canary_data, register_mechanism
+from recourse_privacy.dp_audit.experiments import CANARY_PARAMS, dpm_canary_data, register_mechanism
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.hyperparams import Float
 from recourse_privacy.validation import RandomState, as_generator, check_positive_float, check_positive_int
 
 __all__ = ["RELEASES", "OneRunAudit", "one_run_audit", "one_run_bound", "trained_experiment"]
@@ -284,4 +285,5 @@ for _name, (_m, _r, _det, _what) in RELEASES.items():
     register_mechanism(
         f"trained-{_name}",
         description=f"{_what}: D vs D' = D + an outlier canary at the norm bound, both trained, the whole release",
+        params={**CANARY_PARAMS, "canary_norm": Float(0, 1e6, low_open=True, optional=True)},
     )(_trained_builder(_name))

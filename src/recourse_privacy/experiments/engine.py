@@ -33,7 +33,7 @@ from recourse_privacy.cache import merge_stats, open_cache, resolve_cache_dir
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.experiments.spec import Cell, ExperimentSpec, load_spec
 from recourse_privacy.experiments.store import ResultStore, atomic_write_bytes, atomic_write_json
-from recourse_privacy.processes import exit_with_parent
+from recourse_privacy.processes import cap_to_cpus, exit_with_parent, usable_cpus
 from recourse_privacy.provenance import content_key, sha256_json
 from recourse_privacy.validation import check_output_dir, check_positive_int
 
@@ -380,7 +380,19 @@ def _ray(
     started = False
     if address is not None or not ray.is_initialized():
         init = {"address": address} if address is not None else ({"num_cpus": n_jobs} if n_jobs else {})
-        ray.init(**init, include_dashboard=False, ignore_reinit_error=True, logging_level="WARNING")
+        try:
+            ray.init(**init, include_dashboard=False, ignore_reinit_error=True, logging_level="WARNING")
+        except Exception as err:  # noqa: BLE001 - Ray raises many kinds (ConnectionError, ValueError, RuntimeError)
+            where = f"the Ray cluster at --address {address!r}" if address is not None else "a local Ray"
+            hint = (
+                "give the address of a running cluster (ray://HOST:10001 needs `pip install 'ray[client]'`; "
+                "HOST:6379 from a node of the cluster), or leave --address out for a local Ray"
+                if address is not None
+                else "use --backend local"
+            )
+            raise InvalidInputError(
+                f"could not start {where}: {str(err).strip().rstrip('.') or type(err).__name__}; {hint}"
+            ) from None
         started = True
     try:
         task = ray.remote(num_cpus=threads)(run_cell)
@@ -445,6 +457,10 @@ def run_spec(
     check_positive_int(threads_per_cell, "threads_per_cell")
     if address is not None and backend != "ray":
         raise InvalidInputError("--address is for --backend ray")
+    if address is None:  # this machine's CPUs (a cluster's are its own)
+        threads_per_cell = cap_to_cpus(threads_per_cell, "threads_per_cell")[0]
+        if n_jobs is not None:
+            n_jobs = cap_to_cpus(n_jobs, "n_jobs")[0]
     t0 = time.perf_counter()
     cache_path = resolve_cache_dir(cache_dir)
     if cache_path is not None:  # a directory that is not the cache's is refused before any cell runs
@@ -508,7 +524,7 @@ def run_spec(
         callback("start", None, {"total": len(cells), "done": summary.n_skipped})
         if todo:
             if backend == "local":
-                _local(todo, args, n_jobs or os.cpu_count() or 1, threads_per_cell, store, on_stage, on_result, opts)
+                _local(todo, args, n_jobs or usable_cpus(), threads_per_cell, store, on_stage, on_result, opts)
             else:
                 _ray(todo, args, n_jobs, address, threads_per_cell, store, on_stage, on_result, opts)
             wait_for_busy()

@@ -215,7 +215,13 @@ def run_quality(
     else:
         ds = load_dataset(dataset, data_dir, **(data_params or {}))
     if ds.n_rows < n_train + 2:
-        raise InvalidInputError(f"n_train={n_train} leaves no held-out rows: {label} has {ds.n_rows} rows")
+        name = label
+        raise InvalidInputError(
+            f"n_train={n_train} (--n-train) leaves no held-out rows: {name} has {ds.n_rows} rows; "
+            f"use an n_train in [10, {ds.n_rows - 2}]"
+            if ds.n_rows >= 12
+            else f"{name} has {ds.n_rows} rows: too few to train on 10 and hold some out"
+        )
     perm = as_generator(derive_seed(seed, 2)).permutation(ds.n_rows)
     train, held = perm[:n_train], perm[n_train:]
     # your own data: no correlation filter, so that every counterfactual decodes to the original columns

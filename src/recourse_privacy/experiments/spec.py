@@ -463,7 +463,13 @@ def load_spec(path_or_name: str | Path) -> ExperimentSpec:
 
     path = Path(path_or_name)
     if path.is_file():
-        text, where = path.read_text(), str(path)
+        try:
+            text, where = path.read_text(encoding="utf-8"), str(path)
+        except UnicodeDecodeError as err:
+            raise SpecError(
+                f"spec file {path} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); "
+                "save it as UTF-8"
+            ) from None
     else:
         name = str(path_or_name)
         if name.endswith((".yaml", ".yml")) or "/" in name:
