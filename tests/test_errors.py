@@ -108,7 +108,9 @@ def test_workers_and_threads_are_capped_and_it_is_said(tmp_path):
     assert code == 2 and f"note: --n-jobs 100000 capped to {usable_cpus()}" in text
     spec = tmp_path / "tiny.yaml"
     spec.write_text(TINY_SPEC)
-    code, text = _cli(["run", str(spec), "--threads-per-cell", "100000", "--backend", "nope", "--out", str(tmp_path)])
+    code, text = _cli(
+        ["run", str(spec), "--threads-per-cell", "100000", "--backend", "nope", "--out", str(tmp_path / "store")]
+    )
     assert code == 2 and "--threads-per-cell 100000 capped to" in text and "backend must be one of" in text
 
 
@@ -145,7 +147,7 @@ def test_column_of_1e17_scales_and_decodes(tmp_path):
 
 def test_column_of_1e17_audits_through_the_cli(tmp_path):
     data = _table(tmp_path / "big.csv", n=400, scale={"b": (50.0, 1e17)})
-    code, text = _cli(["audit", *SMALL, "--data", str(data), "--target", "y", "--out", str(tmp_path / "o")])
+    code, text = _cli(["audit", *SMALL[2:], "--data", str(data), "--target", "y", "--out", str(tmp_path / "o")])
     assert code == 0 and "NaN" not in text, text
 
 
@@ -189,7 +191,18 @@ def test_shadow_training_set_of_one_class_names_n_adversary():
 
 def test_all_columns_immutable_says_no_feature_can_change(tmp_path):
     data = _table(tmp_path / "t.csv")
-    args = ["audit", *SMALL, "--data", str(data), "--target", "y", "--immutable", "a,b,c", "--out", str(tmp_path)]
+    args = [
+        "audit",
+        *SMALL[2:],
+        "--data",
+        str(data),
+        "--target",
+        "y",
+        "--immutable",
+        "a,b,c",
+        "--out",
+        str(tmp_path / "o"),
+    ]
     code, text = _cli(args)
     assert code == 2 and "no feature can change" in text and "--immutable" in text and "shadow" not in text
 

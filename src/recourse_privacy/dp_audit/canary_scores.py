@@ -23,6 +23,7 @@ carry the labels.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -125,7 +126,14 @@ def read_scores_csv(path, *, option: str = "--scores") -> tuple[np.ndarray, np.n
     if not p.is_file():
         raise MissingFileError(f"{option} {str(p)!r}: no such file" + (" (a directory)" if p.is_dir() else ""))
     scores, member = [], []
-    with p.open(newline="", encoding="utf-8-sig") as fh:
+    try:
+        text = p.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise InvalidInputError(
+            f"{option} {str(p)!r} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}); "
+            "save it as UTF-8 (a CSV of numbers needs no other encoding)"
+        ) from None
+    with io.StringIO(text, newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
         if header is None:
