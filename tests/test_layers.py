@@ -18,6 +18,7 @@ cannot hide a cycle.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import recourse_privacy
@@ -126,3 +127,41 @@ def test_no_import_cycles_between_modules():
         if m not in state:
             dfs(m)
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def _dotted_strings(tree: ast.AST) -> list[str]:
+    """String constants that name a ``recourse_privacy`` module (registry builtins, lazy imports by name)."""
+    return [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant)
+        and isinstance(n.value, str)
+        and re.fullmatch(r"recourse_privacy(\.[a-z_0-9]+)+", n.value)
+    ]
+
+
+def test_no_module_names_a_higher_layer_in_a_string():
+    """A registry's built-in modules are its own package's (scanned) or declared as the package's entry points."""
+    violations = []
+    for path in ROOT.rglob("*.py"):
+        module = _module_name(path)
+        src = _top(module)
+        if src not in LAYER_OF:
+            continue
+        for name in _dotted_strings(ast.parse(path.read_text(), str(path))):
+            dst = _top(name)
+            if dst and LAYER_OF.get(dst, -1) > LAYER_OF[src]:
+                violations.append(f"{module} (layer {LAYER_OF[src]}) names {name!r} (layer {LAYER_OF[dst]})")
+    assert not violations, "\n".join(violations)
+
+
+def test_builtin_entry_points_are_this_packages_modules():
+    """The entry points that register higher-layer entries into lower registries load and name our own modules."""
+    from importlib.metadata import entry_points
+
+    from recourse_privacy.registry import BUILTIN_GROUP
+
+    eps = list(entry_points(group=BUILTIN_GROUP))
+    assert eps, "the package declares its cross-layer built-ins as entry points (pyproject.toml); reinstall it"
+    for ep in eps:
+        assert ep.value.startswith("recourse_privacy.") and _top(ep.value) in LAYER_OF, ep

@@ -11,8 +11,12 @@ adding an entry is one decorator::
     @register_attack("my-attack", description="...", needs=("shadow_models",))
     def my_attack(inputs): ...
 
-Built-in entries live in the modules named by ``builtins`` and are imported on the first
-lookup; third-party packages add entries through the ``recourse_privacy.plugins`` entry-point
+Built-in entries live in the modules of the registry's own ``packages`` (every module there is
+imported on the first lookup: a new attack or recourse method is one new file) or named by
+``builtins`` (modules of the same package); entries defined in a higher layer (Laplace Recourse,
+DPC, PrivRecourse register recourse methods) are declared by the package's own entry points,
+group ``recourse_privacy.builtins`` in ``pyproject.toml``, so no registry imports a higher layer
+by name. Third-party packages add entries through the ``recourse_privacy.plugins`` entry-point
 group (each entry point names a module whose import registers its entries), loaded on the
 first lookup in every process, so a worker of a parallel grid sees the same entries as the
 CLI that started it.
@@ -21,6 +25,7 @@ CLI that started it.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -29,15 +34,33 @@ from typing import Any, Generic, TypeVar
 
 from recourse_privacy.errors import InvalidInputError, UnknownNameError
 
-__all__ = ["PLUGIN_GROUP", "Entry", "Registry", "load_plugins"]
+__all__ = ["BUILTIN_GROUP", "PLUGIN_GROUP", "Entry", "Registry", "load_builtin_entry_points", "load_plugins"]
 
 #: the entry-point group third-party packages register their modules under
 PLUGIN_GROUP = "recourse_privacy.plugins"
+#: the entry-point group of this package's own modules that register into a lower layer's registry
+BUILTIN_GROUP = "recourse_privacy.builtins"
 
 T = TypeVar("T")
 
 _plugins_lock = threading.RLock()  # re-entrant: a plugin may look up a registry while it loads
 _plugins_loaded: list[str] | None = None
+
+
+_builtins_loaded = False
+
+
+def load_builtin_entry_points() -> None:
+    """Import, once per process, this package's modules declared in the ``recourse_privacy.builtins`` group."""
+    global _builtins_loaded
+    with _plugins_lock:
+        if _builtins_loaded:
+            return
+        _builtins_loaded = True
+        from importlib.metadata import entry_points
+
+        for ep in sorted(entry_points(group=BUILTIN_GROUP), key=lambda e: e.name):
+            importlib.import_module(ep.value)
 
 
 def load_plugins(*, reload: bool = False) -> list[str]:
@@ -89,9 +112,17 @@ class Registry(Generic[T]):
     error at registration, so a typo cannot silently disable a compatibility check.
     """
 
-    def __init__(self, kind: str, *, builtins: Iterable[str] = (), needs_vocabulary: Iterable[str] = ()):
+    def __init__(
+        self,
+        kind: str,
+        *,
+        builtins: Iterable[str] = (),
+        packages: Iterable[str] = (),
+        needs_vocabulary: Iterable[str] = (),
+    ):
         self.kind = kind
         self._builtins = tuple(builtins)
+        self._packages = tuple(packages)
         self._vocabulary = frozenset(needs_vocabulary)
         self._entries: dict[str, Entry[T]] = {}
         self._loaded = False
@@ -148,6 +179,11 @@ class Registry(Generic[T]):
             self._loaded = True
             for module in self._builtins:
                 importlib.import_module(module)
+            for package in self._packages:
+                for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+                    if not info.name.startswith("_"):
+                        importlib.import_module(f"{package}.{info.name}")
+            load_builtin_entry_points()
             load_plugins()
 
     def get(self, name: str) -> Entry[T]:

@@ -48,16 +48,7 @@ Attack = Callable[["AttackInputs"], AttackScores]
 
 ATTACKS: Registry[Attack] = Registry(
     "attack",
-    builtins=(
-        "recourse_privacy.attacks.distance",
-        "recourse_privacy.attacks.loss",
-        "recourse_privacy.attacks.random_guess",
-        "recourse_privacy.attacks.direction",
-        "recourse_privacy.attacks.reconstruction",
-        "recourse_privacy.attacks.online",
-        "recourse_privacy.attacks.rmia",
-        "recourse_privacy.attacks.label_only",
-    ),
+    packages=("recourse_privacy.attacks",),  # every module of this package: a new attack is one file
     needs_vocabulary=ATTACK_NEEDS,
 )
 

@@ -40,22 +40,9 @@ MODEL_CAPABILITIES = ("linear", "gradients")
 
 RECOURSE_METHODS: Registry[type] = Registry(
     "recourse method",
-    builtins=(
-        "recourse_privacy.recourse.linear",
-        "recourse_privacy.recourse.scfe",
-        "recourse_privacy.recourse.cadex",
-        "recourse_privacy.recourse.dice",
-        "recourse_privacy.recourse.face",
-        "recourse_privacy.recourse.growing_spheres",
-        "recourse_privacy.recourse.cchvae",
-        "recourse_privacy.recourse.revise",
-        # Laplace Recourse is a defense; its module registers it here (a string, not an upward import)
-        "recourse_privacy.defenses.laplace",
-        # DPC (Yang et al. 2022) lives in its own package above recourse
-        "recourse_privacy.dpc.recourse",
-        # PrivRecourse (Pentyala et al. 2023) and its baselines, a layer-4 package like defenses
-        "recourse_privacy.privrecourse.core",
-    ),
+    # every module of this package (a new method is one file); Laplace Recourse, DPC and PrivRecourse live in
+    # higher layers and are declared as the package's own entry points (group recourse_privacy.builtins)
+    packages=("recourse_privacy.recourse",),
     needs_vocabulary=RECOURSE_NEEDS,
 )
 
