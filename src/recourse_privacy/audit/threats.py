@@ -73,6 +73,10 @@ class ThreatContext:
     scores: Mapping[str, AttackScores] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     memo: dict = field(default_factory=dict)
+    #: the owner's recipe, for threats that simulate it (release's set-shadow): a model from a seed, and the
+    #: owner's recourse fitted on given data, (model, fit_X, fit_y, X) -> result
+    make_model: Callable | None = None
+    fit_recourse: Callable | None = None
 
     def answer(self, rows: np.ndarray, dual: bool) -> ApiAnswers:
         """The API's answers for adversary-pool ``rows``: decisions and counterfactuals toward the other decision."""
@@ -323,4 +327,8 @@ def run_threats(ctx: ThreatContext) -> ThreatReport:
         attribute=parts.get("attribute"),
         queries=parts.get("queries", ()),
         notes=tuple(ctx.notes),
+        release=parts.get("release"),
     )
+
+
+import recourse_privacy.audit.release  # noqa: E402, F401  (registers the release threat)
