@@ -46,7 +46,10 @@ N_DOMAIN = 2000
 #: the sensitive column may have at most this many values (a categorical or a small integer code)
 MAX_SENSITIVE_VALUES = 20
 
-THREATS: Registry[Callable] = Registry("threat", needs_vocabulary=("sensitive",))
+#: the release threat registers itself in its own module (audit.release), imported on the first lookup
+THREATS: Registry[Callable] = Registry(
+    "threat", builtins=("recourse_privacy.audit.release",), needs_vocabulary=("sensitive",)
+)
 
 
 def check_threats(names) -> tuple[str, ...]:
@@ -329,6 +332,3 @@ def run_threats(ctx: ThreatContext) -> ThreatReport:
         notes=tuple(ctx.notes),
         release=parts.get("release"),
     )
-
-
-import recourse_privacy.audit.release  # noqa: E402, F401  (registers the release threat)
