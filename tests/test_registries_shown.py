@@ -26,6 +26,7 @@ HELP_OF = {
     "reproduction": "reproduce",
     "threat": "audit",
     "surrogate": "audit",
+    "release-attack": "audit",
 }
 
 

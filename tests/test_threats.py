@@ -203,7 +203,7 @@ def test_audit_threats_all_on_a_user_pipeline(tmp_path):
         cache="off",
     )
     t = r.threats
-    assert t.threats == ("membership", "extraction", "attribute")
+    assert t.threats == ("membership", "extraction", "attribute", "release")
     assert len(t.extraction.points) == 8
     assert t.attribute.column == "group" and set(t.attribute.values) == {"a", "b"}
     assert t.attribute.prior_low <= t.attribute.prior_accuracy <= t.attribute.prior_high
@@ -227,7 +227,7 @@ def test_audit_threats_all_on_a_user_pipeline(tmp_path):
         ({"threats": ("steal",)}, "unknown threat"),
         ({"threats": ()}, "--threats is empty"),
         ({"threats": ("attribute",)}, "needs --sensitive"),
-        ({"sensitive": "x0"}, "applies to the attribute threat"),
+        ({"sensitive": "x0"}, "applies to the attribute and release threats"),
         ({"threats": ("extraction",), "query_budgets": (0,)}, "query budget"),
         ({"threats": ("extraction",), "query_budgets": ()}, "--query-budgets is empty"),
         ({"threats": ("extraction",), "query_budgets": (10, 5000)}, "raise --n-adversary"),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from recourse_privacy.attacks.query_extraction import SURROGATES
 from recourse_privacy.attacks.registry import ATTACKS
+from recourse_privacy.attacks.released_set import RELEASE_ATTACKS
 from recourse_privacy.audit.defenses import DEFENSES
 from recourse_privacy.audit.threats import THREATS
 from recourse_privacy.data import DATASETS
@@ -33,6 +34,7 @@ REGISTRIES: dict[str, Registry] = {
     "reproduction": REPRODUCTIONS,
     "threat": THREATS,
     "surrogate": SURROGATES,
+    "release-attack": RELEASE_ATTACKS,
 }
 
 

@@ -454,7 +454,17 @@ def audit(
         f"every registered surrogate is trained on them: {_names('surrogate')}",
     ),
     extraction_repeats: int = typer.Option(5, help="extraction: repeats with fresh queries per budget (intervals)"),
-    sensitive: str | None = typer.Option(None, help="attribute threat: the column the adversary infers"),
+    sensitive: str | None = typer.Option(
+        None, help="attribute threat: the column the adversary infers (release: Anonymeter's inference risk)"
+    ),
+    release_size: int = typer.Option(
+        1000,
+        help="release threat: rejected applicants from outside the game whose counterfactuals the owner publishes; "
+        f"the released-set attacks: {_names('release-attack')}",
+    ),
+    release_with_factuals: bool = typer.Option(
+        False, help="release threat: publish the (factual, counterfactual) pairs, not the counterfactuals alone"
+    ),
     actionable: bool = typer.Option(False, help="apply the dataset's actionability constraints to recourse"),
     normalize_rows: bool = typer.Option(False, help="scale every row to unit L2 norm (Huang et al. 2023)"),
     data_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the data (synthetic: class_sep, flip_y)"),
@@ -516,6 +526,7 @@ def audit(
             rmia_gamma=rmia_gamma,
             rmia_population=rmia_population,
             **_threat_options(threats, query_budgets, extraction_repeats, sensitive),
+            **_release_options(threats, release_size, release_with_factuals),
             actionable=actionable,
             normalize_rows=normalize_rows,
             data_params=_parse_params(data_param, "--data-param"),
@@ -564,6 +575,16 @@ def audit(
         )
 
 
+def _release_options(threats: str, release_size: int, release_with_factuals: bool) -> dict:
+    """The AuditConfig fields of the release threat; --release-size without the threat is an error."""
+    names = _name_list(threats, "--threats")
+    if "release_size" in _given_options() and not {"release", "all"} & set(names):
+        raise InvalidInputError(
+            "--release-size applies to the release threat: add --threats release (or all), or drop it"
+        )
+    return {"release_size": release_size, "release_with_factuals": release_with_factuals}
+
+
 def _threat_options(threats: str, query_budgets: str, extraction_repeats: int, sensitive: str | None) -> dict:
     """The AuditConfig fields of --threats and its options; an extraction option without the threat is an error."""
     names = _name_list(threats, "--threats")
@@ -607,6 +628,12 @@ def _print_threats(console, report) -> None:
     over = report.recourse_over_labels()
     if over:
         console.print(over, highlight=False, markup=False)
+    if report.release is not None:
+        from recourse_privacy.report.release import release_table
+
+        console.print(release_table(report.release))
+        if report.release.warning():
+            console.print(f"warning: {report.release.warning()}", style="bold yellow", highlight=False, markup=False)
     for note in report.notes:
         console.print(f"note: {note}", style="dim", highlight=False, markup=False)
 

@@ -53,6 +53,7 @@ LAYOUTS: dict[str, tuple[str, ...]] = {
         "extraction.csv",
         "extraction.png",
         "queries.png",
+        "release.csv",
         ".cache",
     ),
     "run": (

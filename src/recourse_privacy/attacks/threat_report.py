@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from recourse_privacy.attacks.query_extraction import ExtractionCurve
+from recourse_privacy.attacks.release_report import ReleaseSummary
 
 __all__ = ["AttributeSummary", "QueryPoint", "ThreatReport"]
 
@@ -89,6 +90,7 @@ class ThreatReport:
     attribute: AttributeSummary | None = None
     queries: tuple[QueryPoint, ...] = ()
     notes: tuple[str, ...] = ()
+    release: ReleaseSummary | None = None
 
     def recourse_over_labels(self) -> str | None:
         """What recourse adds over decisions alone at equal queries, from the query curve (None without label-only)."""
@@ -119,6 +121,7 @@ class ThreatReport:
             "queries": [p.to_dict() for p in self.queries],
             "recourse_over_labels": self.recourse_over_labels(),
             "notes": list(self.notes),
+            "release": None if self.release is None else self.release.to_dict(),
         }
 
     @classmethod
@@ -130,6 +133,7 @@ class ThreatReport:
             AttributeSummary.from_dict(d["attribute"]) if d.get("attribute") else None,
             tuple(QueryPoint(**{k: _num(v) for k, v in p.items()}) for p in d.get("queries", ())),
             tuple(d.get("notes", ())),
+            ReleaseSummary.from_dict(d["release"]) if d.get("release") else None,
         )
 
     def extraction_rows(self) -> list[dict]:

@@ -134,6 +134,9 @@ class AuditConfig:
     query_budgets: tuple[int, ...] = DEFAULT_BUDGETS
     sensitive: str | None = None
     extraction_repeats: int = 5
+    # the release threat (audit.release): applicants answered and published, and whether the factuals go with them
+    release_size: int = 1000
+    release_with_factuals: bool = False
     # the as-deployed audit (audit/deployed.py): per row of ``data``, whether it trained the fitted ``model``
     # (a column name, or a boolean / 1-0 mask), or ``data`` the training rows and ``holdout`` the held-out ones
     members: Any = None
@@ -235,8 +238,13 @@ class AuditConfig:
         object.__setattr__(self, "threats", check_threats(self.threats))
         if "attribute" in self.threats and not self.sensitive:
             raise InvalidInputError("--threats attribute needs --sensitive COLUMN (the attribute to infer)")
-        if self.sensitive and "attribute" not in self.threats:
-            raise InvalidInputError("--sensitive applies to the attribute threat: add --threats attribute (or all)")
+        if self.sensitive and not {"attribute", "release"} & set(self.threats):
+            raise InvalidInputError(
+                "--sensitive applies to the attribute and release threats: add --threats attribute or release (or all)"
+            )
+        check_positive_int(self.release_size, "release_size (--release-size)")
+        if self.release_with_factuals and "release" not in self.threats:
+            raise InvalidInputError("--release-with-factuals applies to the release threat: add --threats release")
         if not self.query_budgets:
             raise InvalidInputError("--query-budgets is empty: give at least one number of queries")
         for b in self.query_budgets:

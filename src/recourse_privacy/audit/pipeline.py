@@ -228,6 +228,10 @@ def _play(
             targets,
             lambda model, X: defense.owner_recourse(config, method, model, fit_X, fit_y, X)[0],
             scores,
+            make_model=make_model,
+            fit_recourse=lambda model, X_fit, y_fit, X: defense.owner_recourse(config, method, model, X_fit, y_fit, X)[
+                0
+            ],
         )
         threat_report = threats.run_threats(ctx)
         clock.lap("threats")

@@ -46,7 +46,10 @@ N_DOMAIN = 2000
 #: the sensitive column may have at most this many values (a categorical or a small integer code)
 MAX_SENSITIVE_VALUES = 20
 
-THREATS: Registry[Callable] = Registry("threat", needs_vocabulary=("sensitive",))
+#: the release threat registers itself in its own module (audit.release), imported on the first lookup
+THREATS: Registry[Callable] = Registry(
+    "threat", builtins=("recourse_privacy.audit.release",), needs_vocabulary=("sensitive",)
+)
 
 
 def check_threats(names) -> tuple[str, ...]:
@@ -73,6 +76,10 @@ class ThreatContext:
     scores: Mapping[str, AttackScores] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     memo: dict = field(default_factory=dict)
+    #: the owner's recipe, for threats that simulate it (release's set-shadow): a model from a seed, and the
+    #: owner's recourse fitted on given data, (model, fit_X, fit_y, X) -> result
+    make_model: Callable | None = None
+    fit_recourse: Callable | None = None
 
     def answer(self, rows: np.ndarray, dual: bool) -> ApiAnswers:
         """The API's answers for adversary-pool ``rows``: decisions and counterfactuals toward the other decision."""
@@ -323,4 +330,5 @@ def run_threats(ctx: ThreatContext) -> ThreatReport:
         attribute=parts.get("attribute"),
         queries=parts.get("queries", ()),
         notes=tuple(ctx.notes),
+        release=parts.get("release"),
     )

@@ -105,6 +105,10 @@ def write_threat_outputs(report: ThreatReport | None, out_dir: str | Path, title
         tmp.replace(out / "extraction.csv")
         files["extraction_csv"] = out / "extraction.csv"
         files["extraction_plot"] = plot_extraction(report, out / "extraction.png", title)
+    if report.release is not None:
+        from recourse_privacy.report.release import write_release_csv
+
+        files["release_csv"] = write_release_csv(report.release, out)
     if any(p.queries_per_target > 0 for p in report.queries):
         files["queries_plot"] = plot_queries(report, out / "queries.png", title)
     return files
@@ -167,6 +171,10 @@ def threats_section(report: ThreatReport | None) -> str:
             "<table><tr><th>attack</th><th>access</th><th>owner queries per target</th><th>AUC</th>"
             f"<th>TPR at FPR 1%</th></tr>{rows}</table>"
         )
+    if report.release is not None:
+        from recourse_privacy.report.release import release_section
+
+        parts.append(release_section(report.release, report.queries))
     if report.notes:
         parts.append("<ul>" + "".join(f"<li>{_e(n)}</li>" for n in report.notes) + "</ul>")
     return "\n".join(parts)

@@ -1,0 +1,87 @@
+"""Anonymeter's three risks (Giomi et al. 2023) of a released set of counterfactuals, through the ``anonymeter`` package.
+
+The released counterfactuals play Anonymeter's synthetic data, the owner's training rows (the
+members) its original data and the held-out non-members its control set, all decoded to the
+data's columns: singling out (univariate predicates), linkability over a split of the features
+into two halves, and inference of ``--sensitive`` from the other columns, each a risk with its 95%
+interval as Anonymeter reports it (the attack's success over the control's, a Wilson interval).
+
+``anonymeter`` is an optional extra (``pip install 'recourse-privacy[anonymeter]'``); without it the
+risks are absent and the note says so. It is imported here only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from recourse_privacy.attacks.release_report import AnonymeterRisk
+
+if TYPE_CHECKING:
+    from recourse_privacy.audit.threats import ThreatContext
+
+__all__ = ["MAX_ATTACKS", "anonymeter_available", "anonymeter_risks", "risks_of_frames"]
+
+#: Anonymeter's attacks per risk (capped by the released set and the control set)
+MAX_ATTACKS = 500
+
+
+def anonymeter_available() -> tuple[bool, str]:
+    """(True, "") where ``anonymeter`` imports; else (False, why)."""
+    try:
+        import anonymeter.evaluators  # noqa: F401
+    except Exception as err:  # an ImportError, or a broken numba underneath
+        return False, (
+            f"Anonymeter's risks not measured: the anonymeter package does not import ({type(err).__name__}: {err}); "
+            "install the extra: pip install 'recourse-privacy[anonymeter]'"
+        )
+    return True, ""
+
+
+def risks_of_frames(ori, syn, control, secret: str | None, seed: int, n_attacks: int = MAX_ATTACKS):
+    """Anonymeter's risks of ``syn`` (DataFrames with the same columns): a tuple of :class:`AnonymeterRisk`."""
+    from anonymeter.evaluators import InferenceEvaluator, LinkabilityEvaluator, SinglingOutEvaluator
+
+    n = int(min(n_attacks, len(control), len(syn)))
+    cols = [str(c) for c in ori.columns]
+    ori, syn, control = (f.set_axis(cols, axis=1).reset_index(drop=True) for f in (ori, syn, control))
+    out = []
+    np.random.seed(seed)  # Anonymeter draws its targets with numpy's global generator
+    so = SinglingOutEvaluator(ori=ori, syn=syn, control=control, n_attacks=n)
+    so.evaluate(mode="univariate")
+    out.append(_risk("singling-out", so, n, "univariate predicates"))
+    half = len(cols) // 2
+    aux = (cols[:half], cols[half:])
+    link = LinkabilityEvaluator(ori=ori, syn=syn, control=control, n_attacks=n, aux_cols=aux, n_neighbors=10)
+    link.evaluate(n_jobs=1)
+    out.append(_risk("linkability", link, n, f"{', '.join(aux[0])} | {', '.join(aux[1])}"))
+    if secret is not None:
+        others = [c for c in cols if c != secret]
+        inf = InferenceEvaluator(ori=ori, syn=syn, control=control, aux_cols=others, secret=secret, n_attacks=n)
+        inf.evaluate(n_jobs=1)
+        out.append(_risk("inference", inf, n, f"secret {secret}"))
+    return tuple(out)
+
+
+def _risk(name: str, evaluator, n: int, detail: str) -> AnonymeterRisk:
+    r = evaluator.risk(confidence_level=0.95)
+    lo, hi = r.ci
+    return AnonymeterRisk(name, float(r.value), float(lo), float(hi), n, detail)
+
+
+def anonymeter_risks(ctx: ThreatContext, released: np.ndarray, seed: int) -> tuple[tuple[AnonymeterRisk, ...], str]:
+    """The risks of the released set against the non-members as control, and a note (why none, where none)."""
+    ok, why = anonymeter_available()
+    if not ok:
+        return (), why
+    game = ctx.game
+    try:
+        syn = game.preprocessor.inverse_transform(released)
+    except Exception as err:  # rows the preprocessing cannot decode (a normalised table, a dropped column)
+        return (), f"Anonymeter's risks not measured: the released counterfactuals do not decode ({err})"
+    ori = game.dataset.X.iloc[game.pools.members]
+    control = game.dataset.X.iloc[game.pools.nonmembers]
+    risks = risks_of_frames(ori, syn, control, ctx.config.sensitive, seed)
+    note = "" if ctx.config.sensitive else "Anonymeter's inference risk needs --sensitive COL (not given)"
+    return risks, note

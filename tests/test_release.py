@@ -1,0 +1,203 @@
+"""audit --threats release (issue 26): the released-set attacks (dcr, DOMIAS against a direct computation,
+set-shadow), exact copies of training rows, release.csv, the report's warning, the CLI's refusals and
+Anonymeter's risks (skipped with the reason where the extra does not import)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from recourse_privacy.attacks.release_report import AnonymeterRisk, ReleaseRow, ReleaseSummary
+from recourse_privacy.attacks.released_set import (
+    RELEASE_ATTACKS,
+    ReleaseInputs,
+    copied_rows,
+    dcr_scores,
+    domias_scores,
+    keep_matrix,
+    set_shadow_scores,
+)
+from recourse_privacy.audit.anonymeter_risks import anonymeter_available, risks_of_frames
+from recourse_privacy.metrics.membership import auc
+
+
+def _direct_log_kde(sample: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """A Gaussian KDE written out: Scott's factor n^(-1/(d+4)) times the sample covariance, log of the mean kernel."""
+    n, d = sample.shape
+    cov = np.cov(sample.T, bias=False).reshape(d, d) * n ** (-2.0 / (d + 4))
+    inv, (_, logdet) = np.linalg.inv(cov), np.linalg.slogdet(cov)
+    diff = points[:, None, :] - sample[None]
+    quad = np.einsum("ijk,kl,ijl->ij", diff, inv, diff)
+    log_k = -0.5 * quad - 0.5 * (d * np.log(2 * np.pi) + logdet)
+    m = log_k.max(1, keepdims=True)
+    return (m + np.log(np.exp(log_k - m).mean(1, keepdims=True)))[:, 0]
+
+
+def test_domias_is_the_log_density_ratio_computed_directly():
+    rng = np.random.default_rng(0)
+    released, reference, targets = rng.normal(size=(300, 3)), rng.normal(1, 2, size=(400, 3)), rng.normal(size=(50, 3))
+    scale = reference.std(0)
+    ours = domias_scores(released, targets, reference, scale)
+    direct = _direct_log_kde(released / scale, targets / scale) - _direct_log_kde(reference / scale, targets / scale)
+    np.testing.assert_allclose(ours, direct, rtol=1e-4, atol=1e-4)
+
+
+def test_domias_cross_checked_against_the_domias_package():
+    domias = pytest.importorskip("domias", reason="the domias package is not installed (an optional cross-check)")
+    assert domias  # the direct computation above is the check where it is absent
+
+
+def test_domias_finds_local_overfitting_and_reduces_high_dimensions():
+    rng = np.random.default_rng(1)
+    reference = rng.normal(size=(600, 12))
+    members, nonmembers = rng.normal(size=(100, 12)), rng.normal(size=(100, 12))
+    released = np.repeat(members, 3, axis=0) + rng.normal(0, 0.05, (300, 12))  # overfitted to the members
+    targets = np.vstack([members, nonmembers])
+    label = np.r_[np.ones(100), np.zeros(100)]
+    s = domias_scores(released, targets, reference, reference.std(0))  # 12 > 8 dimensions: PCA
+    assert s.shape == (200,) and np.isfinite(s).all()
+    assert auc(label, s) > 0.8
+
+
+def test_dcr_scores_a_copied_target_highest():
+    rng = np.random.default_rng(2)
+    targets = rng.normal(size=(20, 4))
+    released = np.vstack([targets[:5], rng.normal(size=(50, 4)) + 3])
+    s = dcr_scores(released, targets, np.ones(4))
+    assert np.all(s[:5] == 0) and np.all(s[5:] < 0)
+
+
+def test_copied_rows_both_ways():
+    train = np.array([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])
+    released = np.array([[2.0, 3.0 + 1e-9], [9.0, 9.0], [2.0, 3.0]])
+    assert copied_rows(released, train).tolist() == [False, True, False]
+    assert copied_rows(train, released).tolist() == [True, False, True]
+
+
+def test_keep_matrix_is_balanced():
+    k = keep_matrix(7, 8, seed=0)
+    assert k.shape == (8, 7) and np.all(k.sum(0) == 4)
+    with pytest.raises(Exception, match="even"):
+        keep_matrix(7, 3, seed=0)
+
+
+def test_set_shadow_learns_from_the_adversarys_own_simulations():
+    rng = np.random.default_rng(3)
+    targets, reference = rng.normal(size=(80, 4)), rng.normal(size=(400, 4))
+    noise = rng.normal(size=(100, 4))
+
+    def simulate(keep, k):  # a recipe that publishes its training rows (as FACE does)
+        return np.vstack([targets[keep], noise]), None
+
+    member = np.r_[np.ones(40, int), np.zeros(40, int)]
+    real = np.vstack([targets[member == 1], noise])
+    inputs = ReleaseInputs(real, targets, reference, simulate=simulate, n_shadow=4, random_state=0)
+    s = set_shadow_scores(inputs)
+    assert auc(member, s) > 0.9
+    assert set(RELEASE_ATTACKS.names()) == {"dcr", "domias", "set-shadow"}
+
+
+def test_release_summary_round_trips_and_warns():
+    row = ReleaseRow("face", "dcr", 0.6, 0.55, 0.65, 0.02, 0.01, 0.05, 12, 3)
+    risk = AnonymeterRisk("inference", 0.1, 0.0, 0.2, 100, "secret sex")
+    s = ReleaseSummary("face", 100, 90, False, "how", (row,), 12, 3, (5, 9), (risk,), "", ("n",))
+    d = json.loads(json.dumps(s.to_dict()))
+    assert ReleaseSummary.from_dict(d) == s
+    assert "publishes training rows" in d["warning"] and "12 of the 90" in d["warning"]
+    clean = ReleaseSummary("gs", 100, 90, False, "how", (), 0, 0)
+    assert clean.warning() is None
+
+
+@pytest.fixture(scope="module")
+def face_audit(tmp_path_factory):
+    from recourse_privacy.audit import run_audit
+
+    out = tmp_path_factory.mktemp("release")
+    res = run_audit(
+        dataset="synthetic",
+        n_features=4,
+        model="logistic",
+        recourse="face",
+        attacks=("cfd",),
+        n_members=120,
+        n_nonmembers=120,
+        threats=("release",),
+        release_size=60,
+        out_dir=None,
+    )
+    from recourse_privacy.report.outputs import write_outputs
+
+    write_outputs(res, out)
+    return res, out
+
+
+def test_audit_release_writes_release_csv_and_warns_on_copies(face_audit):
+    res, out = face_audit
+    rel = res.threats.release
+    assert rel is not None and rel.method == "face"
+    assert rel.exact_copies > 0 and rel.copied_row_ids  # FACE answers with accepted training points
+    frame = pd.read_csv(out / "release.csv")
+    assert list(frame.columns)[:8] == [
+        "method",
+        "attack",
+        "auc",
+        "auc_low",
+        "auc_high",
+        "tpr_at_1pct_fpr",
+        "exact_copies",
+        "copied_members",
+    ]
+    assert set(frame.attack) == {"dcr", "domias", "set-shadow"}
+    assert ((frame.auc_low <= frame.auc) & (frame.auc <= frame.auc_high)).all()
+    report = (out / "report.html").read_text()
+    assert "publishes training rows" in report and "queries (recourse)" in report
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["threats"]["release"]["exact_copies"] == rel.exact_copies
+
+
+def test_release_file_is_in_the_audit_layout():
+    from recourse_privacy.output_dir import LAYOUTS
+
+    assert "release.csv" in LAYOUTS["audit"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--release-size", "10"], "--release-size applies to the release threat"),
+        (["--release-with-factuals"], "--release-with-factuals applies to the release threat"),
+        (["--threats", "release", "--release-size", "0"], "release_size"),
+    ],
+)
+def test_cli_refuses_release_options_before_any_work(tmp_path, args, message):
+    from recourse_privacy.cli import app
+
+    r = CliRunner().invoke(app, ["audit", "--dataset", "synthetic", "--out", str(tmp_path / "o"), *args])
+    assert r.exit_code == 2, r.output
+    assert message in " ".join(r.output.split())
+    assert not (tmp_path / "o").exists()
+
+
+def test_anonymeter_risks_have_intervals():
+    ok, why = anonymeter_available()
+    if not ok:
+        pytest.skip(why)
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame(
+        {
+            "a": rng.integers(0, 5, 400),
+            "b": rng.normal(size=400),
+            "c": rng.choice(["x", "y"], 400),
+            "d": rng.normal(size=400),
+        }
+    )
+    ori, control = frame.iloc[:200], frame.iloc[200:]
+    syn = ori.sample(150, random_state=0)
+    risks = risks_of_frames(ori, syn, control, "c", seed=0, n_attacks=100)
+    assert [r.risk for r in risks] == ["singling-out", "linkability", "inference"]
+    for r in risks:
+        assert r.low <= r.value <= r.high or np.isclose(r.value, r.low) or np.isclose(r.value, r.high)
