@@ -1230,8 +1230,13 @@ def audit_dp_command(
         raise InvalidInputError(f"--one-run must be 0 (none) or a number of canaries in [4, 1_000_000]; got {one_run}")
     try:
         experiment = make_experiment(mechanism, epsilon, **_parse_params(param, "--param"))
-        if one_run and not mechanism.startswith("trained-"):
-            raise InvalidInputError("--one-run needs a trained-* mechanism")
+        from recourse_privacy.dp_audit import RELEASES
+
+        if one_run and mechanism.removeprefix("trained-") not in RELEASES:
+            raise InvalidInputError(
+                f"--one-run needs one of {', '.join('trained-' + r for r in RELEASES)} (the releases with a one-run "
+                f"audit); {mechanism} has none"
+            )
         with Console(stderr=True).status(f"auditing {mechanism}: {trials} runs on each of two neighbours"):
             result = experiment.audit(n_trials=trials, alpha=alpha, random_state=seed)
             one = one_fdp = None

@@ -214,7 +214,12 @@ def dpm_logistic_experiment(
 #: registered where it is defined (here the scalar ones; :mod:`~recourse_privacy.dp_audit.trained` the
 #: trained-neighbour releases); ``recourse-privacy list mechanism`` shows them
 MECHANISMS: Registry[Callable[..., DistinguishingExperiment]] = Registry(
-    "DP-audit mechanism", builtins=("recourse_privacy.dp_audit.experiments", "recourse_privacy.dp_audit.trained")
+    "DP-audit mechanism",
+    builtins=(
+        "recourse_privacy.dp_audit.experiments",
+        "recourse_privacy.dp_audit.trained",
+        "recourse_privacy.dp_audit.releases",
+    ),
 )
 
 
