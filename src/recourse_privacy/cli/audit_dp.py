@@ -64,23 +64,12 @@ def audit_dp_command(
     Exit code 0 whatever the verdict (it is a measurement); 2 on bad input.
     """
     from rich.console import Console
-    from rich.table import Table
-
-    from recourse_privacy.dp_audit import make_experiment
 
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 150))
     if out is not None:
-        if out.is_dir() or str(out) in ("/dev/null",) or (out.exists() and not out.is_file()):
-            _fail(
-                InvalidInputError(
-                    f"--out {str(out)!r} must be a file to write the audit's JSON into, not a directory or a device"
-                )
-            )
-        from recourse_privacy.output_dir import check_output_file
-
-        check_output_file(out, overwrite=overwrite)
+        _check_json_out(out, overwrite)
     if scores is not None:
         if one_run or param:
             _fail(InvalidInputError("--one-run and --param apply to the built-in mechanisms, not to --scores"))
@@ -88,6 +77,29 @@ def audit_dp_command(
         return
     if guesses is not None or delta is not None:
         _fail(InvalidInputError("--guesses and --delta apply to --scores (a mechanism's delta is part of its claim)"))
+    _check_numbers(epsilon, alpha, trials, seed, one_run)
+    result, one = _run_audit_dp(mechanism, epsilon, trials, seed, alpha, param, one_run)
+    one_fdp = _print_audit_dp(console, mechanism, alpha, result, one)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(
+            strict_json.dumps(
+                {
+                    "command": "audit-dp",
+                    "params": _parse_params(param, "--param"),
+                    "seed": seed,
+                    **result.to_dict(),
+                    "one_run": one.to_dict() if one else None,
+                    "one_run_fdp_mu": one_fdp,
+                },
+                indent=2,
+            )
+        )
+        console.print(f"wrote {out}", highlight=False)
+
+
+def _check_numbers(epsilon: float, alpha: float, trials: int, seed: int, one_run: int) -> None:
+    """audit-dp's numeric options, checked before any work."""
     from recourse_privacy.validation import check_interval, check_positive_int, check_seed
 
     check_interval(epsilon, "--epsilon", 0, 1e4, closed="right")  # beyond, every DP claim is vacuous
@@ -96,13 +108,34 @@ def audit_dp_command(
     check_seed(seed, "--seed")
     if one_run != 0 and not 4 <= one_run <= 10**6:
         raise InvalidInputError(f"--one-run must be 0 (none) or a number of canaries in [4, 1_000_000]; got {one_run}")
+
+
+def _check_json_out(out: Path, overwrite: bool) -> None:
+    """audit-dp --out: a file (not a directory or a device), an existing one only with --overwrite."""
+    if out.is_dir() or str(out) in ("/dev/null",) or (out.exists() and not out.is_file()):
+        _fail(
+            InvalidInputError(
+                f"--out {str(out)!r} must be a file to write the audit's JSON into, not a directory or a device"
+            )
+        )
+    from recourse_privacy.output_dir import check_output_file
+
+    check_output_file(out, overwrite=overwrite)
+
+
+def _run_audit_dp(mechanism: str, epsilon: float, trials: int, seed: int, alpha: float, param, one_run: int):
+    """The distinguishing audit of ``mechanism`` and, with --one-run, the one-run audit: (result, one-run or None)."""
+    from rich.console import Console
+
+    from recourse_privacy.dp_audit import make_experiment
+
     try:
         experiment = make_experiment(mechanism, epsilon, **_parse_params(param, "--param"))
         if one_run and not mechanism.startswith("trained-"):
             raise InvalidInputError("--one-run needs a trained-* mechanism")
         with Console(stderr=True).status(f"auditing {mechanism}: {trials} runs on each of two neighbours"):
             result = experiment.audit(n_trials=trials, alpha=alpha, random_state=seed)
-            one = one_fdp = None
+            one = None
             if one_run:
                 from recourse_privacy.dp_audit import one_run_audit
 
@@ -111,6 +144,14 @@ def audit_dp_command(
                 )
     except RecoursePrivacyError as err:
         _fail(err)
+    return result, one
+
+
+def _print_audit_dp(console, mechanism: str, alpha: float, result, one) -> float | None:
+    """The audit's table and sentences; returns the one-run f-DP mu (None without --one-run)."""
+    from rich.table import Table
+
+    one_fdp = None
     table = Table(title=f"Empirical epsilon audit ({1 - alpha:.0%} confidence lower bound)")
     for col in ("mechanism", "claimed eps", "audited eps >=", "FPR", "FNR", "trials", "verdict"):
         table.add_column(col, justify="left" if col in ("mechanism", "verdict") else "right", no_wrap=True)
@@ -145,22 +186,7 @@ def audit_dp_command(
             "for a Gaussian trade-off curve, which a pure epsilon-DP release need not have)",
             highlight=False,
         )
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(
-            strict_json.dumps(
-                {
-                    "command": "audit-dp",
-                    "params": _parse_params(param, "--param"),
-                    "seed": seed,
-                    **result.to_dict(),
-                    "one_run": one.to_dict() if one else None,
-                    "one_run_fdp_mu": one_fdp,
-                },
-                indent=2,
-            )
-        )
-        console.print(f"wrote {out}", highlight=False)
+    return one_fdp
 
 
 def _audit_dp_scores(path: Path, guesses, delta, alpha, seed, out, console) -> None:
