@@ -84,9 +84,8 @@ def recourse_command(
 ) -> None:
     """Recourse quality per method (CARLA's metrics, the path metrics of Pentyala et al. 2023): a table, JSON, CSV and a plot."""
     from rich.console import Console
-    from rich.table import Table
 
-    from recourse_privacy.experiments.quality import METRICS, run_quality
+    from recourse_privacy.experiments.quality import run_quality
     from recourse_privacy.models.device import use_device
     from recourse_privacy.recourse import RECOURSE_METHODS
     from recourse_privacy.validation import check_seed
@@ -97,12 +96,7 @@ def recourse_command(
     check_seed(seed, "--seed")
     check_output_dir(out)
     names = list(RECOURSE_METHODS) if methods.strip() == "all" else list(_name_list(methods, "--methods"))
-    per_method: dict[str, dict] = {}
-    for key, value in _parse_params(method_param, "--method-param").items():
-        name, dot, param = key.partition(".")
-        if not dot or not param:
-            _fail(InvalidInputError(f"--method-param expects METHOD.KEY=VALUE; got {key!r}"))
-        per_method.setdefault(name, {})[param] = value
+    per_method = _method_params(method_param)
     inputs = _user_inputs({**locals(), "model": "logistic" if model_file is not None and model == "mlp" else model})
     if schema is not None:
         from recourse_privacy.data.domain import load_schema, schema_inputs
@@ -148,6 +142,28 @@ def recourse_command(
         claim.finish()
     except RecoursePrivacyError as err:
         _fail(err)
+    _print_quality(console, result, dataset_label, model_label, actionable, bounds_from_data, out)
+
+
+def _method_params(method_param: list[str] | None) -> dict[str, dict]:
+    """--method-param METHOD.KEY=VALUE as method -> {key: value}."""
+    per_method: dict[str, dict] = {}
+    for key, value in _parse_params(method_param, "--method-param").items():
+        name, dot, param = key.partition(".")
+        if not dot or not param:
+            _fail(InvalidInputError(f"--method-param expects METHOD.KEY=VALUE; got {key!r}"))
+        per_method.setdefault(name, {})[param] = value
+    return per_method
+
+
+def _print_quality(
+    console, result, dataset_label: str, model_label: str, actionable: bool, bounds_from_data: bool, out
+) -> None:
+    """recourse's table of metrics per method, its skips and warnings, and the files written."""
+    from rich.table import Table
+
+    from recourse_privacy.experiments.quality import METRICS
+
     run = result.run
     if bounds_from_data:
         console.print(f"warning: private methods' bounds: {run['public_bounds']}", style="yellow", highlight=False)
