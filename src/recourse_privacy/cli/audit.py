@@ -157,7 +157,7 @@ def audit(
     """Play the recourse membership-inference game and report every attack."""
     from rich.console import Console
 
-    from recourse_privacy.audit import AuditConfig, run_audit
+    from recourse_privacy.audit import AuditConfig
     from recourse_privacy.cache import open_cache
 
     console = Console()
@@ -201,7 +201,21 @@ def audit(
         claim = claim_output_dir(out, "audit", overwrite)
     except RecoursePrivacyError as err:
         _fail(err)
+    result = _play(console, config, out, artifacts, claim)
+    _print_summary(console, result)
+    _print_exposure(console, result)
+    if artifacts is not None:
+        artifacts.write_last_run(f"audit --out {out}", artifacts.stats_dict())
+        console.print(
+            f"artifact cache {artifacts.root}: {_hit_text(artifacts.stats_dict())}", style="dim", highlight=False
+        )
+
+
+def _play(console, config, out: Path, artifacts, claim):
+    """Play the audit under progress bars (one per stage); its result, the output directory finished."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from recourse_privacy.audit import run_audit
 
     with Progress(
         TextColumn("{task.description:<14}"),
@@ -224,13 +238,7 @@ def audit(
         except RecoursePrivacyError as err:
             bar.stop()
             _fail(err)
-    _print_summary(console, result)
-    _print_exposure(console, result)
-    if artifacts is not None:
-        artifacts.write_last_run(f"audit --out {out}", artifacts.stats_dict())
-        console.print(
-            f"artifact cache {artifacts.root}: {_hit_text(artifacts.stats_dict())}", style="dim", highlight=False
-        )
+    return result
 
 
 def _threat_options(threats: str, query_budgets: str, extraction_repeats: int, sensitive: str | None) -> dict:
