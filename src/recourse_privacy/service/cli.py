@@ -1,7 +1,8 @@
 """The ``publish``, ``keys add|list|revoke`` and ``serve`` commands, registered onto the main typer app.
 
-``recourse_privacy.cli`` calls :func:`register` with its app and its ``_command`` decorator (the
-CLI's one error path: a package error prints one line and exits 2). Nothing heavy is imported
+``recourse_privacy.cli`` (the package) calls :func:`register` with its app and its ``_command``
+decorator bound to that app (``cli/_common.py``: the CLI's one error path, a package error prints one
+line and exits 2). Nothing heavy is imported
 at registration: FastAPI and uvicorn only inside ``serve``.
 """
 
