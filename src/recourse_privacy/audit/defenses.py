@@ -47,6 +47,13 @@ __all__ = [
 ]
 
 
+def _takes(method: str, parameter: str) -> bool:
+    """Whether the registered recourse method ``method`` takes the keyword ``parameter``."""
+    import inspect
+
+    return parameter in inspect.signature(RECOURSE_METHODS.get(method).obj).parameters
+
+
 def dp_verdict(
     dp: DPSummary, attacks: Mapping[str, AttackResult], covered_signals: tuple[str, ...], *, alpha: float = 0.05
 ) -> DPSummary:
@@ -128,9 +135,15 @@ class Defense:
         """The recourse method the owner releases."""
         return config.recourse
 
-    def shadow_recourse(self, config: AuditConfig, action_set: ActionSet | None):
-        """The recourse method as the adversary runs it in its shadow worlds (and the owner, unless overridden)."""
+    def shadow_recourse(self, config: AuditConfig, action_set: ActionSet | None, public_bounds=None):
+        """The recourse method as the adversary runs it in its shadow worlds (and the owner, unless overridden).
+
+        ``public_bounds``: encoded public (lower, upper), given to a method that scales with them (the
+        private ones: PrivRecourse, DPC) unless ``--recourse-param bounds=...`` says otherwise.
+        """
         params = dict(config.recourse_params)
+        if public_bounds is not None and "bounds" not in params and _takes(config.recourse, "bounds"):
+            params["bounds"] = public_bounds
         # the audit passes one when asked (--actionable) and for a user's data; a method that takes none was
         # refused in AuditConfig.validate where constraints were asked for (check_action_set_support)
         if action_set is not None and honours_action_set(config.recourse):
@@ -294,7 +307,7 @@ class LaplaceDefense(_DPDefense):
     def recourse(self, config: AuditConfig) -> str:
         return "laplace"
 
-    def shadow_recourse(self, config: AuditConfig, action_set: ActionSet | None):
+    def shadow_recourse(self, config: AuditConfig, action_set: ActionSet | None, public_bounds=None):
         # the adversary's shadow worlds simulate LR (it knows the mechanism, not the owner's noise or budget)
         return SimulatedLaplaceRecourse(
             epsilon=config.epsilon, random_state=derive_seed(config.seed, 7), **config.recourse_params
@@ -372,7 +385,7 @@ class DPMLaplaceDefense(DPMDefense):
     def recourse(self, config: AuditConfig) -> str:
         return "laplace"
 
-    def shadow_recourse(self, config, action_set):
+    def shadow_recourse(self, config, action_set, public_bounds=None):
         return LaplaceDefense.shadow_recourse(self, config, action_set)
 
     def owner_recourse(self, config, method, model, X_members, y_members, X_targets):

@@ -26,6 +26,7 @@ from recourse_privacy.audit.user_model import (
     action_set_for,
     check_bounds_columns,
     check_fitted_recourse,
+    public_bounds_for,
     resolve_model,
 )
 from recourse_privacy.cache import ArtifactCache, open_cache
@@ -160,7 +161,7 @@ def _play(
     recipe = resolve_model(config, game)  # the user's model is checked against the data here, before training
     if recipe.capabilities is not None:
         check_fitted_recourse(config, _Capable(recipe.capabilities), recipe.label)
-    method = defense.shadow_recourse(config, action_set_for(config, game))
+    method = defense.shadow_recourse(config, action_set_for(config, game), public_bounds_for(config, game))
     clock.lap("data")
 
     clock.begin("owner model")

@@ -33,7 +33,14 @@ from recourse_privacy.models.registry import MODELS, model_factory
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.registry import check_compatible, model_capabilities
 
-__all__ = ["ModelRecipe", "action_set_for", "check_bounds_columns", "check_fitted_recourse", "resolve_model"]
+__all__ = [
+    "ModelRecipe",
+    "action_set_for",
+    "check_bounds_columns",
+    "check_fitted_recourse",
+    "public_bounds_for",
+    "resolve_model",
+]
 
 
 @dataclass(frozen=True)
@@ -225,6 +232,24 @@ def action_set_for(config: AuditConfig, game: GameData) -> ActionSet | None:
         enc = sorted(((lo - offset) / scale, (hi - offset) / scale))
         lower[j], upper[j] = enc
     return replace(acts, lower=lower, upper=upper)
+
+
+def public_bounds_for(config: AuditConfig, game: GameData) -> tuple[np.ndarray, np.ndarray] | None:
+    """Encoded public (lower, upper) bounds of every feature, for the private methods that scale with them.
+
+    A named dataset's documented domain (:mod:`~recourse_privacy.data.domain`) with the user's
+    ``--bounds`` over it; a user's table where ``--bounds`` cover every numeric column. None where
+    some numeric feature has no public bound (the method then asks for them, naming the remedy) or
+    rows are normalised (the bounds do not survive the normalisation). Never read from the rows.
+    """
+    pre = game.preprocessor
+    if getattr(pre, "normalize_rows", False):
+        return None
+    domain = getattr(game.dataset, "domain", None) if config.data is None else None
+    public = dict(domain.bounds) if domain is not None and getattr(domain, "public", True) else {}
+    public.update(config.bounds)
+    lower, upper, missing = encoded_bounds(pre, public)
+    return None if missing else (lower, upper)
 
 
 def check_bounds_columns(config: AuditConfig, game: GameData) -> None:
