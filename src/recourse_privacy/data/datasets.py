@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from recourse_privacy.data.dataset import ChecksumError, Dataset
+from recourse_privacy.data.domain import DIABETES_MEDICATIONS as _DIABETES_MEDICATIONS
 from recourse_privacy.data.domain import DOMAINS
 from recourse_privacy.data.registry import (
     DATASET_DESCRIPTIONS,
@@ -280,31 +281,6 @@ _DIABETES_NUMERIC = (
     "number_emergency",
     "number_inpatient",
     "number_diagnoses",
-)
-_DIABETES_MEDICATIONS = (
-    "metformin",
-    "repaglinide",
-    "nateglinide",
-    "chlorpropamide",
-    "glimepiride",
-    "acetohexamide",
-    "glipizide",
-    "glyburide",
-    "tolbutamide",
-    "pioglitazone",
-    "rosiglitazone",
-    "acarbose",
-    "miglitol",
-    "troglitazone",
-    "tolazamide",
-    "examide",
-    "citoglipton",
-    "insulin",
-    "glyburide-metformin",
-    "glipizide-metformin",
-    "glimepiride-pioglitazone",
-    "metformin-rosiglitazone",
-    "metformin-pioglitazone",
 )
 _DIABETES_CATEGORICAL = (
     "gender",

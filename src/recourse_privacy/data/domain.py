@@ -293,6 +293,32 @@ COMPAS = Domain(
 )
 
 _MEDICATION = ("Down", "No", "Steady", "Up")
+#: the 23 medication columns of the Diabetes data (Strack et al. 2014), each one of _MEDICATION
+DIABETES_MEDICATIONS = (
+    "metformin",
+    "repaglinide",
+    "nateglinide",
+    "chlorpropamide",
+    "glimepiride",
+    "acetohexamide",
+    "glipizide",
+    "glyburide",
+    "tolbutamide",
+    "pioglitazone",
+    "rosiglitazone",
+    "acarbose",
+    "miglitol",
+    "troglitazone",
+    "tolazamide",
+    "examide",
+    "citoglipton",
+    "insulin",
+    "glyburide-metformin",
+    "glipizide-metformin",
+    "glimepiride-pioglitazone",
+    "metformin-rosiglitazone",
+    "metformin-pioglitazone",
+)
 _DISCHARGE = tuple(str(i) for i in range(1, 31))  # IDs_mapping.csv codes 1..30
 DIABETES = Domain(
     (
@@ -310,34 +336,7 @@ DIABETES = Domain(
         _cat("discharge_disposition_id", _DISCHARGE),
         _cat("max_glu_serum", (">200", ">300", "None", "Norm")),
         _cat("A1Cresult", (">7", ">8", "None", "Norm")),
-        *(
-            _cat(m, _MEDICATION)
-            for m in (
-                "metformin",
-                "repaglinide",
-                "nateglinide",
-                "chlorpropamide",
-                "glimepiride",
-                "acetohexamide",
-                "glipizide",
-                "glyburide",
-                "tolbutamide",
-                "pioglitazone",
-                "rosiglitazone",
-                "acarbose",
-                "miglitol",
-                "troglitazone",
-                "tolazamide",
-                "examide",
-                "citoglipton",
-                "insulin",
-                "glyburide-metformin",
-                "glipizide-metformin",
-                "glimepiride-pioglitazone",
-                "metformin-rosiglitazone",
-                "metformin-pioglitazone",
-            )
-        ),
+        *(_cat(m, _MEDICATION) for m in DIABETES_MEDICATIONS),
         _cat("change", ("Ch", "No")),
         _cat("diabetesMed", ("No", "Yes")),
     ),
