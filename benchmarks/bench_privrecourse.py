@@ -47,10 +47,10 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
-    from recourse_privacy.experiments.pentyala2023 import _split
     from recourse_privacy.models.dp import DPLogisticModel
     from recourse_privacy.privrecourse.graph import build_graph, candidate_costs
     from recourse_privacy.recourse import make_recourse
+    from recourse_privacy.reproductions.pentyala2023 import _split
 
     Xtr, ytr, Xg, yg, Xte, yte = _split("adult", None, args.seed)
     model = DPLogisticModel(epsilon=1.0, data_norm=float(np.sqrt(5)), random_state=args.seed).fit(Xtr, ytr)

@@ -155,10 +155,10 @@ def test_purchase_and_texas_loaders_read_the_authors_format(tmp_path):
 
 
 def test_yang2022_is_a_registered_reproduction():
-    from recourse_privacy.experiments.reproductions import REPRODUCTIONS
+    from recourse_privacy.reproductions.registry import REPRODUCTIONS
 
     assert "yang2022" in REPRODUCTIONS
-    from recourse_privacy.experiments.yang2022 import PAPER
+    from recourse_privacy.reproductions.yang2022 import PAPER
 
     assert PAPER["adult"]["t4"]["target"] == 85.6 and set(PAPER) == {"adult", "hospital", "digits"}
 
@@ -167,7 +167,7 @@ def test_yang2022_is_a_registered_reproduction():
 def test_yang2022_runs_end_to_end_at_tiny_sizes(tmp_path):
     import json
 
-    from recourse_privacy.experiments.yang2022 import Yang2022Config, run_yang2022
+    from recourse_privacy.reproductions.yang2022 import Yang2022Config, run_yang2022
 
     cfg = Yang2022Config(
         datasets=("digits",),

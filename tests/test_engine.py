@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 
 from recourse_privacy.audit import AuditConfig
+from recourse_privacy.errors import UnknownNameError
 from recourse_privacy.experiments.engine import run_spec
 from recourse_privacy.experiments.results import plot_results, result_tables
-from recourse_privacy.experiments.spec import SpecError, list_reproductions, load_spec, spec_from_dict
+from recourse_privacy.experiments.spec import SpecError, load_spec, spec_from_dict
 from recourse_privacy.experiments.store import ResultStore, atomic_write_json
+from recourse_privacy.reproductions.grid_reproductions import list_grid_reproductions, load_shipped_spec
 
 TINY = {"dataset": "synthetic", "n_members": 200, "shadow_models": 2, "n_calibration": 100}
 SPEC_YAML = """\
@@ -79,8 +81,10 @@ def test_spec_errors_name_the_file_and_the_key(tmp_path, text, words):
 
 
 def test_unknown_name_lists_the_shipped_reproductions():
-    with pytest.raises(SpecError, match="pawelczyk2023-fig2"):
-        load_spec("no-such-reproduction")
+    with pytest.raises(UnknownNameError, match="pawelczyk2023-fig2"):
+        load_shipped_spec("no-such-reproduction")
+    with pytest.raises(SpecError, match="no-such-file.yaml not found"):
+        load_spec("no-such-file.yaml")
 
 
 def test_cells_are_the_product_of_the_axes_times_the_seeds(tmp_path):
@@ -152,18 +156,18 @@ def test_cells_start_costliest_first(tmp_path, monkeypatch):
 
 
 def test_shipped_reproductions_load_and_validate():
-    names = list_reproductions()
+    names = list_grid_reproductions()
     assert set(names) >= {"pawelczyk2023-table2", "pawelczyk2023-fig2", "pawelczyk2023-fig3", "huang2023"}
     for name in names:
-        spec = load_spec(name)
+        spec = load_shipped_spec(name)
         assert spec.paper is not None and spec.paper.notes
         assert len(spec.cells) + len(spec.skipped) == np.prod([len(v) for v in spec.grid.values()]) * len(spec.seeds)
-    fig2 = load_spec("pawelczyk2023-fig2")
+    fig2 = load_shipped_spec("pawelczyk2023-fig2")
     assert [c.config.n_features for c in fig2.cells] == [100, 1000, 5000, 7000]
     assert {c.config.n_members for c in fig2.cells} == {5000}
-    fig3 = load_spec("pawelczyk2023-fig3")
+    fig3 = load_shipped_spec("pawelczyk2023-fig3")
     assert len(fig3.cells) == 8 and {c.config.recourse for c in fig3.cells} == {"scfe"}
-    huang = load_spec("huang2023")
+    huang = load_shipped_spec("huang2023")
     assert {(c.config.defense, c.config.epsilon) for c in huang.cells} == {
         ("none", None),
         ("dpm", 0.5),

@@ -337,7 +337,7 @@ _WORK = (
     "recourse_privacy.dp_audit.bounds.DistinguishingExperiment.audit",
     "recourse_privacy.dp_audit.one_run_audit",
     "recourse_privacy.cache.ArtifactCache.clear",
-    "recourse_privacy.experiments.reproductions.REPRODUCTIONS.get",
+    "recourse_privacy.reproductions.registry.REPRODUCTIONS.get",
 )
 
 _GRID_SPEC = "name: tiny\nfixed: {n_members: 60, n_features: 4, shadow_models: 2, attacks: [cfd, loss]}\n"

@@ -8,7 +8,9 @@ Layers, bottom to top (a package may import its own layer and the layers below):
 3. ``attacks``
 4. ``defenses``, ``dp_audit``, ``report``, ``privrecourse``
 5. ``audit`` (the game, its defenses registry and its typed result)
-6. ``experiments``, ``catalog``, ``cli``, ``service`` (publish, keys, serve)
+6. ``experiments`` (the grid engine, its specs and store), ``output_dir``
+7. ``reproductions`` (one module per paper table or study, and the shipped grids)
+8. ``catalog``, ``cli``, ``service`` (publish, keys, serve)
 
 Imports under ``if TYPE_CHECKING:`` are type hints only and are not counted. The check reads
 every import, at module top or inside a function, so that moving an import into a function
@@ -31,7 +33,9 @@ LAYERS = [
     {"attacks"},
     {"defenses", "dp_audit", "report", "dpc", "privrecourse"},
     {"audit"},
-    {"experiments", "catalog", "cli", "output_dir", "service"},
+    {"experiments", "output_dir"},
+    {"reproductions"},
+    {"catalog", "cli", "service"},
 ]
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
 

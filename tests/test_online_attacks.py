@@ -158,7 +158,7 @@ def test_audit_trains_online_models_only_for_online_attacks():
 
 
 def test_reference_budget_quick_writes_table_and_plot(tmp_path):
-    from recourse_privacy.experiments.reference_budget import BudgetStudy, run_reference_budget
+    from recourse_privacy.reproductions.reference_budget import BudgetStudy, run_reference_budget
 
     study = BudgetStudy.quick(datasets=("synthetic",), budgets=(1, 2))
     table = run_reference_budget(tmp_path, study)

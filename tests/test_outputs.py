@@ -126,7 +126,7 @@ def test_run_resumes_its_own_store_refuses_others_and_overwrites(tmp_path):
 
 
 def test_reproduce_refuses_and_overwrites(tmp_path, monkeypatch):
-    from recourse_privacy.experiments.reproductions import REPRODUCTIONS, register_reproduction
+    from recourse_privacy.reproductions.registry import REPRODUCTIONS, register_reproduction
 
     @register_reproduction("test-outputs", description="writes one file")
     def _tiny(out_dir, *, seeds=None, console=None):

@@ -344,8 +344,8 @@ def _has_adult():
 
 @pytest.mark.skipif(not _has_adult(), reason="needs adult.csv under RECOURSE_PRIVACY_DATA")
 def test_reproduction_small_on_adult(tmp_path):
-    from recourse_privacy.experiments.pentyala2023 import READINGS, run_pentyala2023
-    from recourse_privacy.experiments.reproductions import REPRODUCTIONS
+    from recourse_privacy.reproductions.pentyala2023 import READINGS, run_pentyala2023
+    from recourse_privacy.reproductions.registry import REPRODUCTIONS
 
     assert "pentyala2023" in REPRODUCTIONS and "pentyala2023-audit" in REPRODUCTIONS
     out = run_pentyala2023(
@@ -367,7 +367,7 @@ def test_reproduction_small_on_adult(tmp_path):
 
 @pytest.mark.slow
 def test_reproduction_full(tmp_path):
-    from recourse_privacy.experiments.pentyala2023 import run_pentyala2023
+    from recourse_privacy.reproductions.pentyala2023 import run_pentyala2023
 
     out = run_pentyala2023(tmp_path)
     assert len(out["table2"]) == 2 * 3 * 8 and out["table3"]["FACE"]["increase_only_respected"]

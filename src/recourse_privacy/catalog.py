@@ -16,10 +16,10 @@ from recourse_privacy.audit.threats import THREATS
 from recourse_privacy.data import DATASETS
 from recourse_privacy.dp_audit.experiments import MECHANISMS
 from recourse_privacy.errors import UnknownNameError
-from recourse_privacy.experiments.reproductions import REPRODUCTIONS
 from recourse_privacy.models.registry import MODELS
 from recourse_privacy.recourse.registry import RECOURSE_METHODS
 from recourse_privacy.registry import Registry, load_plugins
+from recourse_privacy.reproductions.registry import REPRODUCTIONS
 
 __all__ = ["REGISTRIES", "CatalogRow", "check_kind", "describe", "loaded_plugins"]
 

@@ -92,10 +92,12 @@ def run_command(
 ) -> None:
     """Run every unfinished cell of an experiment spec; a rerun skips the finished cells."""
     from recourse_privacy.experiments.spec import load_spec
+    from recourse_privacy.reproductions.grid_reproductions import list_grid_reproductions, load_shipped_spec
 
     console = _wide_console()
     try:
-        loaded = load_spec(spec)
+        shipped = spec in list_grid_reproductions() and not Path(spec).is_file()
+        loaded = load_shipped_spec(spec) if shipped else load_spec(spec)
     except RecoursePrivacyError as err:
         _fail(err)
     _run_and_report(loaded, out, backend, address, n_jobs, threads_per_cell, console, cache_dir, overwrite)
@@ -147,9 +149,9 @@ def reproduce_command(
     cache_dir: str | None = _CACHE_DIR,
 ) -> None:
     """Run a shipped reproduction and print the paper's figures beside ours, with the known differences."""
-    from recourse_privacy.experiments.reproductions import REPRODUCTIONS
-    from recourse_privacy.experiments.spec import list_reproductions, load_spec
     from recourse_privacy.models.device import use_device
+    from recourse_privacy.reproductions.grid_reproductions import list_grid_reproductions, load_shipped_spec
+    from recourse_privacy.reproductions.registry import REPRODUCTIONS
 
     console = _wide_console()
     seed_list = _numbers(seeds, int, "--seeds") if seeds is not None else None
@@ -161,9 +163,9 @@ def reproduce_command(
             REPRODUCTIONS.get(name).obj(out_dir, seeds=seed_list, console=console)
         claim.finish()
         return
-    if name not in list_reproductions():
+    if name not in list_grid_reproductions():
         raise UnknownNameError(f"unknown reproduction {name!r}; shipped: {', '.join(REPRODUCTIONS.names())}")
-    spec = load_spec(name)
+    spec = load_shipped_spec(name)
     fixed = {"shadow_models": shadow_models} if shadow_models is not None else {}
     if device != "auto":  # the cells (and their keys) say it; "auto" keeps the keys of before
         fixed["device"] = device

@@ -26,7 +26,6 @@ import difflib
 import itertools
 import re
 from dataclasses import dataclass, fields
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,8 +42,6 @@ __all__ = [
     "PaperReference",
     "SpecError",
     "load_spec",
-    "list_reproductions",
-    "shipped_spec_path",
     "config_fields",
     "check_metric_name",
     "ATTACK_METRICS",
@@ -60,9 +57,6 @@ CELL_METRIC_GROUPS = ("model", "recourse", "shadow", "data", "timing_seconds")
 _DICT_FIELDS = ("data_params", "model_params", "recourse_params")
 #: settings that a spec may not put in fixed or grid (seeds have their own key)
 _RESERVED = ("seed",)
-
-_REPRO_PACKAGE = "recourse_privacy.experiments"
-_REPRO_DIR = "reproductions"
 
 
 _AXIS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
@@ -443,19 +437,8 @@ def spec_from_dict(data: dict, where: str = "<dict>") -> ExperimentSpec:
     return _validate(data, where)
 
 
-def list_reproductions() -> list[str]:
-    """Names of the reproductions shipped with the package (``recourse-privacy reproduce NAME``)."""
-    root = resources.files(_REPRO_PACKAGE) / _REPRO_DIR
-    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
-
-
-def shipped_spec_path(name: str):
-    """The YAML file of the shipped reproduction ``name`` (an importlib resource)."""
-    return resources.files(_REPRO_PACKAGE) / _REPRO_DIR / f"{name}.yaml"
-
-
 def load_spec(path_or_name: str | Path) -> ExperimentSpec:
-    """Load and validate a spec from a YAML file, or a shipped reproduction by name.
+    """Load and validate a spec from a YAML file (a shipped grid by name: ``reproductions.grid_reproductions``).
 
     Raises :class:`SpecError` (a ValueError) naming the file and the bad key.
     """
@@ -471,16 +454,7 @@ def load_spec(path_or_name: str | Path) -> ExperimentSpec:
                 "save it as UTF-8"
             ) from None
     else:
-        name = str(path_or_name)
-        if name.endswith((".yaml", ".yml")) or "/" in name:
-            raise SpecError(f"spec file {name} not found")
-        if name not in list_reproductions():
-            raise SpecError(
-                f"no spec file {name!r} and no shipped reproduction of that name; "
-                f"shipped: {', '.join(list_reproductions())}"
-            )
-        res = shipped_spec_path(name)
-        text, where = res.read_text(), f"{name}.yaml (shipped)"
+        raise SpecError(f"spec file {path_or_name} not found")
     try:
         data = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as err:

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from recourse_privacy import strict_json
-from recourse_privacy.experiments.reproductions import register_reproduction
+from recourse_privacy.reproductions.registry import register_reproduction
 
 __all__ = ["PAPER", "Yang2022Config", "run_yang2022"]
 

@@ -1,12 +1,13 @@
-"""Shipped reproductions that are not grids of audits (recourse-quality tables, DP-clustering studies ...).
+"""The registry of shipped reproductions: one module of this package per paper table or study.
 
-A grid of audits is a YAML spec under ``experiments/reproductions/`` and runs through the engine.
-A reproduction of another shape is a function registered here with :func:`register_reproduction`:
+A grid of audits is a YAML spec under ``reproductions/specs/`` and runs through the engine
+(:mod:`~recourse_privacy.reproductions.grid_reproductions` registers each one).
+A reproduction of another shape is a function registered with :func:`register_reproduction` in its
+own module of this package (every module is imported when the registry is first read, so a new
+reproduction is one file):
 ``fn(out_dir: Path, *, seeds: list[int] | None, console) -> None`` runs it (resumably where it can),
 writes its tables and plots into ``out_dir`` and prints the paper's figures beside ours with the
-known differences. The YAML grids are registered here too
-(:mod:`~recourse_privacy.experiments.grid_reproductions`), so this registry lists every shipped
-reproduction.
+known differences. This registry lists every shipped reproduction.
 """
 
 from __future__ import annotations
@@ -20,12 +21,7 @@ __all__ = ["REPRODUCTIONS", "register_reproduction"]
 #: name -> fn(out_dir, *, seeds, console)
 REPRODUCTIONS: Registry[Callable[..., None]] = Registry(
     "reproduction",
-    builtins=(
-        "recourse_privacy.experiments.yang2022",
-        "recourse_privacy.experiments.pentyala2023",
-        "recourse_privacy.experiments.reference_budget",
-        "recourse_privacy.experiments.grid_reproductions",
-    ),
+    packages=("recourse_privacy.reproductions",),  # every module of this package
 )
 
 

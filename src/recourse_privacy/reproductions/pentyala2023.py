@@ -25,11 +25,11 @@ from recourse_privacy import strict_json
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.pipeline import run_audit
 from recourse_privacy.data import load_dataset
-from recourse_privacy.experiments.reproductions import register_reproduction
 from recourse_privacy.metrics.quality import quality_metrics
 from recourse_privacy.models.dp import DPLogisticModel
 from recourse_privacy.privrecourse import PublicScaler
 from recourse_privacy.recourse import ActionSet, make_recourse
+from recourse_privacy.reproductions.registry import register_reproduction
 from recourse_privacy.validation import derive_seed
 
 __all__ = ["PAPER_TABLE2", "READINGS", "run_pentyala2023"]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from recourse_privacy.experiments.reproductions import register_reproduction
+from recourse_privacy.reproductions.registry import register_reproduction
 
 __all__ = ["ATTACKS", "BUDGETS", "BudgetStudy", "run_reference_budget"]
 
