@@ -1,13 +1,14 @@
 """The recourse-based membership-inference game: its configuration, stages, defenses and typed result.
 
 ``run_audit(AuditConfig(...), out_dir)`` plays the game once (Pawelczyk et al. 2023,
-Definition 1) and returns an :class:`AuditResult`; ``register_defense`` adds a defense the game
+Definition 1), writes its outputs to ``out_dir`` and returns an :class:`AuditResult`
+(``play_audit`` plays it without writing; the result types live in :mod:`recourse_privacy.results`); ``register_defense`` adds a defense the game
 can be played against.
 """
 
 from recourse_privacy.audit.config import DEFAULT_ATTACKS, DISTANCES, AuditConfig
 from recourse_privacy.audit.defenses import DEFENSES, Defense, register_defense
-from recourse_privacy.audit.pipeline import data_provenance, run_audit
+from recourse_privacy.audit.pipeline import data_provenance, play_audit, run_audit
 from recourse_privacy.audit.result import SCHEMA_VERSION, AuditArrays, AuditResult
 from recourse_privacy.audit.summaries import (
     AttackResult,
@@ -36,6 +37,7 @@ __all__ = [
     "ShadowSummary",
     "VersusScores",
     "data_provenance",
+    "play_audit",
     "register_defense",
     "run_audit",
 ]

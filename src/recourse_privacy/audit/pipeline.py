@@ -1,22 +1,24 @@
 """The recourse-based membership-inference audit (Pawelczyk et al. 2023, Definition 1), end to end.
 
-:func:`run_audit` plays the game once by chaining the stages of :mod:`recourse_privacy.audit.stages`
-and returns a typed :class:`~recourse_privacy.audit.result.AuditResult`; with ``out_dir`` it also
-writes ``metrics.json``, the plots and the report there. The CLI's ``audit`` command is this
-function plus a progress bar and a printed table.
+:func:`play_audit` plays the game once by chaining the stages of :mod:`recourse_privacy.audit.stages`
+and returns a typed :class:`~recourse_privacy.audit.result.AuditResult`; it writes no output file.
+The CLI's ``audit`` command is this function plus a progress bar, the writer
+(:func:`recourse_privacy.report.outputs.write_outputs`) and a printed table; :func:`run_audit`, the
+library's one call, plays and, given ``out_dir``, writes the same files.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 import recourse_privacy.audit.deployed as deployed
 import recourse_privacy.audit.stages as stages
 import recourse_privacy.audit.threats as threats
 from recourse_privacy.audit.config import AuditConfig
-from recourse_privacy.audit.defenses import DEFENSES, dp_verdict
+from recourse_privacy.audit.defenses import DEFENSES, Defense, dp_verdict
 from recourse_privacy.audit.exposure import check_group_columns, group_table, record_exposure
 from recourse_privacy.audit.result import AuditArrays, AuditResult
 from recourse_privacy.audit.stages import Progress
@@ -40,7 +42,7 @@ from recourse_privacy.report.outputs import write_outputs
 from recourse_privacy.results.summaries import DataSummary, ModelSummary, PoolSizes, Provenance
 from recourse_privacy.validation import check_output_dir
 
-__all__ = ["data_provenance", "run_audit"]
+__all__ = ["data_provenance", "play_audit", "run_audit"]
 
 
 class _Clock:
@@ -102,6 +104,30 @@ def _check_enough_targets(config: AuditConfig, is_member, n_rows: int) -> None:
             )
 
 
+def play_audit(
+    config: AuditConfig | None = None,
+    *,
+    resume_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    cache: ArtifactCache | str | Path | bool | None = None,
+    **overrides,
+) -> AuditResult:
+    """Play the recourse membership-inference game once and measure every attack; write no output file.
+
+    Arguments as :func:`run_audit`'s; ``resume_dir``: where each finished shadow model's statistics are
+    kept (under ``resume_dir/.cache``) so that a killed run resumes where it stopped (None: nowhere).
+    The caller writes the outputs (:func:`recourse_privacy.report.outputs.write_outputs`), as the CLI does.
+    """
+    unknown = sorted(set(overrides) - {f.name for f in fields(AuditConfig)})
+    if unknown:
+        raise InvalidInputError(f"unknown audit setting(s): {', '.join(unknown)}")
+    config = replace(config or AuditConfig(), **overrides).validate()
+    if resume_dir is not None:
+        resume_dir = check_output_dir(resume_dir)
+    with use_device(config.device):  # every torch step of the game (models, gradient recourse) on this device
+        return _play(config, resume_dir, progress, cache)
+
+
 def run_audit(
     config: AuditConfig | None = None,
     out_dir: str | Path | None = None,
@@ -110,14 +136,15 @@ def run_audit(
     cache: ArtifactCache | str | Path | bool | None = None,
     **overrides,
 ) -> AuditResult:
-    """Play the recourse membership-inference game once and measure every attack.
+    """Play the recourse membership-inference game once, measure every attack and, with ``out_dir``, write the outputs.
 
     ``config`` fields may also be given as keyword ``overrides``, e.g.
     ``run_audit(model=pipeline, data=frame, target="approved", positive_label="yes", recourse="gs")``
     for your own fitted scikit-learn pipeline and DataFrame (see :class:`AuditConfig`). With
     ``out_dir`` it writes ``metrics.json``, ``roc.png``, ``cfd_histogram.png``,
     ``report.html`` and, where the points decode to the data's columns,
-    ``counterfactuals.csv`` there, and keeps each finished shadow model's statistics under
+    ``counterfactuals.csv`` there (:func:`recourse_privacy.report.outputs.write_outputs`, after the
+    game: :func:`play_audit` writes nothing), and keeps each finished shadow model's statistics under
     ``out_dir/.cache`` so that a killed run resumes where it stopped.
 
     ``cache``: the content-addressed store of trained models and recourse shared by audits and
@@ -127,32 +154,71 @@ def run_audit(
     are the same with and without it; a model without a state codec (your own fitted model) is
     used as given, never cached.
     """
-    unknown = sorted(set(overrides) - {f.name for f in fields(AuditConfig)})
-    if unknown:
-        raise InvalidInputError(f"unknown audit setting(s): {', '.join(unknown)}")
-    config = replace(config or AuditConfig(), **overrides).validate()
-    with use_device(config.device):  # every torch step of the game (models, gradient recourse) on this device
-        return _play(config, out_dir, progress, cache)
+    result = play_audit(config, resume_dir=out_dir, progress=progress, cache=cache, **overrides)
+    return result if out_dir is None else result.with_files(write_outputs(result, out_dir))
+
+
+@dataclass
+class _Run:
+    """The working state of one game, filled stage by stage by :func:`_play`."""
+
+    config: AuditConfig
+    clock: _Clock
+    artifacts: ArtifactCache | None
+    defense: Defense
+    provenance: Provenance | None = None
+    deployed_data: deployed.DeployedData | None = None
+    game: stages.GameData | None = None
+    recipe: Any = None
+    method: Any = None
+    targets: stages.Targets | None = None
+    fit: tuple = ()  # (X, y) a fitted recourse method learns from
+    res: Any = None  # the owner's recourse for the targets
+    session: Any = None
+    cfd: Any = None
+    counterfactuals: Any = None
+    note: str | None = None
+    shadow: Any = None
+    online: Any = None
+    scores: dict = field(default_factory=dict)
+    attacks: dict = field(default_factory=dict)
+    warns: list[str] = field(default_factory=list)
+    threat_report: Any = None
+
+    def owner_recourse(self, model, X_fit, y_fit, X):
+        """The owner's (defended) recourse for ``X`` from ``model`` fitted on (X_fit, y_fit)."""
+        return self.defense.owner_recourse(self.config, self.method, model, X_fit, y_fit, X)[0]
 
 
 def _play(
     config: AuditConfig,
-    out_dir: str | Path | None,
+    resume_dir: Path | None,
     progress: Progress | None,
     cache: ArtifactCache | str | Path | bool | None = None,
 ) -> AuditResult:
-    """The game of :func:`run_audit` with a validated ``config``."""
-    if out_dir is not None:
-        out_dir = check_output_dir(out_dir)
-    clock = _Clock(progress or (lambda stage, done, total: None))
-    artifacts = open_cache(cache)
-    defense = DEFENSES.get(config.defense).obj
+    """The game of :func:`play_audit` with a validated ``config``: its stages, in order."""
+    run = _Run(
+        config,
+        _Clock(progress or (lambda stage, done, total: None)),
+        open_cache(cache),
+        DEFENSES.get(config.defense).obj,
+    )
+    _data_stage(run)
+    _owner_stage(run)
+    _recourse_stage(run)
+    _reference_stage(run, resume_dir)
+    _attack_stage(run)
+    return _assemble(run)
 
+
+def _data_stage(run: _Run) -> None:
+    """Load the data (or the deployed rows), check every column option, resolve the model and recourse."""
+    clock, config = run.clock, run.config
     clock.begin("data")
-    provenance = data_provenance(config)
-    deployed_data = deployed.load_deployed(config) if config.deployed else None
-    if deployed_data is not None:  # the fitted instance against its real training rows (audit/deployed.py)
-        config, game = deployed.prepare_deployed(config, deployed_data)
+    run.provenance = data_provenance(config)
+    run.deployed_data = deployed.load_deployed(config) if config.deployed else None
+    if run.deployed_data is not None:  # the fitted instance against its real training rows (audit/deployed.py)
+        config, game = deployed.prepare_deployed(config, run.deployed_data)
     else:
         game = stages.prepare_game(config, stages.load_data(config))
     check_bounds_columns(config, game)
@@ -161,104 +227,115 @@ def _play(
     recipe = resolve_model(config, game)  # the user's model is checked against the data here, before training
     if recipe.capabilities is not None:
         check_fitted_recourse(config, _Capable(recipe.capabilities), recipe.label)
-    method = defense.shadow_recourse(config, action_set_for(config, game), public_bounds_for(config, game))
+    run.method = run.defense.shadow_recourse(config, action_set_for(config, game), public_bounds_for(config, game))
+    run.config, run.game, run.recipe = config, game, recipe
     clock.lap("data")
 
-    clock.begin("owner model")
-    make_model = recipe.make
-    if deployed_data is not None:
-        targets = deployed.deployed_targets(config, game)  # never refitted
+
+def _owner_stage(run: _Run) -> None:
+    """Train the owner's model on the members (or take the deployed instance) and select the targets."""
+    run.clock.begin("owner model")
+    if run.deployed_data is not None:
+        run.targets = deployed.deployed_targets(run.config, run.game)  # never refitted
     else:
-        targets = stages.train_owner(make_model, game, config.seed, artifacts)
-    check_fitted_recourse(config, targets.model, recipe.label)
-    _check_enough_targets(config, targets.is_member, game.dataset.n_rows)
-    clock.lap("owner model")
+        run.targets = stages.train_owner(run.recipe.make, run.game, run.config.seed, run.artifacts)
+    check_fitted_recourse(run.config, run.targets.model, run.recipe.label)
+    _check_enough_targets(run.config, run.targets.is_member, run.game.dataset.n_rows)
+    run.clock.lap("owner model")
 
-    clock.begin("recourse")
-    fit_X, fit_y = (
-        (game.X_pool, game.y_pool) if config.recourse_fit == "adversary" else (game.X_members, game.y_members)
-    )
-    res, session = stages.owner_recourse(config, defense, method, targets, fit_X, fit_y, artifacts)
-    cfd = res.distance(config.distance)
-    counterfactuals, note = (
-        stages.counterfactual_table(
-            game.preprocessor, game.dataset, targets.rows, res, config.distance, targets.is_member
+
+def _recourse_stage(run: _Run) -> None:
+    """The owner's recourse for the targets, its distances and (a user's data) the counterfactuals' table."""
+    config, game, targets = run.config, run.game, run.targets
+    run.clock.begin("recourse")
+    run.fit = (game.X_pool, game.y_pool) if config.recourse_fit == "adversary" else (game.X_members, game.y_members)
+    run.res, run.session = stages.owner_recourse(config, run.defense, run.method, targets, *run.fit, run.artifacts)
+    run.cfd = run.res.distance(config.distance)
+    if config.data is not None:
+        run.counterfactuals, run.note = stages.counterfactual_table(
+            game.preprocessor, game.dataset, targets.rows, run.res, config.distance, targets.is_member
         )
-        if config.data is not None
-        else (None, None)
-    )
-    clock.lap("recourse")
+    run.clock.lap("recourse")
 
+
+def _reference_stage(run: _Run, resume_dir: Path | None) -> None:
+    """The adversary's shadow models and the online reference models, resumable under ``resume_dir``."""
+    config, game, clock = run.config, run.game, run.clock
     # keyed by content: the configuration, the data's SHA-256 and the package version (and, inside
     # run_shadow_models, each entry by the exact arrays it was computed from)
     cache = (
-        Path(out_dir) / ".cache" / content_key(config.digest(), provenance.data_sha256, game.pool_sizes[2])
-        if out_dir is not None
+        Path(resume_dir) / ".cache" / content_key(config.digest(), run.provenance.data_sha256, game.pool_sizes[2])
+        if resume_dir is not None
         else None
     )
+    common = {"cache_dir": cache, "progress": clock.progress, "artifacts": run.artifacts}
     with workers_die_with_parent():  # no shadow-model worker outlives a killed run
-        shadow = stages.train_shadow_models(
-            config, make_model, method, game, targets, cache_dir=cache, progress=clock.progress, artifacts=artifacts
-        )
-    if shadow is not None:
+        run.shadow = stages.train_shadow_models(config, run.recipe.make, run.method, game, run.targets, **common)
+    if run.shadow is not None:
         clock.lap("shadow models", report=False)
     with workers_die_with_parent():
-        online = stages.train_online_models(
-            config, make_model, method, game, targets, cache_dir=cache, progress=clock.progress, artifacts=artifacts
-        )
-    if online is not None:
+        run.online = stages.train_online_models(config, run.recipe.make, run.method, game, run.targets, **common)
+    if run.online is not None:
         clock.lap("online reference models", report=False)
 
-    # further recourse queries (RMIA's population points) go to the owner's recourse, as the targets' did
-    query_cfd = stages.owner_cfd_query(
-        lambda X: defense.owner_recourse(config, method, targets.model, fit_X, fit_y, X)[0], config.distance
-    )
-    clock.begin("attacks")
-    scores = stages.run_attacks(
-        config, stages.attack_inputs(config, game, targets, res, cfd, shadow, online, query_cfd)
-    )
-    attacks, warns = stages.measure_attacks(scores, targets.is_member, seed=config.seed)
-    clock.lap("attacks")
 
-    threat_report = None
-    if config.threats != ("membership",) or "label-only" in scores:
+def _attack_stage(run: _Run) -> None:
+    """Every attack's scores and metrics, then the threats beyond membership (``--threats``)."""
+    config, game, targets, clock = run.config, run.game, run.targets, run.clock
+    # further recourse queries (RMIA's population points) go to the owner's recourse, as the targets' did
+    query_cfd = stages.owner_cfd_query(lambda X: run.owner_recourse(targets.model, *run.fit, X), config.distance)
+    clock.begin("attacks")
+    inputs = stages.attack_inputs(config, game, targets, run.res, run.cfd, run.shadow, run.online, query_cfd)
+    run.scores = stages.run_attacks(config, inputs)
+    run.attacks, run.warns = stages.measure_attacks(run.scores, targets.is_member, seed=config.seed)
+    clock.lap("attacks")
+    if config.threats != ("membership",) or "label-only" in run.scores:
         clock.begin("threats")
         ctx = threats.ThreatContext(
             config,
             game,
             targets,
-            lambda model, X: defense.owner_recourse(config, method, model, fit_X, fit_y, X)[0],
-            scores,
-            make_model=make_model,
-            fit_recourse=lambda model, X_fit, y_fit, X: defense.owner_recourse(config, method, model, X_fit, y_fit, X)[
-                0
-            ],
+            lambda model, X: run.owner_recourse(model, *run.fit, X),
+            run.scores,
+            make_model=run.recipe.make,
+            fit_recourse=run.owner_recourse,
         )
-        threat_report = threats.run_threats(ctx)
+        run.threat_report = threats.run_threats(ctx)
         clock.lap("threats")
 
-    recourse = stages.summarize_recourse(res, targets.is_member, config.distance)
+
+def _summaries(run: _Run) -> dict:
+    """The recourse, DP, shadow and deployed summaries (their warnings added to ``run.warns``)."""
+    config, game, targets = run.config, run.game, run.targets
+    recourse = stages.summarize_recourse(run.res, targets.is_member, config.distance)
     if recourse.n_invalid:
-        warns.append(
+        run.warns.append(
             f"{recourse.n_invalid} of {recourse.n} targets got no valid recourse; their "
             "distance to the last iterate is still scored"
         )
-    dp = defense.summary(config, targets.model, session, res, targets.is_member, game.X_pool, game.y_pool)
+    dp = run.defense.summary(config, targets.model, run.session, run.res, targets.is_member, game.X_pool, game.y_pool)
     if dp is not None:  # the worst case over the attacks the claim covers, against the tight bound
-        dp = dp_verdict(dp, attacks, defense.covered_signals)
+        dp = dp_verdict(dp, run.attacks, run.defense.covered_signals)
     shadow_info = None
-    if shadow is not None:
-        shadow_info, more = stages.shadow_summary(config, shadow, game.n_owner_rows)
-        warns += [] if deployed_data is not None else more  # the deployed draw says it in its own words
+    if run.shadow is not None:
+        shadow_info, more = stages.shadow_summary(config, run.shadow, game.n_owner_rows)
+        run.warns += [] if run.deployed_data is not None else more  # the deployed draw says it in its own words
     deployed_info = None
-    if deployed_data is not None:
-        deployed_info, more = deployed.deployed_summary(config, deployed_data, game, targets)
-        warns += more
-    exposure_table, exposure_info = record_exposure(scores, attacks, targets, deployed_data)
-    groups = group_table(config, game, targets, scores, attacks)
-    warns = [*game.notes, *warns, *([note] if note else [])]
+    if run.deployed_data is not None:
+        deployed_info, more = deployed.deployed_summary(config, run.deployed_data, game, targets)
+        run.warns += more
+    return {"recourse": recourse, "dp": dp, "shadow": shadow_info, "deployed": deployed_info}
+
+
+def _assemble(run: _Run) -> AuditResult:
+    """The typed result of the finished game."""
+    config, game, targets = run.config, run.game, run.targets
+    summaries = _summaries(run)
+    exposure_table, exposure_info = record_exposure(run.scores, run.attacks, targets, run.deployed_data)
+    groups = group_table(config, game, targets, run.scores, run.attacks)
+    warns = [*game.notes, *run.warns, *([run.note] if run.note else [])]
     n_mem, n_non, n_adv = game.pool_sizes
-    result = AuditResult(
+    return AuditResult(
         config=config,
         data=DataSummary(
             dataset=describe_data(config.data) or config.dataset,
@@ -268,33 +345,27 @@ def _play(
             dropped_correlated=tuple(game.preprocessor.dropped_correlated_),
         ),
         model=ModelSummary(
-            name=recipe.label,
+            name=run.recipe.label,
             train_accuracy=accuracy(targets.model, game.X_members, game.y_members),
             test_accuracy=accuracy(targets.model, game.X_nonmembers, game.y_nonmembers),
         ),
-        recourse=recourse,
         n_members=int(targets.is_member.sum()),
         n_nonmembers=int((targets.is_member == 0).sum()),
-        attacks=attacks,
+        attacks=run.attacks,
         warnings=tuple(warns),
-        dp=dp,
-        shadow=shadow_info,
-        timing_seconds=clock.total(),
-        provenance=provenance,
-        threats=threat_report,
+        timing_seconds=run.clock.total(),
+        provenance=run.provenance,
+        threats=run.threat_report,
         arrays=AuditArrays(
-            scores=scores,
+            scores=run.scores,
             is_member=targets.is_member,
-            cfd=cfd,
-            recourse=res,
+            cfd=run.cfd,
+            recourse=run.res,
             pools=game.pools,
-            counterfactuals=counterfactuals,
+            counterfactuals=run.counterfactuals,
             exposure=exposure_table,
         ),
-        deployed=deployed_info,
         exposure=exposure_info,
         groups=groups,
+        **summaries,
     )
-    if out_dir is not None:
-        result = result.with_files(write_outputs(result, out_dir))
-    return result

@@ -226,7 +226,8 @@ def _play(console, config, out: Path, artifacts, claim):
     """Play the audit under progress bars (one per stage); its result, the output directory finished."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from recourse_privacy.audit import run_audit
+    from recourse_privacy.audit import play_audit
+    from recourse_privacy.report.outputs import write_outputs
 
     with Progress(
         TextColumn("{task.description:<14}"),
@@ -244,7 +245,8 @@ def _play(console, config, out: Path, artifacts, claim):
             bar.update(tasks[stage], completed=done, total=total)
 
         try:
-            result = run_audit(config, out, progress=progress, cache=artifacts or "off")
+            result = play_audit(config, resume_dir=out, progress=progress, cache=artifacts or "off")
+            result = result.with_files(write_outputs(result, out))  # the command writes the outputs, not the game
             claim.finish()
         except RecoursePrivacyError as err:
             bar.stop()
@@ -409,7 +411,7 @@ def _print_summary(console, result) -> None:
                 style="yellow",
                 highlight=False,
             )
-    _print_threats(console, getattr(result, "threats", None))
+    _print_threats(console, result.threats)
     if any(not r for a in result.attacks.values() for r in a.tpr_at_fpr_reliable.values()):
         console.print("* fewer non-members than 1/FPR: that TPR cannot be resolved at this FPR", style="dim")
     for w in result.warnings:
