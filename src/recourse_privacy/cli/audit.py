@@ -1,40 +1,35 @@
-"""``recourse-privacy audit``: the recourse membership-inference game and its report."""
+"""``recourse-privacy audit``: the recourse membership-inference game and its report.
+
+Its options are generated from :class:`~recourse_privacy.audit.AuditConfig`'s field metadata
+(:func:`recourse_privacy.cli.options.config_options`): a new setting with ``metadata=cli(help=...)``
+is a new option, with no edit here. The command plays the game (:func:`~recourse_privacy.audit.play_audit`)
+and writes its outputs (:func:`~recourse_privacy.report.outputs.write_outputs`).
+"""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import typer
 
 from recourse_privacy.cli._common import (
-    _capped,
-    _columns,
     _command,
     _fail,
     _given_options,
     _name_list,
-    _names,
-    _numbers,
-    _parse_params,
     _user_inputs,
     claim_output_dir,
 )
 from recourse_privacy.cli.options import (
-    _BOUNDS,
     _CACHE_DIR,
-    _CATEGORICAL,
-    _DATA,
-    _DEVICE,
-    _IMMUTABLE,
-    _INCREASING,
     _MODEL_FILE,
     _OVERWRITE,
-    _POSITIVE_LABEL,
-    _SEED,
-    _TARGET,
     _TRUST,
     _TRUST_PICKLE,
     _out_path,
+    audit_options,
+    with_options,
 )
 from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError
 
@@ -52,164 +47,86 @@ def _deployed_inputs(data: Path | None, members: str | None, train: Path | None,
     return {"data": str(train), "holdout": str(holdout)}
 
 
-@_command()
-def audit(
-    dataset: str = typer.Option("synthetic", help=f"a registered dataset: {_names('dataset')}"),
-    data: Path | None = _DATA,
-    target: str | None = _TARGET,
-    positive_label: str | None = _POSITIVE_LABEL,
-    categorical: list[str] | None = _CATEGORICAL,
-    immutable: list[str] | None = _IMMUTABLE,
-    increasing: list[str] | None = _INCREASING,
-    bounds: list[str] | None = _BOUNDS,
-    model_file: Path | None = _MODEL_FILE,
-    trust: list[str] | None = _TRUST,
-    trust_pickle: bool = _TRUST_PICKLE,
-    members: str | None = typer.Option(
-        None,
-        "--members",
-        help="as-deployed audit: the column of --data saying per row (1/0, true/false) whether it trained the "
-        "--model-file instance. Without it the audit answers 'this recipe, re-trained' (a fresh clone trained on "
-        "members it draws); with it, or --train-data/--holdout-data, 'this deployed model': the fitted instance as "
-        "loaded, never refitted, against its real training rows",
+#: the fields that the shared data and model inputs (``_user_inputs``) and the as-deployed ones set
+_INPUT_FIELDS = ("data", "target", "positive_label", "categorical", "immutable", "increasing", "bounds", "model")
+_DEPLOYED_FIELDS = ("members", "holdout")
+#: the command's options that are no AuditConfig field, placed after the generated option they belong with
+_AFTER = {
+    "bounds": [
+        inspect.Parameter("model_file", inspect.Parameter.KEYWORD_ONLY, default=_MODEL_FILE, annotation=Path | None),
+        inspect.Parameter("trust", inspect.Parameter.KEYWORD_ONLY, default=_TRUST, annotation=list[str] | None),
+        inspect.Parameter("trust_pickle", inspect.Parameter.KEYWORD_ONLY, default=_TRUST_PICKLE, annotation=bool),
+    ],
+    "members": [
+        inspect.Parameter(
+            "train_data",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=typer.Option(
+                None, "--train-data", help="as-deployed audit: the rows that trained --model-file (with --holdout-data)"
+            ),
+            annotation=Path | None,
+        ),
+        inspect.Parameter(
+            "holdout_data",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=typer.Option(
+                None, "--holdout-data", help="as-deployed audit: rows --model-file never trained on (with --train-data)"
+            ),
+            annotation=Path | None,
+        ),
+    ],
+}
+_LAST = [
+    inspect.Parameter(
+        "out",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=typer.Option(Path("audit-results"), help="output directory", parser=_out_path),
+        annotation=Path,
     ),
-    train_data: Path | None = typer.Option(
-        None, "--train-data", help="as-deployed audit: the rows that trained --model-file (with --holdout-data)"
-    ),
-    holdout_data: Path | None = typer.Option(
-        None, "--holdout-data", help="as-deployed audit: rows --model-file never trained on (with --train-data)"
-    ),
-    group: list[str] | None = typer.Option(
-        None, "--group", help="a column whose values' exposure is measured apart (repeatable; groups.csv)"
-    ),
-    data_dir: Path | None = typer.Option(
-        None, help="directory of the real datasets (else $RECOURSE_PRIVACY_DATA, else a download cache)"
-    ),
-    n_features: int = typer.Option(1000, help="number of features of the synthetic data"),
-    model: str = typer.Option("logistic", help=f"a registered model: {_names('model')}"),
-    recourse: str = typer.Option(
-        "linear",
-        help=f"a registered recourse method: {_names('recourse')} "
-        "(`recourse-privacy list` says which model each needs)",
-    ),
-    attacks: str = typer.Option(
-        "cfd,cfd-lrt,loss,loss-lrt,random", help=f"comma-separated registered attacks: {_names('attack')}"
-    ),
-    shadow_models: int = typer.Option(10, help="shadow models of the adversary (LRT attacks)"),
-    shadow_fraction: float = typer.Option(0.5, help="share of the adversary's pool each shadow model trains on"),
-    n_members: int = typer.Option(
-        2000, help="owner's training set size; the non-member and adversary pools default to the same size"
-    ),
-    n_nonmembers: int | None = typer.Option(None, help="non-member pool size (default: --n-members)"),
-    n_adversary: int | None = typer.Option(
-        None, help="adversary's pool size (default: twice --n-members, or every row left)"
-    ),
-    distance: str = typer.Option("l1", help="cost c(x, x') the attacks read: l1 (Pawelczyk et al. 2023) or l2"),
-    variance: str = typer.Option("per-example", help="LRT variance: per-example or global"),
-    center: str = typer.Option("mean", help="LRT center: mean (MLE, Algorithm 1) or median"),
-    cdf: str = typer.Option("normal", help="LRT score: normal or t (Student-t) CDF"),
-    rmia_a: float | None = typer.Option(
-        None,
-        help="RMIA's offline scaling a in [0, 1] (Zarifzadeh et al. 2024; default: chosen on the adversary's "
-        "shadow game, never on the targets)",
-    ),
-    rmia_gamma: float = typer.Option(1.0, help="RMIA's likelihood-ratio threshold gamma against population points"),
-    rmia_population: int = typer.Option(
-        500, help="RMIA's population points z, drawn from the adversary's pool (their recourse queries are counted)"
-    ),
-    threats: str = typer.Option(
-        "membership",
-        help=f"comma-separated threats to audit, or all: {_names('threat')} (membership, the game, is always played)",
-    ),
-    query_budgets: str = typer.Option(
-        "20,50,100,200,400,1000",
-        help="extraction: the adversary's numbers of recourse queries (each a decision and a counterfactual); "
-        f"every registered surrogate is trained on them: {_names('surrogate')}",
-    ),
-    extraction_repeats: int = typer.Option(5, help="extraction: repeats with fresh queries per budget (intervals)"),
-    sensitive: str | None = typer.Option(
-        None, help="attribute threat: the column the adversary infers (release: Anonymeter's inference risk)"
-    ),
-    release_size: int = typer.Option(
-        1000,
-        help="release threat: rejected applicants from outside the game whose counterfactuals the owner publishes; "
-        f"the released-set attacks: {_names('release-attack')}",
-    ),
-    release_with_factuals: bool = typer.Option(
-        False, help="release threat: publish the (factual, counterfactual) pairs, not the counterfactuals alone"
-    ),
-    actionable: bool = typer.Option(False, help="apply the dataset's actionability constraints to recourse"),
-    normalize_rows: bool = typer.Option(False, help="scale every row to unit L2 norm (Huang et al. 2023)"),
-    data_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the data (synthetic: class_sep, flip_y)"),
-    model_param: list[str] | None = typer.Option(None, help="KEY=VALUE for the model (epochs, batch_size, lr, C, ...)"),
-    recourse_param: list[str] | None = typer.Option(
-        None, help="KEY=VALUE for the recourse method (lam, lr, max_iter, ...)"
-    ),
-    defense: str = typer.Option(
-        "none",
-        help=f"a registered defense: {_names('defense')} (dpm: the model trained "
-        "with DP, logistic -> diffprivlib, needs --normalize-rows; mlp* -> Opacus DP-SGD; "
-        "laplace: plain Laplace Recourse, not DP; dpm-laplace: LR over a DP model)",
-    ),
-    recourse_fit: str = typer.Option(
-        "members",
-        help="data a fitted recourse method (face, cchvae, revise, dice, "
-        "gs) learns from: members, or adversary (the adversary's pool: needed under dpm)",
-    ),
-    epsilon: float | None = typer.Option(None, help="DP epsilon: the model's (dpm) or per recourse query (laplace)"),
-    seed: int = _SEED,
-    n_jobs: int = typer.Option(1, help="parallel shadow-model trainings (joblib processes)"),
-    device: str = _DEVICE,
-    out: Path = typer.Option(Path("audit-results"), help="output directory", parser=_out_path),
-    overwrite: bool = _OVERWRITE,
-    cache_dir: str | None = _CACHE_DIR,
-) -> None:
+    inspect.Parameter("overwrite", inspect.Parameter.KEYWORD_ONLY, default=_OVERWRITE, annotation=bool),
+    inspect.Parameter("cache_dir", inspect.Parameter.KEYWORD_ONLY, default=_CACHE_DIR, annotation=str | None),
+]
+
+
+def _parameters() -> list[inspect.Parameter]:
+    """The audit's options: every AuditConfig field with CLI metadata, in field order, and the command's own."""
+    out = []
+    for option in audit_options().values():
+        out.append(option.parameter())
+        out += _AFTER.get(option.field, [])
+    return out + _LAST
+
+
+def _config(options: dict):
+    """The validated AuditConfig of the command's ``options`` (one error naming the option, before any work)."""
+    from recourse_privacy.audit import AuditConfig
+
+    values = {
+        **_user_inputs(options),
+        **_deployed_inputs(options["data"], options["members"], options["train_data"], options["holdout_data"]),
+    }
+    _check_threat_options(options)
+    _check_release_options(options)
+    for name, option in audit_options().items():
+        if name not in _INPUT_FIELDS + _DEPLOYED_FIELDS:
+            values[name] = option.read(options[option.param])
+    return AuditConfig(**values).validate()
+
+
+def audit(**options) -> None:
     """Play the recourse membership-inference game and report every attack."""
     from rich.console import Console
 
-    from recourse_privacy.audit import AuditConfig
     from recourse_privacy.cache import open_cache
 
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 110))
+    out = options["out"]
     try:
-        config = AuditConfig(
-            dataset=dataset,
-            **{**_user_inputs(locals()), **_deployed_inputs(data, members, train_data, holdout_data)},
-            groups=_columns(group, "--group"),
-            data_dir=str(data_dir) if data_dir else None,
-            n_features=n_features,
-            recourse=recourse,
-            attacks=_name_list(attacks, "--attacks"),
-            shadow_models=shadow_models,
-            shadow_fraction=shadow_fraction,
-            n_members=n_members,
-            n_nonmembers=n_nonmembers,
-            n_adversary=n_adversary,
-            distance=distance,
-            variance=variance,
-            center=center,
-            cdf=cdf,
-            rmia_a=rmia_a,
-            rmia_gamma=rmia_gamma,
-            rmia_population=rmia_population,
-            **_threat_options(threats, query_budgets, extraction_repeats, sensitive),
-            **_release_options(threats, release_size, release_with_factuals),
-            actionable=actionable,
-            normalize_rows=normalize_rows,
-            data_params=_parse_params(data_param, "--data-param"),
-            model_params=_parse_params(model_param, "--model-param"),
-            recourse_params=_parse_params(recourse_param, "--recourse-param"),
-            seed=seed,
-            n_jobs=_capped(n_jobs, "--n-jobs"),
-            device=device,
-            defense=defense,
-            epsilon=epsilon,
-            recourse_fit=recourse_fit,
-        ).validate()
-        artifacts = open_cache(cache_dir)
-        claim = claim_output_dir(out, "audit", overwrite)
+        config = _config(options)
+        artifacts = open_cache(options["cache_dir"])
+        claim = claim_output_dir(out, "audit", options["overwrite"])
     except RecoursePrivacyError as err:
         _fail(err)
     result = _play(console, config, out, artifacts, claim)
@@ -220,6 +137,9 @@ def audit(
         console.print(
             f"artifact cache {artifacts.root}: {_hit_text(artifacts.stats_dict())}", style="dim", highlight=False
         )
+
+
+audit = _command()(with_options(audit, _parameters()))
 
 
 def _play(console, config, out: Path, artifacts, claim):
@@ -254,19 +174,18 @@ def _play(console, config, out: Path, artifacts, claim):
     return result
 
 
-def _release_options(threats: str, release_size: int, release_with_factuals: bool) -> dict:
-    """The AuditConfig fields of the release threat; --release-size without the threat is an error."""
-    names = _name_list(threats, "--threats")
+def _check_release_options(options: dict) -> None:
+    """--release-size without the release threat is an error."""
+    names = _name_list(options["threats"], "--threats")
     if "release_size" in _given_options() and not {"release", "all"} & set(names):
         raise InvalidInputError(
             "--release-size applies to the release threat: add --threats release (or all), or drop it"
         )
-    return {"release_size": release_size, "release_with_factuals": release_with_factuals}
 
 
-def _threat_options(threats: str, query_budgets: str, extraction_repeats: int, sensitive: str | None) -> dict:
-    """The AuditConfig fields of --threats and its options; an extraction option without the threat is an error."""
-    names = _name_list(threats, "--threats")
+def _check_threat_options(options: dict) -> None:
+    """An extraction option (--query-budgets, --extraction-repeats) without its threat is an error."""
+    names = _name_list(options["threats"], "--threats")
     extracting = bool({"extraction", "attribute", "all"} & set(names))
     for option in ("query_budgets", "extraction_repeats"):
         if option in _given_options() and not extracting:
@@ -274,12 +193,6 @@ def _threat_options(threats: str, query_budgets: str, extraction_repeats: int, s
                 f"--{option.replace('_', '-')} applies to the extraction and attribute threats: add --threats "
                 "extraction (or all), or drop it"
             )
-    return {
-        "threats": names,
-        "query_budgets": tuple(_numbers(query_budgets, int, "--query-budgets")),
-        "extraction_repeats": extraction_repeats,
-        "sensitive": sensitive,
-    }
 
 
 def _print_threats(console, report) -> None:
