@@ -267,7 +267,6 @@ def _print_summary(console, result) -> None:
         f"targets: {result.n_members} members, {result.n_nonmembers} non-members",
         highlight=False,
     )
-    from recourse_privacy.report.dp_verdict import dp_bound_rows
     from recourse_privacy.report.verdict import verdict_of
 
     def ci(value: float, pair, spec: str) -> str:  # "0.62 [0.58, 0.66]"; the value alone without an interval
@@ -304,26 +303,7 @@ def _print_summary(console, result) -> None:
             console.print(f"  {finding.text}", highlight=False, markup=False)
     if verdict.detectable is not None:
         console.print(f"  {verdict.detectable.text}", highlight=False, markup=False, style="dim")
-    dp = result.dp
-    if dp is not None:
-        console.print(
-            f"DP defense {dp.defense} (model {model.name}): epsilon per query "
-            f"{dp.epsilon_per_query:.4g}, total {dp.epsilon_total:.4g}; bounds on balanced accuracy:",
-            highlight=False,
-        )
-        for bound in dp_bound_rows(dp):
-            console.print(f"  {bound.text}", highlight=False, markup=False)
-        if dp.verdict is not None:
-            console.print(f"verdict: {dp.verdict.text}", style="red" if dp.verdict.exceeds else None, highlight=False)
-        if dp.direction_attack is not None:
-            da = dp.direction_attack
-            console.print(
-                f"warning: LR's counterfactuals reveal w's direction, which is not private: ranking the "
-                f"targets along it gives AUC {da.auc:.4f}, BA {da.balanced_accuracy:.4f} (the "
-                "baseline CFD attack, at any epsilon; docs/dp-defenses.md)",
-                style="yellow",
-                highlight=False,
-            )
+    _print_dp(console, result.dp, model.name)
     _print_threats(console, result.threats)
     if any(not r for a in result.attacks.values() for r in a.tpr_at_fpr_reliable.values()):
         console.print("* fewer non-members than 1/FPR: that TPR cannot be resolved at this FPR", style="dim")
@@ -334,3 +314,29 @@ def _print_summary(console, result) -> None:
         f"{Path(result.files['metrics']).parent} in {result.timing_seconds['total']:.1f} s",
         highlight=False,
     )
+
+
+def _print_dp(console, dp, model_name: str) -> None:
+    """A DP defense's epsilons, every bound it implies, its verdict and (Laplace Recourse) the direction attack."""
+    from recourse_privacy.report.dp_verdict import dp_bound_rows
+
+    if dp is None:
+        return
+    console.print(
+        f"DP defense {dp.defense} (model {model_name}): epsilon per query "
+        f"{dp.epsilon_per_query:.4g}, total {dp.epsilon_total:.4g}; bounds on balanced accuracy:",
+        highlight=False,
+    )
+    for bound in dp_bound_rows(dp):
+        console.print(f"  {bound.text}", highlight=False, markup=False)
+    if dp.verdict is not None:
+        console.print(f"verdict: {dp.verdict.text}", style="red" if dp.verdict.exceeds else None, highlight=False)
+    if dp.direction_attack is not None:
+        da = dp.direction_attack
+        console.print(
+            f"warning: LR's counterfactuals reveal w's direction, which is not private: ranking the "
+            f"targets along it gives AUC {da.auc:.4f}, BA {da.balanced_accuracy:.4f} (the "
+            "baseline CFD attack, at any epsilon; docs/dp-defenses.md)",
+            style="yellow",
+            highlight=False,
+        )

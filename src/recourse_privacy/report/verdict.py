@@ -557,21 +557,59 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
     head = _headline(level, scores, recourse, beyond)
 
     parts: list[str] = [scores.text, recourse.text, beyond.text]
-    other = [a for a in candidates if a.signal not in SIGNAL_LABELS]
-    if other:
-        parts.append(
-            "Attacks of no recorded signal ("
-            + ", ".join(a.name for a in other)
-            + ") count in the overall level only"
-            + (
-                ": " + ", ".join(a.name for a in other if a.significant) + " detect(s) leakage."
-                if any(a.significant for a in other)
-                else "."
-            )
-        )
-    t01 = best.tpr_low_fpr
-    ach = achieved[best.name]
+    parts += _other_signals([a for a in candidates if a.signal not in SIGNAL_LABELS])
     rel = tpr_reliable(src[best.name], LOW_FPR)
+    caveats, detectable = _caveats(best, rel, candidates, unknown, controls)
+    parts += caveats + (_dp_texts(dp, comparison) if dp is not None else [])
+    hws = [a.halfwidth for a in candidates if a.halfwidth is not None]
+    band = max(hws) if hws else None
+    t01, ach = best.tpr_low_fpr, achieved[best.name]
+    return Verdict(
+        level=level,
+        headline=head,
+        explanation=tuple(parts),
+        attack=best.name,
+        auc=best.auc,
+        tpr_at_1pct_fpr=t01,
+        achieved_fpr=ach,
+        tpr_reliable=rel,
+        band_halfwidth=band,
+        significant=tuple(a.name for a in sig),
+        controls=tuple(a.name for a in controls),
+        assessments=assessed,
+        dp=comparison,
+        scores=scores,
+        recourse=recourse,
+        beyond=beyond,
+        detectable=detectable,
+    )
+
+
+def _other_signals(other: list[AttackAssessment]) -> list[str]:
+    """The sentence on attacks of no recorded signal (counted in the overall level only)."""
+    if not other:
+        return []
+    return [
+        "Attacks of no recorded signal ("
+        + ", ".join(a.name for a in other)
+        + ") count in the overall level only"
+        + (
+            ": " + ", ".join(a.name for a in other if a.significant) + " detect(s) leakage."
+            if any(a.significant for a in other)
+            else "."
+        )
+    ]
+
+
+def _caveats(
+    best: AttackAssessment,
+    rel: bool | None,
+    candidates: list[AttackAssessment],
+    unknown: list[AttackAssessment],
+    controls: list[AttackAssessment],
+) -> tuple[list[str], Detectable | None]:
+    """What chance gives, what the sample size can detect, multiple testing, missing sizes and the controls."""
+    parts = []
     chance = "Random guessing gives AUC 0.5 and TPR = FPR (1% at FPR 1%)."
     if rel is False:
         chance += (
@@ -579,8 +617,6 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
             "to resolve a 1% FPR."
         )
     parts.append(chance)
-    hws = [a.halfwidth for a in candidates if a.halfwidth is not None]
-    band = max(hws) if hws else None
     n1, n0 = best.n_members, best.n_nonmembers
     detectable = detectable_effects(n1, n0) if n1 and n0 and n1 > 0 and n0 > 0 else None
     if detectable is not None:
@@ -602,13 +638,18 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
             "The " + ", ".join(a.name for a in controls) + " attack is a random-guessing control and "
             "is not counted in this verdict (its numbers show the noise level of this audit)."
         )
-    dpv = dp.verdict if dp is not None else None
+    return parts, detectable
+
+
+def _dp_texts(dp: DPSummary, comparison: BoundComparison | None) -> list[str]:
+    """The DP defense's sentence: the audit's own verdict where recorded, else the attacks beside the bound."""
+    dpv = dp.verdict
     if dpv is not None:  # the audit's own worst case over the attacks the claim covers, against the tight bound
         rows = {r.key: r for r in dp_bound_rows(dp)}
         paper = rows.get("theorem2")
         paper_txt = f"; {paper.text} would allow more" if paper is not None else ""
         bound_txt = rows["verdict"].text if "verdict" in rows else f"the tight bound {_g(dpv.ba_bound, '.4f')}"
-        parts.append(
+        return [
             f"Under the {dp.defense} defense, the worst case over the {len(dpv.covered)} attack(s) the DP claim "
             f"covers is {dpv.attack} (balanced accuracy {_g(dpv.balanced_accuracy, '.4f')}, 95% lower confidence "
             f"bound {_g(dpv.ba_lower_confidence, '.4f')}), against the {bound_txt} (ε twice the claim because "
@@ -618,43 +659,24 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
                 if dpv.exceeds
                 else "consistent with the claim, which is not a proof of privacy."
             )
-        )
-    if comparison is not None and comparison.bound is not None and not comparison.vacuous:
-        defense = f"the {comparison.defense} defense" if comparison.defense else "the DP defense"
-        if dpv is not None:
-            pass  # the audit's own verdict above (covered attacks, confidence bound) is the statement to read
-        elif comparison.exceeded:
-            parts.append(
-                f"Under {defense}, "
-                + ", ".join(comparison.exceeded)
-                + f" exceed(s) the DP bound of {_g(comparison.bound, '.4f')} on balanced accuracy "
-                "(the tight form of Theorem 2 of Pawelczyk et al. 2023): see the differential-privacy "
-                "section."
-            )
-        elif any(c.status == "within" for c in comparison.checks):
-            parts.append(
-                f"Under {defense}, every attack's balanced accuracy is within Theorem 2's bound of "
-                f"{_g(comparison.bound, '.4f')} (Pawelczyk et al. 2023)."
-            )
-    return Verdict(
-        level=level,
-        headline=head,
-        explanation=tuple(parts),
-        attack=best.name,
-        auc=best.auc,
-        tpr_at_1pct_fpr=t01,
-        achieved_fpr=ach,
-        tpr_reliable=rel,
-        band_halfwidth=band,
-        significant=tuple(a.name for a in sig),
-        controls=tuple(a.name for a in controls),
-        assessments=assessed,
-        dp=comparison,
-        scores=scores,
-        recourse=recourse,
-        beyond=beyond,
-        detectable=detectable,
-    )
+        ]
+    if comparison is None or comparison.bound is None or comparison.vacuous:
+        return []
+    defense = f"the {comparison.defense} defense" if comparison.defense else "the DP defense"
+    if comparison.exceeded:
+        return [
+            f"Under {defense}, "
+            + ", ".join(comparison.exceeded)
+            + f" exceed(s) the DP bound of {_g(comparison.bound, '.4f')} on balanced accuracy "
+            "(the tight form of Theorem 2 of Pawelczyk et al. 2023): see the differential-privacy "
+            "section."
+        ]
+    if any(c.status == "within" for c in comparison.checks):
+        return [
+            f"Under {defense}, every attack's balanced accuracy is within Theorem 2's bound of "
+            f"{_g(comparison.bound, '.4f')} (Pawelczyk et al. 2023)."
+        ]
+    return []
 
 
 def verdict_of(result: AuditResult) -> Verdict:
