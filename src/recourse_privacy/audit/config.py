@@ -50,7 +50,8 @@ def cli(help: str, **more: str) -> dict:
 
     ``help``: the option's help, where ``{names}`` stands for the names of the registry ``names``
     (read when the help is built, so it cannot drift); ``flag``: the option when it is not
-    ``--field-name``; ``cli``: how the value is typed on the command line and read back (see
+    ``--field-name``; ``having``: only the registry's entries with this attribute (``fit``: the methods
+    that learn from data); ``cli``: how the value is typed on the command line and read back (see
     ``recourse_privacy.cli.options.CLI_FORMS``; default: the field's own type).
     """
     return {"help": help, **more}
@@ -193,7 +194,10 @@ class AuditConfig:
     recourse_fit: str = field(
         default="members",
         metadata=cli(
-            help="data a fitted recourse method (face, cchvae, revise, dice, gs) learns from: members, or adversary (the adversary's pool: needed under dpm)"
+            help="data a fitted recourse method ({names}) learns from: members, or adversary (the adversary's pool: "
+            "needed under dpm)",
+            names="recourse",
+            having="fit",
         ),
     )  # data a fitted recourse method (FACE, VAEs, DiCE, GS) learns from: members | adversary
     defense: str = field(

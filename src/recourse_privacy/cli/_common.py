@@ -175,12 +175,16 @@ def _check_device(device: str) -> str:
     return device
 
 
-def _names(kind: str) -> str:
-    """The registered names of ``kind`` (attack, recourse, model, defense, dataset), for help texts."""
+def _names(kind: str, having: str | None = None) -> str:
+    """The registered names of ``kind`` (attack, recourse, model, defense, dataset), for help texts.
+
+    ``having``: only the entries whose object has this attribute (``fit``: the recourse methods that learn from data).
+    """
     from recourse_privacy import catalog
 
     try:
-        return ", ".join(catalog.REGISTRIES[kind])
+        registry = catalog.REGISTRIES[kind]
+        return ", ".join(n for n in registry if having is None or hasattr(registry.get(n).obj, having))
     except RecoursePrivacyError:  # a broken plugin must not break --help; the command itself will say why
         return "see `recourse-privacy list`"
 

@@ -115,7 +115,7 @@ def config_options(config_cls: type) -> tuple[ConfigOption, ...]:
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         flag = meta.get("flag", "--" + f.name.replace("_", "-"))
         kind = meta.get("names")
-        text = meta["help"].replace("{names}", _names(kind)) if kind else meta["help"]
+        text = meta["help"].replace("{names}", _names(kind, meta.get("having"))) if kind else meta["help"]
         annotation = form.annotation(hints[f.name])
         decls = () if annotation is bool and "flag" not in meta else (flag,)
         option = typer.Option(form.default(default), *decls, help=text)
