@@ -154,8 +154,8 @@ def run_audit(
     are the same with and without it; a model without a state codec (your own fitted model) is
     used as given, never cached.
     """
-    result = play_audit(config, resume_dir=out_dir, progress=progress, cache=cache, **overrides)
-    return result if out_dir is None else result.with_files(write_outputs(result, out_dir))
+    result = play_audit(config, resume_dir=out_dir, progress=progress, cache=cache, **overrides)  # checks out_dir first
+    return result if out_dir is None else result.with_files(write_outputs(result, check_output_dir(out_dir)))
 
 
 @dataclass

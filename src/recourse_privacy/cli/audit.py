@@ -19,6 +19,7 @@ from recourse_privacy.cli._common import (
     _given_options,
     _name_list,
     _user_inputs,
+    check_output_dir,
     claim_output_dir,
 )
 from recourse_privacy.cli.options import (
@@ -166,7 +167,7 @@ def _play(console, config, out: Path, artifacts, claim):
 
         try:
             result = play_audit(config, resume_dir=out, progress=progress, cache=artifacts or "off")
-            result = result.with_files(write_outputs(result, out))  # the command writes the outputs, not the game
+            result = result.with_files(write_outputs(result, check_output_dir(out)))  # the command writes, not the game
             claim.finish()
         except RecoursePrivacyError as err:
             bar.stop()
