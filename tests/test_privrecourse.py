@@ -240,6 +240,21 @@ def test_failures_are_kept_and_counted():
 
 
 # ---------------------------------------------------------------- publishing, the artefact, the method
+def test_the_default_release_is_dp_as_run_and_publishes_no_training_row(data):
+    """The registered default is diffprivlib's k-means (Su et al. 2016): the ledger says DP, no node is a record.
+
+    The paper's convergent k-means (``clustering="convergent"``) releases EM-selected records by default,
+    which its own ledger marks not DP; a private method's default must be DP as run.
+    """
+    X, y, _ = data
+    art = PrivRecourse(n_clusters=40, epsilon=1.0, random_state=0).publish(X, y)
+    assert art.privacy["is_dp"] is True
+    same = (art.nodes[:, None, :] == X[None, :, :]).all(axis=2)
+    assert not same.any(), "a published node equals a training row"
+    paper = PrivRecourse(n_clusters=40, epsilon=1.0, random_state=0, clustering="convergent").publish(X, y)
+    assert paper.privacy["is_dp"] is False  # the contrast that made the default change
+
+
 def test_publish_states_total_budget_and_roundtrips(data, tmp_path):
     X, y, _ = data
     pr = PrivRecourse(
@@ -247,6 +262,7 @@ def test_publish_states_total_budget_and_roundtrips(data, tmp_path):
         epsilon=1.0,
         model_epsilon=1.0,
         random_state=0,
+        clustering="convergent",
         clustering_params={"release": "noisy_mean_strict", "lap_use": "final"},
     )
     art = pr.publish(X, y)

@@ -51,8 +51,12 @@ class PrivRecourse:
 
     Parameters (defaults from the paper's Table 2): ``source`` of the nodes (``"clusters"``);
     ``n_clusters`` K = 500; ``epsilon``/``delta`` (epsilon_k, delta_k) for the nodes (1, 0; MST
-    needs delta > 0 and defaults to 1e-9); ``clustering`` ``"convergent"`` (spec sec. 3.3) or
-    ``"diffprivlib"``, ``clustering_params`` its options (``release``, ``lap_use``, ``zone`` ...);
+    needs delta > 0 and defaults to 1e-9); ``clustering`` ``"diffprivlib"`` (the default:
+    diffprivlib's k-means, Su et al. 2016, epsilon-DP as run) or ``"convergent"`` (the paper's
+    convergent DP k-means, spec sec. 3.3: its EM draws among the cluster's own records and its
+    default release publishes them, so the ledger marks it not DP; the ``pentyala2023``
+    reproduction runs it by name), ``clustering_params`` its options (``release``, ``lap_use``,
+    ``zone`` ...);
     ``model_epsilon`` for the DP model trained when ``publish`` gets none; ``bounds``
     ``(lower, upper)`` per feature or one pair for all, public (default the unit box; the
     ``recourse`` command passes the dataset's documented domain, :mod:`~recourse_privacy.data.domain`),
@@ -71,7 +75,7 @@ class PrivRecourse:
         n_clusters: int = 500,
         epsilon: float = 1.0,
         delta: float | None = None,
-        clustering: str = "convergent",
+        clustering: str = "diffprivlib",
         clustering_params: dict | None = None,
         model_epsilon: float = 1.0,
         bounds=None,
