@@ -240,6 +240,57 @@ def test_failures_are_kept_and_counted():
 
 
 # ---------------------------------------------------------------- publishing, the artefact, the method
+def test_dp_nodes_keep_each_applicants_continuous_immutable_value(data):
+    """immutables="project": a noisy node never equals an applicant's age, so paths read each node with
+    the applicant's immutable values; the answer keeps them exactly, is accepted by the model, and the
+    artefact is unchanged by the queries (post-processing). The "match" reading finds (almost) nothing."""
+    X, y, model = data
+    imm = np.array([True, False, False, False])  # a continuous immutable feature, as age is
+    aset = ActionSet(imm, np.zeros(4, bool), np.zeros(4), np.ones(4))
+    Q = X[model.predict(X) == 0][:40]
+    answers = {}
+    for mode in ("project", "match"):
+        m = make_recourse("privrecourse", n_clusters=40, action_set=aset, immutables=mode, random_state=0)
+        m.fit(X, y, model)
+        nodes_before = m.artefact_.nodes.copy()
+        answers[mode] = res = m.generate(model, Q)
+        assert np.array_equal(m.artefact_.nodes, nodes_before)
+        if mode == "project":
+            ok = res.valid
+            assert ok.mean() > 0.9
+            np.testing.assert_array_equal(res.counterfactuals[ok][:, 0], Q[ok][:, 0])
+            assert (model.predict(res.counterfactuals[ok]) == 1).all()
+            for path, q in zip(res.paths, Q):  # every step of a path keeps the immutable value
+                np.testing.assert_array_equal(path[:, 0], np.full(len(path), q[0]))
+    assert answers["match"].valid.mean() < answers["project"].valid.mean()
+
+
+def test_a_projecting_artefact_needs_the_model_to_answer(data):
+    X, y, model = data
+    aset = ActionSet(np.array([True, False, False, False]), np.zeros(4, bool), np.zeros(4), np.ones(4))
+    art = PrivRecourse(n_clusters=20, action_set=aset, random_state=0).publish(X, y, model)
+    assert art.projects_immutables
+    with pytest.raises(InvalidInputError, match="model"):
+        art.query(X[:3])
+    assert art.query(X[:3], model=model).found.shape == (3,)
+    assert make_recourse("privrecourse-data", action_set=aset).immutables == "match"  # records: FACE's reading
+
+
+def test_the_default_release_is_dp_as_run_and_publishes_no_training_row(data):
+    """The registered default is diffprivlib's k-means (Su et al. 2016): the ledger says DP, no node is a record.
+
+    The paper's convergent k-means (``clustering="convergent"``) releases EM-selected records by default,
+    which its own ledger marks not DP; a private method's default must be DP as run.
+    """
+    X, y, _ = data
+    art = PrivRecourse(n_clusters=40, epsilon=1.0, random_state=0).publish(X, y)
+    assert art.privacy["is_dp"] is True
+    same = (art.nodes[:, None, :] == X[None, :, :]).all(axis=2)
+    assert not same.any(), "a published node equals a training row"
+    paper = PrivRecourse(n_clusters=40, epsilon=1.0, random_state=0, clustering="convergent").publish(X, y)
+    assert paper.privacy["is_dp"] is False  # the contrast that made the default change
+
+
 def test_publish_states_total_budget_and_roundtrips(data, tmp_path):
     X, y, _ = data
     pr = PrivRecourse(
@@ -247,6 +298,7 @@ def test_publish_states_total_budget_and_roundtrips(data, tmp_path):
         epsilon=1.0,
         model_epsilon=1.0,
         random_state=0,
+        clustering="convergent",
         clustering_params={"release": "noisy_mean_strict", "lap_use": "final"},
     )
     art = pr.publish(X, y)

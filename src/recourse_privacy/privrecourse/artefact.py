@@ -27,6 +27,7 @@ __all__ = ["ARTEFACT_FORMAT", "ARTEFACT_VERSION", "PublishedGraph", "load_artefa
 ARTEFACT_FORMAT = "recourse-privacy/privrecourse-artefact"
 ARTEFACT_VERSION = 1
 _ARRAYS = ("nodes", "candidates", "indptr", "indices", "weights", "lower", "upper")
+_GROUP_CACHE = 4096  # distinct immutable values whose Dijkstra a "project" artefact keeps
 
 
 @dataclass
@@ -59,6 +60,7 @@ class PublishedGraph:
         ):
             raise InvalidInputError("artefact bounds do not match the node dimension")
         self._cost = self._pred = self._nn = None
+        self._by_immutables: dict[bytes, tuple] = {}  # "project" mode: per immutable values, the Dijkstra
 
     @property
     def n_features(self) -> int:
@@ -82,8 +84,33 @@ class PublishedGraph:
             self._nn = NearestNeighbors(n_neighbors=1).fit(self._unit(self.nodes[non])) if len(non) else None
         return self
 
-    def query(self, X: np.ndarray) -> GraphPaths:
-        """Algorithm 2 for every row of ``X`` (same feature space as the artefact)."""
+    @property
+    def immutable(self) -> np.ndarray:
+        """The immutable-feature mask the graph was built with (all False when none)."""
+        return np.asarray(self.config.get("immutable", np.zeros(self.n_features, bool)), bool)
+
+    @property
+    def projects_immutables(self) -> bool:
+        """True when paths read every node with the query's immutable values (``immutables="project"``)."""
+        return self.config.get("immutables", "match") == "project" and bool(self.immutable.any())
+
+    def node_points(self, idx: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """The nodes ``idx`` as counterfactual points for the queries ``X`` (rows, or one row for a path).
+
+        In "project" mode a node takes the query's immutable values (post-processing of the release).
+        """
+        P = self.nodes[np.maximum(np.asarray(idx), 0)]
+        if self.projects_immutables:
+            P = P.copy()
+            P[..., self.immutable] = np.asarray(X, np.float64)[..., self.immutable]
+        return P
+
+    def query(self, X: np.ndarray, model=None) -> GraphPaths:
+        """Algorithm 2 for every row of ``X`` (same feature space as the artefact).
+
+        In "project" mode the candidates depend on the query's immutable values, so ``model``
+        (the published one) decides them: one multi-source Dijkstra per distinct immutable value.
+        """
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.n_features:
             names = f" ({', '.join(self.feature_names)})" if self.feature_names else ""
@@ -92,8 +119,10 @@ class PublishedGraph:
                 f"published on {self.n_features}{names}: query in the artefact's feature space"
             )
         X = check_matrix(X, n_features=self.n_features)
+        if self.projects_immutables:
+            return self._query_projected(X, model)
         self.prepare()
-        imm = np.asarray(self.config.get("immutable", np.zeros(self.n_features, bool)), bool)
+        imm = self.immutable
         return recourse_paths(
             self._unit(self.nodes),
             self.candidates,
@@ -103,6 +132,41 @@ class PublishedGraph:
             nn_index=self._nn,
             immutable=imm if imm.any() else None,
         )
+
+    def _query_projected(self, X: np.ndarray, model) -> GraphPaths:
+        """Algorithm 2 in the mutable features, queries grouped by their immutable values."""
+        if model is None:
+            raise InvalidInputError(
+                "this artefact reads its nodes with each applicant's immutable values (immutables='project'): "
+                "query(X, model=the published model)"
+            )
+        imm, mut = self.immutable, ~self.immutable
+        U, XU = self._unit(self.nodes)[:, mut], self._unit(X)[:, mut]
+        keys, inv = np.unique(X[:, imm], axis=0, return_inverse=True)
+        inv = inv.ravel()
+        new = [g for g in range(len(keys)) if keys[g].tobytes() not in self._by_immutables]
+        if new:  # the candidates of every new group in one batched prediction
+            m = len(self.nodes)
+            P = np.repeat(self.nodes[None], len(new), axis=0)
+            P[:, :, imm] = keys[new][:, None, :]
+            accepted = (np.asarray(model.predict(P.reshape(-1, self.n_features))) == 1).reshape(len(new), m)
+            if len(self._by_immutables) + len(new) > _GROUP_CACHE:
+                self._by_immutables.clear()
+            for k, g in enumerate(new):
+                self._by_immutables[keys[g].tobytes()] = (accepted[k], *candidate_costs(self.graph, accepted[k]))
+        n = len(X)
+        start, end, cost = np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, np.inf)
+        found, parts = np.zeros(n, bool), []
+        for g in range(len(keys)):  # a few groups for categorical immutables, one per query at worst
+            qi = np.flatnonzero(inv == g)
+            cand, c, pred = self._by_immutables[keys[g].tobytes()]
+            ans = recourse_paths(U, cand, XU[qi], c, pred)
+            start[qi], end[qi], cost[qi], found[qi] = ans.start, ans.end, ans.cost, ans.found
+            parts.append((qi, ans.node_paths))
+        node_paths = np.full((n, max((p.shape[1] for _, p in parts), default=1)), -1, np.int64)
+        for qi, paths in parts:
+            node_paths[qi, : paths.shape[1]] = paths
+        return GraphPaths(start, end, cost, found, node_paths)
 
     def _unit(self, X: np.ndarray) -> np.ndarray:
         """Model space -> the public-bounds-scaled space where distances are measured."""

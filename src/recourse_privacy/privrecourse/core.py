@@ -39,6 +39,8 @@ from recourse_privacy.validation import (
 __all__ = ["SOURCES", "PrivRecourse", "PrivRecourseLaplace", "PrivRecourseMST", "PrivRecourseData"]
 
 SOURCES = ("clusters", "laplace", "mst", "data")
+#: how a path keeps the immutable features (see :class:`PrivRecourse`)
+IMMUTABLE_MODES = ("match", "project")
 
 
 @register_recourse(
@@ -51,16 +53,26 @@ class PrivRecourse:
 
     Parameters (defaults from the paper's Table 2): ``source`` of the nodes (``"clusters"``);
     ``n_clusters`` K = 500; ``epsilon``/``delta`` (epsilon_k, delta_k) for the nodes (1, 0; MST
-    needs delta > 0 and defaults to 1e-9); ``clustering`` ``"convergent"`` (spec sec. 3.3) or
-    ``"diffprivlib"``, ``clustering_params`` its options (``release``, ``lap_use``, ``zone`` ...);
+    needs delta > 0 and defaults to 1e-9); ``clustering`` ``"diffprivlib"`` (the default:
+    diffprivlib's k-means, Su et al. 2016, epsilon-DP as run) or ``"convergent"`` (the paper's
+    convergent DP k-means, spec sec. 3.3: its EM draws among the cluster's own records and its
+    default release publishes them, so the ledger marks it not DP; the ``pentyala2023``
+    reproduction runs it by name), ``clustering_params`` its options (``release``, ``lap_use``,
+    ``zone`` ...);
     ``model_epsilon`` for the DP model trained when ``publish`` gets none; ``bounds``
     ``(lower, upper)`` per feature or one pair for all, public (default the unit box; the
     ``recourse`` command passes the dataset's documented domain, :mod:`~recourse_privacy.data.domain`),
     or ``"data"`` (the training rows' min/max: the ledger marks the artefact not DP),
     ``out_of_bounds`` ``"raise"`` or ``"clip"``; the graph: ``weight`` ("inverse": d / rho, Algorithm 1 line 4), ``bandwidth``
     of the KDE on the nodes, ``max_distance`` d_th (inf: fully connected), ``n_neighbors`` (a
-    sparse neighbour graph), ``action_set`` (increase-only features give directed edges,
-    immutable ones none); ``n_rows`` (rows of MST data; default as many as the data).
+    sparse neighbour graph), ``action_set`` (increase-only features give directed edges);
+    ``immutables``: how immutable features are kept: ``"match"`` (no edge changes one and a path
+    starts at a node with the query's exact immutable values: FACE's reading, the default for
+    ``privrecourse-data``'s records) or ``"project"`` (the graph lives in the mutable features;
+    every node is read with the query's immutable values, and the candidates are the nodes the
+    model accepts so read: the default for DP nodes, whose noisy immutable coordinates never
+    equal an applicant's; post-processing of the release, no privacy cost); ``n_rows`` (rows of
+    MST data; default as many as the data).
     """
 
     source = "clusters"
@@ -71,7 +83,7 @@ class PrivRecourse:
         n_clusters: int = 500,
         epsilon: float = 1.0,
         delta: float | None = None,
-        clustering: str = "convergent",
+        clustering: str = "diffprivlib",
         clustering_params: dict | None = None,
         model_epsilon: float = 1.0,
         bounds=None,
@@ -82,6 +94,7 @@ class PrivRecourse:
         n_neighbors: int | None = None,
         action_set=None,
         clip_noisy: bool = False,
+        immutables: str | None = None,
         n_rows: int | None = None,
         mst_params: dict | None = None,
         random_state=None,
@@ -106,6 +119,8 @@ class PrivRecourse:
         self.n_neighbors = None if n_neighbors is None else check_positive_int(n_neighbors, "n_neighbors")
         self.action_set = action_set
         self.clip_noisy = bool(clip_noisy)
+        default_immutables = "match" if self.source == "data" else "project"
+        self.immutables = check_choice(immutables or default_immutables, "immutables", IMMUTABLE_MODES)
         self.n_rows = None if n_rows is None else check_positive_int(n_rows, "n_rows")
         self.mst_params = dict(mst_params or {})
         self.random_state = random_state
@@ -199,14 +214,16 @@ class PrivRecourse:
             )
         inc = np.zeros(d, bool) if self.action_set is None else np.asarray(self.action_set.increasing, bool)
         imm = np.zeros(d, bool) if self.action_set is None else np.asarray(self.action_set.immutable, bool)
+        project = self.immutables == "project" and imm.any()
+        mutable = ~imm if project else np.ones(d, bool)  # "project": the graph lives in the mutable features
         graph, _ = build_graph(
-            nodes_u,
+            nodes_u[:, mutable],
             weight=self.weight,
             bandwidth=self.bandwidth,
             max_distance=self.max_distance,
             n_neighbors=self.n_neighbors,
-            increasing=inc,
-            immutable=imm,
+            increasing=inc[mutable],
+            immutable=None if project else imm,
         )
         nodes = lo + nodes_u * (hi - lo)
         candidates = model.predict(nodes) == 1
@@ -232,6 +249,7 @@ class PrivRecourse:
             "n_neighbors": self.n_neighbors,
             "increasing": inc.tolist(),
             "immutable": imm.tolist(),
+            "immutables": self.immutables,
             "n_nodes": int(len(nodes)),
             "n_edges": int(graph.nnz),
             "n_candidates": int(candidates.sum()),
@@ -264,11 +282,13 @@ class PrivRecourse:
 
     def _search(self, model, X: np.ndarray, state=None) -> SearchOutput:
         art = self.artefact_
-        ans = art.query(X)
+        ans = art.query(X, model=model)
         n = len(X)
-        X_cf = np.where(ans.found[:, None], art.nodes[np.maximum(ans.end, 0)], X)
+        X_cf = np.where(ans.found[:, None], art.node_points(ans.end, X), X)
         paths = tuple(
-            np.vstack([X[i], art.nodes[ans.node_paths[i][ans.node_paths[i] >= 0]]]) if ans.found[i] else X[i][None, :]
+            np.vstack([X[i], art.node_points(ans.node_paths[i][ans.node_paths[i] >= 0], X[i])])
+            if ans.found[i]
+            else X[i][None, :]
             for i in range(n)
         )
         return SearchOutput(

@@ -256,8 +256,8 @@ class Bundle:
         """Model-space counterfactuals of the rejected rows ``Z`` and whether the method found one."""
         n = len(Z)
         if self.method == "privrecourse":
-            ans = self.graph.query(Z)
-            return np.where(ans.found[:, None], self.graph.nodes[np.maximum(ans.end, 0)], Z), ans.found
+            ans = self.graph.query(Z, model=self.model)
+            return np.where(ans.found[:, None], self.graph.node_points(ans.end, Z), Z), ans.found
         if self.method == "laplace":
             from recourse_privacy.defenses.laplace import noisy_logit, noisy_probability
 
