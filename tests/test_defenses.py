@@ -10,13 +10,14 @@ import pytest
 from diffprivlib.utils import PrivacyLeakWarning
 
 from recourse_privacy import AuditConfig, run_audit
+from recourse_privacy.accounting import QueryLedger
 from recourse_privacy.defenses import (
     LaplaceRecourse,
     RecourseSession,
     SimulatedLaplaceRecourse,
     noisy_probability,
 )
-from recourse_privacy.defenses.accounting import BudgetLedger, dp_ba_bound
+from recourse_privacy.defenses.accounting import dp_ba_bound
 from recourse_privacy.defenses.laplace import PROB_CLIP
 from recourse_privacy.errors import BudgetExceededError, IncompatibleError, InvalidInputError
 from recourse_privacy.metrics import theorem2_bound
@@ -183,7 +184,7 @@ def test_a_multi_row_batch_on_a_shared_ledger_is_charged_per_row(tmp_path):
     model = _linear_model()
     X = np.random.default_rng(0).normal(size=(10, 2))
     path = tmp_path / "budget.sqlite"
-    ledger = BudgetLedger(path, 4.0)
+    ledger = QueryLedger(path, 4.0)
     mine = RecourseSession(LaplaceRecourse(epsilon=0.5, random_state=0), model, budget=4.0, ledger=ledger)
     theirs = RecourseSession(LaplaceRecourse(epsilon=0.5, random_state=1), model, budget=4.0, ledger=path)
     mine.answer(X[:3])
@@ -202,7 +203,7 @@ def test_a_multi_row_batch_on_a_shared_ledger_is_charged_per_row(tmp_path):
 def test_a_malformed_batch_costs_no_budget_on_a_shared_ledger(tmp_path):
     """Bad input is refused before the spend: a 1-D row, a wrong width or a NaN cost the caller nothing."""
     model = _linear_model()
-    ledger = BudgetLedger(tmp_path / "budget.sqlite", 4.0)
+    ledger = QueryLedger(tmp_path / "budget.sqlite", 4.0)
     session = RecourseSession(LaplaceRecourse(epsilon=0.5, random_state=0), model, budget=4.0, ledger=ledger)
     for bad in (np.zeros(2), np.zeros((3, 5)), np.array([[np.nan, 0.0]])):
         with pytest.raises(InvalidInputError, match="X"):
@@ -214,15 +215,15 @@ def test_a_malformed_batch_costs_no_budget_on_a_shared_ledger(tmp_path):
 
 def test_a_ledger_reopened_with_another_budget_is_refused(tmp_path):
     path = tmp_path / "budget.sqlite"
-    BudgetLedger(path, 2.0).spend(0.5)
+    QueryLedger(path, 2.0).spend(0.5)
     with pytest.raises(ValueError, match=r"holds a budget of epsilon 2, not 3; a budget is fixed"):
-        BudgetLedger(path, 3.0)
-    again = BudgetLedger(path, 2.0)  # the same budget: the same ledger
+        QueryLedger(path, 3.0)
+    again = QueryLedger(path, 2.0)  # the same budget: the same ledger
     assert again.spent == 0.5 and again.remaining == 1.5 and again.n_spends == 1
 
 
 def test_ledger_spends_in_rounded_up_units_and_says_what_remains(tmp_path):
-    ledger = BudgetLedger(tmp_path / "new" / "dir" / "budget.sqlite", 1.0)  # missing folders are made
+    ledger = QueryLedger(tmp_path / "new" / "dir" / "budget.sqlite", 1.0)  # missing folders are made
     assert ledger.spend(0.0) == 0.0  # a free step is recorded, not refused
     assert ledger.spend(1 / 3) == 0.333_333_334  # each cost rounded up to the next 1e-9
     assert ledger.spend(1 / 3) == 0.666_666_668
