@@ -5,7 +5,7 @@ Layers, bottom to top (a package may import its own layer and the layers below):
 0. ``errors``, ``validation``, ``registry``, ``accounting``: no dependency on the rest of the package
 1. ``data``, ``models`` (the DP-trained models included)
 2. ``recourse``, ``metrics``
-3. ``attacks``
+3. ``attacks``, ``results`` (the typed audit result the report renders)
 4. ``defenses``, ``dp_audit``, ``report``, ``privrecourse``
 5. ``audit`` (the game, its defenses registry and its typed result)
 6. ``experiments`` (the grid engine, its specs and store), ``output_dir``
@@ -40,7 +40,7 @@ LAYERS = [
     },
     {"data", "models"},
     {"recourse", "metrics"},
-    {"attacks"},
+    {"attacks", "results"},
     {"defenses", "dp_audit", "report", "dpc", "privrecourse"},
     {"audit"},
     {"experiments", "output_dir"},

@@ -6,12 +6,11 @@ import dataclasses
 import json
 import math
 import re
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from recourse_privacy.audit import AttackResult, AuditConfig, AuditResult, run_audit
+from recourse_privacy.audit import AttackResult, AuditConfig, AuditResult, DPSummary, run_audit
 from recourse_privacy.metrics import (
     auc_null_halfwidth,
     minimum_detectable_auc,
@@ -237,6 +236,21 @@ def _attacks(*items):
     return {a.name: a for a in items}
 
 
+def _dp(defense, epsilon_per_query, epsilon_total, ba_bound, **more):
+    """A DP summary of a file of schema 1: the claim's epsilons and bound, none of the named bounds."""
+    return DPSummary(
+        defense=defense,
+        mechanism="",
+        epsilon_per_query=epsilon_per_query,
+        epsilon_total=epsilon_total,
+        delta=0.0,
+        bound_epsilon=epsilon_per_query,
+        ba_bound=ba_bound,
+        composition="",
+        **more,
+    )
+
+
 @pytest.mark.parametrize("tiny", [0.0, 0.002, -0.003])
 def test_verdict_no_measurable_leakage_inside_the_band(tiny):
     assert abs(tiny) < auc_null_halfwidth(1000, 1000)
@@ -292,9 +306,7 @@ def test_verdict_undetermined_and_empty():
 
 def test_dp_attack_above_the_bound_is_flagged():
     bound = theorem2_bound(0.1)
-    dp = SimpleNamespace(
-        defense="laplace", epsilon_per_query=0.1, epsilon_total=50.0, ba_bound=bound, direction_attack=None
-    )
+    dp = _dp("laplace", 0.1, 50.0, bound)
     attacks = _attacks(_attack("loss", 0.9, ba=0.82), _attack("cfd", 0.51, ba=0.52))
     cmp = compare_with_bound(dp, attacks.values())
     assert cmp.bound == pytest.approx(bound) and "per query" in cmp.source
@@ -305,18 +317,16 @@ def test_dp_attack_above_the_bound_is_flagged():
 
 
 def test_dp_bound_computed_when_missing_and_vacuous_bound():
-    dp = SimpleNamespace(defense="dpm", epsilon_per_query=0.1, epsilon_total=None, ba_bound=None)
+    dp = _dp("dpm", 0.1, None, None)
     cmp = compare_with_bound(dp, [_attack("loss", 0.9, ba=0.82)])
     assert cmp.bound == pytest.approx(theorem2_bound(0.1)) and cmp.source.startswith("computed")
     assert cmp.exceeded == ("loss",)
     vac = compare_with_bound(
-        SimpleNamespace(defense="dpm", epsilon_per_query=20.0, epsilon_total=20.0, ba_bound=theorem2_bound(20.0)),
+        _dp("dpm", 20.0, 20.0, theorem2_bound(20.0)),
         [_attack("loss", 0.9, ba=0.99)],
     )
     assert vac.vacuous and vac.checks[0].status == "vacuous" and vac.exceeded == ()
-    none = compare_with_bound(
-        SimpleNamespace(defense="x", epsilon_per_query=None, epsilon_total=None, ba_bound=None), [_attack("loss", 0.9)]
-    )
+    none = compare_with_bound(_dp("x", None, None, None), [_attack("loss", 0.9)])
     assert none.bound is None and none.checks == ()
 
 

@@ -33,6 +33,7 @@ from recourse_privacy.data.tabular import read_table
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics.intervals import minimum_detectable_auc
 from recourse_privacy.models.estimator import EstimatorModel, estimator_labels
+from recourse_privacy.results.summaries import QUESTION_DEPLOYED, QUESTION_RECIPE, DeployedSummary
 from recourse_privacy.validation import as_generator, derive_seed
 
 __all__ = [
@@ -47,8 +48,6 @@ __all__ = [
     "prepare_deployed",
 ]
 
-QUESTION_DEPLOYED = "this deployed model"
-QUESTION_RECIPE = "this recipe, re-trained"
 #: the largest share of the non-target rows one reference model trains on (the rest give it out-rows)
 MAX_REFERENCE_FRACTION = 0.75
 #: below this many targets on a side, or beyond this ratio between the sides, the audit warns
@@ -66,30 +65,6 @@ class DeployedData:
     source: np.ndarray  # "train" / "holdout" (two files) or the data file's name
     source_row: np.ndarray  # each row's position in its own file
     how: str  # where the membership came from, in words
-
-
-@dataclass(frozen=True)
-class DeployedSummary:
-    """What the as-deployed audit drew and how its reference models were sized (``metrics.json``'s ``deployed``)."""
-
-    membership_from: str
-    train_rows: int  # the deployed training set
-    holdout_rows: int
-    member_candidates: int  # drawn from the training side (the targets are those the model rejects)
-    nonmember_candidates: int
-    member_targets: int
-    nonmember_targets: int
-    positive_share_train: float
-    positive_share_holdout: float
-    positive_share_member_candidates: float
-    positive_share_nonmember_candidates: float
-    reference_pool_rows: int  # rows that are not targets: what the reference models train on
-    reference_rows_each: int
-    reference_fraction: float
-    sized_like_deployed: bool
-    online_references_include_targets: bool
-    minimum_detectable_auc: float
-    question: str = QUESTION_DEPLOYED
 
 
 def _membership(values, n: int, what: str) -> np.ndarray:

@@ -20,7 +20,6 @@ from recourse_privacy.audit.defenses import DEFENSES, dp_verdict
 from recourse_privacy.audit.exposure import check_group_columns, group_table, record_exposure
 from recourse_privacy.audit.result import AuditArrays, AuditResult
 from recourse_privacy.audit.stages import Progress
-from recourse_privacy.audit.summaries import DataSummary, ModelSummary, PoolSizes, Provenance
 from recourse_privacy.audit.user_inputs import describe_data, object_digest
 from recourse_privacy.audit.user_model import (
     action_set_for,
@@ -38,6 +37,7 @@ from recourse_privacy.models.device import use_device
 from recourse_privacy.processes import workers_die_with_parent
 from recourse_privacy.provenance import content_key, sha256_file
 from recourse_privacy.report.outputs import write_outputs
+from recourse_privacy.results.summaries import DataSummary, ModelSummary, PoolSizes, Provenance
 from recourse_privacy.validation import check_output_dir
 
 __all__ = ["data_provenance", "run_audit"]

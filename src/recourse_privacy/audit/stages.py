@@ -20,7 +20,6 @@ from recourse_privacy.attacks.registry import ATTACKS, AttackInputs, LRTOptions,
 from recourse_privacy.attacks.shadow import ShadowData, run_shadow_models
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.defenses import Defense
-from recourse_privacy.audit.summaries import AttackResult, RecourseSummary, ShadowSummary, VersusScores
 from recourse_privacy.cache import ArtifactCache
 from recourse_privacy.data import Dataset, Pools, Preprocessor, load_dataset, split_pools
 from recourse_privacy.data.tabular import read_table, validate_frame
@@ -32,6 +31,7 @@ from recourse_privacy.models.cached import fit_cached
 from recourse_privacy.provenance import sha256_arrays
 from recourse_privacy.recourse.base import RecourseResult
 from recourse_privacy.recourse.cached import cached_generate
+from recourse_privacy.results.summaries import AttackResult, RecourseSummary, ShadowSummary, VersusScores
 from recourse_privacy.validation import as_generator, derive_seed
 
 __all__ = [

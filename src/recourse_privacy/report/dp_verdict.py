@@ -19,15 +19,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from recourse_privacy.defenses.accounting import dp_ba_bound
 from recourse_privacy.metrics.membership import selected_target_privacy, theorem2_bound, tight_ba_bound
-
-if TYPE_CHECKING:  # the audit layer imports the report: type hints only
-    from recourse_privacy.audit.summaries import AttackResult, DPSummary
+from recourse_privacy.results.summaries import AttackResult, DPSummary
 
 __all__ = [
     "SELECTION",
@@ -124,18 +122,18 @@ def _float(x: Any) -> float | None:
 
 def dp_bound_rows(dp: DPSummary) -> tuple[DPBound, ...]:
     """Every bound recorded in ``dp``, named, the verdict's first; () for a summary without them (schema 1)."""
-    eps_sel, bound = _float(getattr(dp, "selected_epsilon", None)), _float(getattr(dp, "ba_bound", None))
-    eps, delta = _float(getattr(dp, "bound_epsilon", None)), _float(getattr(dp, "delta", None)) or 0.0
+    eps_sel, bound = _float(dp.selected_epsilon), _float(dp.ba_bound)
+    eps, delta = _float(dp.bound_epsilon), _float(dp.delta) or 0.0
     if eps_sel is None or bound is None:
         return ()
-    verdict = getattr(dp, "verdict", None)
-    covered = tuple(getattr(verdict, "covered", ()) or ())
-    delta_sel = _float(getattr(dp, "selected_delta", None)) or 0.0
+    verdict = dp.verdict
+    covered = verdict.covered if verdict is not None else ()
+    delta_sel = _float(dp.selected_delta) or 0.0
     rows = [
         DPBound("verdict", "tight bound on the rejected targets (the verdict's)", _tight_formula(delta_sel), eps_sel,
                 delta_sel, bound, covered),
     ]  # fmt: skip
-    tight, paper = _float(getattr(dp, "ba_bound_tight", None)), _float(getattr(dp, "ba_bound_paper", None))
+    tight, paper = _float(dp.ba_bound_tight), _float(dp.ba_bound_paper)
     if eps is not None and tight is not None:
         rows.append(DPBound("tight", "tight bound on every point", _tight_formula(delta), eps, delta, tight))
     if eps is not None and paper is not None:
@@ -217,9 +215,9 @@ def _check(name: str, ba: float | None, bound: float, vacuous: bool) -> BoundChe
     return BoundCheck(attack=name, balanced_accuracy=ba, status=status)
 
 
-def _fallback_bound(dp: Any, eps_q: float | None, eps_t: float | None) -> tuple[float | None, str]:
+def _fallback_bound(dp: DPSummary, eps_q: float | None, eps_t: float | None) -> tuple[float | None, str]:
     """The bound of a summary that names none (files of schema 1): as reported, else Theorem 2 at ε."""
-    bound = _float(getattr(dp, "ba_bound", None))
+    bound = _float(dp.ba_bound)
     bq, bt = _bound_of(eps_q), _bound_of(eps_t)
     if bound is None:
         if bq is not None:
@@ -244,15 +242,15 @@ def compare_with_bound(dp: DPSummary, attacks: Iterable[AttackResult]) -> BoundC
     when its BA exceeds a non-vacuous bound (the measured BA is a maximum over thresholds and
     noisy, so a small excess is expected now and then; a large one suggests the guarantee fails).
     """
-    eps_q = _float(getattr(dp, "epsilon_per_query", None))
-    eps_t = _float(getattr(dp, "epsilon_total", None))
+    eps_q = _float(dp.epsilon_per_query)
+    eps_t = _float(dp.epsilon_total)
     rows = dp_bound_rows(dp)
     row = rows[0] if rows else None
     attacks = list(attacks)
     not_covered: tuple[str, ...] = ()
     if row is not None:
         bound, source = row.value, row.text
-        verdict = getattr(dp, "verdict", None)
+        verdict = dp.verdict
         if verdict is not None:
             covered = set(row.applies_to)
             not_covered = tuple(str(a.name) for a in attacks if str(a.name) not in covered)
@@ -261,14 +259,14 @@ def compare_with_bound(dp: DPSummary, attacks: Iterable[AttackResult]) -> BoundC
         bound, source = _fallback_bound(dp, eps_q, eps_t)
     bt = _bound_of(eps_t)
     total_bound = bt if bt is not None and bound is not None and abs(bt - bound) > 1e-6 else None
-    defense = str(getattr(dp, "defense", "") or "")
+    defense = str(dp.defense or "")
     if bound is None:
         return BoundComparison(defense, None, source, eps_q, eps_t, None)
     vacuous = bound >= VACUOUS
     checks = tuple(_check(str(a.name), _float(a.balanced_accuracy), bound, vacuous) for a in attacks)
-    da = getattr(dp, "direction_attack", None)
+    da = dp.direction_attack
     direction = (
-        _check("direction (released move direction)", _float(getattr(da, "balanced_accuracy", None)), bound, vacuous)
+        _check("direction (released move direction)", _float(da.balanced_accuracy), bound, vacuous)
         if da is not None
         else None
     )

@@ -11,14 +11,11 @@ import html
 import math
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from recourse_privacy.metrics.exposure import GROUP_TEST, ExposureSummary, GroupExposure
-
-if TYPE_CHECKING:  # the audit layer imports the report: type hints only
-    from recourse_privacy.audit.result import AuditResult
+from recourse_privacy.results.audit import AuditResult
 
 __all__ = ["deployed_html", "exposure_html", "groups_frame", "groups_html", "question_html", "write_exposure"]
 
@@ -50,7 +47,7 @@ def write_exposure(result: AuditResult, out_dir: str | Path) -> dict[str, Path]:
     """Write ``exposure.csv`` (and ``.parquet`` with pyarrow) and, with group columns, ``groups.csv``."""
     out = Path(out_dir)
     files: dict[str, Path] = {}
-    table = getattr(result.arrays, "exposure", None)
+    table = result.arrays.exposure if result.arrays is not None else None
     if table is not None:
         files.update(_table_files(table, out, "exposure"))
     if result.groups:

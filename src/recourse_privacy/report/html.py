@@ -8,8 +8,7 @@ only renders: the statistics behind the verdict live in :mod:`recourse_privacy.r
 Figures are embedded as base64 data URIs; there is no external CSS and no JavaScript, and
 every string is escaped.
 
-The report reads an :class:`~recourse_privacy.audit.result.AuditResult`'s attributes and never
-imports the audit package at run time (the audit imports the report).
+The report reads the typed result of :mod:`recourse_privacy.results`, which sits below it.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from recourse_privacy import __version__ as version
 from recourse_privacy.errors import InvalidInputError
@@ -41,10 +40,8 @@ from recourse_privacy.report.verdict import (
     tpr_reliable,
     verdict_of,
 )
-
-if TYPE_CHECKING:  # the audit layer imports the report: type hints only
-    from recourse_privacy.audit.result import AuditResult
-    from recourse_privacy.audit.summaries import AttackResult, DPSummary
+from recourse_privacy.results.audit import AuditResult
+from recourse_privacy.results.summaries import AttackResult, DPSummary
 
 __all__ = ["audit_label", "report_title", "write_html_report"]
 
@@ -249,7 +246,7 @@ def _verdict_box(v: Verdict) -> str:
 
 def _question_table(attacks: Mapping[str, AttackResult], v: Verdict, finding: SignalFinding) -> str:
     """The attacks of one signal: AUC and TPR at 1% FPR with their intervals, and whether each detects leakage."""
-    versus = finding.signal == "distance" and any(getattr(attacks[n], "versus_scores", None) for n in finding.attacks)
+    versus = finding.signal == "distance" and any(attacks[n].versus_scores for n in finding.attacks)
     head = (
         '<tr><th>attack</th><th>AUC <span class="small">[95% interval]</span></th>'
         '<th>TPR at FPR &le; 1% <span class="small">[95% interval]</span></th>'
@@ -274,7 +271,7 @@ def _question_table(attacks: Mapping[str, AttackResult], v: Verdict, finding: Si
             f'<td class="num">{_fmt(ach, ".2g")}{_ci(s.fpr_ci, ".2g")}</td>',
         ]
         if versus:
-            vs = getattr(a, "versus_scores", None)
+            vs = a.versus_scores
             cells.append(
                 f'<td class="num">{_fmt(vs.auc_difference, "+.3f")}{_ci((vs.ci_low, vs.ci_high), "+.3f")} '
                 f'<span class="small">vs {_e(vs.attack)}</span></td>'
@@ -380,7 +377,7 @@ def _attacks_table(attacks: Mapping[str, AttackResult], assessments: Mapping[str
             ach = a.achieved_fpr.get(k)
             if ach is not None:
                 txt += f' <span class="small">({_fmt(float(ach), ".2g")})</span>'
-            txt += _ci(getattr(a, "tpr_at_fpr_ci", {}).get(k), ".3g", br=True)
+            txt += _ci(a.tpr_at_fpr_ci.get(k), ".3g", br=True)
             if tpr_reliable(a, k) is False:
                 any_unreliable = True
                 cells.append(f'<td class="num unreliable" title="too few non-members for this FPR">{txt} &dagger;</td>')
@@ -718,7 +715,7 @@ def _render(result: AuditResult, images: Mapping[str, str | Path]) -> str:
     ]
     if result.dp is not None and verdict.dp is not None:
         sections += ["<h2>Differential privacy</h2>", _dp_section(result.dp, verdict.dp)]
-    sections.append(threats_section(getattr(result, "threats", None)))
+    sections.append(threats_section(result.threats))
     if other_figs:
         sections += ["<h2>Figures</h2>", other_figs]
     sections += [
@@ -726,7 +723,7 @@ def _render(result: AuditResult, images: Mapping[str, str | Path]) -> str:
         _model_section(result),
         "<h2>Recourse</h2>",
         _recourse_section(result),
-        examples_html(getattr(result.arrays, "counterfactuals", None)),
+        examples_html(result.arrays.counterfactuals if result.arrays is not None else None),
         "<h2>Data</h2>",
         _data_section(result),
         _shadow_section(result),
@@ -761,7 +758,7 @@ def write_html_report(
     figure that cannot be read is listed among the warnings. The report has no external CSS
     or JavaScript and escapes every string.
     """
-    if isinstance(result, Mapping) or not hasattr(result, "attacks") or not hasattr(result, "config"):
+    if not isinstance(result, AuditResult):
         raise InvalidInputError(
             f"result must be an AuditResult (for a metrics.json dict use "
             f"AuditResult.from_dict), got {type(result).__name__}"

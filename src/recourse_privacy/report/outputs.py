@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from recourse_privacy import strict_json
 from recourse_privacy.metrics.plots import plot_roc_loglog, plot_score_histogram
@@ -12,9 +11,7 @@ from recourse_privacy.report.counterfactuals import write_counterfactuals
 from recourse_privacy.report.exposure import write_exposure
 from recourse_privacy.report.html import audit_label, write_html_report
 from recourse_privacy.report.threats import write_threat_outputs
-
-if TYPE_CHECKING:  # the audit layer imports this module; the report only reads the result's fields
-    from recourse_privacy.audit.result import AuditResult
+from recourse_privacy.results.audit import AuditResult
 
 __all__ = ["write_metrics_json", "write_outputs"]
 
@@ -50,9 +47,9 @@ def write_outputs(result: AuditResult, out_dir: str | Path) -> Mapping[str, str]
         ),
         "metrics": metrics,
     }
-    threat_files = write_threat_outputs(getattr(result, "threats", None), out, title)
+    threat_files = write_threat_outputs(result.threats, out, title)
     files.update(threat_files)
-    table = getattr(result.arrays, "counterfactuals", None)
+    table = result.arrays.counterfactuals if result.arrays is not None else None
     if table is not None:
         files.update(write_counterfactuals(table, out))
     files.update(write_exposure(result, out))

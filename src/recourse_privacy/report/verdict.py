@@ -8,8 +8,7 @@ says what the sample size can detect (:func:`detectable_effects`); a DP defense'
 the attacks its claim covers come from :mod:`recourse_privacy.report.dp_verdict`. A :class:`Verdict` is what the HTML report (or anyone else) lays out. The explanation is plain text (Unicode,
 no HTML): the renderer escapes it.
 
-This module reads an :class:`~recourse_privacy.audit.result.AuditResult`'s attributes and
-never imports the audit package at run time (the audit imports the report).
+This module reads the typed result of :mod:`recourse_privacy.results`, which sits below it.
 """
 
 from __future__ import annotations
@@ -18,15 +17,13 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from recourse_privacy.metrics.intervals import minimum_detectable_auc, minimum_detectable_tpr, tpr_detected
 from recourse_privacy.metrics.membership import auc_null_halfwidth
 from recourse_privacy.report.dp_verdict import BoundCheck, BoundComparison, compare_with_bound, dp_bound_rows
-
-if TYPE_CHECKING:  # the audit layer imports the report: type hints only
-    from recourse_privacy.audit.result import AuditResult
-    from recourse_privacy.audit.summaries import AttackResult, DPSummary
+from recourse_privacy.results.audit import AuditResult
+from recourse_privacy.results.summaries import AttackResult, DPSummary
 
 __all__ = [
     "LOW_FPR",
@@ -90,7 +87,7 @@ def tpr_reliable(attack: AttackResult, key: str) -> bool | None:
 
 def signal_of(attack: AttackResult) -> str:
     """What ``attack`` reads: its recorded ``signal``, else (files of schema 1) its registry entry's, else ""."""
-    s = str(getattr(attack, "signal", "") or "")
+    s = str(attack.signal or "")
     if s:
         return s
     from recourse_privacy.attacks.registry import ATTACKS  # only for files written before signals were recorded
@@ -154,9 +151,9 @@ def assess_attack(attack: AttackResult) -> AttackAssessment:
     auc = _float(attack.auc)
     n1, n0 = _int(attack.n_members), _int(attack.n_nonmembers)
     hw = auc_null_halfwidth(n1, n0) if n1 and n0 and n1 > 0 and n0 > 0 else None
-    auc_ci = _interval(getattr(attack, "auc_ci", None))
-    tpr_ci = _interval(getattr(attack, "tpr_at_fpr_ci", {}).get(LOW_FPR))
-    fpr_ci = _interval(getattr(attack, "achieved_fpr_ci", {}).get(LOW_FPR))
+    auc_ci = _interval(attack.auc_ci)
+    tpr_ci = _interval(attack.tpr_at_fpr_ci.get(LOW_FPR))
+    fpr_ci = _interval(attack.achieved_fpr_ci.get(LOW_FPR))
     if auc is None:
         auc_sig = None
     elif auc_ci is not None:
@@ -333,7 +330,7 @@ def _beyond(
             attack=recourse.strongest,
         )
     leaking = [assessed[n] for n in recourse.detected if not assessed[n].reversed]
-    versus = {a.name: getattr(attacks[a.name], "versus_scores", None) for a in leaking}
+    versus = {a.name: attacks[a.name].versus_scores for a in leaking}
     by_auc = [a for a in leaking if versus[a.name] is not None and _float(versus[a.name].ci_low) is not None]
     # rule (a): the paired interval of AUC(distance) - AUC(strongest score attack) lies above 0
     above = [a for a in by_auc if versus[a.name].ci_low > 0]
@@ -605,7 +602,7 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
             "The " + ", ".join(a.name for a in controls) + " attack is a random-guessing control and "
             "is not counted in this verdict (its numbers show the noise level of this audit)."
         )
-    dpv = getattr(dp, "verdict", None) if dp is not None else None
+    dpv = dp.verdict if dp is not None else None
     if dpv is not None:  # the audit's own worst case over the attacks the claim covers, against the tight bound
         rows = {r.key: r for r in dp_bound_rows(dp)}
         paper = rows.get("theorem2")
