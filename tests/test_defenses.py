@@ -492,3 +492,38 @@ def test_dpm_laplace_is_the_sound_path(tmp_path):
     assert "lr-reconstruction" in r.attacks and set(dp.verdict.covered) == set(r.attacks)  # DP model: all covered
     with pytest.raises(IncompatibleError, match="dpm-laplace"):
         AuditConfig(**{**SMALL, "model": "mlp"}, defense="dpm-laplace", epsilon=1.0).validate()
+
+
+# ----------------------------------------------------------------------------- a new defense is one file
+
+
+def test_a_new_defense_is_one_class_shown_by_list_and_played_by_an_audit() -> None:
+    """The contract of 'a new defense is one file': one registered Defense subclass, then `list` and a tiny audit see it."""
+    from typer.testing import CliRunner
+
+    from recourse_privacy.cli import app
+    from recourse_privacy.defenses.registry import DEFENSES, Defense, register_defense
+
+    calls: list[str] = []
+
+    @register_defense("throwaway", description="a contract test's defense: the owner releases exact linear recourse")
+    class Throwaway(Defense):
+        name = "throwaway"
+
+        def validate(self, config) -> None:
+            calls.append("validate")
+
+        def recourse(self, config) -> str:
+            return "linear"
+
+    try:
+        shown = CliRunner().invoke(app, ["list", "defense"], terminal_width=400)
+        assert shown.exit_code == 0 and "throwaway" in shown.output and "a contract test's defense" in shown.output
+        cfg = AuditConfig(
+            dataset="synthetic", n_features=4, n_members=60, attacks=("cfd",), defense="throwaway", seed=0
+        )
+        result = run_audit(cfg, None)
+        assert "validate" in calls and result.config.defense == "throwaway"
+        assert result.recourse.method == "linear" and result.dp is None and result.attacks["cfd"].n_members > 0
+    finally:
+        DEFENSES.remove("throwaway")
