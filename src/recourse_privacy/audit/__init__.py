@@ -6,6 +6,7 @@ can be played against.
 """
 
 from recourse_privacy.audit.config import DEFAULT_ATTACKS, DISTANCES, AuditConfig
+from recourse_privacy.audit.defenses import DEFENSES, Defense, register_defense
 from recourse_privacy.audit.pipeline import data_provenance, run_audit
 from recourse_privacy.audit.result import SCHEMA_VERSION, AuditArrays, AuditResult
 from recourse_privacy.audit.summaries import (
@@ -17,7 +18,6 @@ from recourse_privacy.audit.summaries import (
     ShadowSummary,
     VersusScores,
 )
-from recourse_privacy.defenses.registry import DEFENSES, Defense, register_defense
 
 __all__ = [
     "DEFAULT_ATTACKS",

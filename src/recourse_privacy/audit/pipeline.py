@@ -16,6 +16,7 @@ import recourse_privacy.audit.deployed as deployed
 import recourse_privacy.audit.stages as stages
 import recourse_privacy.audit.threats as threats
 from recourse_privacy.audit.config import AuditConfig
+from recourse_privacy.audit.defenses import DEFENSES, dp_verdict
 from recourse_privacy.audit.exposure import check_group_columns, group_table, record_exposure
 from recourse_privacy.audit.result import AuditArrays, AuditResult
 from recourse_privacy.audit.stages import Progress
@@ -29,8 +30,6 @@ from recourse_privacy.audit.user_model import (
 )
 from recourse_privacy.cache import ArtifactCache, open_cache
 from recourse_privacy.data import dataset_file
-from recourse_privacy.defenses.registry import DEFENSES
-from recourse_privacy.defenses.verdict import dp_verdict
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics.intervals import minimum_targets_per_side
 from recourse_privacy.models.base import accuracy
