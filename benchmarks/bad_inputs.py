@@ -423,8 +423,8 @@ def cases() -> list[Case]:
             "ledger reopened with another budget",
             _py(
                 lambda t: (
-                    __import__("recourse_privacy.defenses.accounting", fromlist=["x"]).BudgetLedger(t / "b.db", 1.0),
-                    __import__("recourse_privacy.defenses.accounting", fromlist=["x"]).BudgetLedger(t / "b.db", 2.0),
+                    __import__("recourse_privacy.accounting", fromlist=["x"]).QueryLedger(t / "b.db", 1.0),
+                    __import__("recourse_privacy.accounting", fromlist=["x"]).QueryLedger(t / "b.db", 2.0),
                 )
             ),
         ),

@@ -1,7 +1,7 @@
 """Many threads and processes hammer one privacy budget; the total spent must never exceed it.
 
 Each of ``--processes`` processes runs ``--threads`` threads; every thread asks ``--queries``
-times for ``--epsilon`` from one :class:`~recourse_privacy.defenses.accounting.BudgetLedger`
+times for ``--epsilon`` from one :class:`~recourse_privacy.accounting.QueryLedger`
 (an SQLite file) of budget ``--budget``. Then ``--session-threads`` threads share one
 :class:`RecourseSession` (Laplace Recourse on a logistic model) with the same ledger file
 reset. Prints the queries answered, the epsilon spent and the budget.
@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from recourse_privacy.defenses.accounting import BudgetLedger
+from recourse_privacy.accounting import QueryLedger
 from recourse_privacy.errors import BudgetExceededError
 
 
 def _worker(path: str, budget: float, eps: float, n_threads: int, n_queries: int, out) -> None:
-    ledger = BudgetLedger(path, budget)
+    ledger = QueryLedger(path, budget)
     answered = [0] * n_threads
 
     def run(i: int) -> None:
@@ -53,7 +53,7 @@ def main() -> None:
     a = p.parse_args()
     tmp = Path(tempfile.mkdtemp())
     path = str(tmp / "ledger.sqlite")
-    BudgetLedger(path, a.budget)
+    QueryLedger(path, a.budget)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     t0 = time.perf_counter()
@@ -64,7 +64,7 @@ def main() -> None:
     [pr.start() for pr in procs]
     answered = sum(q.get() for _ in procs)
     [pr.join() for pr in procs]
-    ledger = BudgetLedger(path, a.budget)
+    ledger = QueryLedger(path, a.budget)
     asked = a.processes * a.threads * a.queries
     print(
         f"ledger: {a.processes} processes x {a.threads} threads x {a.queries} queries = {asked} requests of "

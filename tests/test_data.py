@@ -7,7 +7,7 @@ import shutil
 import urllib.error
 import warnings
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +30,7 @@ from recourse_privacy.data import (
     split_pools,
     synthetic_centers,
 )
-from recourse_privacy.data import datasets as ds_module
+from recourse_privacy.data import files as ds_module
 from recourse_privacy.data.registry import DATASETS as REGISTRY
 from recourse_privacy.errors import InvalidInputError, UnknownNameError
 
@@ -154,28 +154,43 @@ def test_download_with_fake_opener_caches_good_file(
     assert len(calls) == 1
 
 
+@pytest.fixture
+def serve_from() -> Iterator[Callable[[str, str], None]]:
+    """``serve_from(name, url)``: dataset ``name`` declared with another ``url`` (SHA-256 and zip member kept), restored after."""
+    saved: list = []
+
+    def redeclare(name: str, url: str) -> None:
+        entry = REGISTRY.get(name)
+        saved.append(entry)
+        REGISTRY.add(name, entry.obj, description=entry.description, replace=True, **{**entry.meta, "url": url})
+
+    yield redeclare
+    for entry in saved:
+        REGISTRY.add(entry.name, entry.obj, description=entry.description, replace=True, **entry.meta)
+
+
 def test_download_of_zip_member_by_file_url(
-    shared_data: Path, isolated: dict[str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    shared_data: Path, isolated: dict[str, Path], serve_from: Callable[[str, str], None], tmp_path: Path
 ) -> None:
     archive = tmp_path / "uci.zip"
     with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_STORED) as zf:
         zf.write(shared_data / "diabetic_data.csv", "dataset_diabetes/diabetic_data.csv")
         zf.writestr("dataset_diabetes/IDs_mapping.csv", "x\n")
-    monkeypatch.setitem(ds_module._SOURCES, "diabetic_data.csv", (archive.as_uri(), "diabetic_data.csv"))
+    serve_from("diabetes", archive.as_uri())
     ds = load_dataset("diabetes", isolated["empty"])
     assert ds.n_rows == 101_766
     assert sorted(p.name for p in isolated["cache"].iterdir()) == ["diabetic_data.csv"]
 
 
 def test_corrupted_download_raises_and_leaves_nothing(
-    shared_data: Path, isolated: dict[str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    shared_data: Path, isolated: dict[str, Path], serve_from: Callable[[str, str], None], tmp_path: Path
 ) -> None:
     bad = tmp_path / "served" / "compas.csv"
     bad.parent.mkdir()
     data = bytearray((shared_data / "compas.csv").read_bytes())
     data[-2] = ord("0") if data[-2] != ord("0") else ord("1")  # flip one label
     bad.write_bytes(bytes(data))
-    monkeypatch.setitem(ds_module._SOURCES, "compas.csv", (bad.as_uri(), None))
+    serve_from("compas", bad.as_uri())
     with pytest.raises(ChecksumError, match="checksum mismatch for compas.csv"):
         load_dataset("compas", isolated["empty"])
     assert list(isolated["cache"].iterdir()) == []
@@ -363,6 +378,72 @@ def test_register_dataset_checks_its_declaration(registered: list[str]) -> None:
     registered.append("broken")
     with pytest.raises(InvalidInputError, match="returned DataFrame, not a Dataset"):
         load_dataset("broken")
+
+
+def test_a_dataset_declares_its_source_and_checksum_in_its_decorator(registered: list[str]) -> None:
+    def loader(path: Path) -> Dataset:  # pragma: no cover - never called
+        raise AssertionError
+
+    sha = "ab" * 32
+    with pytest.raises(InvalidInputError, match="url= needs sha256="):
+        register_dataset("bad", description="x", source="file", file="a.csv", url="https://x/a.csv")(loader)
+    with pytest.raises(InvalidInputError, match="member= names a file inside the archive"):
+        register_dataset("bad", description="x", source="file", file="a.csv", member="a.csv", sha256=sha)(loader)
+    with pytest.raises(InvalidInputError, match="sha256 must be 64 lower-case hex digits"):
+        register_dataset("bad", description="x", source="file", file="a.csv", url="https://x/a", sha256="AB")(loader)
+    with pytest.raises(InvalidInputError, match="sha256=.*applies only to source='file'"):
+        register_dataset("bad", description="x", source="generated", sha256=sha)(loader)
+    assert "bad" not in DATASETS
+    register_dataset("labelled", description="toy", label="good", source="file", file="t.csv", sha256=sha)(loader)
+    registered.append("labelled")
+    entry = DATASETS.get("labelled")
+    assert entry.description == "toy; 1 = good" and entry.meta["label"] == "good"
+    assert entry.meta["sha256"] == sha and entry.meta["url"] is None
+
+
+def test_builtin_files_are_declared_once_with_url_checksum_and_domain(shared_data: Path) -> None:
+    """Every public file is declared by its dataset (url + SHA-256), and the shipped copy matches it."""
+    from recourse_privacy.data.domain import DOMAINS
+
+    public = [e for e in DATASETS.entries() if e.meta.get("url")]
+    assert [e.name for e in public] == ["adult", "heloc", "compas", "diabetes"]
+    for entry in public:
+        assert ds_module.source_url(entry.meta["file"]) == entry.meta["url"]
+        assert ds_module.verify_file(shared_data / entry.meta["file"]) == shared_data / entry.meta["file"]
+        assert entry.meta["public_domain"] is DOMAINS[entry.name]
+        assert entry.meta["domain"] == DOMAINS[entry.name].summary()
+        assert load_dataset(entry.name, shared_data, n_samples=3, random_state=0).domain is DOMAINS[entry.name]
+    assert DATASETS.get("diabetes").meta["member"] == "diabetic_data.csv"
+    with pytest.raises(InvalidInputError, match="no public source known for 'dataset_purchase'"):
+        ds_module.source_url("dataset_purchase")
+
+
+def test_a_new_dataset_is_one_declaration_shown_by_list_and_played_by_an_audit(registered: list[str]) -> None:
+    """The contract of 'a new dataset is one file': one decorated loader, then `list`, `datasets` and a tiny audit see it."""
+    from typer.testing import CliRunner
+
+    from recourse_privacy.audit import AuditConfig, run_audit
+    from recourse_privacy.cli import app
+
+    @register_dataset(
+        "throwaway", description="two Gaussian blobs for a contract test", label="right blob", source="generated"
+    )
+    def load_throwaway() -> Dataset:
+        rng = np.random.default_rng(0)
+        y = np.arange(400) % 2
+        X = pd.DataFrame(rng.normal(0.0, 1.0, (400, 3)) + 1.5 * y[:, None], columns=["a", "b", "c"])
+        return Dataset("throwaway", X, y, "blob")
+
+    registered.append("throwaway")
+    runner = CliRunner(env={"COLUMNS": "400"})
+    listed = runner.invoke(app, ["list", "dataset"], terminal_width=400)
+    assert listed.exit_code == 0 and "throwaway" in listed.output
+    shown = runner.invoke(app, ["datasets"], terminal_width=400)
+    assert shown.exit_code == 0 and "two Gaussian blobs for a contract test; 1 = right blob" in shown.output
+    cfg = AuditConfig(dataset="throwaway", n_members=60, attacks=("cfd",), seed=0)
+    result = run_audit(cfg, None)
+    assert result.data.dataset == "throwaway" and result.data.n_rows == 400
+    assert result.attacks["cfd"].n_members > 0 and 0.0 <= result.attacks["cfd"].auc <= 1.0
 
 
 def test_dataset_validates_itself() -> None:

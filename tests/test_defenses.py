@@ -10,13 +10,14 @@ import pytest
 from diffprivlib.utils import PrivacyLeakWarning
 
 from recourse_privacy import AuditConfig, run_audit
+from recourse_privacy.accounting import QueryLedger
 from recourse_privacy.defenses import (
     LaplaceRecourse,
     RecourseSession,
     SimulatedLaplaceRecourse,
     noisy_probability,
 )
-from recourse_privacy.defenses.accounting import BudgetLedger, dp_ba_bound
+from recourse_privacy.defenses.accounting import dp_ba_bound
 from recourse_privacy.defenses.laplace import PROB_CLIP
 from recourse_privacy.errors import BudgetExceededError, IncompatibleError, InvalidInputError
 from recourse_privacy.metrics import theorem2_bound
@@ -183,7 +184,7 @@ def test_a_multi_row_batch_on_a_shared_ledger_is_charged_per_row(tmp_path):
     model = _linear_model()
     X = np.random.default_rng(0).normal(size=(10, 2))
     path = tmp_path / "budget.sqlite"
-    ledger = BudgetLedger(path, 4.0)
+    ledger = QueryLedger(path, 4.0)
     mine = RecourseSession(LaplaceRecourse(epsilon=0.5, random_state=0), model, budget=4.0, ledger=ledger)
     theirs = RecourseSession(LaplaceRecourse(epsilon=0.5, random_state=1), model, budget=4.0, ledger=path)
     mine.answer(X[:3])
@@ -202,7 +203,7 @@ def test_a_multi_row_batch_on_a_shared_ledger_is_charged_per_row(tmp_path):
 def test_a_malformed_batch_costs_no_budget_on_a_shared_ledger(tmp_path):
     """Bad input is refused before the spend: a 1-D row, a wrong width or a NaN cost the caller nothing."""
     model = _linear_model()
-    ledger = BudgetLedger(tmp_path / "budget.sqlite", 4.0)
+    ledger = QueryLedger(tmp_path / "budget.sqlite", 4.0)
     session = RecourseSession(LaplaceRecourse(epsilon=0.5, random_state=0), model, budget=4.0, ledger=ledger)
     for bad in (np.zeros(2), np.zeros((3, 5)), np.array([[np.nan, 0.0]])):
         with pytest.raises(InvalidInputError, match="X"):
@@ -214,15 +215,15 @@ def test_a_malformed_batch_costs_no_budget_on_a_shared_ledger(tmp_path):
 
 def test_a_ledger_reopened_with_another_budget_is_refused(tmp_path):
     path = tmp_path / "budget.sqlite"
-    BudgetLedger(path, 2.0).spend(0.5)
+    QueryLedger(path, 2.0).spend(0.5)
     with pytest.raises(ValueError, match=r"holds a budget of epsilon 2, not 3; a budget is fixed"):
-        BudgetLedger(path, 3.0)
-    again = BudgetLedger(path, 2.0)  # the same budget: the same ledger
+        QueryLedger(path, 3.0)
+    again = QueryLedger(path, 2.0)  # the same budget: the same ledger
     assert again.spent == 0.5 and again.remaining == 1.5 and again.n_spends == 1
 
 
 def test_ledger_spends_in_rounded_up_units_and_says_what_remains(tmp_path):
-    ledger = BudgetLedger(tmp_path / "new" / "dir" / "budget.sqlite", 1.0)  # missing folders are made
+    ledger = QueryLedger(tmp_path / "new" / "dir" / "budget.sqlite", 1.0)  # missing folders are made
     assert ledger.spend(0.0) == 0.0  # a free step is recorded, not refused
     assert ledger.spend(1 / 3) == 0.333_333_334  # each cost rounded up to the next 1e-9
     assert ledger.spend(1 / 3) == 0.666_666_668
@@ -491,3 +492,38 @@ def test_dpm_laplace_is_the_sound_path(tmp_path):
     assert "lr-reconstruction" in r.attacks and set(dp.verdict.covered) == set(r.attacks)  # DP model: all covered
     with pytest.raises(IncompatibleError, match="dpm-laplace"):
         AuditConfig(**{**SMALL, "model": "mlp"}, defense="dpm-laplace", epsilon=1.0).validate()
+
+
+# ----------------------------------------------------------------------------- a new defense is one file
+
+
+def test_a_new_defense_is_one_class_shown_by_list_and_played_by_an_audit() -> None:
+    """The contract of 'a new defense is one file': one registered Defense subclass, then `list` and a tiny audit see it."""
+    from typer.testing import CliRunner
+
+    from recourse_privacy.cli import app
+    from recourse_privacy.defenses.registry import DEFENSES, Defense, register_defense
+
+    calls: list[str] = []
+
+    @register_defense("throwaway", description="a contract test's defense: the owner releases exact linear recourse")
+    class Throwaway(Defense):
+        name = "throwaway"
+
+        def validate(self, config) -> None:
+            calls.append("validate")
+
+        def recourse(self, config) -> str:
+            return "linear"
+
+    try:
+        shown = CliRunner().invoke(app, ["list", "defense"], terminal_width=400)
+        assert shown.exit_code == 0 and "throwaway" in shown.output and "a contract test's defense" in shown.output
+        cfg = AuditConfig(
+            dataset="synthetic", n_features=4, n_members=60, attacks=("cfd",), defense="throwaway", seed=0
+        )
+        result = run_audit(cfg, None)
+        assert "validate" in calls and result.config.defense == "throwaway"
+        assert result.recourse.method == "linear" and result.dp is None and result.attacks["cfd"].n_members > 0
+    finally:
+        DEFENSES.remove("throwaway")

@@ -2,7 +2,7 @@
 
 Layers, bottom to top (a package may import its own layer and the layers below):
 
-0. ``errors``, ``validation``, ``registry``: no dependency on the rest of the package
+0. ``errors``, ``validation``, ``registry``, ``accounting``: no dependency on the rest of the package
 1. ``data``, ``models`` (the DP-trained models included)
 2. ``recourse``, ``metrics``
 3. ``attacks``, ``results`` (the typed audit result the report renders)
@@ -27,7 +27,17 @@ import recourse_privacy
 
 ROOT = Path(recourse_privacy.__file__).parent
 LAYERS = [
-    {"errors", "validation", "registry", "provenance", "hyperparams", "processes", "cache", "strict_json"},
+    {
+        "errors",
+        "validation",
+        "registry",
+        "provenance",
+        "hyperparams",
+        "processes",
+        "cache",
+        "strict_json",
+        "accounting",
+    },
     {"data", "models"},
     {"recourse", "metrics"},
     {"attacks", "results"},

@@ -20,11 +20,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from recourse_privacy.accounting import QueryLedger
 from recourse_privacy.audit import AuditConfig, AuditResult, run_audit
 from recourse_privacy.cli import app
 from recourse_privacy.data import ChecksumError, load_dataset, load_tabular
 from recourse_privacy.defenses import LaplaceRecourse, RecourseSession
-from recourse_privacy.defenses.accounting import BudgetLedger
 from recourse_privacy.errors import BudgetExceededError, InvalidInputError
 from recourse_privacy.models.registry import make_model
 from recourse_privacy.provenance import package_version, sha256_file
@@ -147,7 +147,7 @@ def _hammer_ledger(path: str, budget: float, eps: float, n: int, out, barrier=No
     """Ask ``n`` times (in step with the other threads at ``barrier``); report (answered, refused, error or None)."""
     answered = refused = 0
     try:
-        ledger = BudgetLedger(path, budget)
+        ledger = QueryLedger(path, budget)
         for _ in range(n):
             if barrier is not None:
                 barrier.wait(timeout=60)
@@ -173,7 +173,7 @@ def test_ledger_never_overspent_by_processes_and_threads(tmp_path):
     """
     budget, eps, n = 2.0, 0.01, 40
     path = str(tmp_path / "budget.sqlite")
-    BudgetLedger(path, budget)
+    QueryLedger(path, budget)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     procs = [ctx.Process(target=_hammer_ledger, args=(path, budget, eps, n, q)) for _ in range(4)]
@@ -202,7 +202,7 @@ def test_ledger_never_overspent_by_processes_and_threads(tmp_path):
     assert len(reports) == len(threads) + len(procs) == 12  # every caller reported
     assert [r[2] for r in reports] == [None] * 12  # ... without an error
     assert all(a + r == n for a, r, _ in reports)  # ... after asking every time
-    ledger = BudgetLedger(path, budget)
+    ledger = QueryLedger(path, budget)
     answered = sum(r[0] for r in reports)
     assert answered == 200 == ledger.n_spends and sum(r[1] for r in reports) == 12 * n - 200
     assert ledger.spent == 2.0 == budget  # integer units of 1e-9: exact
@@ -219,8 +219,8 @@ class _ListQueue:
 
 _SPEND_FOREVER = """
 import sys
-from recourse_privacy.defenses.accounting import BudgetLedger
-ledger = BudgetLedger(sys.argv[1], 1e4)
+from recourse_privacy.accounting import QueryLedger
+ledger = QueryLedger(sys.argv[1], 1e4)
 while True:
     ledger.spend(0.001)
 """
@@ -231,22 +231,22 @@ def test_ledger_survives_kill(tmp_path):
     import sys
 
     path = str(tmp_path / "budget.sqlite")
-    BudgetLedger(path, 1e4)
+    QueryLedger(path, 1e4)
     p = subprocess.Popen(
         [sys.executable, "-c", _SPEND_FOREVER, path], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     )
     deadline = time.time() + 60
-    while BudgetLedger(path, 1e4).n_spends < 20 and time.time() < deadline:
+    while QueryLedger(path, 1e4).n_spends < 20 and time.time() < deadline:
         time.sleep(0.05)
     os.kill(p.pid, signal.SIGKILL)  # mid-stream, maybe mid-transaction
     p.wait()
-    ledger = BudgetLedger(path, 1e4)
+    ledger = QueryLedger(path, 1e4)
     n = ledger.n_spends
     assert n >= 20 and ledger.spent == pytest.approx(n * 0.001, abs=1e-9)
     ledger.spend(0.5)
     assert ledger.spent == pytest.approx(n * 0.001 + 0.5, abs=1e-9)
     with pytest.raises(InvalidInputError, match="budget"):
-        BudgetLedger(path, 2.0)
+        QueryLedger(path, 2.0)
 
 
 def test_session_with_threads_never_over_budget(tmp_path):

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from recourse_privacy.attacks.query_extraction import SURROGATES
 from recourse_privacy.attacks.registry import ATTACKS
 from recourse_privacy.attacks.released_set import RELEASE_ATTACKS
-from recourse_privacy.audit.defenses import DEFENSES
 from recourse_privacy.audit.threats import THREATS
 from recourse_privacy.data import DATASETS
+from recourse_privacy.defenses.registry import DEFENSES
 from recourse_privacy.dp_audit.experiments import MECHANISMS
 from recourse_privacy.errors import UnknownNameError
 from recourse_privacy.models.registry import MODELS

@@ -13,7 +13,6 @@ from typing import Any
 from recourse_privacy.attacks.lrt import CDFS, CENTERS, VARIANCES
 from recourse_privacy.attacks.query_extraction import DEFAULT_BUDGETS
 from recourse_privacy.attacks.registry import ATTACKS, check_attack_names
-from recourse_privacy.audit.defenses import DEFENSES
 from recourse_privacy.audit.threats import check_threats
 from recourse_privacy.audit.user_inputs import (
     check_deployed_config,
@@ -23,6 +22,7 @@ from recourse_privacy.audit.user_inputs import (
     object_digest,
 )
 from recourse_privacy.data import DATASETS
+from recourse_privacy.defenses.registry import DEFENSES
 from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError, UnknownNameError
 from recourse_privacy.hyperparams import Float, check_params
 from recourse_privacy.metrics.intervals import minimum_targets_per_side

@@ -19,10 +19,10 @@ from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.attacks.registry import ATTACKS, AttackInputs, LRTOptions, RMIAOptions, run_attack
 from recourse_privacy.attacks.shadow import ShadowData, run_shadow_models
 from recourse_privacy.audit.config import AuditConfig
-from recourse_privacy.audit.defenses import Defense
 from recourse_privacy.cache import ArtifactCache
 from recourse_privacy.data import Dataset, Pools, Preprocessor, load_dataset, split_pools
 from recourse_privacy.data.tabular import read_table, validate_frame
+from recourse_privacy.defenses.registry import Defense
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics.intervals import paired_auc_difference
 from recourse_privacy.metrics.membership import attack_metrics

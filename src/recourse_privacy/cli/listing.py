@@ -45,11 +45,10 @@ def datasets(
     from rich.console import Console
     from rich.table import Table
 
-    from recourse_privacy.data import DATASET_DESCRIPTIONS, DATASETS, resolve_data_dir
-    from recourse_privacy.data.domain import DOMAINS
+    from recourse_privacy.data import DATASET_DESCRIPTIONS, DATASETS, public_domain, resolve_data_dir
 
     if name is not None:
-        domain = DOMAINS.get(DATASETS.check(name))
+        domain = public_domain(DATASETS.check(name))
         if domain is None:
             meta = DATASETS.get(name).meta.get("domain")
             typer.echo(f"{name}: {meta or 'no public domain metadata declared'}")

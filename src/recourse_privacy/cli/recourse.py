@@ -11,6 +11,7 @@ from recourse_privacy.cli._common import (
     _command,
     _fail,
     _name_list,
+    _names,
     _parse_params,
     _user_inputs,
     check_output_dir,
@@ -38,7 +39,7 @@ from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError
 
 @_command("recourse")
 def recourse_command(
-    dataset: str = typer.Option("adult", help="adult, heloc, compas, diabetes, synthetic, breast_cancer, digits"),
+    dataset: str = typer.Option("adult", help=f"a registered dataset: {_names('dataset')}"),
     data: Path | None = _DATA,
     target: str | None = _TARGET,
     positive_label: str | None = _POSITIVE_LABEL,

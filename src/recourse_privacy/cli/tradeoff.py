@@ -11,6 +11,7 @@ from recourse_privacy.cli._common import (
     _command,
     _fail,
     _name_list,
+    _names,
     _numbers,
     _parse_params,
     _user_inputs,
@@ -38,7 +39,7 @@ from recourse_privacy.errors import RecoursePrivacyError
 
 @_command()
 def tradeoff(
-    dataset: str = typer.Option("synthetic", help="adult, heloc, compas, diabetes, synthetic, breast_cancer, digits"),
+    dataset: str = typer.Option("synthetic", help=f"a registered dataset: {_names('dataset')}"),
     data: Path | None = _DATA,
     target: str | None = _TARGET,
     positive_label: str | None = _POSITIVE_LABEL,

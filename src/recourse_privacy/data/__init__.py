@@ -12,15 +12,16 @@
 from __future__ import annotations
 
 from recourse_privacy.data.dataset import ChecksumError, Dataset
-from recourse_privacy.data.datasets import (
+from recourse_privacy.data.files import (
     ENV_VAR,
     dataset_file,
     default_cache_dir,
     fetch_file,
-    load_dataset,
     resolve_data_dir,
     source_url,
+    verify_file,
 )
+from recourse_privacy.data.loading import load_dataset
 from recourse_privacy.data.pools import Pools, as_generator, split_pools
 from recourse_privacy.data.preprocessing import OneHotGroup, Preprocessor
 from recourse_privacy.data.registry import (
@@ -28,6 +29,7 @@ from recourse_privacy.data.registry import (
     DATASET_SOURCES,
     DATASETS,
     REAL_DATASETS,
+    public_domain,
     register_dataset,
 )
 from recourse_privacy.data.synthetic import make_synthetic, synthetic_centers
@@ -51,10 +53,12 @@ __all__ = [
     "load_dataset",
     "load_tabular",
     "make_synthetic",
+    "public_domain",
     "register_dataset",
     "resolve_data_dir",
     "source_url",
     "split_pools",
     "synthetic_centers",
     "validate_frame",
+    "verify_file",
 ]

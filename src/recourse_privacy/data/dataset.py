@@ -19,7 +19,7 @@ __all__ = ["ChecksumError", "Dataset"]
 
 
 class ChecksumError(InvalidInputError):
-    """A downloaded file's SHA-256 differs from the one recorded in checksums.json."""
+    """A data file's SHA-256 differs from the one its dataset declares (register_dataset(sha256=...))."""
 
 
 @dataclass(frozen=True)

@@ -1,99 +1,43 @@
-"""The built-in datasets, their files and :func:`load_dataset`, which loads any registered one.
+"""The built-in datasets: one ``@register_dataset`` declaration each, with all that describes it.
 
-Every dataset is an entry of :data:`~recourse_privacy.data.registry.DATASETS` (see
-:mod:`recourse_privacy.data.registry`); the built-in loaders are registered here, in the order
-adult, heloc, compas, diabetes, synthetic, breast_cancer, digits.
-
-Real datasets (adult, heloc, compas, diabetes) are read from a data directory, chosen as
-
-1. the ``data_dir`` argument, else
-2. the environment variable ``RECOURSE_PRIVACY_DATA``, else
-3. the user cache ``$XDG_CACHE_HOME/recourse-privacy`` (or ``~/.cache/recourse-privacy``).
-
-A file absent there (and from the cache) is downloaded, when ``download=True``, from its
-public source into the cache: written to a temporary file, checked against the SHA-256 in
-``checksums.json``, then renamed into place. Synthetic data and the two scikit-learn
-datasets (breast_cancer, digits) need no file.
+Each declaration carries the dataset's description, what label 1 means, its public domain
+metadata (:mod:`~recourse_privacy.data.domain`) and, for a public file, its URL and SHA-256
+(checked on download and whenever the file is read, :mod:`~recourse_privacy.data.files`); the
+registration order (adult, heloc, compas, diabetes, synthetic, breast_cancer, digits) is the
+order ``recourse-privacy list dataset`` shows. A new dataset is one more declaration here (or,
+for a third party, one module of its own, :func:`~recourse_privacy.data.register_dataset`);
+:func:`~recourse_privacy.data.load_dataset` loads any of them. Synthetic data and the two
+scikit-learn datasets (breast_cancer, digits) need no file.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
-import urllib.request
-import zipfile
-from collections.abc import Callable, Sequence
-from importlib import resources
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from recourse_privacy.data.dataset import ChecksumError, Dataset
+from recourse_privacy.data.dataset import Dataset
+from recourse_privacy.data.domain import ADULT, COMPAS, DIABETES, HELOC
 from recourse_privacy.data.domain import DIABETES_MEDICATIONS as _DIABETES_MEDICATIONS
-from recourse_privacy.data.domain import DOMAINS
-from recourse_privacy.data.registry import (
-    DATASET_DESCRIPTIONS,
-    DATASETS,
-    REAL_DATASETS,
-    SIZING_OPTIONS,
-    register_dataset,
-)
+from recourse_privacy.data.registry import lookup, register_dataset
 from recourse_privacy.data.synthetic import SYNTHETIC_DESCRIPTION, make_synthetic
-from recourse_privacy.errors import InvalidInputError, MissingFileError, UnknownNameError
-from recourse_privacy.provenance import sha256_file
-from recourse_privacy.validation import RandomState, as_generator
+from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.validation import RandomState
 
-__all__ = [
-    "Dataset",
-    "DATASETS",
-    "REAL_DATASETS",
-    "DATASET_DESCRIPTIONS",
-    "ENV_VAR",
-    "ChecksumError",
-    "load_dataset",
-    "default_cache_dir",
-    "resolve_data_dir",
-    "fetch_file",
-    "dataset_file",
-    "verify_file",
-    "source_url",
-]
+__all__ = ["CF_DATA_COMMIT", "DIABETES_ZIP_URL"]
 
-ENV_VAR = "RECOURSE_PRIVACY_DATA"
-
+#: the commit of CARLA's cf-data repository the adult, heloc and compas files are taken from
 CF_DATA_COMMIT = "2d56677095bd11deba5d8e3731f8941b95e0a880"
 _CF_DATA_BASE = f"https://raw.githubusercontent.com/carla-recourse/cf-data/{CF_DATA_COMMIT}"
 DIABETES_ZIP_URL = "https://archive.ics.uci.edu/static/public/296/diabetes+130-us+hospitals+for+years+1999-2008.zip"
 
 
-# The descriptions of the built-in datasets (registered with each loader below).
-_DESCRIPTIONS: dict[str, str] = {
-    "adult": "UCI Adult census income (CARLA cf-data version, binarised categoricals); 1 = income > 50K",
-    "heloc": "FICO Home Equity Line of Credit (CARLA cf-data version); 1 = Good risk performance",
-    "compas": "ProPublica COMPAS (CARLA cf-data version); 1 = not scored high risk",
-    "diabetes": "UCI Diabetes 130-US hospitals 1999-2008, encoding of Shokri et al. 2021; "
-    "1 = readmitted within 30 days",
-    "synthetic": SYNTHETIC_DESCRIPTION,
-    "breast_cancer": "Wisconsin diagnostic breast cancer (scikit-learn); 1 = benign",
-    "digits": "8x8 handwritten digits (scikit-learn), made binary",
-}
-
-
-# For every remote file: (url, name of the member inside a zip archive or None).
-_SOURCES: dict[str, tuple[str, str | None]] = {
-    "adult.csv": (f"{_CF_DATA_BASE}/adult.csv", None),
-    "heloc.csv": (f"{_CF_DATA_BASE}/heloc.csv", None),
-    "compas.csv": (f"{_CF_DATA_BASE}/compas.csv", None),
-    "diabetic_data.csv": (DIABETES_ZIP_URL, "diabetic_data.csv"),
-}
-
-# The URL opener, module-level so that tests can replace it (monkeypatch) to work offline.
-_urlopen: Callable[..., Any] = urllib.request.urlopen
-_DOWNLOAD_TIMEOUT = 60.0
+def _declared(name: str) -> dict:
+    """The description and public domain a dataset declares, for the Dataset its loader returns."""
+    entry = lookup(name)
+    return {"description": entry.description, "domain": entry.meta.get("public_domain")}
 
 
 def _make_frame(df: pd.DataFrame, categorical: Sequence[str]) -> pd.DataFrame:
@@ -107,160 +51,6 @@ def _make_frame(df: pd.DataFrame, categorical: Sequence[str]) -> pd.DataFrame:
             out[col] = df[col].astype(np.float64)
     return pd.DataFrame(out, index=pd.RangeIndex(len(df)))
 
-
-# --------------------------------------------------------------------------------------
-# Locating, downloading and checking files
-# --------------------------------------------------------------------------------------
-
-
-def default_cache_dir() -> Path:
-    """The user cache directory: ``$XDG_CACHE_HOME/recourse-privacy`` or ``~/.cache/...``."""
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "recourse-privacy"
-
-
-def resolve_data_dir(data_dir: str | Path | None = None) -> Path:
-    """The directory to read real datasets from: argument, else env var, else the cache."""
-    if data_dir is not None:
-        return Path(data_dir).expanduser()
-    env = os.environ.get(ENV_VAR)
-    if env:
-        return Path(env).expanduser()
-    return default_cache_dir()
-
-
-def source_url(filename: str) -> str:
-    """The public URL a data file is downloaded from."""
-    try:
-        return _SOURCES[filename][0]
-    except KeyError:
-        raise InvalidInputError(f"no public source known for {filename!r}") from None
-
-
-def _expected_sha256(filename: str) -> str:
-    text = resources.files("recourse_privacy.data").joinpath("checksums.json").read_text()
-    sums = json.loads(text)
-    if filename not in sums:
-        raise MissingFileError(f"checksums.json has no entry for {filename!r}")
-    return sums[filename]
-
-
-def _sha256(path: Path) -> str:
-    return sha256_file(path)
-
-
-def verify_file(path: Path) -> Path:
-    """``path`` if its SHA-256 is the one in ``checksums.json``, else a :class:`ChecksumError`.
-
-    Runs whenever a data file is read, not only after a download; the hash is computed once
-    per file and modification time (:func:`~recourse_privacy.provenance.sha256_file`).
-    """
-    expected = _expected_sha256(path.name)
-    actual = sha256_file(path)
-    if actual != expected:
-        raise ChecksumError(
-            f"{path} has SHA-256 {actual}, but checksums.json expects {expected}: the file is corrupted or "
-            f"was edited. Delete it (it is downloaded again) or restore the original; to audit a modified "
-            f"table on purpose, pass it as --data FILE --target COLUMN"
-        )
-    return path
-
-
-def dataset_file(name: str, data_dir: str | Path | None = None, *, download: bool = True) -> Path | None:
-    """The verified file a named dataset is read from, or None for generated data (synthetic, scikit-learn's)."""
-    entry = _lookup(name)
-    if entry.meta.get("source") != "file":
-        return None
-    filename = entry.meta["file"]
-    return (
-        fetch_file(filename, data_dir, download=download) if filename in _SOURCES else _local_file(filename, data_dir)
-    )
-
-
-def _not_found_message(filename: str, looked_in: list[Path], reason: str = "") -> str:
-    url, member = _SOURCES[filename]
-    where = " or ".join(str(p) for p in dict.fromkeys(looked_in))
-    fetch = f"{url} (extract {member} from the zip)" if member else url
-    msg = (
-        f"{filename} not found in {where}. Put it in a directory and pass data_dir=... or set "
-        f"the environment variable {ENV_VAR} to that directory; you can fetch it by hand from "
-        f"{fetch} (cache directory: {default_cache_dir()})."
-    )
-    if reason:
-        msg += f" Automatic download failed: {reason}"
-    return msg
-
-
-def _download(filename: str, cache_dir: Path) -> Path:
-    """Download ``filename`` into ``cache_dir`` via a temp file; verify SHA-256; rename."""
-    url, member = _SOURCES[filename]
-    expected = _expected_sha256(filename)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    dest = cache_dir / filename
-    tmp_paths: list[Path] = []
-
-    def new_tmp(suffix: str) -> Path:
-        fd, name = tempfile.mkstemp(prefix=f".{filename}.", suffix=suffix, dir=cache_dir)
-        os.close(fd)
-        tmp_paths.append(Path(name))
-        return Path(name)
-
-    try:
-        raw = new_tmp(".part")
-        with _urlopen(url, timeout=_DOWNLOAD_TIMEOUT) as response, open(raw, "wb") as out:
-            shutil.copyfileobj(response, out)
-        payload = raw
-        if member is not None:
-            payload = new_tmp(".extract")
-            with zipfile.ZipFile(raw) as zf:
-                names = [n for n in zf.namelist() if n.rsplit("/", 1)[-1] == member]
-                if not names:
-                    raise MissingFileError(f"{member} is not inside the archive {url}")
-                with zf.open(names[0]) as src, open(payload, "wb") as out:
-                    shutil.copyfileobj(src, out)
-        actual = _sha256(payload)
-        if actual != expected:
-            raise ChecksumError(
-                f"checksum mismatch for {filename} downloaded from {url}: SHA-256 is {actual}, "
-                f"expected {expected}; the download was discarded"
-            )
-        os.replace(payload, dest)
-    finally:
-        for p in tmp_paths:
-            p.unlink(missing_ok=True)
-    return dest
-
-
-def fetch_file(filename: str, data_dir: str | Path | None = None, *, download: bool = True) -> Path:
-    """Path of a real-data file: from the data directory, else the cache, else downloaded.
-
-    Raises FileNotFoundError (naming the file, the directories searched, the environment
-    variable and the public URL) when it is absent and ``download`` is False or the download
-    fails, and :class:`ChecksumError` when a downloaded file has the wrong SHA-256.
-    """
-    if filename not in _SOURCES:
-        raise InvalidInputError(f"unknown data file {filename!r}; known: {sorted(_SOURCES)}")
-    primary = resolve_data_dir(data_dir)
-    cache = default_cache_dir()
-    looked_in = [primary, cache]
-    for directory in looked_in:
-        if (directory / filename).is_file():
-            return verify_file(directory / filename)
-    if not download:
-        raise MissingFileError(_not_found_message(filename, looked_in) + " (Not downloaded: download=False.)")
-    try:
-        return _download(filename, cache)
-    except ChecksumError:
-        raise
-    except (OSError, zipfile.BadZipFile) as err:  # URLError is an OSError
-        reason = getattr(err, "reason", None) or err
-        raise MissingFileError(_not_found_message(filename, looked_in, str(reason))) from err
-
-
-# --------------------------------------------------------------------------------------
-# Loaders of the real datasets
-# --------------------------------------------------------------------------------------
 
 _ADULT_CATEGORICAL = (
     "workclass",
@@ -302,7 +92,14 @@ def _check_columns(df: pd.DataFrame, needed: Sequence[str], path: Path) -> None:
 
 
 @register_dataset(
-    "adult", description=_DESCRIPTIONS["adult"], domain=DOMAINS["adult"].summary(), source="file", file="adult.csv"
+    "adult",
+    description="UCI Adult census income (CARLA cf-data version, binarised categoricals)",
+    label="income > 50K",
+    domain=ADULT,
+    source="file",
+    file="adult.csv",
+    url=f"{_CF_DATA_BASE}/adult.csv",
+    sha256="e98ef37848b34919802d9e110718dd02ccbc8ec0369677f92bb1fd40b71eccdc",
 )
 def _load_adult(path: Path) -> Dataset:
     """Adult (cf-data): 13 features, label ``income`` (1 = > 50K)."""
@@ -317,13 +114,19 @@ def _load_adult(path: Path) -> Dataset:
         categorical=_ADULT_CATEGORICAL,
         immutable=("sex", "race"),
         increasing=("age", "education-num"),
-        description=_DESCRIPTIONS["adult"],
-        domain=DOMAINS["adult"],
+        **_declared("adult"),
     )
 
 
 @register_dataset(
-    "heloc", description=_DESCRIPTIONS["heloc"], domain=DOMAINS["heloc"].summary(), source="file", file="heloc.csv"
+    "heloc",
+    description="FICO Home Equity Line of Credit (CARLA cf-data version)",
+    label="Good risk performance",
+    domain=HELOC,
+    source="file",
+    file="heloc.csv",
+    url=f"{_CF_DATA_BASE}/heloc.csv",
+    sha256="6a668dddbd2b59aed119c0169c562d54ad6a462580ca783628e88cbc59315d41",
 )
 def _load_heloc(path: Path) -> Dataset:
     """HELOC (cf-data): 21 numeric features, label ``RiskPerformance`` (1 = Good).
@@ -342,13 +145,19 @@ def _load_heloc(path: Path) -> Dataset:
         categorical=(),
         immutable=(),
         increasing=(),
-        description=_DESCRIPTIONS["heloc"],
-        domain=DOMAINS["heloc"],
+        **_declared("heloc"),
     )
 
 
 @register_dataset(
-    "compas", description=_DESCRIPTIONS["compas"], domain=DOMAINS["compas"].summary(), source="file", file="compas.csv"
+    "compas",
+    description="ProPublica COMPAS (CARLA cf-data version)",
+    label="not scored high risk",
+    domain=COMPAS,
+    source="file",
+    file="compas.csv",
+    url=f"{_CF_DATA_BASE}/compas.csv",
+    sha256="e99430e4bdeebc858ba22726be3c3924c8435e6c890e2ae7f52d0411a3cc0516",
 )
 def _load_compas(path: Path) -> Dataset:
     """COMPAS (cf-data): 7 features, label ``score`` (1 = not high risk)."""
@@ -364,17 +173,20 @@ def _load_compas(path: Path) -> Dataset:
         categorical=categorical,
         immutable=("sex", "race"),
         increasing=("age",),
-        description=_DESCRIPTIONS["compas"],
-        domain=DOMAINS["compas"],
+        **_declared("compas"),
     )
 
 
 @register_dataset(
     "diabetes",
-    description=_DESCRIPTIONS["diabetes"],
-    domain=DOMAINS["diabetes"].summary(),
+    description="UCI Diabetes 130-US hospitals 1999-2008, encoding of Shokri et al. 2021",
+    label="readmitted within 30 days",
+    domain=DIABETES,
     source="file",
     file="diabetic_data.csv",
+    url=DIABETES_ZIP_URL,
+    member="diabetic_data.csv",
+    sha256="0689e7ec031237dc63031b938805c48377748761a3b26acab621567afa24df97",
 )
 def _load_diabetes(path: Path) -> Dataset:
     """Diabetes 130-US hospitals with the encoding of Shokri et al. (2021).
@@ -398,8 +210,7 @@ def _load_diabetes(path: Path) -> Dataset:
         categorical=_DIABETES_CATEGORICAL,
         immutable=("gender", "race", "age"),
         increasing=(),
-        description=_DESCRIPTIONS["diabetes"],
-        domain=DOMAINS["diabetes"],
+        **_declared("diabetes"),
     )
 
 
@@ -410,7 +221,7 @@ def _load_diabetes(path: Path) -> Dataset:
 
 @register_dataset(
     "synthetic",
-    description=_DESCRIPTIONS["synthetic"],
+    description=SYNTHETIC_DESCRIPTION,
     source="generated",
     domain="x0..x{d-1}: numeric [-(class_sep + 8), class_sep + 8]",
     options=("n_samples", "n_features", "random_state", "class_sep", "flip_y"),
@@ -433,7 +244,12 @@ def _load_synthetic(
     )
 
 
-@register_dataset("breast_cancer", description=_DESCRIPTIONS["breast_cancer"], source="scikit-learn")
+@register_dataset(
+    "breast_cancer",
+    description="Wisconsin diagnostic breast cancer (scikit-learn)",
+    label="benign",
+    source="scikit-learn",
+)
 def _load_breast_cancer() -> Dataset:
     """Wisconsin breast cancer: 569 rows, 30 numeric features, label 1 = benign."""
     from sklearn.datasets import load_breast_cancer  # lazy: scikit-learn is slow to import
@@ -445,11 +261,16 @@ def _load_breast_cancer() -> Dataset:
         X=X,
         y=bunch.target.to_numpy(dtype=np.int64),  # sklearn: 1 = benign
         target="benign",
-        description=_DESCRIPTIONS["breast_cancer"],
+        description=lookup("breast_cancer").description,
     )
 
 
-@register_dataset("digits", description=_DESCRIPTIONS["digits"], source="scikit-learn", options=("positive", "digits"))
+@register_dataset(
+    "digits",
+    description="8x8 handwritten digits (scikit-learn), made binary",
+    source="scikit-learn",
+    options=("positive", "digits"),
+)
 def _load_digits(positive: int | Sequence[int] | None = None, digits: Sequence[int] | None = None) -> Dataset:
     """Digits made binary: ``digits=(a, b)`` keeps those two digits (label 1 = a);
     otherwise one digit (or a set of digits) ``positive`` against the rest, default 1.
@@ -479,112 +300,5 @@ def _load_digits(positive: int | Sequence[int] | None = None, digits: Sequence[i
         X=X.reset_index(drop=True),
         y=np.asarray(y, dtype=np.int64),
         target="digit",
-        description=f"{_DESCRIPTIONS['digits']}: {desc}",
+        description=f"{lookup('digits').description}: {desc}",
     )
-
-
-# --------------------------------------------------------------------------------------
-# The public entry point
-# --------------------------------------------------------------------------------------
-
-
-def _lookup(name: str) -> Any:
-    """The registry entry of ``name`` (as given, else lower case with ``-`` as ``_``)."""
-    if not isinstance(name, str):
-        raise InvalidInputError(f"dataset name must be a string, got {type(name).__name__}")
-    for key in dict.fromkeys((name, name.strip().lower().replace("-", "_"))):
-        if key in DATASETS:
-            return DATASETS.get(key)
-    raise UnknownNameError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
-
-
-def _as_int(value: Any, name: str) -> int:
-    if isinstance(value, bool):
-        raise InvalidInputError(f"{name} must be a positive int, got {value!r}")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"{name} must be a positive int, got {value!r}") from None
-
-
-def _local_file(filename: str, data_dir: str | Path | None) -> Path:
-    """A file with no public source (a third party's dataset): the data directory, else the cache."""
-    looked_in = list(dict.fromkeys((resolve_data_dir(data_dir), default_cache_dir())))
-    for directory in looked_in:
-        if (directory / filename).is_file():
-            return directory / filename
-    where = " or ".join(map(str, looked_in))
-    raise MissingFileError(
-        f"{filename} not found in {where}. Put it in a directory and pass data_dir=... or set "
-        f"the environment variable {ENV_VAR} to that directory."
-    )
-
-
-def load_dataset(
-    name: str,
-    data_dir: str | Path | None = None,
-    *,
-    n_samples: int | None = None,
-    n_features: int | None = None,
-    random_state: RandomState = None,
-    download: bool = True,
-    **options: Any,
-) -> Dataset:
-    """Load a dataset of :data:`DATASETS` by name (``-`` and upper case are accepted too).
-
-    Real datasets are read from ``data_dir`` / ``$RECOURSE_PRIVACY_DATA`` / the user cache
-    (downloaded there when absent and ``download`` is True). ``synthetic`` is generated with
-    ``n_samples`` (default 15000) rows and ``n_features`` (default 100) columns, options
-    ``class_sep`` and ``flip_y``; ``digits`` takes ``positive=`` or ``digits=(a, b)``. For
-    the other datasets ``n_samples`` draws that many rows at random without replacement
-    (seeded by ``random_state``), and ``n_features`` is an error. The options a dataset
-    accepts are those of its registry entry; any other raises :class:`InvalidInputError`.
-    """
-    entry = _lookup(name)
-    key = entry.name
-    accepted: tuple[str, ...] = tuple(entry.meta.get("options", ()))
-    if n_samples is not None:
-        n_samples = _as_int(n_samples, "n_samples")
-        if n_samples < 1:
-            raise InvalidInputError(f"n_samples must be a positive int, got {n_samples!r}")
-    if n_features is not None and "n_features" not in accepted:
-        sized = [e.name for e in DATASETS.entries() if "n_features" in e.meta.get("options", ())]
-        raise InvalidInputError(
-            f"n_features applies only to the datasets that generate their features "
-            f"({', '.join(sized) or 'none'}), not {key!r}"
-        )
-    extra = tuple(o for o in accepted if o not in SIZING_OPTIONS)
-    unknown = sorted(set(options) - set(extra))
-    if unknown:
-        hint = f"; it accepts {', '.join(extra)}" if extra else "; it accepts none"
-        raise InvalidInputError(f"unknown option(s) {unknown} for dataset {key!r}{hint}")
-
-    kwargs = dict(options)
-    given = {
-        "n_samples": n_samples,
-        "random_state": random_state,
-        "n_features": None if n_features is None else _as_int(n_features, "n_features"),
-    }
-    kwargs.update({k: v for k, v in given.items() if k in accepted})
-    args: tuple[Path, ...] = ()
-    if entry.meta.get("source") == "file":
-        filename = entry.meta["file"]
-        path = (
-            fetch_file(filename, data_dir, download=download)
-            if filename in _SOURCES
-            else _local_file(filename, data_dir)
-        )
-        args = (path,)
-    dataset = entry.obj(*args, **kwargs)
-    if not isinstance(dataset, Dataset):
-        raise InvalidInputError(
-            f"the loader of dataset {key!r} ({entry.module}) returned {type(dataset).__name__}, not a Dataset"
-        )
-
-    if n_samples is not None and "n_samples" not in accepted:
-        if n_samples > dataset.n_rows:
-            raise InvalidInputError(f"n_samples={n_samples} exceeds the {dataset.n_rows} rows of dataset {key!r}")
-        if n_samples < dataset.n_rows:
-            idx = as_generator(random_state).choice(dataset.n_rows, size=n_samples, replace=False)
-            dataset = dataset.subset(idx)
-    return dataset

@@ -13,7 +13,8 @@ entry. Adding a dataset is one decorator::
 How :func:`load_dataset` calls a loader:
 
 - ``source="file"`` (with ``file="name.csv"``): ``loader(path, **options)``, where ``path`` is the
-  file found in the data directory / user cache (the built-in files are downloaded there);
+  file found in the data directory / user cache; a public file declares ``url=`` and ``sha256=``
+  (and ``member=`` inside a zip) and is downloaded there, checked (:mod:`~recourse_privacy.data.files`);
 - ``source="generated"`` or ``"scikit-learn"``: ``loader(**options)``.
 
 ``options`` names the keyword arguments a loader accepts; any other option is refused. The
@@ -28,8 +29,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from recourse_privacy.data.dataset import Dataset
-from recourse_privacy.errors import InvalidInputError
-from recourse_privacy.registry import Registry
+from recourse_privacy.data.domain import Domain
+from recourse_privacy.errors import InvalidInputError, UnknownNameError
+from recourse_privacy.registry import Entry, Registry
 
 __all__ = [
     "DATASETS",
@@ -38,6 +40,8 @@ __all__ = [
     "REAL_DATASETS",
     "SIZING_OPTIONS",
     "DatasetLoader",
+    "lookup",
+    "public_domain",
     "register_dataset",
 ]
 
@@ -60,34 +64,83 @@ def register_dataset(
     description: str,
     source: str,
     file: str | None = None,
+    url: str | None = None,
+    sha256: str | None = None,
+    member: str | None = None,
+    label: str | None = None,
     options: Iterable[str] = (),
-    domain: str | None = None,
+    domain: Domain | str | None = None,
     replace: bool = False,
 ) -> Callable[[L], L]:
     """Decorator registering a loader function as dataset ``name`` (see the module docstring).
 
     ``source`` is one of :data:`DATASET_SOURCES`; ``file`` (the file name looked up in the data
-    directory) is required for ``"file"`` and refused otherwise; ``options`` lists the keyword
-    arguments the loader accepts; ``domain`` a one-line summary of the public domain metadata
-    its datasets carry (:mod:`~recourse_privacy.data.domain`), shown by ``recourse-privacy list``. A bad declaration raises :class:`InvalidInputError`.
+    directory) is required for ``"file"`` and refused otherwise. A public file declares where it
+    is downloaded from (``url``; ``member``: the file inside a zip archive there) and its
+    ``sha256``, checked on download and whenever the file is read; a local-only file may declare
+    its ``sha256`` alone. ``label`` says what label 1 means (shown after the description);
+    ``options`` lists the keyword arguments the loader accepts; ``domain`` the public domain
+    metadata (a :class:`~recourse_privacy.data.domain.Domain`, or a one-line summary where the
+    features depend on the options), shown by ``recourse-privacy list`` and ``datasets``. A bad
+    declaration raises :class:`InvalidInputError`.
     """
     if source not in DATASET_SOURCES:
         raise InvalidInputError(f"dataset {name!r}: source must be one of {', '.join(DATASET_SOURCES)}; got {source!r}")
     if source == "file":
         if not isinstance(file, str) or not file:
             raise InvalidInputError(f"dataset {name!r}: source='file' needs file='<file name>'")
-    elif file is not None:
-        raise InvalidInputError(f"dataset {name!r}: file={file!r} applies only to source='file'")
+    else:
+        for key, value in (("file", file), ("url", url), ("sha256", sha256), ("member", member)):
+            if value is not None:
+                raise InvalidInputError(f"dataset {name!r}: {key}={value!r} applies only to source='file'")
+    if url is not None and sha256 is None:
+        raise InvalidInputError(f"dataset {name!r}: url= needs sha256= (a download is always checked)")
+    if member is not None and url is None:
+        raise InvalidInputError(f"dataset {name!r}: member= names a file inside the archive at url=; give url=")
+    if sha256 is not None and not (
+        isinstance(sha256, str) and len(sha256) == 64 and all(c in "0123456789abcdef" for c in sha256)
+    ):
+        raise InvalidInputError(f"dataset {name!r}: sha256 must be 64 lower-case hex digits; got {sha256!r}")
     if isinstance(options, str):
         raise InvalidInputError(f"dataset {name!r}: options must be a list of names, not the string {options!r}")
     options = tuple(options)
     bad = [o for o in options if not (isinstance(o, str) and o.isidentifier())]
     if bad or len(set(options)) != len(options):
         raise InvalidInputError(f"dataset {name!r}: options must be distinct keyword names; got {options!r}")
-    extra = {} if domain is None else {"domain": str(domain)}
+    extra: dict[str, Any] = {}
+    if isinstance(domain, Domain):
+        extra = {"domain": domain.summary(), "public_domain": domain}
+    elif domain is not None:
+        extra = {"domain": str(domain)}
+    shown = description if label is None else f"{description}; 1 = {label}"
     return DATASETS.register(
-        name, description=description, replace=replace, source=source, file=file, options=options, **extra
+        name,
+        description=shown,
+        replace=replace,
+        source=source,
+        file=file,
+        url=url,
+        sha256=sha256,
+        member=member,
+        label=label,
+        options=options,
+        **extra,
     )
+
+
+def lookup(name: str) -> Entry[DatasetLoader]:
+    """The registry entry of dataset ``name`` (as given, else lower case with ``-`` as ``_``)."""
+    if not isinstance(name, str):
+        raise InvalidInputError(f"dataset name must be a string, got {type(name).__name__}")
+    for key in dict.fromkeys((name, name.strip().lower().replace("-", "_"))):
+        if key in DATASETS:
+            return DATASETS.get(key)
+    raise UnknownNameError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+
+
+def public_domain(name: str) -> Domain | None:
+    """The public domain metadata dataset ``name`` declares (None: none, or it depends on the options)."""
+    return lookup(name).meta.get("public_domain")
 
 
 class _Descriptions(Mapping[str, str]):

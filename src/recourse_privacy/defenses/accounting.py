@@ -20,141 +20,29 @@ subsampled Gaussian mechanisms such as DP-SGD, which Opacus accounts for itself 
 
 Concurrency: :meth:`RecourseSession.answer` checks and spends under one lock, so concurrent
 callers of one session can never spend past its budget together. A budget shared by several
-processes (several sessions, workers, services) lives in a :class:`BudgetLedger`: an SQLite file
-whose check-and-spend is one ``BEGIN IMMEDIATE`` transaction (a database-wide write lock), so
-that processes hammering one budget never overspend it, and whose committed spends survive a
-``kill -9`` (SQLite's journal rolls back a transaction interrupted half-way).
+processes (several sessions, workers, services) lives in a
+:class:`~recourse_privacy.accounting.QueryLedger` (an SQLite file; see
+:mod:`recourse_privacy.accounting`, which also holds a release's budget split,
+:class:`~recourse_privacy.accounting.ReleaseBudget`).
 """
 
 from __future__ import annotations
 
 import copy
-import math
-import os
-import sqlite3
 import threading
-import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
+from recourse_privacy.accounting import _UNITS, QueryLedger, _units
 from recourse_privacy.errors import BudgetExceededError, InvalidInputError
 from recourse_privacy.metrics import theorem2_bound
 from recourse_privacy.validation import check_delta, check_matrix
 from recourse_privacy.validation import check_epsilon as _check_epsilon
 
-#: epsilon is kept in integer units of 1e-9 in the ledger, so that sums are exact (no float drift)
-_UNITS = 10**9
-
-
-def _units(epsilon: float, *, up: bool) -> int:
-    x = epsilon * _UNITS
-    return math.ceil(x - 1e-6) if up else math.floor(x + 1e-6)
-
-
-class BudgetLedger:
-    """A privacy budget shared between threads and processes: an SQLite file of every spend.
-
-    :meth:`spend` checks the remaining budget and records the spend in one exclusive
-    transaction; a spend that would exceed ``budget`` raises :class:`BudgetExceededError` and
-    records nothing. Amounts are kept in integer units of 1e-9 epsilon (costs rounded up, the
-    budget down), so the total never exceeds the budget through rounding. Opening an existing
-    ledger with another ``budget`` is an error (a budget is fixed when the ledger is created).
-    """
-
-    def __init__(self, path: str | Path, budget: float, *, timeout: float = 60.0):
-        self.path = Path(path)
-        self.budget = _check_epsilon(budget, "budget")
-        self.timeout = float(timeout)
-        self._budget_units = _units(self.budget, up=False)
-        self._local = threading.local()
-        con = self._connect()
-        try:
-            row = con.execute("SELECT value FROM meta WHERE key = 'budget_units'").fetchone()
-        except sqlite3.OperationalError:  # a new ledger: no table yet
-            row = None
-        if row is not None:
-            self._check_budget(row[0])
-            return
-        con.execute("BEGIN IMMEDIATE")
-        try:
-            con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
-            con.execute(
-                "CREATE TABLE IF NOT EXISTS spends (id INTEGER PRIMARY KEY, units INTEGER NOT NULL, "
-                "pid INTEGER, at REAL)"
-            )
-            row = con.execute("SELECT value FROM meta WHERE key = 'budget_units'").fetchone()
-            if row is None:
-                con.execute("INSERT INTO meta VALUES ('budget_units', ?)", (self._budget_units,))
-            else:
-                self._check_budget(row[0])
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-
-    def _check_budget(self, stored_units: int) -> None:
-        if stored_units != self._budget_units:
-            raise InvalidInputError(
-                f"the ledger {self.path} holds a budget of epsilon {stored_units / _UNITS:g}, not "
-                f"{self.budget:g}; a budget is fixed when its ledger is created"
-            )
-
-    def _connect(self) -> sqlite3.Connection:
-        con = getattr(self._local, "con", None)
-        if con is None or getattr(self._local, "pid", None) != os.getpid():
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
-                con.execute("PRAGMA synchronous = FULL")
-            except (sqlite3.Error, OSError) as err:
-                raise InvalidInputError(f"cannot open the budget ledger {self.path}: {err}") from None
-            self._local.con, self._local.pid = con, os.getpid()
-        return con
-
-    def spend(self, epsilon: float) -> float:
-        """Record a spend of ``epsilon`` if it fits in the budget, atomically; return the total spent after it."""
-        cost = _units(_check_epsilon(epsilon, "epsilon", allow_zero=True), up=True)
-        con = self._connect()
-        con.execute("BEGIN IMMEDIATE")  # the database's write lock: one check-and-spend at a time
-        try:
-            spent = con.execute("SELECT COALESCE(SUM(units), 0) FROM spends").fetchone()[0]
-            if spent + cost > self._budget_units:
-                con.execute("ROLLBACK")
-                raise BudgetExceededError(
-                    f"privacy budget exceeded: asked for epsilon {epsilon:g}, but the budget is epsilon "
-                    f"{self.budget:g} and {spent / _UNITS:g} is already spent ({(self._budget_units - spent) / _UNITS:g}"
-                    f" remains; ledger {self.path}); nothing was released"
-                )
-            con.execute("INSERT INTO spends (units, pid, at) VALUES (?, ?, ?)", (cost, os.getpid(), time.time()))
-            con.execute("COMMIT")
-        except BudgetExceededError:
-            raise
-        except BaseException:
-            if con.in_transaction:
-                con.execute("ROLLBACK")
-            raise
-        return (spent + cost) / _UNITS
-
-    @property
-    def spent(self) -> float:
-        """Total epsilon spent, by every process."""
-        return self._connect().execute("SELECT COALESCE(SUM(units), 0) FROM spends").fetchone()[0] / _UNITS
-
-    @property
-    def n_spends(self) -> int:
-        """Number of recorded spends."""
-        return int(self._connect().execute("SELECT COUNT(*) FROM spends").fetchone()[0])
-
-    @property
-    def remaining(self) -> float:
-        return max(self._budget_units / _UNITS - self.spent, 0.0)
-
-    def __getstate__(self) -> dict:  # picklable: a process opens its own connection
-        return {"path": self.path, "budget": self.budget, "timeout": self.timeout}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["path"], state["budget"], timeout=state["timeout"])
+# _UNITS and _units stay importable here: the recourse service's ledger counts in the same units
+__all__ = ["RecourseSession", "dp_ba_bound"]
 
 
 class RecourseSession:
@@ -166,12 +54,12 @@ class RecourseSession:
     noise stream is shared). ``delta`` is the accountant's delta ceiling (0: pure epsilon-DP);
     composition is basic (see the module docstring). ``answer`` checks and spends under a lock,
     so threads sharing the session cannot overspend it; ``ledger`` (a path or a
-    :class:`BudgetLedger`) shares the budget with other processes: every batch is first spent
+    :class:`QueryLedger`) shares the budget with other processes: every batch is first spent
     there, atomically, and refused whole if it does not fit.
     """
 
     def __init__(
-        self, method, model, *, budget: float, delta: float = 0.0, ledger: str | Path | BudgetLedger | None = None
+        self, method, model, *, budget: float, delta: float = 0.0, ledger: str | Path | QueryLedger | None = None
     ):
         from diffprivlib.accountant import BudgetAccountant
 
@@ -194,9 +82,7 @@ class RecourseSession:
         self.n_queries = 0
         self.n_refused = 0
         self._lock = threading.RLock()
-        self.ledger = (
-            ledger if isinstance(ledger, BudgetLedger) or ledger is None else BudgetLedger(ledger, self.budget)
-        )
+        self.ledger = ledger if isinstance(ledger, QueryLedger) or ledger is None else QueryLedger(ledger, self.budget)
 
     @property
     def spent(self) -> float:
@@ -266,3 +152,16 @@ def dp_ba_bound(epsilon: float, delta: float = 0.0) -> float:
     """
     delta = check_delta(delta)
     return min(1.0, theorem2_bound(epsilon) + delta * float(np.exp(-float(epsilon))) / 2.0)
+
+
+def __getattr__(name: str):
+    """``BudgetLedger``: the old name of :class:`~recourse_privacy.accounting.QueryLedger`, deprecated."""
+    if name == "BudgetLedger":
+        warnings.warn(
+            "recourse_privacy.defenses.accounting.BudgetLedger is renamed "
+            "recourse_privacy.accounting.QueryLedger; the old name will be removed",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return QueryLedger
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

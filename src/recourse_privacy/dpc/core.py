@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from recourse_privacy.accounting import ReleaseBudget
 from recourse_privacy.dpc.autoencoder import FMAutoencoder, PublicBounds, check_epsilon_or_inf
 from recourse_privacy.errors import InvalidInputError, NotFittedError
 from recourse_privacy.validation import (
@@ -51,26 +52,8 @@ __all__ = ["MODES", "DPCExplainer", "DPCExplanation", "PrivacyLedger", "Prototyp
 MODES = ("faithful", "hardened")
 
 
-@dataclass(frozen=True)
-class PrivacyLedger:
-    """What each released part spent and what the total covers."""
-
-    mode: str
-    epsilon_autoencoder: float
-    epsilon_prototypes: float | None
-    epsilon_total: float | None
-    covers: str
-    not_covered: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict:
-        return {
-            "mode": self.mode,
-            "epsilon_autoencoder": self.epsilon_autoencoder,
-            "epsilon_prototypes": self.epsilon_prototypes,
-            "epsilon_total": self.epsilon_total,
-            "covers": self.covers,
-            "not_covered": list(self.not_covered),
-        }
+#: former name of DPC's ledger, now the package's one release budget (:class:`~recourse_privacy.accounting.ReleaseBudget`)
+PrivacyLedger = ReleaseBudget
 
 
 @dataclass(frozen=True)
@@ -230,32 +213,37 @@ class DPCExplainer:
         return self
 
     @property
-    def ledger(self) -> PrivacyLedger:
-        """The privacy ledger of the fitted explainer."""
+    def ledger(self) -> ReleaseBudget:
+        """The budget of the fitted explainer's release: one line per released part, what lies outside it.
+
+        Faithful: the autoencoder's epsilon, then the prototypes as a line that is not DP (class
+        means re-read the training rows), so ``epsilon_total`` is None. Hardened: autoencoder and
+        prototypes, ``epsilon_total`` their sum by sequential composition. Either way the
+        classifier the search queries is outside the budget.
+        """
         ae = self.autoencoder
-        not_covered = ["the classifier f the search queries (trained on the same data)"]
-        if self.mode == "faithful":
-            not_covered.insert(
-                0,
-                "the prototypes (class means re-read the training rows; Yang et al.'s "
-                "post-processing argument does not apply)",
-            )
-            if isinstance(self.bounds, str):
-                not_covered.insert(0, "the feature bounds (min/max of the training rows)")
-            return PrivacyLedger(
-                "faithful", ae.epsilon, None, None, f"the autoencoder's weights: {ae.guarantee}", tuple(not_covered)
-            )
-        total = ae.epsilon + self.epsilon_prototypes
-        return PrivacyLedger(
-            "hardened",
-            ae.epsilon,
-            self.epsilon_prototypes,
-            total,
-            f"the autoencoder ({ae.guarantee}) and the prototypes (Laplace on class sums and "
-            f"counts, epsilon={self.epsilon_prototypes:g}); total {total:g} by sequential "
-            "composition; counterfactuals are post-processing of these and the queries",
-            tuple(not_covered),
+        eps_p = self.epsilon_prototypes if self.mode == "hardened" else 0.0
+        budget = ReleaseBudget(
+            ae.epsilon + eps_p, outside=("the classifier f the search queries (trained on the same data)",)
         )
+        if isinstance(self.bounds, str):
+            budget.spend("the feature bounds", 0.0, dp=False, note="min/max of the training rows")
+        budget.spend("the autoencoder's weights", ae.epsilon, note=ae.guarantee)
+        if self.mode == "faithful":
+            budget.spend(
+                "the prototypes",
+                0.0,
+                dp=False,
+                note="class means re-read the training rows; Yang et al.'s post-processing argument does not apply",
+            )
+        else:
+            budget.spend(
+                "the prototypes",
+                eps_p,
+                note=f"Laplace on class sums and counts, epsilon={eps_p:g}; counterfactuals are post-processing "
+                "of these and the queries",
+            )
+        return budget
 
     # ------------------------------------------------------------------ explain
     def _check_fitted(self):
@@ -323,7 +311,12 @@ class DPCExplainer:
             out[missing] = up[missing]
         cf = self.bounds_.from_unit(out.numpy())
         return DPCExplanation(
-            cf, tgt, n_iter >= 0, n_iter, time.perf_counter() - t0, info={"mode": self.mode, **self.ledger.to_dict()}
+            cf,
+            tgt,
+            n_iter >= 0,
+            n_iter,
+            time.perf_counter() - t0,
+            info={"mode": self.mode, "ledger": self.ledger.to_dict()},
         )
 
     def _adam(self, ae, c, delta, opt, logits_fn, lo, span, u0, tt, best, out, n_iter, p):
