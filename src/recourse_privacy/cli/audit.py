@@ -157,6 +157,11 @@ def audit(
         "gs) learns from: members, or adversary (the adversary's pool: needed under dpm)",
     ),
     epsilon: float | None = typer.Option(None, help="DP epsilon: the model's (dpm) or per recourse query (laplace)"),
+    dp_audit: bool = typer.Option(
+        False,
+        "--dp-audit",
+        help="also audit the defense's mechanism at --epsilon (empirical lower bounds, in the report)",
+    ),
     seed: int = _SEED,
     n_jobs: int = typer.Option(1, help="parallel shadow-model trainings (joblib processes)"),
     device: str = _DEVICE,
@@ -169,6 +174,9 @@ def audit(
 
     from recourse_privacy.audit import AuditConfig
     from recourse_privacy.cache import open_cache
+    from recourse_privacy.dp_audit.defense_audit import audit_defense, check_auditable
+    from recourse_privacy.report.dp_audit import report_figures
+    from recourse_privacy.report.html import write_html_report
 
     console = Console()
     if not console.is_terminal:
@@ -208,11 +216,22 @@ def audit(
             epsilon=epsilon,
             recourse_fit=recourse_fit,
         ).validate()
+        mechanism = check_auditable(defense, config.model) if dp_audit else None
         artifacts = open_cache(cache_dir)
         claim = claim_output_dir(out, "audit", overwrite)
     except RecoursePrivacyError as err:
         _fail(err)
     result = _play(console, config, out, artifacts, claim)
+    if mechanism is not None:
+        evidence = audit_defense(defense, config.model, config.epsilon, seed=seed)
+        report = Path(result.files["report"])  # written again, with the empirical bound beside the claim
+        write_html_report(result, report.parent, images=report_figures(result), filename=report.name, dp_audit=evidence)
+        best = evidence.strongest
+        console.print(
+            f"empirical audit of {mechanism} at claim {evidence.claimed_epsilon:g}: epsilon >= "
+            f"{best.epsilon_lower_bound:.3f} ({best.name}): {evidence.verdict}",
+            highlight=False,
+        )
     _print_summary(console, result)
     _print_exposure(console, result)
     if artifacts is not None:
