@@ -216,7 +216,7 @@ def audit(
             epsilon=epsilon,
             recourse_fit=recourse_fit,
         ).validate()
-        mechanism = check_auditable(defense, config.model) if dp_audit else None
+        mechanism = check_auditable(defense, config.model, config.epsilon) if dp_audit else None
         artifacts = open_cache(cache_dir)
         claim = claim_output_dir(out, "audit", overwrite)
     except RecoursePrivacyError as err:

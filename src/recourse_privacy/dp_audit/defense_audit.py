@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import check_positive_float
@@ -117,13 +117,36 @@ def _dpm_mechanism(model: str) -> str | None:
 
 #: defense name -> how its mechanism is audited (the mechanism depends on the audit's model)
 DEFENSE_AUDITS: dict[str, DefenseAuditSpec] = {
-    "dpm": DefenseAuditSpec(_dpm_mechanism, n_trials=400, n_canaries=1000),
+    "dpm": DefenseAuditSpec(_dpm_mechanism, n_trials=200, n_canaries=1000),
     "laplace": DefenseAuditSpec(lambda model: "trained-lr" if model == "logistic" else None, 1000, 1000),
-    "dpm-laplace": DefenseAuditSpec(lambda model: "trained-dpm-lr" if model == "logistic" else None, 400, 1000),
+    "dpm-laplace": DefenseAuditSpec(lambda model: "trained-dpm-lr" if model == "logistic" else None, 200, 1000),
 }
 
 
-def check_auditable(defense: str, model: object) -> str:
+#: the many-run audit never trains more than this many runs per neighbour (the claim's cost grows like e^eps)
+MAX_TRIALS = 16_000
+
+
+def trials_for(spec: DefenseAuditSpec, epsilon: float, alpha: float = 0.05) -> int:
+    """The fast setting's runs per neighbour, doubled until a perfect test could certify more than ``epsilon``.
+
+    Raises one error naming --epsilon when even :data:`MAX_TRIALS` could not (bounds.max_certifiable_epsilon
+    at delta 0, half the runs measuring, each bound at alpha / 2).
+    """
+    from recourse_privacy.dp_audit.bounds import max_certifiable_epsilon
+
+    n = spec.n_trials
+    while max_certifiable_epsilon(n // 2, 0.0, alpha / 2) <= epsilon:
+        if 2 * n > MAX_TRIALS:
+            raise InvalidInputError(
+                f"--dp-audit: --epsilon {epsilon:g} is too large to refute empirically within {MAX_TRIALS} runs per "
+                "neighbour (a bound above it needs more runs than the fast audit trains)"
+            )
+        n *= 2
+    return n
+
+
+def check_auditable(defense: str, model: object, epsilon: float | None = None) -> str:
     """The mechanism that audits ``defense`` on ``model``, or one error naming --defense / --model (before any work)."""
     spec = DEFENSE_AUDITS.get(defense)
     if spec is None:
@@ -133,6 +156,8 @@ def check_auditable(defense: str, model: object) -> str:
     name = spec.mechanism(model if isinstance(model, str) else "")
     if name is None:
         raise InvalidInputError(f"--dp-audit: no empirical audit of --defense {defense} with --model {model!r}")
+    if epsilon is not None:
+        trials_for(spec, check_positive_float(epsilon, "epsilon (--epsilon)"))
     return name
 
 
@@ -216,6 +241,7 @@ def audit_defense(
     name = check_auditable(defense, model)
     epsilon = check_positive_float(epsilon, "epsilon (--epsilon)")
     spec = DEFENSE_AUDITS[defense]
+    spec = replace(spec, n_trials=trials_for(spec, epsilon, alpha))
     start = time.perf_counter()
     run = _from_release if name in RELEASE_AUDITS else _from_trained
     many, bounds = run(name, epsilon, spec, alpha, seed)

@@ -2,33 +2,36 @@
 
 Every experiment here trains the shipped mechanism on D and on D' = D plus one canary (an outlier
 at the public bound), runs after run, and reads one statistic of the release chosen for that
-mechanism (its description says which). Each honest release has a deliberately broken variant
-(``NAME-broken``) whose true epsilon is far above the claim; the audit must flag it (see
-``docs/dp-audit.md``, "Every private release").
+mechanism: the strongest test we could design that knows the mechanism (each builder's docstring
+says why). Each honest release has a deliberately broken variant (``NAME-broken``) whose true
+epsilon is far above the claim; the audit must flag it (see ``docs/dp-audit.md``, "Every private
+release").
 
 ========================  ==================================================================
 mechanism                 release, canary, statistic
 ========================  ==================================================================
-trained-dpsgd             DPMLPModel (Opacus DP-SGD); canary c*e_1 labelled 0 on a coordinate
-                          no other row uses; f(c) - f(0), the logit the canary's coordinate
-                          carries (only the canary's clipped gradient and the noise touch it)
+trained-dpsgd             DPMLPModel (Opacus DP-SGD); input-space dirac canaries 10 e_j, each
+                          on its own coordinate (many per run: ``dpsgd_canaries``); white-box
+                          score: the move of the canary's first-layer column along its descent
+                          direction at the known initialisation
 trained-privrecourse      PrivRecourse's diffprivlib DP k-means centres on [0, 1]^d; canary at
                           the corner (1, ..., 1) far from the data; distance from the canary
                           to its nearest released centre
 trained-dpc               DPC, hardened mode (FM autoencoder + Laplace prototypes, the budget
-                          split in half); canary (1, ..., 1) of class 1; distance between the
-                          released class-1 prototype and the released encoder's code of the canary
+                          split in half); canary (1, ..., 1) of class 1; distance from the
+                          canary to the class-1 prototype decoded into the feature space
 trained-mst               MST synthetic data (mbi); canary (1, ..., 1) in the corner cell;
-                          number of synthetic rows in the canary's cell
+                          synthetic rows in the canary's top bins
 trained-laplace-answer    Laplace Recourse's answer: the noisy probability of the canary under a
                           logistic regression trained on D or D'; the noisy probability
 ========================  ==================================================================
 
-Broken twins: DP-SGD with the noise multiplier Opacus calibrated divided by 10; k-means, DPC
-prototypes and MST handed 10 x the claimed epsilon (noise scale divided by about 10); Laplace
-Recourse with sensitivity 0.1 instead of 1 (noise divided by 10). Also registered, not broken on
-purpose but known not to be covered: ``trained-dpc-faithful`` (the paper's DPC, prototypes as raw
-class means; only the autoencoder is noised).
+Broken twins: DP-SGD with the noise multiplier Opacus calibrated divided by 10 (clipping kept);
+k-means, DPC and MST with their bounds read from the private data (min and max, used as if public:
+the bug diffprivlib warns about); Laplace Recourse with sensitivity 0.1 instead of 1 (noise divided
+by 10). Also registered, not broken on purpose but known not to be covered:
+``trained-dpc-faithful`` (the paper's DPC, prototypes as raw class means; only the autoencoder is
+noised).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from recourse_privacy.validation import MAX_SEED, RandomState, check_positive_fl
 
 __all__ = ["RELEASE_AUDITS", "ReleaseAudit", "audit_release", "release_experiment"]
 
-#: the broken variants divide the noise scale by this factor
+#: the broken Laplace answer divides the noise scale by this factor
 BROKEN_FACTOR = 10.0
 
 #: the parameters every release experiment takes (small data keeps each run fast)
