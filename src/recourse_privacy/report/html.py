@@ -762,7 +762,8 @@ def write_html_report(
 
     ``images`` maps a caption to a PNG/JPEG/SVG file embedded as a base64 data URI; the
     first (the log-log ROC) is shown right below the verdict, the others under Figures. A
-    figure that cannot be read is listed among the warnings. The report has no external CSS
+    figure that cannot be read is listed among the warnings. ``dp_audit`` (``audit --dp-audit``): the
+    empirical bounds of the defense's mechanism, shown beside its claim. The report has no external CSS
     or JavaScript and escapes every string.
     """
     if isinstance(result, Mapping) or not hasattr(result, "attacks") or not hasattr(result, "config"):
