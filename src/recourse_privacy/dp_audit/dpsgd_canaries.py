@@ -3,8 +3,8 @@
 The strongest test we can build for :class:`~recourse_privacy.models.dp.DPMLPModel` without changing
 its training loop: each canary is ``scale * e_j`` on an input coordinate j that no other row (and
 no other canary) uses, so the first-layer column W[:, j] receives the canary's clipped gradient and
-DP-SGD's noise, and nothing else (a gradient canary in input space: Nasr et al. 2021, 2023, the
-"dirac canary" of Steinke, Nasr and Jagielski 2023, sec. 6). The auditor is white-box: it knows the
+DP-SGD's noise, and nothing else: an input-space version of the Dirac gradient canary of Nasr et
+al. (2023), a gradient that is zero except on its own coordinates. The auditor is white-box: it knows the
 initialisation (seeded) and reads the final weights. Its score for canary j is the move of W[:, j]
 along the descent direction of the canary's own loss at the initialisation,
 
