@@ -53,6 +53,18 @@ _INPUT_FIELDS = ("data", "target", "positive_label", "categorical", "immutable",
 _DEPLOYED_FIELDS = ("members", "holdout")
 #: the command's options that are no AuditConfig field, placed after the generated option they belong with
 _AFTER = {
+    "epsilon": [
+        inspect.Parameter(
+            "dp_audit",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=typer.Option(
+                False,
+                "--dp-audit",
+                help="also audit the defense's mechanism at --epsilon (empirical lower bounds, in the report)",
+            ),
+            annotation=bool,
+        )
+    ],
     "bounds": [
         inspect.Parameter("model_file", inspect.Parameter.KEYWORD_ONLY, default=_MODEL_FILE, annotation=Path | None),
         inspect.Parameter("trust", inspect.Parameter.KEYWORD_ONLY, default=_TRUST, annotation=list[str] | None),
@@ -119,6 +131,7 @@ def audit(**options) -> None:
     from rich.console import Console
 
     from recourse_privacy.cache import open_cache
+    from recourse_privacy.dp_audit.defense_audit import check_auditable
 
     console = Console()
     if not console.is_terminal:
@@ -126,11 +139,19 @@ def audit(**options) -> None:
     out = options["out"]
     try:
         config = _config(options)
+        mechanism = check_auditable(config.defense, config.model, config.epsilon) if options["dp_audit"] else None
         artifacts = open_cache(options["cache_dir"])
         claim = claim_output_dir(out, "audit", options["overwrite"])
     except RecoursePrivacyError as err:
         _fail(err)
-    result = _play(console, config, out, artifacts, claim)
+    result, evidence = _play(console, config, out, artifacts, claim, mechanism)
+    if evidence is not None:
+        best = evidence.strongest
+        console.print(
+            f"empirical audit of {mechanism} at claim {evidence.claimed_epsilon:g}: epsilon >= "
+            f"{best.epsilon_lower_bound:.3f} ({best.name}): {evidence.verdict}",
+            highlight=False,
+        )
     _print_summary(console, result)
     _print_exposure(console, result)
     if artifacts is not None:
@@ -143,11 +164,13 @@ def audit(**options) -> None:
 audit = _command()(with_options(audit, _parameters()))
 
 
-def _play(console, config, out: Path, artifacts, claim):
-    """Play the audit under progress bars (one per stage); its result, the output directory finished."""
+def _play(console, config, out: Path, artifacts, claim, mechanism: str | None = None):
+    """Play the audit under progress bars (one per stage), then (``--dp-audit``: ``mechanism``) audit the
+    defense's mechanism; the result and the DP-audit evidence (or None), the output directory finished."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from recourse_privacy.audit import play_audit
+    from recourse_privacy.dp_audit.defense_audit import audit_defense
     from recourse_privacy.report.outputs import write_outputs
 
     with Progress(
@@ -167,12 +190,16 @@ def _play(console, config, out: Path, artifacts, claim):
 
         try:
             result = play_audit(config, resume_dir=out, progress=progress, cache=artifacts or "off")
-            result = result.with_files(write_outputs(result, check_output_dir(out)))  # the command writes, not the game
+            evidence = None
+            if mechanism is not None:
+                evidence = audit_defense(config.defense, config.model, config.epsilon, seed=config.seed)
+            files = write_outputs(result, check_output_dir(out), dp_audit=evidence)  # the command writes, not the game
+            result = result.with_files(files)
             claim.finish()
         except RecoursePrivacyError as err:
             bar.stop()
             _fail(err)
-    return result
+    return result, evidence
 
 
 def _check_release_options(options: dict) -> None:

@@ -7,7 +7,10 @@ threshold test chosen on one half of the runs and measured on the other, :class:
 the one-run audit of Steinke, Nasr and Jagielski 2023) that the ``audit-dp`` command runs.
 :mod:`~recourse_privacy.dp_audit.canary_scores` audits a user's own canary scores (``audit-dp
 --scores``) with the Clopper-Pearson, one-run, one-run f-DP and GDP bounds of
-:mod:`~recourse_privacy.dp_audit.fdp`.
+:mod:`~recourse_privacy.dp_audit.fdp`. :mod:`~recourse_privacy.dp_audit.releases` audits every private
+release the package ships beside a broken twin (DP-SGD with the dirac canaries of
+:mod:`~recourse_privacy.dp_audit.dpsgd_canaries`), and :mod:`~recourse_privacy.dp_audit.defense_audit`
+audits the defense in use for the report (``audit --dp-audit``).
 """
 
 from recourse_privacy.dp_audit.bounds import (

@@ -2,33 +2,36 @@
 
 Every experiment here trains the shipped mechanism on D and on D' = D plus one canary (an outlier
 at the public bound), runs after run, and reads one statistic of the release chosen for that
-mechanism (its description says which). Each honest release has a deliberately broken variant
-(``NAME-broken``) whose true epsilon is far above the claim; the audit must flag it (see
-``docs/dp-audit.md``, "Every private release").
+mechanism: the strongest test we could design that knows the mechanism (each builder's docstring
+says why). Each honest release has a deliberately broken variant (``NAME-broken``) whose true
+epsilon is far above the claim; the audit must flag it (see ``docs/dp-audit.md``, "Every private
+release").
 
 ========================  ==================================================================
 mechanism                 release, canary, statistic
 ========================  ==================================================================
-trained-dpsgd             DPMLPModel (Opacus DP-SGD); canary c*e_1 labelled 0 on a coordinate
-                          no other row uses; f(c) - f(0), the logit the canary's coordinate
-                          carries (only the canary's clipped gradient and the noise touch it)
+trained-dpsgd             DPMLPModel (Opacus DP-SGD); input-space dirac canaries 10 e_j, each
+                          on its own coordinate (many per run: ``dpsgd_canaries``); white-box
+                          score: the move of the canary's first-layer column along its descent
+                          direction at the known initialisation
 trained-privrecourse      PrivRecourse's diffprivlib DP k-means centres on [0, 1]^d; canary at
                           the corner (1, ..., 1) far from the data; distance from the canary
                           to its nearest released centre
 trained-dpc               DPC, hardened mode (FM autoencoder + Laplace prototypes, the budget
-                          split in half); canary (1, ..., 1) of class 1; distance between the
-                          released class-1 prototype and the released encoder's code of the canary
+                          split in half); canary (1, ..., 1) of class 1; distance from the
+                          canary to the class-1 prototype decoded into the feature space
 trained-mst               MST synthetic data (mbi); canary (1, ..., 1) in the corner cell;
-                          number of synthetic rows in the canary's cell
+                          synthetic rows in the canary's top bins
 trained-laplace-answer    Laplace Recourse's answer: the noisy probability of the canary under a
                           logistic regression trained on D or D'; the noisy probability
 ========================  ==================================================================
 
-Broken twins: DP-SGD with the noise multiplier Opacus calibrated divided by 10; k-means, DPC
-prototypes and MST handed 10 x the claimed epsilon (noise scale divided by about 10); Laplace
-Recourse with sensitivity 0.1 instead of 1 (noise divided by 10). Also registered, not broken on
-purpose but known not to be covered: ``trained-dpc-faithful`` (the paper's DPC, prototypes as raw
-class means; only the autoencoder is noised).
+Broken twins: DP-SGD with the noise multiplier Opacus calibrated divided by 10 (clipping kept);
+k-means, DPC and MST with their bounds read from the private data (min and max, used as if public:
+the bug diffprivlib warns about); Laplace Recourse with sensitivity 0.1 instead of 1 (noise divided
+by 10). Also registered, not broken on purpose but known not to be covered:
+``trained-dpc-faithful`` (the paper's DPC, prototypes as raw class means; only the autoencoder is
+noised).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from recourse_privacy.validation import MAX_SEED, RandomState, check_positive_fl
 
 __all__ = ["RELEASE_AUDITS", "ReleaseAudit", "audit_release", "release_experiment"]
 
-#: the broken variants divide the noise scale by this factor
+#: the broken Laplace answer divides the noise scale by this factor
 BROKEN_FACTOR = 10.0
 
 #: the parameters every release experiment takes (small data keeps each run fast)
@@ -85,69 +88,34 @@ def _experiment(name, epsilon, run, *, statistic, neighbours, delta=0.0) -> Dist
 # ----------------------------------------------------------------------------- DP-SGD (Opacus)
 
 
-#: the broken DP-SGD's clipping norm: no clipping in effect
-NO_CLIP = 1e6
-
-
-@contextlib.contextmanager
-def _no_clipping():
-    """Opacus without clipping (a broken DP-SGD): clip at NO_CLIP, the noise std kept at the calibrated nm * C."""
-    from opacus import PrivacyEngine
-
-    original = PrivacyEngine.make_private_with_epsilon
-
-    def broken(self, *args, **kwargs):
-        module, opt, loader = original(self, *args, **kwargs)
-        opt.noise_multiplier = opt.noise_multiplier * opt.max_grad_norm / NO_CLIP
-        opt.max_grad_norm = NO_CLIP
-        return module, opt, loader
-
-    PrivacyEngine.make_private_with_epsilon = broken
-    try:
-        yield
-    finally:
-        PrivacyEngine.make_private_with_epsilon = original
-
-
 def dpsgd_experiment(epsilon: float, *, broken: bool = False, n_rows: int = 32, data_seed: int = 0):
-    """DPMLPModel (DP-SGD, clip 1, delta 1e-5) on D vs D' = D + canary 100 e_1 labelled 0; f(c) - f(0)."""
-    from recourse_privacy.dp_audit.experiments import dpm_canary_data
-    from recourse_privacy.models.dp import DPMLPModel
+    """DPMLPModel (DP-SGD, clip 1, delta 1e-5) on D vs D' = D + one dirac canary; the white-box score.
+
+    The strongest test we have that knows the mechanism: the input-space dirac canary of
+    :mod:`~recourse_privacy.dp_audit.dpsgd_canaries` (its own input coordinate, so only its clipped
+    gradient and the noise move its first-layer column), scored by that column's move along the
+    canary's descent direction at the (known) initialisation. One canary per run here (the
+    many-run Clopper-Pearson audit); :func:`~recourse_privacy.dp_audit.dpsgd_canaries.dpsgd_one_run`
+    puts many in one run for the one-run bounds.
+    """
+    from recourse_privacy.dp_audit.dpsgd_canaries import BROKEN_NOISE_FACTOR, dpsgd_canary_scores
 
     epsilon = check_positive_float(epsilon, "epsilon")
-    X, y, _ = dpm_canary_data(n_rows + 1, 2, 1.0, data_seed)
-    X_d, y_d = X[1:], y[1:]
-    c = np.array([[100.0, 0.0]])  # DP-SGD bounds each row's gradient by clipping, not the rows: any canary
-    data = ((X_d, y_d), (np.vstack([X_d, c]), np.append(y_d, 0)))
-    probe = np.vstack([c, np.zeros((1, 2))])
 
     def run(which: int, seed: int) -> float:
-        import torch
-
-        from recourse_privacy.models.mlp import MLPModel
-
-        Xw, yw = data[which]
-        m = DPMLPModel(
-            epsilon=epsilon, delta=1e-5, hidden_layers=(4,), lr=0.1, epochs=4, batch_size=len(Xw), random_state=seed
-        )
-        with torch.random.fork_rng(devices=[]), _no_clipping() if broken else contextlib.nullcontext():
-            torch.set_num_threads(1)
-            m.fit(Xw, yw)
-            init = MLPModel._build(m, 2, derive_seed(seed, 0))  # the white-box auditor knows the initialisation
-            with torch.no_grad():
-                before = init(torch.as_tensor(probe, dtype=torch.float32)).numpy().reshape(-1)
-        after = np.asarray(m.decision_function(probe), dtype=np.float64).reshape(-1)
-        return float((after[0] - after[1]) - (before[0] - before[1]))
+        inc = np.array([bool(which)])
+        return float(dpsgd_canary_scores(epsilon, inc, seed=seed, broken=broken, n_rows=n_rows, data_seed=data_seed)[0])
 
     return _experiment(
         "trained-dpsgd" + ("-broken" if broken else ""),
         epsilon,
         run,
         delta=1e-5,
-        statistic="the change of f(c) - f(0) from the (known) initialisation: what training put on the canary's coordinate",
-        neighbours=f"D: {n_rows} rows x 2 (first coordinate 0); D' = D + canary 100 e_1 labelled 0; DPMLPModel (4,) "
-        "ReLU, full-batch Poisson sampling, 4 epochs, clip 1, delta 1e-5"
-        + ("; BROKEN: no clipping (noise std unchanged)" if broken else ""),
+        statistic="white-box: the move of the canary's first-layer column along its descent direction at the "
+        "(known) initialisation",
+        neighbours=f"D: {n_rows} rows x 3 (the third coordinate 0); D' = D + the dirac canary 10 e_3 labelled as the "
+        "initial model gets it wrong; DPMLPModel (4,) ReLU, full-batch Poisson sampling, 4 epochs, clip 1, "
+        "delta 1e-5" + (f"; BROKEN: noise multiplier / {BROKEN_NOISE_FACTOR:g}" if broken else ""),
     )
 
 
@@ -190,8 +158,22 @@ def kmeans_experiment(epsilon: float, *, broken: bool = False, n_rows: int = 40,
 # ----------------------------------------------------------------------------- DPC
 
 
+def _data_bounds(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The broken twins' bug: per-feature bounds read from the private rows (min, max) and used as if public."""
+    return X.min(0), X.max(0)
+
+
 def dpc_experiment(epsilon: float, *, mode: str = "hardened", broken: bool = False, n_rows: int = 24, data_seed=0):
-    """DPC (FM autoencoder + class prototypes); distance from Enc(canary) to the class-1 prototype."""
+    """DPC (FM autoencoder + class prototypes); distance from the canary to the decoded class-1 prototype.
+
+    The test knows the release: DPC publishes its decoder, its bounds and the prototypes, and the
+    counterfactual search moves toward the decoded prototype of the target class. The statistic
+    is ||bounds.from_unit(Dec(prototype_1)) - canary||: the canary (class 1, the rare class: two
+    other rows) pulls the class-1 prototype toward its code, and through the bounds the decoded
+    prototype shows the scale of the training data. The broken twin reads the bounds from the
+    private data (``bounds=(X.min(0), X.max(0))`` passed as if public): without the canary every
+    decoded point stays in the data's box [0, 0.3]^3, at distance >= 0.7 sqrt(3) from the canary.
+    """
     from recourse_privacy.dpc.core import DPCExplainer
 
     epsilon = check_positive_float(epsilon, "epsilon")
@@ -203,19 +185,19 @@ def dpc_experiment(epsilon: float, *, mode: str = "hardened", broken: bool = Fal
     if mode == "faithful":  # the paper: the whole budget to the autoencoder, raw class means
         kw = {"mode": "faithful", "epsilon": epsilon}
     else:
-        used = epsilon * (BROKEN_FACTOR if broken else 1.0)
-        kw = {"mode": "hardened", "epsilon": used / 2, "epsilon_prototypes": used / 2}
+        kw = {"mode": "hardened", "epsilon": epsilon / 2, "epsilon_prototypes": epsilon / 2}
 
     def run(which: int, seed: int) -> float:
         import torch
 
         Xw, yw = data[which]
+        bounds = _data_bounds(Xw) if broken else (np.zeros(d), np.ones(d))
         with torch.random.fork_rng(devices=[]):
             torch.set_num_threads(1)
-            dpc = DPCExplainer(bounds=(np.zeros(d), np.ones(d)), ae_epochs=3, random_state=seed, **kw)
+            dpc = DPCExplainer(bounds=bounds, ae_epochs=3, random_state=seed, **kw)
             dpc.fit(Xw, yw, n_classes=2)
-            code = dpc.autoencoder.encode(c)
-        return float(np.linalg.norm(dpc.prototypes_.centers[1] - code[0]))
+            decoded = dpc.bounds_.from_unit(dpc.autoencoder.decode(dpc.prototypes_.centers[1:2]))
+        return float(np.linalg.norm(decoded[0] - c[0]))
 
     name = "trained-dpc" + ("-faithful" if mode == "faithful" else "") + ("-broken" if broken else "")
     what = {
@@ -226,9 +208,10 @@ def dpc_experiment(epsilon: float, *, mode: str = "hardened", broken: bool = Fal
         name,
         epsilon,
         run,
-        statistic="distance between the class-1 prototype and the released encoder's code of the canary",
+        statistic="distance from the canary to the class-1 prototype decoded into the feature space "
+        "(bounds.from_unit(Dec(prototype_1)))",
         neighbours=f"D: {n_rows} rows uniform in [0, 0.3]^3, two of class 1; D' = D + canary (1, 1, 1) of class "
-        f"1; DPC {what}, public bounds [0, 1]^3" + (f"; BROKEN: handed {BROKEN_FACTOR:g} x epsilon" if broken else ""),
+        f"1; DPC {what}, public bounds [0, 1]^3" + ("; BROKEN: bounds read from the private data" if broken else ""),
     )
 
 
@@ -236,30 +219,45 @@ def dpc_experiment(epsilon: float, *, mode: str = "hardened", broken: bool = Fal
 
 
 def mst_experiment(epsilon: float, *, broken: bool = False, n_rows: int = 40, data_seed: int = 0):
-    """MST synthetic data (delta 1e-9); the number of synthetic rows in the canary's corner cell."""
+    """MST synthetic data (delta 1e-9); the synthetic rows in the canary's top bins (some coordinate >= 0.75).
+
+    The test knows the release: MST measures noisy 1-way marginals and a tree of 2-way marginals of
+    the binned data and samples from the fitted graphical model, so the canary (1, 1) adds one to
+    its two 1-way top bins and to its 2-way corner cell; the statistic counts the synthetic rows
+    that those marginals put in the canary's top bins. The broken twin scales the data to [0, 1]
+    with bounds read from the private data and maps the synthetic rows back (the bug diffprivlib
+    warns about): without the canary no synthetic row can leave the data's box [0, 0.3]^2.
+    """
     from recourse_privacy.privrecourse.baselines import mst_synthetic_data
 
     epsilon = check_positive_float(epsilon, "epsilon")
     X_d = _cluster_data(n_rows, 2, data_seed)
     c = np.ones((1, 2))
     data = (X_d, np.vstack([X_d, c]))
-    used = epsilon * (BROKEN_FACTOR if broken else 1.0)
     bins = 4
 
     def run(which: int, seed: int) -> float:
+        Xw = data[which]
+        lo, hi = _data_bounds(Xw) if broken else (np.zeros(2), np.ones(2))
         pts, _, _ = mst_synthetic_data(
-            data[which], epsilon=used, delta=1e-9, n_rows=10 * n_rows, bins=bins, iters=30, random_state=seed
+            (Xw - lo) / (hi - lo),
+            epsilon=epsilon,
+            delta=1e-9,
+            n_rows=10 * n_rows,
+            bins=bins,
+            iters=30,
+            random_state=seed,
         )
-        return float(np.all(pts >= 1.0 - 1.0 / bins, axis=1).sum())
+        return float(np.any(lo + pts * (hi - lo) >= 1.0 - 1.0 / bins, axis=1).sum())
 
     return _experiment(
         "trained-mst" + ("-broken" if broken else ""),
         epsilon,
         run,
         delta=1e-9,
-        statistic="synthetic rows in the canary's cell",
+        statistic="synthetic rows in the canary's top bins (some coordinate >= 0.75)",
         neighbours=f"D: {n_rows} rows uniform in [0, 0.3]^2; D' = D + canary (1, 1); MST, {bins} bins, delta 1e-9, "
-        f"{10 * n_rows} synthetic rows" + (f"; BROKEN: handed {BROKEN_FACTOR:g} x epsilon" if broken else ""),
+        f"{10 * n_rows} synthetic rows" + ("; BROKEN: bounds read from the private data" if broken else ""),
     )
 
 
@@ -299,12 +297,23 @@ def laplace_answer_experiment(epsilon: float, *, broken: bool = False, n_rows: i
 # ----------------------------------------------------------------------------- registry
 
 
-#: name -> (builder, what it audits, the side of the statistic D' is expected on, fixed before any run)
-RELEASE_AUDITS: dict[str, tuple[Callable[..., DistinguishingExperiment], str, str]] = {}
+@dataclass(frozen=True)
+class ReleaseSpec:
+    """A registered release audit: its builder, what it audits, the side of the statistic D' is expected on
+    (fixed before any run) and, where it has one, a many-canaries-per-run design for the one-run bounds."""
+
+    builder: Callable[..., DistinguishingExperiment]
+    description: str
+    side: str
+    one_run: Callable[..., tuple[np.ndarray, np.ndarray]] | None = None
 
 
-def _register(name: str, builder: Callable, description: str, side: str) -> None:
-    RELEASE_AUDITS[name] = (builder, description, side)
+#: name -> its :class:`ReleaseSpec`
+RELEASE_AUDITS: dict[str, ReleaseSpec] = {}
+
+
+def _register(name: str, builder: Callable, description: str, side: str, one_run: Callable | None = None) -> None:
+    RELEASE_AUDITS[name] = ReleaseSpec(builder, description, side, one_run)
     register_mechanism(name, description=description, params=_PARAMS)(builder)
 
 
@@ -316,14 +325,25 @@ def _variant(fn, **fixed):
     return build
 
 
+def _dpsgd_one_run(broken: bool):
+    def design(epsilon: float, *, random_state: int, **params):
+        from recourse_privacy.dp_audit.dpsgd_canaries import dpsgd_one_run
+
+        return dpsgd_one_run(epsilon, broken=broken, random_state=random_state, **params)
+
+    return design
+
+
 _BROKEN = "BROKEN on purpose (the audit must flag it): "
-for _name, _fn, _side, _what, _broke in (
+for _name, _fn, _side, _what, _broke, _one_run in (
     (
         "trained-dpsgd",
         dpsgd_experiment,
-        "<=",
-        "DP-SGD MLP (Opacus), trained with and without an outlier canary; statistic f(canary) - f(0)",
+        ">=",
+        "DP-SGD MLP (Opacus), trained with and without input-space dirac canaries (many per run for the one-run "
+        "bounds); statistic the white-box move of the canary's first-layer column along its initial descent direction",
         "the noise multiplier divided by 10",
+        _dpsgd_one_run,
     ),
     (
         "trained-privrecourse",
@@ -331,22 +351,26 @@ for _name, _fn, _side, _what, _broke in (
         "<=",
         "PrivRecourse's DP k-means centres (diffprivlib), trained with "
         "and without a corner canary; statistic the canary's distance to its nearest centre",
-        "10 x epsilon",
+        "bounds read from the private data",
+        None,
     ),
     (
         "trained-dpc",
         _variant(dpc_experiment, mode="hardened"),
         "<=",
-        "DPC hardened (FM autoencoder + Laplace "
-        "prototypes), with and without a corner canary of class 1; statistic |prototype_1 - Enc(canary)|",
-        "prototypes handed 10 x their epsilon",
+        "DPC hardened (FM autoencoder + Laplace prototypes), with and without a corner canary of class 1; statistic "
+        "the canary's distance to the class-1 prototype decoded into the feature space",
+        "bounds read from the private data",
+        None,
     ),
     (
         "trained-mst",
         mst_experiment,
         ">=",
-        "MST synthetic data (mbi), with and without a corner canary; statistic the synthetic rows in the canary's cell",
-        "10 x epsilon",
+        "MST synthetic data (mbi), with and without a corner canary; statistic the synthetic rows in the canary's "
+        "top bins",
+        "bounds read from the private data",
+        None,
     ),
     (
         "trained-laplace-answer",
@@ -355,39 +379,71 @@ for _name, _fn, _side, _what, _broke in (
         "Laplace Recourse's answer (noisy probability of the "
         "canary) over an LR trained with and without the canary; statistic the noisy probability",
         "sensitivity 0.1 instead of 1",
+        None,
     ),
 ):
-    _register(_name, _variant(_fn), _what, _side)
-    _register(f"{_name}-broken", _variant(_fn, broken=True), _BROKEN + _broke, _side)
+    _register(_name, _variant(_fn), _what, _side, _one_run(False) if _one_run else None)
+    _register(
+        f"{_name}-broken", _variant(_fn, broken=True), _BROKEN + _broke, _side, _one_run(True) if _one_run else None
+    )
 _register(
     "trained-dpc-faithful",
     _variant(dpc_experiment, mode="faithful"),
     "DPC faithful (the paper: prototypes are raw class means, only the autoencoder noised; NOT covered by its "
-    "claim, see dpc.md sec. 11); statistic |prototype_1 - Enc(canary)|",
+    "claim, see dpc.md sec. 11); statistic the canary's distance to the decoded class-1 prototype",
     "<=",
 )
+
+#: the methods whose bounds decide the verdict: no assumption on the trade-off curve
+VERDICT_METHODS = ("clopper_pearson", "one_run")
 
 
 @dataclass(frozen=True)
 class ReleaseAudit:
-    """A release audited at one claim: the many-run Clopper-Pearson audit and the score-based bounds."""
+    """A release audited at one claim: the many-run Clopper-Pearson audit and the score-based bounds.
+
+    ``scores`` holds the four bounds of :func:`~recourse_privacy.dp_audit.canary_scores.audit_scores`
+    on ``design`` ("coin-flip subset of the many runs" or the release's many-canaries-per-run
+    design). The verdict reads the two bounds without an assumption on the trade-off curve (the
+    many-run Clopper-Pearson and the one-run bound of Steinke et al. 2023), each at alpha / 2, so it
+    holds at confidence 1 - alpha; the f-DP and GDP bounds assume a Gaussian trade-off curve and are
+    reported beside it.
+    """
 
     many_run: EpsilonAudit
-    scores: object  # canary_scores.ScoresAudit on a coin-flip subset of the same runs
+    scores: object  # canary_scores.ScoresAudit
+    design: str
+    alpha: float
+
+    @property
+    def violates_claim(self) -> bool:
+        """Whether the Clopper-Pearson or the one-run bound exceeds the claimed epsilon."""
+        one = self.scores["one_run"].epsilon_lower_bound
+        return self.many_run.violates_claim or (one is not None and one > self.many_run.claimed_epsilon)
+
+    @property
+    def verdict(self) -> str:
+        return "VIOLATES the claim" if self.violates_claim else "consistent with the claim"
 
     def row(self) -> dict:
+        """The table row (plain values, JSON-ready)."""
         s = self.scores
+        fdp = s["one_run_fdp"]
         return {
             "release": self.many_run.mechanism,
             "claim": self.many_run.claimed_epsilon,
             "delta": self.many_run.delta,
+            "alpha": self.alpha,
             "clopper_pearson": self.many_run.epsilon_lower_bound,
+            "many_runs": self.many_run.n_trials,
             "one_run": s["one_run"].epsilon_lower_bound,
-            "one_run_fdp": s["one_run_fdp"].epsilon_lower_bound,
-            "one_run_fdp_mu": s["one_run_fdp"].mu_lower_bound,
+            "one_run_fdp": fdp.epsilon_lower_bound,
+            "one_run_fdp_mu": fdp.mu_lower_bound,
             "gdp_mu": s["gdp"].mu_lower_bound,
-            "verdict": self.many_run.verdict,
-            "violates_claim": self.many_run.violates_claim,
+            "canaries": s.n_canaries,
+            "design": self.design,
+            "verdict": self.verdict,
+            "violates_claim": self.violates_claim,
             "seconds": self.many_run.seconds,
         }
 
@@ -398,20 +454,35 @@ def release_experiment(name: str, epsilon: float, **params) -> DistinguishingExp
 
 
 def audit_release(
-    name: str, epsilon: float, *, n_trials: int = 100, alpha: float = 0.05, random_state: RandomState = 0, **params
+    name: str,
+    epsilon: float,
+    *,
+    n_trials: int = 100,
+    alpha: float = 0.05,
+    random_state: RandomState = 0,
+    n_canaries: int = 1000,
+    n_runs: int = 5,
+    **params,
 ) -> ReleaseAudit:
-    """Audit ``name`` at ``epsilon``: the many-run audit, then the four score bounds on the same runs.
+    """Audit ``name`` at ``epsilon``: the many-run audit, then the four score bounds.
 
-    The score bounds (:func:`~recourse_privacy.dp_audit.canary_scores.audit_scores`) read a
-    subset of the same runs as independent canaries: for each of ``n_trials`` canaries a fair coin
-    says D or D', and the next unused run of that neighbour gives its score (runs are independent
-    and identically distributed within a neighbour, so this is exactly one independent run per
-    canary with coin-flip inclusion, the one-run theorems' assumption, and stronger).
+    The many-run audit (``n_trials`` runs per neighbour, one canary each) gives the Clopper-Pearson
+    bound. The score bounds (:func:`~recourse_privacy.dp_audit.canary_scores.audit_scores`) read
+    the release's many-canaries-per-run design where it has one (``n_runs`` runs of ``n_canaries``
+    canaries, each included with probability 1/2), and otherwise a subset of the same many runs as
+    independent canaries: for each of ``n_trials`` canaries a fair coin says D or D', and the next
+    unused run of that neighbour gives its score (runs are independent and identically distributed
+    within a neighbour, so this is exactly one independent run per canary with coin-flip
+    inclusion, the one-run theorems' assumption, and stronger). Each part runs at ``alpha / 2``.
     """
     from recourse_privacy.dp_audit.bounds import audit_mechanism
     from recourse_privacy.dp_audit.canary_scores import audit_scores
+    from recourse_privacy.metrics.intervals import check_alpha
 
+    alpha = check_alpha(alpha)
     exp = release_experiment(name, epsilon, **params)
+    spec = RELEASE_AUDITS[name]
+    seed = random_state if isinstance(random_state, int) else 0
     kept: list[np.ndarray] = []
 
     def sample(which, rng, n):
@@ -424,19 +495,24 @@ def audit_release(
         n_trials=n_trials,
         claimed_epsilon=exp.claimed_epsilon,
         delta=exp.delta,
-        alpha=alpha,
+        alpha=alpha / 2,
         random_state=random_state,
         mechanism=exp.name,
         statistic=exp.statistic,
         neighbours=exp.neighbours,
     )
-    s0, s1 = kept
-    rng = np.random.default_rng(derive_seed(random_state if isinstance(random_state, int) else 0, 2))
-    member = rng.random(n_trials) < 0.5
-    scores = np.empty(n_trials)
-    scores[member] = s1[: int(member.sum())]
-    scores[~member] = s0[: int((~member).sum())]
-    if RELEASE_AUDITS[name][2] == "<=":  # higher score = "in", on the side fixed before any run
-        scores = -scores
-    sa = audit_scores(scores, member.astype(int), delta=exp.delta, alpha=alpha, random_state=0)
-    return ReleaseAudit(many, sa)
+    if spec.one_run is not None:
+        scores, member = spec.one_run(epsilon, random_state=seed, n_canaries=n_canaries, n_runs=n_runs, **params)
+        design = f"{n_runs} runs x {n_canaries} canaries, each included with probability 1/2"
+    else:
+        s0, s1 = kept
+        rng = np.random.default_rng(derive_seed(seed, 2))
+        member = (rng.random(n_trials) < 0.5).astype(int)
+        scores = np.empty(n_trials)
+        scores[member == 1] = s1[: int(member.sum())]
+        scores[member == 0] = s0[: int((member == 0).sum())]
+        if spec.side == "<=":  # higher score = "in", on the side fixed before any run
+            scores = -scores
+        design = f"coin-flip subset of the {n_trials} runs per neighbour: one canary per run"
+    sa = audit_scores(scores, member, delta=exp.delta, alpha=alpha / 2, random_state=0)
+    return ReleaseAudit(many, sa, design, alpha)

@@ -25,8 +25,10 @@ from types import MappingProxyType
 from typing import Any
 
 from recourse_privacy import __version__ as version
+from recourse_privacy.dp_audit.defense_audit import DPAuditEvidence
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.report.counterfactuals import examples_html
+from recourse_privacy.report.dp_audit import dp_audit_html
 from recourse_privacy.report.dp_verdict import dp_bound_rows
 from recourse_privacy.report.exposure import deployed_html, exposure_html, groups_html, question_html
 from recourse_privacy.report.threats import threats_section
@@ -684,7 +686,7 @@ Huang et al. 2023 (a differentially private model, DPM, and Laplace Recourse).</
 # --------------------------------------------------------------------------- the page
 
 
-def _render(result: AuditResult, images: Mapping[str, str | Path]) -> str:
+def _render(result: AuditResult, images: Mapping[str, str | Path], dp_audit: DPAuditEvidence | None = None) -> str:
     verdict = verdict_of(result)
     problems: list[str] = []
     figures = [(str(c), p) for c, p in images.items()]
@@ -715,6 +717,7 @@ def _render(result: AuditResult, images: Mapping[str, str | Path]) -> str:
     ]
     if result.dp is not None and verdict.dp is not None:
         sections += ["<h2>Differential privacy</h2>", _dp_section(result.dp, verdict.dp)]
+    sections.append(dp_audit_html(dp_audit))  # audit --dp-audit: the empirical bound beside the claim
     sections.append(threats_section(result.threats))
     if other_figs:
         sections += ["<h2>Figures</h2>", other_figs]
@@ -750,12 +753,14 @@ def write_html_report(
     *,
     images: Mapping[str, str | Path] = _EMPTY,
     filename: str = "report.html",
+    dp_audit: DPAuditEvidence | None = None,
 ) -> Path:
     """Write a single self-contained HTML report of the audit ``result`` and return its path.
 
     ``images`` maps a caption to a PNG/JPEG/SVG file embedded as a base64 data URI; the
     first (the log-log ROC) is shown right below the verdict, the others under Figures. A
-    figure that cannot be read is listed among the warnings. The report has no external CSS
+    figure that cannot be read is listed among the warnings. ``dp_audit`` (``audit --dp-audit``): the
+    empirical bounds of the defense's mechanism, shown beside its claim. The report has no external CSS
     or JavaScript and escapes every string.
     """
     if not isinstance(result, AuditResult):
@@ -768,5 +773,5 @@ def write_html_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / filename
-    path.write_text(_render(result, images), encoding="utf-8")
+    path.write_text(_render(result, images, dp_audit), encoding="utf-8")
     return path

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from recourse_privacy import strict_json
+from recourse_privacy.dp_audit.defense_audit import DPAuditEvidence
 from recourse_privacy.metrics.plots import plot_roc_loglog, plot_score_histogram
 from recourse_privacy.report.counterfactuals import write_counterfactuals
 from recourse_privacy.report.exposure import write_exposure
@@ -25,9 +26,13 @@ def write_metrics_json(result: AuditResult, path: str | Path) -> Path:
     return path
 
 
-def write_outputs(result: AuditResult, out_dir: str | Path) -> Mapping[str, str]:
+def write_outputs(
+    result: AuditResult, out_dir: str | Path, *, dp_audit: DPAuditEvidence | None = None
+) -> Mapping[str, str]:
     """Write metrics.json, roc.png, cfd_histogram.png, report.html, exposure.csv, (with group columns)
-    groups.csv and (a user's data) counterfactuals.csv into ``out_dir``; return their paths."""
+    groups.csv and (a user's data) counterfactuals.csv into ``out_dir``; return their paths.
+
+    ``dp_audit``: the empirical audit of the defense's mechanism (``audit --dp-audit``), shown in the report."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cfg = result.config
@@ -68,5 +73,6 @@ def write_outputs(result: AuditResult, out_dir: str | Path) -> Mapping[str, str]
                 if key in threat_files
             },
         },
+        dp_audit=dp_audit,
     )
     return {k: str(v) for k, v in files.items()}

@@ -1,0 +1,51 @@
+"""The audit report's empirical DP bound: the claim beside the audited lower bounds, each method named.
+
+Renders a :class:`~recourse_privacy.dp_audit.defense_audit.DPAuditEvidence` (``audit --dp-audit``)
+as a section of the HTML report: the claimed epsilon, each method's 1 - alpha lower bound
+(Clopper-Pearson, Jagielski et al. 2020; one-run, Steinke, Nasr and Jagielski 2023; one-run f-DP,
+Mahloujifar, Melis and Chaudhuri 2024) with its assumptions and runs, and the verdict.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # dp_audit shares the report's layer; the section only reads the evidence
+    from recourse_privacy.dp_audit.defense_audit import DPAuditEvidence
+
+__all__ = ["dp_audit_html"]
+
+
+def _num(x: float | None, spec: str = ".3f") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def dp_audit_html(evidence: DPAuditEvidence | None) -> str:
+    """The section's HTML ("" without evidence); every string escaped."""
+    if evidence is None:
+        return ""
+    e = html.escape
+    claim = evidence.claimed_epsilon
+    rows = "".join(
+        f'<tr><td>{e(b.name)}</td><td class="num">{_num(claim, ".4g")}</td>'
+        f'<td class="num"><strong>{_num(b.epsilon_lower_bound)}</strong></td>'
+        f'<td class="num">{_num(b.mu_lower_bound)}</td><td class="num">{_num(1 - b.alpha, ".3g")}</td>'
+        f"<td>{'decides the verdict' if b.method in evidence.decided_by else 'shown, not deciding'}</td>"
+        f"<td>{e(b.runs)}</td><td>{e(b.assumptions)}</td></tr>"
+        for b in evidence.bounds
+    )
+    best = evidence.strongest
+    return (
+        "<h3>Empirical audit of the claim</h3>"
+        f"<p>Defense <strong>{e(evidence.defense)}</strong>, mechanism <code>{e(evidence.mechanism)}</code> "
+        f"({e(evidence.description)}). Claimed &epsilon; = <strong>{_num(claim, '.4g')}</strong> "
+        f"(&delta; = {_num(evidence.delta, '.3g')}); empirical lower bound &epsilon; &ge; "
+        f"<strong>{_num(best.epsilon_lower_bound)}</strong> ({e(best.name)}): "
+        f"<strong>{e(evidence.verdict)}</strong>.</p>"
+        "<table><tr><th>method</th><th>claimed &epsilon;</th><th>&epsilon; &ge;</th><th>&mu; &ge;</th>"
+        "<th>confidence</th><th>role</th><th>runs</th><th>valid when</th></tr>" + rows + "</table>"
+        f'<p class="small">{e(evidence.source)}; {evidence.seconds:.0f} s. A bound above the claim refutes it '
+        "(at the stated confidence); a bound below it finds nothing wrong, which is not a proof of privacy. "
+        "The verdict reads the two bounds without an assumption on the trade-off curve, each at alpha / 2.</p>"
+    )

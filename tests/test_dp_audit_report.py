@@ -1,0 +1,104 @@
+"""Issue 29 item 5: the audit's HTML shows the empirical bound beside the claim, with the method named.
+
+``audit --dp-audit`` audits the defense's own mechanism at the audit's epsilon
+(:func:`recourse_privacy.dp_audit.defense_audit.audit_defense`) and the report renders the typed
+result (:mod:`recourse_privacy.report.dp_audit`). Plain Laplace Recourse (``--defense laplace``) is
+refuted at its claim by construction of the canary (the move's direction reveals the weight the
+canary pins; docs/dp-audit.md), so its verdict must say so.
+"""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+from typer.testing import CliRunner
+
+from recourse_privacy.audit import AuditConfig, run_audit
+from recourse_privacy.cli import app
+from recourse_privacy.dp_audit.bounds import max_certifiable_epsilon
+from recourse_privacy.dp_audit.defense_audit import DEFENSE_AUDITS, audit_defense, check_auditable, trials_for
+from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.report import write_html_report
+from recourse_privacy.report.dp_audit import dp_audit_html
+
+SMALL = {"n_features": 20, "n_members": 200, "shadow_models": 2}
+
+
+@pytest.fixture(scope="module")
+def laplace_evidence():
+    return audit_defense("laplace", "logistic", 1.0, seed=0)
+
+
+def test_every_dp_defense_names_its_mechanism_and_bad_input_is_refused():
+    assert check_auditable("dpm", "logistic") == "trained-dpm-logistic"
+    assert check_auditable("dpm", "mlp") == "trained-dpsgd"
+    assert check_auditable("laplace", "logistic") == "trained-lr"
+    assert check_auditable("dpm-laplace", "logistic") == "trained-dpm-lr"
+    with pytest.raises(InvalidInputError, match="--defense"):
+        check_auditable("none", "logistic")
+    with pytest.raises(InvalidInputError, match="--model"):
+        check_auditable("laplace", "mlp")
+    assert set(DEFENSE_AUDITS) == {"dpm", "laplace", "dpm-laplace"}
+
+
+def test_runs_grow_with_the_claim_until_a_bound_above_it_is_possible():
+    spec = DEFENSE_AUDITS["dpm"]
+    for eps in (0.5, 2.0, 5.0):
+        n = trials_for(spec, eps)
+        assert n >= spec.n_trials
+        assert max_certifiable_epsilon(n // 2, 0.0, 0.025) > eps  # a perfect test could refute the claim
+        assert n == spec.n_trials or max_certifiable_epsilon(n // 4, 0.0, 0.025) <= eps  # and no more runs
+    with pytest.raises(InvalidInputError, match="--epsilon"):
+        check_auditable("dpm", "logistic", 9.0)
+
+
+def test_evidence_of_plain_laplace_recourse_refutes_its_claim(laplace_evidence):
+    ev = laplace_evidence
+    assert ev.mechanism == "trained-lr" and ev.claimed_epsilon == 1.0
+    assert [b.method for b in ev.bounds] == ["clopper_pearson", "one_run", "one_run_fdp"]
+    assert ev.violates_claim and ev.verdict.startswith("VIOLATES")
+    assert ev.strongest.epsilon_lower_bound > ev.claimed_epsilon
+    assert all(b.alpha == pytest.approx(ev.alpha / 2) for b in ev.bounds)
+
+
+def _check_section(section: str, evidence) -> None:
+    assert f"Claimed &epsilon; = <strong>{evidence.claimed_epsilon:.4g}</strong>" in section
+    for b in evidence.bounds:
+        assert html.escape(b.name) in section
+        shown = "n/a" if b.epsilon_lower_bound is None else f"{b.epsilon_lower_bound:.3f}"
+        assert f"<strong>{shown}</strong>" in section
+    for name in ("Clopper-Pearson", "Steinke", "Mahloujifar"):
+        assert name in section
+    assert evidence.verdict in section
+
+
+def test_section_shows_the_claim_beside_each_bound_with_the_method(laplace_evidence):
+    _check_section(dp_audit_html(laplace_evidence), laplace_evidence)
+
+
+@pytest.mark.slow
+def test_html_shows_the_claim_beside_the_bound_with_the_method(laplace_evidence, tmp_path):
+    result = run_audit(
+        AuditConfig(**SMALL, defense="laplace", epsilon=1.0, normalize_rows=True, distance="l2"), tmp_path
+    )
+    without = write_html_report(result, tmp_path / "a").read_text(encoding="utf-8")
+    assert "Empirical audit of the claim" not in without
+    images = {"ROC": result.files["roc"]}
+    text = write_html_report(result, tmp_path / "b", images=images, dp_audit=laplace_evidence).read_text(
+        encoding="utf-8"
+    )
+    dp = text[text.index("<h2>Differential privacy</h2>") :]
+    _check_section(dp[dp.index("Empirical audit of the claim") :], laplace_evidence)
+    assert text.count("<img") == len(images)
+
+
+def test_section_is_empty_without_evidence():
+    assert dp_audit_html(None) == ""
+
+
+def test_cli_refuses_dp_audit_without_a_dp_defense_before_any_work(tmp_path):
+    res = CliRunner().invoke(app, ["audit", "--dp-audit", "--out", str(tmp_path / "o"), "--shadow-models", "2"])
+    assert res.exit_code == 2
+    assert "--dp-audit" in res.output and "--defense" in res.output
+    assert not (tmp_path / "o" / "report.html").exists()
