@@ -85,7 +85,7 @@ def recourse_command(
     """Recourse quality per method (CARLA's metrics, the path metrics of Pentyala et al. 2023): a table, JSON, CSV and a plot."""
     from rich.console import Console
 
-    from recourse_privacy.experiments.quality import run_quality
+    from recourse_privacy.evaluation.quality import run_quality
     from recourse_privacy.models.device import use_device
     from recourse_privacy.recourse import RECOURSE_METHODS
     from recourse_privacy.validation import check_seed
@@ -162,7 +162,7 @@ def _print_quality(
     """recourse's table of metrics per method, its skips and warnings, and the files written."""
     from rich.table import Table
 
-    from recourse_privacy.experiments.quality import METRICS
+    from recourse_privacy.evaluation.quality import METRICS
 
     run = result.run
     if bounds_from_data:

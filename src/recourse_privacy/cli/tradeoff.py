@@ -76,7 +76,7 @@ def tradeoff(
     from rich.console import Console
     from rich.table import Table
 
-    from recourse_privacy.experiments.tradeoff import run_tradeoff, tradeoff_base_config, tradeoff_settings
+    from recourse_privacy.evaluation.tradeoff import run_tradeoff, tradeoff_base_config, tradeoff_settings
 
     console = Console()
     if not console.is_terminal:
