@@ -191,6 +191,9 @@ class ExperimentSpec(BaseModel):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
     description: str = ""
+    expected_time: str = Field(
+        default="", description="how long the grid takes, and on what (e.g. '~10 min on 2 cores')"
+    )
     fixed: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     seeds: list[int] = Field(default_factory=lambda: [0])

@@ -20,18 +20,17 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from recourse_privacy.reproductions.registry import register_reproduction
 
-__all__ = ["ATTACKS", "BUDGETS", "BudgetStudy", "run_reference_budget"]
+__all__ = ["ATTACKS", "BUDGETS", "BudgetRow", "BudgetStudy", "GameInfo", "run_reference_budget"]
 
 BUDGETS = (1, 2, 4, 8, 16, 32)
 ATTACKS = ("cfd-lrt", "cfd-lrt-online", "rmia-cfd", "rmia-cfd-online", "loss-lrt", "loss-lrt-online")
-FPRS = ("0.01", "0.001")
 
 
 def _settings(quick: bool) -> dict[str, dict]:
@@ -89,6 +88,51 @@ class BudgetStudy:
         return cls(settings={k: s[k] for k in datasets}, budgets=tuple(budgets))
 
 
+@dataclass(frozen=True)
+class GameInfo:
+    """What one dataset's game was (stored beside its scores in ``scores.npz`` and printed)."""
+
+    n_targets: int
+    n_members: int
+    train_accuracy: float
+    test_accuracy: float
+    offline_train_rows: int  # the fewest training rows of an offline reference model
+    online_train_rows: int
+    population_recourse_queries: dict[str, int]  # attack -> recourse queries on population rows
+    timing_seconds: dict[str, float]  # stage -> seconds
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    """One attack on one dataset at one budget of reference models (a row of ``reference_budget.csv``)."""
+
+    dataset: str
+    attack: str
+    budget: int
+    auc: float
+    tpr_at_001: float  # TPR at FPR 0.01
+    tpr_at_0001: float  # TPR at FPR 0.001
+    tpr_at_001_reliable: bool  # enough non-members to read FPR 0.01
+    tpr_at_0001_reliable: bool
+    n_members: int
+    n_nonmembers: int
+
+    def as_record(self) -> dict:
+        """The row with the CSV's column names (``tpr@0.01``, ``tpr@0.01_reliable``, ...)."""
+        return {
+            "dataset": self.dataset,
+            "attack": self.attack,
+            "budget": self.budget,
+            "auc": self.auc,
+            "tpr@0.01": self.tpr_at_001,
+            "tpr@0.001": self.tpr_at_0001,
+            "tpr@0.01_reliable": self.tpr_at_001_reliable,
+            "tpr@0.001_reliable": self.tpr_at_0001_reliable,
+            "n_members": self.n_members,
+            "n_nonmembers": self.n_nonmembers,
+        }
+
+
 def _dataset_scores(name: str, fields: dict, study: BudgetStudy, out: Path, say) -> dict:
     """Play one dataset's game with the largest budget, then attack with every budget; scores to disk."""
     import recourse_privacy.audit.stages as stages
@@ -141,34 +185,32 @@ def _dataset_scores(name: str, fields: dict, study: BudgetStudy, out: Path, say)
             if "population_recourse_queries" in sc.conventions:
                 queries[attack] = int(sc.conventions["population_recourse_queries"])
     lap("attacks at every budget")
-    info = {
-        "n_targets": int(len(targets.is_member)),
-        "n_members": int(targets.is_member.sum()),
-        "train_accuracy": float(np.mean(targets.model.predict(game.X_members) == game.y_members)),
-        "test_accuracy": float(np.mean(targets.model.predict(game.X_nonmembers) == game.y_nonmembers)),
-        "offline_train_rows": int(shadow.train_rows.min()),
-        "online_train_rows": int(online.train_rows.min()),
-        "population_recourse_queries": queries,
-        "timing_seconds": timing,
-    }
+    info = GameInfo(
+        n_targets=int(len(targets.is_member)),
+        n_members=int(targets.is_member.sum()),
+        train_accuracy=float(np.mean(targets.model.predict(game.X_members) == game.y_members)),
+        test_accuracy=float(np.mean(targets.model.predict(game.X_nonmembers) == game.y_nonmembers)),
+        offline_train_rows=int(shadow.train_rows.min()),
+        online_train_rows=int(online.train_rows.min()),
+        population_recourse_queries=queries,
+        timing_seconds=timing,
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npz")
     np.savez(
         tmp,
         **arrays,
         _config=np.array(json.dumps(config.to_dict(), sort_keys=True, default=str)),
-        _info=np.array(json.dumps(info)),
+        _info=np.array(json.dumps(asdict(info))),
     )
     tmp.replace(path)
-    say(f"{name}: {info}")
-    return {**arrays, "_info": np.array(json.dumps(info))}
+    say(f"{name}: {asdict(info)}")
+    return {**arrays, "_info": np.array(json.dumps(asdict(info)))}
 
 
-def budget_table(scores: dict[str, dict], study: BudgetStudy):
-    """One row per (dataset, attack, budget): AUC and TPR at FPR 0.01 / 0.001 (pandas DataFrame)."""
+def budget_rows(scores: dict[str, dict], study: BudgetStudy) -> list[BudgetRow]:
+    """One row per (dataset, attack, budget): AUC and TPR at FPR 0.01 / 0.001 with their reliability."""
     import warnings
-
-    import pandas as pd
 
     from recourse_privacy.metrics.membership import attack_metrics
 
@@ -181,18 +223,27 @@ def budget_table(scores: dict[str, dict], study: BudgetStudy):
                     warnings.simplefilter("ignore")
                     m = attack_metrics(y, arr[f"{attack}@{b}"], fprs=(0.01, 0.001))
                 rows.append(
-                    {
-                        "dataset": name,
-                        "attack": attack,
-                        "budget": b,
-                        "auc": m.auc,
-                        **{f"tpr@{f}": m.tpr_at_fpr[f].tpr for f in FPRS},
-                        **{f"tpr@{f}_reliable": m.tpr_at_fpr[f].reliable for f in FPRS},
-                        "n_members": int(y.sum()),
-                        "n_nonmembers": int((y == 0).sum()),
-                    }
+                    BudgetRow(
+                        dataset=name,
+                        attack=attack,
+                        budget=b,
+                        auc=m.auc,
+                        tpr_at_001=m.tpr_at_fpr["0.01"].tpr,
+                        tpr_at_0001=m.tpr_at_fpr["0.001"].tpr,
+                        tpr_at_001_reliable=m.tpr_at_fpr["0.01"].reliable,
+                        tpr_at_0001_reliable=m.tpr_at_fpr["0.001"].reliable,
+                        n_members=int(y.sum()),
+                        n_nonmembers=int((y == 0).sum()),
+                    )
                 )
-    return pd.DataFrame(rows)
+    return rows
+
+
+def budget_table(scores: dict[str, dict], study: BudgetStudy):
+    """The rows of :func:`budget_rows` as a DataFrame, with the columns of ``reference_budget.csv``."""
+    import pandas as pd
+
+    return pd.DataFrame([row.as_record() for row in budget_rows(scores, study)])
 
 
 def plot_budget(table, path: Path) -> Path:
