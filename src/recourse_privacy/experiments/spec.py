@@ -6,6 +6,7 @@ optionally, the published figures to print beside ours::
 
     name: my-grid
     description: CFD attacks on two synthetic dimensions
+    expected_time: "~2 min on 2 cores"    # optional; shown by `list reproduction` for a shipped grid
     fixed: {dataset: synthetic, model: logistic, recourse: linear, n_members: 2000}
     grid:
       n_features: [100, 1000]             # a plain axis: one AuditConfig field

@@ -30,6 +30,10 @@ from recourse_privacy.reproductions.registry import register_reproduction
 __all__ = ["ATTACKS", "BUDGETS", "BudgetRow", "BudgetStudy", "GameInfo", "run_reference_budget"]
 
 BUDGETS = (1, 2, 4, 8, 16, 32)
+#: estimated, not timed whole: PLACEHOLDER
+EXPECTED_TIME = "~2 h on 2 cores"
+#: measured: PLACEHOLDER
+EXPECTED_TIME_QUICK = "~3 min on 2 cores"
 ATTACKS = ("cfd-lrt", "cfd-lrt-online", "rmia-cfd", "rmia-cfd-online", "loss-lrt", "loss-lrt-online")
 
 
@@ -301,6 +305,7 @@ def run_reference_budget(out_dir: Path, study: BudgetStudy | None = None, *, con
     "reference-budget",
     description="CFD-LRT offline/online, RMIA-CFD offline/online and Loss-LRT offline/online over 1-32 reference "
     "models on synthetic d=5,000 (logistic, linear recourse) and HELOC (MLP, SCFE)",
+    expected_time=EXPECTED_TIME,
 )
 def reproduce_reference_budget(out_dir: Path, *, seeds=None, console=None) -> None:
     """The shipped study (see the module docstring); ``seeds``: the first one is the game's seed."""
@@ -311,6 +316,7 @@ def reproduce_reference_budget(out_dir: Path, *, seeds=None, console=None) -> No
 @register_reproduction(
     "reference-budget-quick",
     description="the reference-budget study at small sizes (seconds): budgets 1-8, small synthetic and HELOC games",
+    expected_time=EXPECTED_TIME_QUICK,
 )
 def reproduce_reference_budget_quick(out_dir: Path, *, seeds=None, console=None) -> None:
     """The quick study."""
