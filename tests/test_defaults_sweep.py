@@ -14,7 +14,7 @@ import math
 import pytest
 
 from recourse_privacy.errors import RecoursePrivacyError
-from recourse_privacy.experiments.quality import run_quality
+from recourse_privacy.evaluation.quality import run_quality
 from recourse_privacy.recourse import RECOURSE_METHODS
 
 DATASETS = ("adult", "heloc", "compas", "diabetes", "synthetic")

@@ -454,7 +454,7 @@ def test_cli_audit_with_defense_and_bad_epsilon(tmp_path):
 
 
 def test_tradeoff_writes_table_and_plots_and_resumes(tmp_path):
-    from recourse_privacy.experiments.tradeoff import run_tradeoff, tradeoff_base_config
+    from recourse_privacy.evaluation.tradeoff import run_tradeoff, tradeoff_base_config
 
     base = tradeoff_base_config(n_features=10, n_members=200, attacks=("cfd",))
     first = run_tradeoff(base, tmp_path, epsilons=(1.0,))

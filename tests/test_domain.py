@@ -118,7 +118,7 @@ def test_privrecourse_bounds_from_data_are_marked_not_dp():
 # ------------------------------------------------------------------ every remedy in the CLI's syntax
 def _messages() -> dict[str, str]:
     from recourse_privacy.dpc.autoencoder import FMAutoencoder, PublicBounds
-    from recourse_privacy.experiments.quality import _make_method
+    from recourse_privacy.evaluation.quality import _make_method
     from recourse_privacy.privrecourse.scaling import check_unit_box
 
     out = {}

@@ -8,7 +8,7 @@ Layers, bottom to top (a package may import its own layer and the layers below):
 3. ``attacks``, ``results`` (the typed audit result the report renders)
 4. ``defenses``, ``dp_audit``, ``report``, ``privrecourse``
 5. ``audit`` (the game, its defenses registry and its typed result)
-6. ``experiments`` (the grid engine, its specs and store), ``output_dir``
+6. ``experiments`` (the grid engine, its specs and store), ``evaluation`` (quality, tradeoff), ``output_dir``
 7. ``reproductions`` (one module per paper table or study, and the shipped grids)
 8. ``catalog``, ``cli``, ``service`` (publish, keys, serve)
 
@@ -43,7 +43,7 @@ LAYERS = [
     {"attacks", "results"},
     {"defenses", "dp_audit", "report", "dpc", "privrecourse"},
     {"audit"},
-    {"experiments", "output_dir"},
+    {"experiments", "evaluation", "output_dir"},
     {"reproductions"},
     {"catalog", "cli", "service"},
 ]

@@ -408,7 +408,7 @@ def test_reproduction_small_on_adult(tmp_path):
         with_table3=False,
         readings={k: READINGS[k] for k in ("FACE", "Ours (em_point)", "Ours (noisy_mean_strict)")},
     )
-    df = out["table2"].set_index("method")
+    df = out.table2.set_index("method")
     assert (tmp_path / "table2.csv").exists() and (tmp_path / "ledger.json").exists()
     assert df.loc["FACE", "pdistance_manifold"] == 0.0  # FACE's nodes are training records
     assert df.loc["Ours (em_point)", "pdistance_manifold"] == 0.0  # em_point publishes records too
@@ -422,7 +422,8 @@ def test_reproduction_full(tmp_path):
     from recourse_privacy.reproductions.pentyala2023 import run_pentyala2023
 
     out = run_pentyala2023(tmp_path)
-    assert len(out["table2"]) == 2 * 3 * 8 and out["table3"]["FACE"]["increase_only_respected"]
+    table3 = {row.method: row for row in out.table3}
+    assert len(out.table2) == 2 * 3 * 8 and table3["FACE"].increase_only_respected
 
 
 def test_truncated_density_matches_exact_on_sparse_graphs():

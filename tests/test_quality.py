@@ -228,7 +228,7 @@ def test_quality_metrics_average_over_valid_rows():
 
 # ---------------------------------------------------------------- the experiment and the command
 def test_run_quality_end_to_end(tmp_path):
-    from recourse_privacy.experiments.quality import run_quality
+    from recourse_privacy.evaluation.quality import run_quality
 
     res = run_quality(
         "breast_cancer",

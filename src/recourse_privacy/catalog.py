@@ -21,7 +21,7 @@ from recourse_privacy.recourse.registry import RECOURSE_METHODS
 from recourse_privacy.registry import Registry, load_plugins
 from recourse_privacy.reproductions.registry import REPRODUCTIONS
 
-__all__ = ["REGISTRIES", "CatalogRow", "check_kind", "describe", "loaded_plugins"]
+__all__ = ["REGISTRIES", "CatalogRow", "check_kind", "describe", "loaded_plugins", "reproductions_with_times"]
 
 #: kind -> registry
 REGISTRIES: dict[str, Registry] = {
@@ -46,6 +46,7 @@ class CatalogRow:
     needs: str
     description: str
     module: str
+    expected_time: str = ""  #: a reproduction's expected run time ("" for other kinds)
 
 
 def check_kind(kind: str) -> str:
@@ -73,7 +74,15 @@ def describe(kind: str) -> list[CatalogRow]:
     registry = REGISTRIES[check_kind(kind)]
     if not hasattr(registry, "entries"):  # a plain tuple of names (datasets before their registry)
         return [CatalogRow(name, "-", "", "recourse_privacy.data") for name in registry]
-    return [CatalogRow(e.name, _needs(e), _description(e), e.module) for e in registry.entries()]
+    return [
+        CatalogRow(e.name, _needs(e), _description(e), e.module, str(e.meta.get("expected_time", "")))
+        for e in registry.entries()
+    ]
+
+
+def reproductions_with_times() -> str:
+    """Every registered reproduction with its expected time, for help texts: ``name (~N min on 2 cores), ...``."""
+    return ", ".join(f"{row.name} ({row.expected_time or 'time not stated'})" for row in describe("reproduction"))
 
 
 def _description(entry) -> str:

@@ -131,11 +131,22 @@ def results_command(
         console.print(f"wrote {len(plots)} plot(s) to {out / 'plots'}", highlight=False)
 
 
+def _reproduction_names() -> str:
+    """Every shipped reproduction with its expected time (a broken plugin must not break --help)."""
+    from recourse_privacy import catalog
+
+    try:
+        return catalog.reproductions_with_times()
+    except RecoursePrivacyError:
+        return _names("reproduction")
+
+
 @_command("reproduce")
 def reproduce_command(
     name: str = typer.Argument(
         ...,
-        help=f"a shipped reproduction: {_names('reproduction')} (`recourse-privacy list reproduction` describes each)",
+        help=f"a shipped reproduction, with its expected time: {_reproduction_names()} "
+        "(`recourse-privacy list reproduction` describes each)",
     ),
     out: Path | None = typer.Option(None, help="results store (default: ./<name>-results)", parser=_out_path),
     overwrite: bool = _OVERWRITE,

@@ -18,6 +18,8 @@ def list_command(
 ) -> None:
     """List every registered attack, recourse method, model, defense and dataset, with what each needs.
 
+    Reproductions are listed with their expected time.
+
     Entries of installed plugins (the ``recourse_privacy.plugins`` entry-point group) are included.
     """
     from rich.table import Table
@@ -27,11 +29,14 @@ def list_command(
     console = _wide_console()
     kinds = list(catalog.REGISTRIES) if kind is None else [catalog.check_kind(kind)]
     for k in kinds:
+        rows = catalog.describe(k)
+        timed = any(row.expected_time for row in rows)  # reproductions: how long each takes
         table = Table(title={"recourse": "recourse methods"}.get(k, f"{k}s"), title_justify="left")
-        for col in ("name", "needs", "description", "module"):
+        for col in ("name", "needs", *(("expected time",) if timed else ()), "description", "module"):
             table.add_column(col, overflow="fold")
-        for row in catalog.describe(k):
-            table.add_row(row.name, row.needs, row.description, row.module)
+        for row in rows:
+            timing = (row.expected_time or "not stated",) if timed else ()
+            table.add_row(row.name, row.needs, *timing, row.description, row.module)
         console.print(table)
     plugins = catalog.loaded_plugins()
     console.print(f"plugins loaded: {', '.join(plugins) if plugins else 'none'}", highlight=False)

@@ -61,11 +61,10 @@ def recourse_command(
     model_file: Path | None = _MODEL_FILE,
     trust: list[str] | None = _TRUST,
     trust_pickle: bool = _TRUST_PICKLE,
-    model: str = typer.Option("mlp", help="logistic, mlp, mlp3-100, mlp3-333, mlp3-1000"),
+    model: str = typer.Option("mlp", help=f"a registered model: {_names('model')}"),
     methods: str = typer.Option(
         "scfe,cadex,dice,face",
-        help="comma-separated: linear, scfe, gs, cchvae, revise, "
-        "cadex, dice, face, ... (`all` for every registered method)",
+        help=f"comma-separated, of {_names('recourse')} (`all` for every registered method)",
     ),
     n_points: int = typer.Option(1000, help="query points: held-out rows the model rejects"),
     n_train: int = typer.Option(5000, help="rows that train the model (and that data-driven methods fit on)"),
@@ -84,66 +83,86 @@ def recourse_command(
     overwrite: bool = _OVERWRITE,
 ) -> None:
     """Recourse quality per method (CARLA's metrics, the path metrics of Pentyala et al. 2023): a table, JSON, CSV and a plot."""
-    from rich.console import Console
-
-    from recourse_privacy.experiments.quality import run_quality
-    from recourse_privacy.models.device import use_device
     from recourse_privacy.recourse import RECOURSE_METHODS
     from recourse_privacy.validation import check_seed
 
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 170))
+    console = _quality_console()
     check_seed(seed, "--seed")
     check_output_dir(out)
     names = list(RECOURSE_METHODS) if methods.strip() == "all" else list(_name_list(methods, "--methods"))
     per_method = _method_params(method_param)
     inputs = _user_inputs({**locals(), "model": "logistic" if model_file is not None and model == "mlp" else model})
-    if schema is not None:
-        from recourse_privacy.data.domain import load_schema, schema_inputs
-
-        if data is None:
-            raise InvalidInputError("--schema describes your own --data; a registered dataset carries its own metadata")
-        inputs.update(schema_inputs(load_schema(schema), inputs))
-    from recourse_privacy.audit.user_inputs import describe_model
-
-    model_label = model if model_file is None else describe_model(inputs["model"])
-    if isinstance(inputs["model"], str):
-        _check_params_before_work(model, _parse_params(model_param, "--model-param"), per_method)
-    else:
-        _check_params_before_work(None, {}, per_method)
+    inputs = _with_schema(inputs, schema, data)
+    model_params = _parse_params(model_param, "--model-param")
+    model_label = _checked_model(inputs, model, model_file, model_params, per_method)
     dataset_label = str(inputs["data"] and Path(inputs["data"]).name or dataset)
     _check_device(device)
+    settings = dict(
+        n_points=n_points,
+        seed=seed,
+        out_dir=out,
+        data_dir=data_dir,
+        actionable=actionable,
+        n_train=n_train,
+        model_params=model_params,
+        method_params=per_method,
+        bounds_from_data=bounds_from_data,
+    )
     try:
         for name in names:  # unknown names are refused before the directory is claimed
             RECOURSE_METHODS.check(name)
         claim = claim_output_dir(out, "recourse", overwrite)
-        with console.status("measuring recourse quality") as status, use_device(device):
-
-            def progress(stage: str, done: int, total: int) -> None:
-                if done < total:
-                    status.update(f"{stage} ...")
-
-            result = run_quality(
-                dataset,
-                inputs.pop("model"),
-                names,
-                n_points=n_points,
-                seed=seed,
-                out_dir=out,
-                data_dir=data_dir,
-                actionable=actionable,
-                n_train=n_train,
-                model_params=_parse_params(model_param, "--model-param"),
-                method_params=per_method,
-                progress=progress,
-                bounds_from_data=bounds_from_data,
-                **inputs,
-            )
+        result = _measure(console, device, dataset, inputs, names, settings)
         claim.finish()
     except RecoursePrivacyError as err:
         _fail(err)
     _print_quality(console, result, dataset_label, model_label, actionable, bounds_from_data, out)
+
+
+def _quality_console():
+    """The console of the table (wide where the output is not a terminal, so that the table is not cut)."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=max(console.width, 170))
+
+
+def _with_schema(inputs: dict, schema: Path | None, data: Path | None) -> dict:
+    """The user inputs completed from a ``--schema`` file (public metadata of ``--data``)."""
+    if schema is None:
+        return inputs
+    from recourse_privacy.data.domain import load_schema, schema_inputs
+
+    if data is None:
+        raise InvalidInputError("--schema describes your own --data; a registered dataset carries its own metadata")
+    inputs.update(schema_inputs(load_schema(schema), inputs))
+    return inputs
+
+
+def _checked_model(inputs: dict, model: str, model_file: Path | None, model_params: dict, per_method: dict) -> str:
+    """The model's label; the model's and the methods' parameters are checked before any work."""
+    from recourse_privacy.audit.user_inputs import describe_model
+
+    model_label = model if model_file is None else describe_model(inputs["model"])
+    if isinstance(inputs["model"], str):
+        _check_params_before_work(model, model_params, per_method)
+    else:
+        _check_params_before_work(None, {}, per_method)
+    return model_label
+
+
+def _measure(console, device: str, dataset: str, inputs: dict, names: list[str], settings: dict):
+    """Run :func:`~recourse_privacy.evaluation.quality.run_quality` on ``device`` with a status line."""
+    from recourse_privacy.evaluation.quality import run_quality
+    from recourse_privacy.models.device import use_device
+
+    with console.status("measuring recourse quality") as status, use_device(device):
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if done < total:
+                status.update(f"{stage} ...")
+
+        return run_quality(dataset, inputs.pop("model"), names, progress=progress, **settings, **inputs)
 
 
 def _method_params(method_param: list[str] | None) -> dict[str, dict]:
@@ -163,7 +182,7 @@ def _print_quality(
     """recourse's table of metrics per method, its skips and warnings, and the files written."""
     from rich.table import Table
 
-    from recourse_privacy.experiments.quality import METRICS
+    from recourse_privacy.evaluation.quality import METRICS
 
     run = result.run
     if bounds_from_data:

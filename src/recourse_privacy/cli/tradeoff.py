@@ -74,14 +74,9 @@ def tradeoff(
     overwrite: bool = _OVERWRITE,
 ) -> None:
     """Baseline, DPM and Laplace Recourse over epsilon (Huang et al. 2023): a table and plots of attacks and accuracy."""
-    from rich.console import Console
-    from rich.table import Table
+    from recourse_privacy.evaluation.tradeoff import run_tradeoff, tradeoff_base_config, tradeoff_settings
 
-    from recourse_privacy.experiments.tradeoff import run_tradeoff, tradeoff_base_config, tradeoff_settings
-
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 170))
+    console = _tradeoff_console()
     try:
         eps = _numbers(epsilons, float, "--epsilons")
         base = tradeoff_base_config(
@@ -106,6 +101,24 @@ def tradeoff(
         claim = claim_output_dir(out, "tradeoff", overwrite, resumable=True)
     except RecoursePrivacyError as err:
         _fail(err)
+    try:
+        result = run_tradeoff(base, out, epsilons=eps, progress=_progress_printer(console))
+        claim.finish()
+    except RecoursePrivacyError as err:
+        _fail(err)
+    _print_tradeoff(console, result, list(base.attacks), out)
+
+
+def _tradeoff_console():
+    """The console of the table (wide where the output is not a terminal, so that the table is not cut)."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=max(console.width, 170))
+
+
+def _progress_printer(console):
+    """``progress(label, done, total)`` that prints ``[i/n] label`` once, when a setting starts."""
     started: set[str] = set()
 
     def progress(label: str, done: int, total: int) -> None:
@@ -113,12 +126,13 @@ def tradeoff(
             started.add(label)
             console.print(f"[{done + 1}/{total}] {label}", highlight=False)
 
-    try:
-        result = run_tradeoff(base, out, epsilons=eps, progress=progress)
-        claim.finish()
-    except RecoursePrivacyError as err:
-        _fail(err)
-    atk = [a for a in base.attacks]
+    return progress
+
+
+def _print_tradeoff(console, result, atk: list[str], out: Path) -> None:
+    """The trade-off table (AUC / TPR at FPR 0.01 per attack, per setting), its warnings and the files written."""
+    from rich.table import Table
+
     table = Table(title="Privacy-utility trade-off (AUC / TPR at FPR 0.01 per attack)")
     for col in ("setting", "train acc", "test acc", "validity", "eps total", "BA bound", *atk):
         table.add_column(col, justify="left" if col == "setting" else "right", no_wrap=True)

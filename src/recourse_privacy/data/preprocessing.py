@@ -161,11 +161,37 @@ class Preprocessor:
             raise InvalidInputError(f"scaling must be one of {_SCALINGS}, got {self.scaling!r}")
         if self.corr_threshold is not None and not 0.0 < self.corr_threshold <= 1.0:
             raise InvalidInputError(f"corr_threshold must be in (0, 1] or None, got {self.corr_threshold}")
-        # scikit-learn is imported here, not at module level, to keep package import fast
-        from sklearn.compose import ColumnTransformer
-        from sklearn.pipeline import Pipeline
-        from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
+        X, immutable, increasing = self._fit_columns(X, dataset)
+        self.pipeline_ = self._new_pipeline()
+        scaled = np.asarray(self.pipeline_.fit_transform(self._prepare(X)), dtype=np.float64)
+        names, sources = self._encoded_sources()
+        one_hot = np.arange(len(names)) >= len(self.numeric_)
 
+        # correlation filter (constants always go with it)
+        if self.corr_threshold is None:
+            keep = np.ones(len(names), dtype=bool)
+            constant: list[int] = []
+        else:
+            keep, constant = self._select(scaled, float(self.corr_threshold))
+        self.keep_ = keep
+        self.dropped_constant_ = [names[j] for j in constant]
+        self.dropped_correlated_ = [names[j] for j in np.flatnonzero(~keep)]
+        self.feature_names_out_ = [n for n, k in zip(names, keep) if k]
+        self.feature_sources_ = [s for s, k in zip(sources, keep) if k]
+        self.n_features_out_ = int(keep.sum())
+        self.immutable_mask_ = np.array([s in immutable for s in self.feature_sources_], dtype=bool)
+        self.increasing_mask_ = np.array([s in increasing for s in self.feature_sources_], dtype=bool)
+
+        images = self._scale(np.vstack([np.zeros(len(names)), np.ones(len(names))]))
+        self._record_structure(X, images, keep, constant)
+        self._fit_ranges(scaled, keep, one_hot, images)
+        return self
+
+    def _fit_columns(self, X: pd.DataFrame, dataset: Dataset | None) -> tuple[pd.DataFrame, set, set]:
+        """Check ``X``'s columns against ``dataset`` and learn which are numeric and categorical.
+
+        Returns ``X`` with string column labels, and the immutable and increasing column names.
+        """
         X = self._as_frame(X)
         if len(X) == 0:
             raise InvalidInputError("cannot fit a Preprocessor on an empty frame")
@@ -188,6 +214,14 @@ class Preprocessor:
         cat = set(listed_cat) | {c for c in columns if not _is_numeric(X[c])}
         self.categorical_ = [c for c in columns if c in cat]
         self.numeric_ = [c for c in columns if c not in cat]
+        return X, immutable, increasing
+
+    def _new_pipeline(self):
+        """The unfitted encoding (numeric columns passed through, categorical one-hot) and scaling pipeline."""
+        # scikit-learn is imported here, not at module level, to keep package import fast
+        from sklearn.compose import ColumnTransformer
+        from sklearn.pipeline import Pipeline
+        from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
         encoder = OneHotEncoder(
             handle_unknown="ignore",
@@ -197,24 +231,14 @@ class Preprocessor:
             feature_name_combiner=_one_hot_name,
         )
         scaler = {"standard": StandardScaler(), "minmax": MinMaxScaler(), "none": "passthrough"}[self.scaling]
-        self.pipeline_ = Pipeline(
-            [
-                (
-                    "encode",
-                    ColumnTransformer(
-                        [
-                            ("num", "passthrough", self.numeric_),
-                            ("cat", encoder, self.categorical_),
-                        ],
-                        verbose_feature_names_out=False,
-                    ),
-                ),
-                ("scale", scaler),
-            ]
+        encode = ColumnTransformer(
+            [("num", "passthrough", self.numeric_), ("cat", encoder, self.categorical_)],
+            verbose_feature_names_out=False,
         )
-        scaled = np.asarray(self.pipeline_.fit_transform(self._prepare(X)), dtype=np.float64)
+        return Pipeline([("encode", encode), ("scale", scaler)])
 
-        # which raw column each encoded feature comes from, and which are one-hot
+    def _encoded_sources(self) -> tuple[list[str], list[str]]:
+        """The fitted pipeline's encoded feature names, and the raw column each one comes from."""
         names = [str(n) for n in self.pipeline_.named_steps["encode"].get_feature_names_out()]
         sources = list(self.numeric_)
         fitted_encoder = self.pipeline_.named_steps["encode"].named_transformers_["cat"]
@@ -225,26 +249,10 @@ class Preprocessor:
                 sources.extend([col] * (len(cats) - int(dropped)))
         if len(sources) != len(names):  # pragma: no cover - guards a scikit-learn change
             raise RuntimeError("could not map encoded features back to raw columns")
-        one_hot = np.arange(len(names)) >= len(self.numeric_)
+        return names, sources
 
-        # correlation filter (constants always go with it)
-        if self.corr_threshold is None:
-            keep = np.ones(len(names), dtype=bool)
-            constant: list[int] = []
-        else:
-            keep, constant = self._select(scaled, float(self.corr_threshold))
-        self.keep_ = keep
-        self.dropped_constant_ = [names[j] for j in constant]
-        self.dropped_correlated_ = [names[j] for j in np.flatnonzero(~keep)]
-        self.feature_names_out_ = [n for n, k in zip(names, keep) if k]
-        self.feature_sources_ = [s for s, k in zip(sources, keep) if k]
-        self.n_features_out_ = int(keep.sum())
-        self.immutable_mask_ = np.array([s in immutable for s in self.feature_sources_], dtype=bool)
-        self.increasing_mask_ = np.array([s in increasing for s in self.feature_sources_], dtype=bool)
-
-        images = self._scale(np.vstack([np.zeros(len(names)), np.ones(len(names))]))
-        self._record_structure(X, images, keep, constant)
-
+    def _fit_ranges(self, scaled: np.ndarray, keep: np.ndarray, one_hot: np.ndarray, images: np.ndarray) -> None:
+        """``lower_`` / ``upper_``: each kept feature's range on the training rows (one-hot: both images of 0/1)."""
         out = scaled[:, keep]
         if self.normalize_rows:
             out = self._normalize(out)
@@ -256,7 +264,6 @@ class Preprocessor:
                 lower[one_hot] = np.minimum(images[0], images[1])[one_hot]
                 upper[one_hot] = np.maximum(images[0], images[1])[one_hot]
             self.lower_, self.upper_ = lower[keep], upper[keep]
-        return self
 
     def transform(self, X: pd.DataFrame) -> np.ndarray:
         """Encode, scale and select features of ``X`` with the statistics learned in fit.

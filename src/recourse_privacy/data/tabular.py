@@ -177,18 +177,7 @@ def validate_frame(
     if not isinstance(df, pd.DataFrame):
         raise InvalidInputError(f"expected a pandas DataFrame, got {type(df).__name__}")
     df = df.set_axis([str(c) for c in df.columns], axis=1)
-    columns = list(df.columns)
-    dupes = sorted({c for c in columns if columns.count(c) > 1})
-    if dupes:
-        raise InvalidInputError(f"the table has duplicate column names {dupes}")
-    if target not in columns:
-        raise InvalidInputError(f"target column {target!r} not found; the columns are {columns}")
-    features = [c for c in columns if c != target]
-    if not features:
-        raise InvalidInputError(f"the table has no feature columns besides the target {target!r}")
-    if len(df) < 2:
-        raise InvalidInputError(f"the table has {len(df)} rows; need at least 2")
-
+    features = _check_columns(df, target)
     for param, names in (
         ("categorical", categorical or ()),
         ("immutable", immutable),
@@ -200,41 +189,8 @@ def validate_frame(
         if unknown:
             why = f"{target!r} is the target" if target in unknown else f"feature columns are {features}"
             raise InvalidInputError(f"{param} names unknown columns {unknown}; {why}")
-
-    # missing values: NaN / None, and empty or blank strings in text columns
-    missing = df.isna()
-    for col in columns:
-        if not _is_numeric(df[col]):
-            text = df[col].astype(str).str.strip()
-            missing[col] |= text.eq("")
-    counts = missing.sum()
-    bad = counts[counts > 0]
-    if len(bad):
-        detail = ", ".join(f"{c!r} ({n})" for c, n in bad.items())
-        raise InvalidInputError(
-            f"missing or empty values in columns {detail}, in {int(missing.any(axis=1).sum())} "
-            "rows in all; drop or impute them first"
-        )
-
-    listed = set(categorical or ())
-    cat_cols: list[str] = []
-    for col in features:
-        s = df[col]
-        if col in listed:
-            cat_cols.append(col)
-        elif _is_numeric(s):
-            continue
-        else:
-            n_unique = s.nunique()
-            if len(s) > _MIN_ROWS_FOR_UNIQUE_CHECK and n_unique > _MAX_UNIQUE_FRACTION * len(s):
-                raise InvalidInputError(
-                    f"column {col!r} is neither numeric nor a plausible categorical: "
-                    f"{n_unique} distinct values in {len(s)} rows (e.g. {_preview(s.unique(), 3)}); "
-                    "drop it (free text or an identifier), or list it in categorical=... "
-                    "to force one-hot encoding"
-                )
-            cat_cols.append(col)
-
+    _check_no_missing(df)
+    cat_cols = _categorical_columns(df, features, set(categorical or ()))
     y, label_values = _encode_target(df[target], target, positive_label)
     X = {}
     for col in features:
@@ -254,6 +210,61 @@ def validate_frame(
         description=description,
         label_values=label_values,
     )
+
+
+def _check_columns(df: pd.DataFrame, target: str) -> list[str]:
+    """Refuse duplicate column names, a missing target, no features or fewer than 2 rows; return the features."""
+    columns = list(df.columns)
+    dupes = sorted({c for c in columns if columns.count(c) > 1})
+    if dupes:
+        raise InvalidInputError(f"the table has duplicate column names {dupes}")
+    if target not in columns:
+        raise InvalidInputError(f"target column {target!r} not found; the columns are {columns}")
+    features = [c for c in columns if c != target]
+    if not features:
+        raise InvalidInputError(f"the table has no feature columns besides the target {target!r}")
+    if len(df) < 2:
+        raise InvalidInputError(f"the table has {len(df)} rows; need at least 2")
+    return features
+
+
+def _check_no_missing(df: pd.DataFrame) -> None:
+    """Refuse missing values: NaN / None, and empty or blank strings in text columns (counted per column)."""
+    missing = df.isna()
+    for col in df.columns:
+        if not _is_numeric(df[col]):
+            text = df[col].astype(str).str.strip()
+            missing[col] |= text.eq("")
+    counts = missing.sum()
+    bad = counts[counts > 0]
+    if len(bad):
+        detail = ", ".join(f"{c!r} ({n})" for c, n in bad.items())
+        raise InvalidInputError(
+            f"missing or empty values in columns {detail}, in {int(missing.any(axis=1).sum())} "
+            "rows in all; drop or impute them first"
+        )
+
+
+def _categorical_columns(df: pd.DataFrame, features: list[str], listed: set[str]) -> list[str]:
+    """The listed columns and every non-numeric one; refuse text with too many distinct values (free text, ids)."""
+    cat_cols: list[str] = []
+    for col in features:
+        s = df[col]
+        if col in listed:
+            cat_cols.append(col)
+        elif _is_numeric(s):
+            continue
+        else:
+            n_unique = s.nunique()
+            if len(s) > _MIN_ROWS_FOR_UNIQUE_CHECK and n_unique > _MAX_UNIQUE_FRACTION * len(s):
+                raise InvalidInputError(
+                    f"column {col!r} is neither numeric nor a plausible categorical: "
+                    f"{n_unique} distinct values in {len(s)} rows (e.g. {_preview(s.unique(), 3)}); "
+                    "drop it (free text or an identifier), or list it in categorical=... "
+                    "to force one-hot encoding"
+                )
+            cat_cols.append(col)
+    return cat_cols
 
 
 def load_tabular(

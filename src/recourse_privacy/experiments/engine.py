@@ -450,6 +450,59 @@ def run_spec(
     """
     if not isinstance(spec, ExperimentSpec):
         spec = load_spec(spec)
+    n_jobs, threads_per_cell = _checked_resources(backend, address, n_jobs, threads_per_cell)
+    t0 = time.perf_counter()
+    cache_path = resolve_cache_dir(cache_dir)
+    if cache_path is not None:  # a directory that is not the cache's is refused before any cell runs
+        open_cache(cache_path)
+    store = ResultStore(check_output_dir(out_dir))
+    store.clean_temp()
+    store.save_spec(spec.to_dict())
+    opts = {
+        "spec_digest": sha256_json(spec.to_dict())[:16],
+        "cache_dir": str(cache_path) if cache_path is not None else "off",
+    }
+    cells = spec.cells
+    todo = _unfinished_costliest_first(store, cells)
+    summary = RunSummary(spec.name, store.root, backend, len(cells), len(cells) - len(todo), invalid=spec.skipped)
+    summary.cache_dir = str(cache_path) if cache_path is not None else None
+    labels = {c.hash: c.label for c in cells}
+    display = RichProgress() if progress is True else None
+    callback: ProgressCallback = display if display is not None else (progress or (lambda *a: None))
+
+    def on_stage(item) -> None:
+        cell_hash, stage, d, total = item
+        callback("stage", labels.get(cell_hash, cell_hash), {"stage": stage, "done": d, "total": total})
+
+    busy: list[Cell] = []
+    on_result = _result_handler(store, summary, callback, busy)
+
+    def args(cell: Cell) -> tuple:
+        return (cell.config.to_dict(), dict(cell.labels), spec.name, str(store.root))
+
+    if display is not None:
+        display.__enter__()
+    try:
+        callback("start", None, {"total": len(cells), "done": summary.n_skipped})
+        if todo:
+            if backend == "local":
+                _local(todo, args, n_jobs or usable_cpus(), threads_per_cell, store, on_stage, on_result, opts)
+            else:
+                _ray(todo, args, n_jobs, address, threads_per_cell, store, on_stage, on_result, opts)
+            for cell in busy:  # computed by another runner meanwhile: wait for its record
+                on_result(cell, run_cell(*args(cell), threads=threads_per_cell, wait=True, **opts))
+        _finish_run(summary, store, cells, cache_path, t0)
+        callback("end", None, {"summary": summary})
+    finally:
+        if display is not None:
+            display.__exit__(None, None, None)
+    return summary
+
+
+def _checked_resources(
+    backend: str, address: str | None, n_jobs: int | None, threads_per_cell: int
+) -> tuple[int | None, int]:
+    """Refuse a bad backend, address or count by name; cap ``n_jobs`` and threads to this machine's CPUs."""
     if backend not in BACKENDS:
         raise InvalidInputError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     if n_jobs is not None:
@@ -461,17 +514,12 @@ def run_spec(
         threads_per_cell = cap_to_cpus(threads_per_cell, "threads_per_cell")[0]
         if n_jobs is not None:
             n_jobs = cap_to_cpus(n_jobs, "n_jobs")[0]
-    t0 = time.perf_counter()
-    cache_path = resolve_cache_dir(cache_dir)
-    if cache_path is not None:  # a directory that is not the cache's is refused before any cell runs
-        open_cache(cache_path)
-    store = ResultStore(check_output_dir(out_dir))
-    store.clean_temp()
-    store.save_spec(spec.to_dict())
-    spec_digest = sha256_json(spec.to_dict())[:16]
-    opts = {"spec_digest": spec_digest, "cache_dir": str(cache_path) if cache_path is not None else "off"}
+    return n_jobs, threads_per_cell
 
-    cells = spec.cells
+
+def _unfinished_costliest_first(store: ResultStore, cells: list[Cell]) -> list[Cell]:
+    """The cells without a record, costliest first, so that the last cell to start is a short one
+    (ties keep the spec's order)."""
 
     def finished(cell: Cell) -> bool:
         try:
@@ -479,19 +527,14 @@ def run_spec(
         except Exception:  # noqa: BLE001 - data missing: the cell runs and fails by name
             return False
 
-    # costliest first, so that the last cell to start is a short one (ties keep the spec's order)
-    todo = sorted((c for c in cells if not finished(c)), key=lambda c: -estimated_cost(c.config))
-    busy: list[Cell] = []
-    summary = RunSummary(spec.name, store.root, backend, len(cells), len(cells) - len(todo), invalid=spec.skipped)
-    summary.cache_dir = str(cache_path) if cache_path is not None else None
-    labels = {c.hash: c.label for c in cells}
+    return sorted((c for c in cells if not finished(c)), key=lambda c: -estimated_cost(c.config))
 
-    display = RichProgress() if progress is True else None
-    callback: ProgressCallback = display if display is not None else (progress or (lambda *a: None))
 
-    def on_stage(item) -> None:
-        cell_hash, stage, d, total = item
-        callback("stage", labels.get(cell_hash, cell_hash), {"stage": stage, "done": d, "total": total})
+def _result_handler(
+    store: ResultStore, summary: RunSummary, callback: ProgressCallback, busy: list[Cell]
+) -> Callable[[Cell, dict], None]:
+    """``on_result(cell, record)``: store a cell's record (or its failure) and count it in ``summary``;
+    a cell another runner is computing goes to ``busy``, to be waited for."""
 
     def on_result(cell: Cell, rec: dict) -> None:
         if rec.get("status") == "busy":  # another runner computes it; waited for below
@@ -511,35 +554,18 @@ def run_spec(
             summary.failed.append((cell.label, rec.get("error", "unknown error")))
             callback("failed", cell.label, {"error": rec.get("error", "unknown error")})
 
-    def args(cell: Cell) -> tuple:
-        return (cell.config.to_dict(), dict(cell.labels), spec.name, str(store.root))
+    return on_result
 
-    def wait_for_busy() -> None:
-        for cell in busy:
-            on_result(cell, run_cell(*args(cell), threads=threads_per_cell, wait=True, **opts))
 
-    if display is not None:
-        display.__enter__()
-    try:
-        callback("start", None, {"total": len(cells), "done": summary.n_skipped})
-        if todo:
-            if backend == "local":
-                _local(todo, args, n_jobs or usable_cpus(), threads_per_cell, store, on_stage, on_result, opts)
-            else:
-                _ray(todo, args, n_jobs, address, threads_per_cell, store, on_stage, on_result, opts)
-            wait_for_busy()
-        if store.records():
-            summary.summary_path = store.write_summary()
-        summary.seconds = round(time.perf_counter() - t0, 3)
-        summary.report = run_report(summary, store, cells)
-        _write_report(summary.report, store.root)
-        if cache_path is not None and summary.computed:
-            open_cache(cache_path).write_last_run(f"run {spec.name} ({store.root})", summary.report["cache"]["stats"])
-        callback("end", None, {"summary": summary})
-    finally:
-        if display is not None:
-            display.__exit__(None, None, None)
-    return summary
+def _finish_run(summary: RunSummary, store: ResultStore, cells: list[Cell], cache_path, t0: float) -> None:
+    """Write the store's summary, the run's report (summary.json / .md) and the cache's last-run note."""
+    if store.records():
+        summary.summary_path = store.write_summary()
+    summary.seconds = round(time.perf_counter() - t0, 3)
+    summary.report = run_report(summary, store, cells)
+    _write_report(summary.report, store.root)
+    if cache_path is not None and summary.computed:
+        open_cache(cache_path).write_last_run(f"run {summary.spec} ({store.root})", summary.report["cache"]["stats"])
 
 
 # ---------------------------------------------------------------------- the run's report

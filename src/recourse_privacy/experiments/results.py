@@ -80,6 +80,9 @@ def _paper_values(
     return out, used
 
 
+_DEFAULT_METRICS = ["auc", "balanced_accuracy", "tpr_at_fpr.0.1", "tpr_at_fpr.0.01", "model.test_accuracy"]
+
+
 def result_tables(
     out_dir: str | Path, spec: ExperimentSpec | None = None, metrics: list[str] | None = None
 ) -> ResultTables:
@@ -95,11 +98,7 @@ def result_tables(
         for name, why in store.skipped()
     ]
     if metrics is None:
-        metrics = (
-            list(spec.metrics)
-            if spec is not None
-            else ["auc", "balanced_accuracy", "tpr_at_fpr.0.1", "tpr_at_fpr.0.01", "model.test_accuracy"]
-        )
+        metrics = list(spec.metrics) if spec is not None else list(_DEFAULT_METRICS)
     attack_metrics = [m for m in metrics if is_attack_metric(m)]
     cell_metrics = [m for m in metrics if not is_attack_metric(m)]
     if frame.empty:
@@ -113,88 +112,110 @@ def result_tables(
             warns.append(f"metric {m!r} is in no record")
     keys = [c for c in frame.columns if c.startswith("config.") and c not in _IGNORED_CONFIG]
     axis_cols = [c for c in frame.columns if c.startswith("axis.")]
-    order = _order(spec, frame)
-
-    def aggregate(df, by, cols):
-        g = df.groupby(by, dropna=False, sort=False)
-        mean = g[cols].mean(numeric_only=False) if cols else g.size().to_frame("_")[[]]
-        sd = g[cols].std(ddof=1) if cols else mean
-        n = g["seed"].nunique()
-        first = g[["cell", *axis_cols]].first()
-        out = first.join(mean)
-        for m in cols:
-            out[f"{m}_sd"] = sd[m]
-        out["n_seeds"] = n
-        return out.reset_index(drop=True)
-
-    attack_order = list(dict.fromkeys(frame["attack"]))
-    att = aggregate(
-        frame.assign(**{m: pd.to_numeric(frame[m], errors="coerce") for m in attack_metrics}),
-        [*keys, "attack"],
-        attack_metrics,
-    )
+    att = _aggregate(_as_numbers(frame, attack_metrics), [*keys, "attack"], attack_metrics, axis_cols)
     att["attack"] = frame.groupby([*keys, "attack"], dropna=False, sort=False)["attack"].first().to_numpy()
     per_cell = frame.drop_duplicates("hash")
-    cel = aggregate(
-        per_cell.assign(**{m: pd.to_numeric(per_cell[m], errors="coerce") for m in cell_metrics}), keys, cell_metrics
-    )
-
+    cel = _aggregate(_as_numbers(per_cell, cell_metrics), keys, cell_metrics, axis_cols)
     if spec is not None:  # a mean over fewer seeds than the spec's says so
         short = cel[cel["n_seeds"] < len(spec.seeds)]
         warns += [
             f"cell {row['cell']}: means over {int(row['n_seeds'])} of the spec's {len(spec.seeds)} seeds"
             for _, row in short.iterrows()
         ]
-
-    def labels_of(row) -> dict:
-        return {c[len("axis.") :]: row[c] for c in axis_cols}
-
-    used: set[int] = set()
-    for table, ms, with_attack in ((att, attack_metrics, True), (cel, cell_metrics, False)):
-        paper_cols = {m: [] for m in ms}
-        for _, row in table.iterrows():
-            vals, u = _paper_values(spec, labels_of(row), row["attack"] if with_attack else None, ms)
-            used.update(u)
-            for m in ms:
-                paper_cols[m].append(vals.get(m, np.nan))
-        for m in ms:
-            table[f"paper:{m}"] = pd.Series(paper_cols[m], index=table.index, dtype=object)
-
-    # published rows without a cell of ours
-    extra_att, extra_cel = [], []
-    if spec is not None and spec.paper is not None:
-        for f in spec.paper.figures:
-            if id(f) in used:
-                continue
-            label = " ".join(f"{a}={_label_of(f.cell[a])}" for a in spec.grid if a in f.cell) or "(single cell)"
-            row = {"cell": label, "n_seeds": 0}
-            row.update({f"axis.{a}": _label_of(v) for a, v in f.cell.items()})
-            ms = attack_metrics if f.attack else cell_metrics
-            row.update({f"paper:{m}": "NA" if f.values[m] is None else f.values[m] for m in ms if m in f.values})
-            if f.attack:
-                extra_att.append({**row, "attack": f.attack})
-            elif any(m in f.values for m in cell_metrics):
-                extra_cel.append(row)
+    used = _add_paper_columns(att, spec, attack_metrics, axis_cols, with_attack=True)
+    used |= _add_paper_columns(cel, spec, cell_metrics, axis_cols, with_attack=False)
+    extra_att, extra_cel = _unmatched_paper_rows(spec, used, attack_metrics, cell_metrics)
     if extra_att:
         att = pd.concat([att, pd.DataFrame(extra_att)], ignore_index=True)
     if extra_cel:
         cel = pd.concat([cel, pd.DataFrame(extra_cel)], ignore_index=True)
+    order, attack_order = _order(spec, frame), list(dict.fromkeys(frame["attack"]))
+    return ResultTables(
+        _sorted(att, order, attack_order),
+        _sorted(cel, order, None),
+        attack_metrics,
+        cell_metrics,
+        spec,
+        warns,
+    )
 
-    def sort(table, with_attack):
-        if table.empty:
-            return table
-        rank = {g: i for i, g in enumerate(order)}
-        extra = {g: len(order) + i for i, g in enumerate(dict.fromkeys(table["cell"]))}
-        key = table["cell"].map(lambda g: rank.get(g, extra[g]))
-        cols = ["_k"]
-        t = table.assign(_k=key)
-        if with_attack:
-            a_rank = {a: i for i, a in enumerate(attack_order)}
-            t["_a"] = t["attack"].map(lambda a: a_rank.get(a, len(a_rank)))
-            cols.append("_a")
-        return t.sort_values(cols, kind="stable").drop(columns=cols).reset_index(drop=True)
 
-    return ResultTables(sort(att, True), sort(cel, False), attack_metrics, cell_metrics, spec, warns)
+def _as_numbers(frame, cols: list[str]):
+    """``frame`` with the metric columns ``cols`` read as numbers (anything else becomes NaN)."""
+    import pandas as pd
+
+    return frame.assign(**{m: pd.to_numeric(frame[m], errors="coerce") for m in cols})
+
+
+def _aggregate(df, by: list[str], cols: list[str], axis_cols: list[str]):
+    """One row per group of ``by``: the cell's label and axes, the mean and sd (ddof 1) of ``cols``, n_seeds."""
+    g = df.groupby(by, dropna=False, sort=False)
+    mean = g[cols].mean(numeric_only=False) if cols else g.size().to_frame("_")[[]]
+    sd = g[cols].std(ddof=1) if cols else mean
+    n = g["seed"].nunique()
+    first = g[["cell", *axis_cols]].first()
+    out = first.join(mean)
+    for m in cols:
+        out[f"{m}_sd"] = sd[m]
+    out["n_seeds"] = n
+    return out.reset_index(drop=True)
+
+
+def _add_paper_columns(table, spec, metrics: list[str], axis_cols: list[str], *, with_attack: bool) -> set[int]:
+    """Add a ``paper:<metric>`` column per metric (in place); return the ids of the published figures used."""
+    import numpy as np
+    import pandas as pd
+
+    used: set[int] = set()
+    paper_cols: dict[str, list] = {m: [] for m in metrics}
+    for _, row in table.iterrows():
+        labels = {c[len("axis.") :]: row[c] for c in axis_cols}
+        vals, u = _paper_values(spec, labels, row["attack"] if with_attack else None, metrics)
+        used.update(u)
+        for m in metrics:
+            paper_cols[m].append(vals.get(m, np.nan))
+    for m in metrics:
+        table[f"paper:{m}"] = pd.Series(paper_cols[m], index=table.index, dtype=object)
+    return used
+
+
+def _unmatched_paper_rows(
+    spec, used: set[int], attack_metrics: list[str], cell_metrics: list[str]
+) -> tuple[list[dict], list[dict]]:
+    """Published rows without a cell of ours: (attack rows, cell rows), each with its paper values only."""
+    extra_att: list[dict] = []
+    extra_cel: list[dict] = []
+    if spec is None or spec.paper is None:
+        return extra_att, extra_cel
+    for f in spec.paper.figures:
+        if id(f) in used:
+            continue
+        label = " ".join(f"{a}={_label_of(f.cell[a])}" for a in spec.grid if a in f.cell) or "(single cell)"
+        row = {"cell": label, "n_seeds": 0}
+        row.update({f"axis.{a}": _label_of(v) for a, v in f.cell.items()})
+        ms = attack_metrics if f.attack else cell_metrics
+        row.update({f"paper:{m}": "NA" if f.values[m] is None else f.values[m] for m in ms if m in f.values})
+        if f.attack:
+            extra_att.append({**row, "attack": f.attack})
+        elif any(m in f.values for m in cell_metrics):
+            extra_cel.append(row)
+    return extra_att, extra_cel
+
+
+def _sorted(table, order: list[str], attack_order: list[str] | None):
+    """Rows in the spec's cell order (cells it does not name after, in first-seen order), then attack order."""
+    if table.empty:
+        return table
+    rank = {g: i for i, g in enumerate(order)}
+    extra = {g: len(order) + i for i, g in enumerate(dict.fromkeys(table["cell"]))}
+    key = table["cell"].map(lambda g: rank.get(g, extra[g]))
+    cols = ["_k"]
+    t = table.assign(_k=key)
+    if attack_order is not None:
+        a_rank = {a: i for i, a in enumerate(attack_order)}
+        t["_a"] = t["attack"].map(lambda a: a_rank.get(a, len(a_rank)))
+        cols.append("_a")
+    return t.sort_values(cols, kind="stable").drop(columns=cols).reset_index(drop=True)
 
 
 def format_value(mean, sd=None, n=None) -> str:

@@ -6,6 +6,7 @@ optionally, the published figures to print beside ours::
 
     name: my-grid
     description: CFD attacks on two synthetic dimensions
+    expected_time: "~2 min on 2 cores"    # optional; shown by `list reproduction` for a shipped grid
     fixed: {dataset: synthetic, model: logistic, recourse: linear, n_members: 2000}
     grid:
       n_features: [100, 1000]             # a plain axis: one AuditConfig field
@@ -191,6 +192,9 @@ class ExperimentSpec(BaseModel):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
     description: str = ""
+    expected_time: str = Field(
+        default="", description="how long the grid takes, and on what (e.g. '~10 min on 2 cores')"
+    )
     fixed: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     seeds: list[int] = Field(default_factory=lambda: [0])

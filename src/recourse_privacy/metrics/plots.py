@@ -149,17 +149,7 @@ def score_histogram_figure(
     values on a linear x axis; otherwise one panel of linear bins is drawn and, if log was
     requested, the title says why.
     """
-    m = np.asarray(member_values, dtype=np.float64).ravel()
-    n = np.asarray(nonmember_values, dtype=np.float64).ravel()
-    notes = []
-    dropped = int((~np.isfinite(m)).sum() + (~np.isfinite(n)).sum())
-    m, n = m[np.isfinite(m)], n[np.isfinite(n)]
-    if m.size == 0:
-        raise ValueError("member_values must contain at least one finite value")
-    if n.size == 0:
-        raise ValueError("nonmember_values must contain at least one finite value")
-    if dropped:
-        notes.append(f"{dropped} non-finite value(s) omitted")
+    m, n, notes = _finite_values(member_values, nonmember_values)
     both = np.concatenate([m, n])
     lo, hi = float(both.min()), float(both.max())
     n_bins = int(np.clip(np.sqrt(both.size), 10, 60))
@@ -169,10 +159,8 @@ def score_histogram_figure(
     spike = _spike(both)
     if spike is not None and hi > lo:
         notes.append(f"{spike[1]} of {both.size} values are exactly {spike[0]:.4g}")
-
-    def linear_bins() -> np.ndarray:
-        a, b = (lo - 0.5, hi + 0.5) if hi <= lo else (lo, hi)
-        return np.linspace(a, b, n_bins + 1)
+    a, b = (lo - 0.5, hi + 0.5) if hi <= lo else (lo, hi)
+    linear_bins = np.linspace(a, b, n_bins + 1)
 
     def draw(ax, bins: np.ndarray) -> None:
         ax.hist(n, bins=bins, alpha=0.55, color="tab:blue", label=f"non-members (n={n.size})")
@@ -185,27 +173,15 @@ def score_histogram_figure(
         fig = _new_figure((9.0, 3.6))
         ax = fig.add_subplot(1, 2, 1)
         draw(ax, np.geomspace(a, b, n_bins + 1))
-        ax.set_xscale("log")
-        if b / a < 1000:  # over a few decades the default log ticks overlap or vanish: plain numbers
-            from matplotlib.ticker import (
-                FormatStrFormatter,
-                LogLocator,
-                MaxNLocator,
-                NullLocator,
-            )
-
-            ax.xaxis.set_major_locator(MaxNLocator(nbins=5) if b / a < 10 else LogLocator(subs=(1.0, 2.0, 5.0)))
-            ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
-            ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_title("log x axis", fontsize=9)
+        _log_axis(ax, b / a)
         ax_lin = fig.add_subplot(1, 2, 2)
-        draw(ax_lin, linear_bins())
+        draw(ax_lin, linear_bins)
         ax_lin.set_title("linear x axis", fontsize=9)
         ax_lin.legend(fontsize=8)
     else:
         fig = _new_figure((6.0, 3.6))
         ax = fig.add_subplot(1, 1, 1)
-        draw(ax, linear_bins())
+        draw(ax, linear_bins)
         ax.legend(fontsize=8)
     full_title = title
     if notes:
@@ -216,6 +192,35 @@ def score_histogram_figure(
         else:
             ax.set_title(plain_text(full_title), fontsize=10)
     return fig
+
+
+def _finite_values(member_values: ArrayLike, nonmember_values: ArrayLike) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The finite member and non-member values (each must hold one), and a note counting the dropped ones."""
+    m = np.asarray(member_values, dtype=np.float64).ravel()
+    n = np.asarray(nonmember_values, dtype=np.float64).ravel()
+    notes = []
+    dropped = int((~np.isfinite(m)).sum() + (~np.isfinite(n)).sum())
+    m, n = m[np.isfinite(m)], n[np.isfinite(n)]
+    if m.size == 0:
+        raise ValueError("member_values must contain at least one finite value")
+    if n.size == 0:
+        raise ValueError("nonmember_values must contain at least one finite value")
+    if dropped:
+        notes.append(f"{dropped} non-finite value(s) omitted")
+    return m, n, notes
+
+
+def _log_axis(ax, span: float) -> None:
+    """A log x axis titled so; over a few decades (``span`` = max / min < 1000) plain-number ticks, since the
+    default log ticks overlap or vanish there."""
+    ax.set_xscale("log")
+    if span < 1000:
+        from matplotlib.ticker import FormatStrFormatter, LogLocator, MaxNLocator, NullLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5) if span < 10 else LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_title("log x axis", fontsize=9)
 
 
 def plot_score_histogram(

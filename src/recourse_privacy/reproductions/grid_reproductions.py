@@ -49,14 +49,16 @@ def _grid_runner(name: str) -> Callable[..., None]:
     return run
 
 
-def _description(name: str) -> str:
-    """The spec's own description, read without validating its cells (``--help`` stays light)."""
+def _header(name: str) -> tuple[str, str | None]:
+    """The spec's own description and expected time, read without validating its cells (``--help`` stays light)."""
     import yaml
 
     with shipped_spec_path(name).open(encoding="utf-8") as f:
-        text = (yaml.safe_load(f) or {}).get("description") or f"the grid of audits {name}.yaml"
-    return " ".join(str(text).split())
+        raw = yaml.safe_load(f) or {}
+    text = raw.get("description") or f"the grid of audits {name}.yaml"
+    return " ".join(str(text).split()), raw.get("expected_time")
 
 
 for _name in list_grid_reproductions():
-    register_reproduction(_name, description=_description(_name), grid=True)(_grid_runner(_name))
+    _text, _time = _header(_name)
+    register_reproduction(_name, description=_text, expected_time=_time, grid=True)(_grid_runner(_name))

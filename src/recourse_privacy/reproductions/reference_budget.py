@@ -20,23 +20,29 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from recourse_privacy.reproductions.registry import register_reproduction
 
-__all__ = ["ATTACKS", "BUDGETS", "BudgetStudy", "run_reference_budget"]
+__all__ = ["ATTACKS", "BUDGETS", "BudgetRow", "BudgetStudy", "GameInfo", "run_reference_budget"]
 
 BUDGETS = (1, 2, 4, 8, 16, 32)
+#: estimated, not timed whole: synthetic d = 5,000 with 64 reference models ~15 min (the fig2 grid's d = 5,000
+#: cell, about a quarter of its 10 min with 11 models; a logistic fit there: 1.7 CPU s in
+#: benchmarks/bench_expected_times.py), HELOC with 64 MLP references ~3 min (issue 28 measured a
+#: 64-reference HELOC SCFE audit at 160 s)
+EXPECTED_TIME = "~20 min on 2 cores"
+#: measured: `reproduce reference-budget-quick` took 153 CPU s (user + sys; one process) on a loaded machine
+EXPECTED_TIME_QUICK = "~3 min on 2 cores"
 ATTACKS = ("cfd-lrt", "cfd-lrt-online", "rmia-cfd", "rmia-cfd-online", "loss-lrt", "loss-lrt-online")
-FPRS = ("0.01", "0.001")
 
 
 def _settings(quick: bool) -> dict[str, dict]:
     """The audit configuration of each dataset (AuditConfig fields)."""
-    if quick:  # seconds: for tests and a first look
+    if quick:  # minutes: for tests and a first look
         return {
             "synthetic": dict(dataset="synthetic", n_features=300, model="logistic", recourse="linear", n_members=300),
             "heloc": dict(
@@ -84,9 +90,54 @@ class BudgetStudy:
 
     @classmethod
     def quick(cls, datasets: tuple[str, ...] = ("synthetic", "heloc"), budgets=(1, 2, 4, 8)) -> BudgetStudy:
-        """A small study that runs in seconds (tests, a first look)."""
+        """A small study that runs in minutes (tests, a first look)."""
         s = _settings(True)
         return cls(settings={k: s[k] for k in datasets}, budgets=tuple(budgets))
+
+
+@dataclass(frozen=True)
+class GameInfo:
+    """What one dataset's game was (stored beside its scores in ``scores.npz`` and printed)."""
+
+    n_targets: int
+    n_members: int
+    train_accuracy: float
+    test_accuracy: float
+    offline_train_rows: int  # the fewest training rows of an offline reference model
+    online_train_rows: int
+    population_recourse_queries: dict[str, int]  # attack -> recourse queries on population rows
+    timing_seconds: dict[str, float]  # stage -> seconds
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    """One attack on one dataset at one budget of reference models (a row of ``reference_budget.csv``)."""
+
+    dataset: str
+    attack: str
+    budget: int
+    auc: float
+    tpr_at_001: float  # TPR at FPR 0.01
+    tpr_at_0001: float  # TPR at FPR 0.001
+    tpr_at_001_reliable: bool  # enough non-members to read FPR 0.01
+    tpr_at_0001_reliable: bool
+    n_members: int
+    n_nonmembers: int
+
+    def as_record(self) -> dict:
+        """The row with the CSV's column names (``tpr@0.01``, ``tpr@0.01_reliable``, ...)."""
+        return {
+            "dataset": self.dataset,
+            "attack": self.attack,
+            "budget": self.budget,
+            "auc": self.auc,
+            "tpr@0.01": self.tpr_at_001,
+            "tpr@0.001": self.tpr_at_0001,
+            "tpr@0.01_reliable": self.tpr_at_001_reliable,
+            "tpr@0.001_reliable": self.tpr_at_0001_reliable,
+            "n_members": self.n_members,
+            "n_nonmembers": self.n_nonmembers,
+        }
 
 
 def _dataset_scores(name: str, fields: dict, study: BudgetStudy, out: Path, say) -> dict:
@@ -141,34 +192,32 @@ def _dataset_scores(name: str, fields: dict, study: BudgetStudy, out: Path, say)
             if "population_recourse_queries" in sc.conventions:
                 queries[attack] = int(sc.conventions["population_recourse_queries"])
     lap("attacks at every budget")
-    info = {
-        "n_targets": int(len(targets.is_member)),
-        "n_members": int(targets.is_member.sum()),
-        "train_accuracy": float(np.mean(targets.model.predict(game.X_members) == game.y_members)),
-        "test_accuracy": float(np.mean(targets.model.predict(game.X_nonmembers) == game.y_nonmembers)),
-        "offline_train_rows": int(shadow.train_rows.min()),
-        "online_train_rows": int(online.train_rows.min()),
-        "population_recourse_queries": queries,
-        "timing_seconds": timing,
-    }
+    info = GameInfo(
+        n_targets=int(len(targets.is_member)),
+        n_members=int(targets.is_member.sum()),
+        train_accuracy=float(np.mean(targets.model.predict(game.X_members) == game.y_members)),
+        test_accuracy=float(np.mean(targets.model.predict(game.X_nonmembers) == game.y_nonmembers)),
+        offline_train_rows=int(shadow.train_rows.min()),
+        online_train_rows=int(online.train_rows.min()),
+        population_recourse_queries=queries,
+        timing_seconds=timing,
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npz")
     np.savez(
         tmp,
         **arrays,
         _config=np.array(json.dumps(config.to_dict(), sort_keys=True, default=str)),
-        _info=np.array(json.dumps(info)),
+        _info=np.array(json.dumps(asdict(info))),
     )
     tmp.replace(path)
-    say(f"{name}: {info}")
-    return {**arrays, "_info": np.array(json.dumps(info))}
+    say(f"{name}: {asdict(info)}")
+    return {**arrays, "_info": np.array(json.dumps(asdict(info)))}
 
 
-def budget_table(scores: dict[str, dict], study: BudgetStudy):
-    """One row per (dataset, attack, budget): AUC and TPR at FPR 0.01 / 0.001 (pandas DataFrame)."""
+def budget_rows(scores: dict[str, dict], study: BudgetStudy) -> list[BudgetRow]:
+    """One row per (dataset, attack, budget): AUC and TPR at FPR 0.01 / 0.001 with their reliability."""
     import warnings
-
-    import pandas as pd
 
     from recourse_privacy.metrics.membership import attack_metrics
 
@@ -181,18 +230,27 @@ def budget_table(scores: dict[str, dict], study: BudgetStudy):
                     warnings.simplefilter("ignore")
                     m = attack_metrics(y, arr[f"{attack}@{b}"], fprs=(0.01, 0.001))
                 rows.append(
-                    {
-                        "dataset": name,
-                        "attack": attack,
-                        "budget": b,
-                        "auc": m.auc,
-                        **{f"tpr@{f}": m.tpr_at_fpr[f].tpr for f in FPRS},
-                        **{f"tpr@{f}_reliable": m.tpr_at_fpr[f].reliable for f in FPRS},
-                        "n_members": int(y.sum()),
-                        "n_nonmembers": int((y == 0).sum()),
-                    }
+                    BudgetRow(
+                        dataset=name,
+                        attack=attack,
+                        budget=b,
+                        auc=m.auc,
+                        tpr_at_001=m.tpr_at_fpr["0.01"].tpr,
+                        tpr_at_0001=m.tpr_at_fpr["0.001"].tpr,
+                        tpr_at_001_reliable=m.tpr_at_fpr["0.01"].reliable,
+                        tpr_at_0001_reliable=m.tpr_at_fpr["0.001"].reliable,
+                        n_members=int(y.sum()),
+                        n_nonmembers=int((y == 0).sum()),
+                    )
                 )
-    return pd.DataFrame(rows)
+    return rows
+
+
+def budget_table(scores: dict[str, dict], study: BudgetStudy):
+    """The rows of :func:`budget_rows` as a DataFrame, with the columns of ``reference_budget.csv``."""
+    import pandas as pd
+
+    return pd.DataFrame([row.as_record() for row in budget_rows(scores, study)])
 
 
 def plot_budget(table, path: Path) -> Path:
@@ -250,6 +308,7 @@ def run_reference_budget(out_dir: Path, study: BudgetStudy | None = None, *, con
     "reference-budget",
     description="CFD-LRT offline/online, RMIA-CFD offline/online and Loss-LRT offline/online over 1-32 reference "
     "models on synthetic d=5,000 (logistic, linear recourse) and HELOC (MLP, SCFE)",
+    expected_time=EXPECTED_TIME,
 )
 def reproduce_reference_budget(out_dir: Path, *, seeds=None, console=None) -> None:
     """The shipped study (see the module docstring); ``seeds``: the first one is the game's seed."""
@@ -259,7 +318,8 @@ def reproduce_reference_budget(out_dir: Path, *, seeds=None, console=None) -> No
 
 @register_reproduction(
     "reference-budget-quick",
-    description="the reference-budget study at small sizes (seconds): budgets 1-8, small synthetic and HELOC games",
+    description="the reference-budget study at small sizes (minutes): budgets 1-8, small synthetic and HELOC games",
+    expected_time=EXPECTED_TIME_QUICK,
 )
 def reproduce_reference_budget_quick(out_dir: Path, *, seeds=None, console=None) -> None:
     """The quick study."""

@@ -12,6 +12,20 @@ queries and measures it with :func:`~recourse_privacy.metrics.quality_metrics`. 
 - ``quality.csv``: the same table, one row per method;
 - ``quality.png``: a few query points and their counterfactuals (FACE: whole paths) on the
   two features the methods change most, one panel per method.
+
+Your own data and model, as in the audit: ``data`` (a CSV/Parquet path or a DataFrame) with
+``target``, ``positive_label``, ``categorical``, ``immutable``, ``increasing`` and ``bounds``
+(instead of ``dataset``), and ``model`` a registered name or a model object (a fitted
+scikit-learn classifier or Pipeline reading the original columns is retrained on the
+training split, a clone). Every method then keeps one-hot groups a single category and
+integer columns integer, and ``counterfactuals.csv`` holds each method's counterfactuals
+in the data's own columns and units.
+
+Public bounds: a method that scales with them (PrivRecourse and its baselines, DPC) gets the
+dataset's documented domain (:mod:`~recourse_privacy.data.domain`) or, for your own data,
+``bounds`` for every numeric column; ``bounds_from_data=True`` instead reads them from the
+training rows, which ``quality_run.json`` records as not covered by the DP guarantee. The
+action set's ranges are the same public bounds where declared.
 """
 
 from __future__ import annotations
@@ -156,22 +170,52 @@ def run_quality(
     method name to keyword overrides. Methods that need a linear or differentiable model the
     given model is not are reported in ``skipped`` with the reason.
 
-    Your own data and model, as in the audit: ``data`` (a CSV/Parquet path or a DataFrame) with
-    ``target``, ``positive_label``, ``categorical``, ``immutable``, ``increasing`` and ``bounds``
-    (instead of ``dataset``), and ``model`` a registered name or a model object (a fitted
-    scikit-learn classifier or Pipeline reading the original columns is retrained on the
-    training split, a clone). Every method then keeps one-hot groups a single category and
-    integer columns integer, and ``counterfactuals.csv`` holds each method's counterfactuals
-    in the data's own columns and units.
-
-    Public bounds: a method that scales with them (PrivRecourse and its baselines, DPC) gets the
-    dataset's documented domain (:mod:`~recourse_privacy.data.domain`) or, for your own data,
-    ``bounds`` for every numeric column; ``bounds_from_data=True`` instead reads them from the
-    training rows, which ``quality_run.json`` records as not covered by the DP guarantee. The
-    action set's ranges are the same public bounds where declared.
+    Your own data and model (``data``, ``target``, ...) and public bounds: see the module docstring.
     """
     from sklearn.neighbors import KernelDensity
 
+    methods, n_points, n_train, method_params = _checked_request(methods, n_points, n_train, method_params)
+    report = progress or (lambda stage, done, total: None)
+    t_start = time.perf_counter()
+    user = _user_config(
+        methods, data, model, target, positive_label, categorical, immutable, increasing, bounds, actionable
+    )
+    report("data", 0, 1)
+    split = _split_data(dataset, data, data_dir, data_params, user, n_train, n_points, seed)
+    report("data", 1, 1)
+    report("model", 0, 1)
+    clf, model_label, query_rows, X_query = _model_and_queries(model, model_params, user, split, n_points, seed)
+    report("model", 1, 1)
+    action_set, method_bounds, unbounded = _bounds_and_actions(split, user, bounds, bounds_from_data, actionable)
+    # PDensity's rho^D (Pentyala et al. 2023, eq. 2)
+    kde = KernelDensity(kernel="gaussian", bandwidth="scott").fit(split.X_train)
+    context = _MethodContext(clf, model_label, split, X_query, action_set, method_bounds, kde, k_neighbors, seed)
+    table, results, skipped = _measure_methods(methods, method_params, context, user is None and actionable, report)
+    run = {
+        "dataset": split.label,
+        "model": model_label,
+        "model_params": model_params or {},
+        "methods": list(methods),
+        "method_params": method_params,
+        "n_points_requested": n_points,
+        **_run_facts(split, X_query, actionable, bounds_from_data, unbounded),
+        "seed": seed,
+        "k_neighbors": k_neighbors,
+        **_fit_facts(clf, split, kde),
+        "total_seconds": round(time.perf_counter() - t_start, 3),
+    }
+    if len(X_query) < n_points:
+        run["warning"] = f"only {len(X_query)} held-out rows are rejected; fewer query points than requested"
+    out = QualityResult(table, results, skipped, run)
+    if user is not None:
+        out.counterfactuals = _user_counterfactuals(split, query_rows, results)
+    if out_dir is not None:
+        _write_outputs(out, out_dir, split, clf, plot_points)
+    return out
+
+
+def _checked_request(methods, n_points, n_train, method_params) -> tuple[list[str], int, int, dict]:
+    """The methods (registered names), query and training sizes and per-method parameters, checked by name."""
     methods = [check_recourse_name(m) for m in methods]
     if not methods:
         raise InvalidInputError("methods is empty; name at least one recourse method")
@@ -181,31 +225,69 @@ def run_quality(
     unknown = sorted(set(method_params) - set(methods))
     if unknown:
         raise InvalidInputError(f"method_params names methods not in methods: {unknown}")
-    report = progress or (lambda stage, done, total: None)
-    t_start = time.perf_counter()
+    return methods, n_points, n_train, method_params
 
-    user = None
-    if data is not None or not isinstance(model, str):
-        user = AuditConfig(
-            data=data,
-            target=target,
-            positive_label=positive_label,
-            categorical=tuple(categorical),
-            immutable=tuple(immutable),
-            increasing=tuple(increasing),
-            bounds=dict(bounds or {}),
-            model=model,
-            actionable=actionable,
-        )
-        user.check_user_inputs()
-        asked = [f"--{n}" for n in ("bounds", "immutable", "increasing") if getattr(user, n)]
-        for name in methods:  # before any work: a method that would ignore them is refused by name
-            check_action_set_support(name, asked)
-    elif bounds or categorical or immutable or increasing or positive_label is not None:
-        raise InvalidInputError("positive_label, categorical, immutable, increasing and bounds need data=...")
 
-    report("data", 0, 1)
-    label = describe_data(data) if data is not None else dataset  # what was read: your file, not the default name
+@dataclass(frozen=True)
+class _Split:
+    """The data of one quality run: the dataset, its seeded train / held-out split, preprocessed."""
+
+    ds: object
+    label: str  # what was read: your file, not the default name
+    train: np.ndarray
+    held: np.ndarray
+    pre: Preprocessor
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_held: np.ndarray
+    y_held: np.ndarray
+    game: GameData | None  # your own data: the split as the audit's game holds it
+
+
+@dataclass(frozen=True)
+class _MethodContext:
+    """What every method of a quality run is fitted and measured against."""
+
+    clf: object
+    model_label: str
+    split: _Split
+    X_query: np.ndarray
+    action_set: ActionSet | None
+    method_bounds: object  # (lo, hi), "data", or the numeric columns without public bounds
+    kde: object
+    k_neighbors: int
+    seed: int
+
+
+def _user_config(
+    methods, data, model, target, positive_label, categorical, immutable, increasing, bounds, actionable
+) -> AuditConfig | None:
+    """Your own data or model as an :class:`AuditConfig` (checked, before any work); None for a named dataset."""
+    if data is None and isinstance(model, str):
+        if bounds or categorical or immutable or increasing or positive_label is not None:
+            raise InvalidInputError("positive_label, categorical, immutable, increasing and bounds need data=...")
+        return None
+    user = AuditConfig(
+        data=data,
+        target=target,
+        positive_label=positive_label,
+        categorical=tuple(categorical),
+        immutable=tuple(immutable),
+        increasing=tuple(increasing),
+        bounds=dict(bounds or {}),
+        model=model,
+        actionable=actionable,
+    )
+    user.check_user_inputs()
+    asked = [f"--{n}" for n in ("bounds", "immutable", "increasing") if getattr(user, n)]
+    for name in methods:  # before any work: a method that would ignore them is refused by name
+        check_action_set_support(name, asked)
+    return user
+
+
+def _split_data(dataset, data, data_dir, data_params, user, n_train: int, n_points: int, seed: int) -> _Split:
+    """Load the data, split it (seeded permutation) into ``n_train`` training rows and the rest, preprocess."""
+    label = describe_data(data) if data is not None else dataset
     if user is not None:
         ds = load_data(user)
     elif dataset == "synthetic":
@@ -215,12 +297,11 @@ def run_quality(
     else:
         ds = load_dataset(dataset, data_dir, **(data_params or {}))
     if ds.n_rows < n_train + 2:
-        name = label
         raise InvalidInputError(
-            f"n_train={n_train} (--n-train) leaves no held-out rows: {name} has {ds.n_rows} rows; "
+            f"n_train={n_train} (--n-train) leaves no held-out rows: {label} has {ds.n_rows} rows; "
             f"use an n_train in [10, {ds.n_rows - 2}]"
             if ds.n_rows >= 12
-            else f"{name} has {ds.n_rows} rows: too few to train on 10 and hold some out"
+            else f"{label} has {ds.n_rows} rows: too few to train on 10 and hold some out"
         )
     perm = as_generator(derive_seed(seed, 2)).permutation(ds.n_rows)
     train, held = perm[:n_train], perm[n_train:]
@@ -233,107 +314,127 @@ def run_quality(
         empty = np.zeros(0, dtype=np.int64)
         game = GameData(ds, Pools(train, held, empty), pre, X_train, y_train, X_held, y_held, X_train[:0], empty)
         check_bounds_columns(user, game)
-    report("data", 1, 1)
+    return _Split(ds, label, train, held, pre, X_train, y_train, X_held, y_held, game)
 
-    report("model", 0, 1)
+
+def _model_and_queries(model, model_params, user, split: _Split, n_points: int, seed: int):
+    """Train the model on the training rows; the queries are the first ``n_points`` held-out rows it rejects.
+
+    Returns (model, its label, the queries' rows in the dataset, the encoded queries).
+    """
     if isinstance(model, str):
-        clf = make_model(model, random_state=derive_seed(seed, 3), **(model_params or {})).fit(X_train, y_train)
+        clf = make_model(model, random_state=derive_seed(seed, 3), **(model_params or {}))
     else:
-        clf = resolve_model(user, game).make(derive_seed(seed, 3)).fit(X_train, y_train)
-    model = describe_model(model)
-    rejected = np.flatnonzero(clf.predict(X_held) == 0)
+        clf = resolve_model(user, split.game).make(derive_seed(seed, 3))
+    clf = clf.fit(split.X_train, split.y_train)
+    label = describe_model(model)
+    rejected = np.flatnonzero(clf.predict(split.X_held) == 0)
     if not len(rejected):
-        raise InvalidInputError(f"the {model} model rejects none of the {len(X_held)} held-out rows: no query points")
-    X_query = X_held[rejected[:n_points]]
-    report("model", 1, 1)
-    query_rows = held[rejected[:n_points]]
-    public = dict(getattr(ds.domain, "bounds", {}) or {})
+        raise InvalidInputError(
+            f"the {label} model rejects none of the {len(split.X_held)} held-out rows: no query points"
+        )
+    return clf, label, split.held[rejected[:n_points]], split.X_held[rejected[:n_points]]
+
+
+def _bounds_and_actions(split: _Split, user, bounds, bounds_from_data: bool, actionable: bool):
+    """(action set, the bounds a method that scales with public bounds gets, numeric columns without bounds)."""
+    public = dict(getattr(split.ds.domain, "bounds", {}) or {})
     public.update(bounds or {})
-    pub_lo, pub_hi, unbounded = encoded_bounds(pre, public)
+    pub_lo, pub_hi, unbounded = encoded_bounds(split.pre, public)
     action_set = (
-        action_set_for(user, game)
+        action_set_for(user, split.game)
         if user is not None
-        else (ActionSet.from_preprocessor(pre).with_ranges(pub_lo, pub_hi) if actionable else None)
+        else (ActionSet.from_preprocessor(split.pre).with_ranges(pub_lo, pub_hi) if actionable else None)
     )
     method_bounds = "data" if bounds_from_data else (sorted(set(unbounded)) if unbounded else (pub_lo, pub_hi))
-    kde = KernelDensity(kernel="gaussian", bandwidth="scott").fit(
-        X_train
-    )  # PDensity's rho^D (Pentyala et al. 2023, eq. 2)
+    return action_set, method_bounds, unbounded
 
+
+def _measure_methods(methods, method_params: dict, ctx: _MethodContext, need_action_set: bool, report):
+    """Fit each method on the training rows, generate recourse for the queries and measure it.
+
+    Returns (method -> metrics or {"skipped": reason}, method -> RecourseResult, method -> reason).
+    """
     table: dict[str, dict] = {}
     results, skipped = {}, {}
     for i, name in enumerate(methods):
         report(name, 0, 1)
-        reason = _skip_reason(name, clf)
-        if reason is None and user is None and actionable and not honours_action_set(name):
+        reason = _skip_reason(name, ctx.clf)
+        if reason is None and need_action_set and not honours_action_set(name):
             skipped[name] = f"{name} takes no action set, so it cannot honour the constraints (--actionable)"
+        elif reason is not None:
+            skipped[name] = f"{name} {reason}; the {ctx.model_label} model is not"
+        if name in skipped:
             table[name] = {"skipped": skipped[name]}
             report(name, 1, 1)
             continue
-        if reason is not None:
-            skipped[name] = f"{name} {reason}; the {model} model is not"
-            table[name] = {"skipped": skipped[name]}
-            report(name, 1, 1)
-            continue
-        method = _make_method(name, method_params.get(name, {}), action_set, derive_seed(seed, 10, i), method_bounds)
+        params = method_params.get(name, {})
+        method = _make_method(name, params, ctx.action_set, derive_seed(ctx.seed, 10, i), ctx.method_bounds)
         t = time.perf_counter()
-        fitted = fit_for(method, X_train, y_train, clf)
+        fitted = fit_for(method, ctx.split.X_train, ctx.split.y_train, ctx.clf)
         fit_s = time.perf_counter() - t
-        res = fitted.generate(clf, X_query)
-        metrics = quality_metrics(res, clf, X_train, action_set=action_set, k=k_neighbors, kde=kde)
+        res = fitted.generate(ctx.clf, ctx.X_query)
+        metrics = quality_metrics(
+            res, ctx.clf, ctx.split.X_train, action_set=ctx.action_set, k=ctx.k_neighbors, kde=ctx.kde
+        )
         metrics["fit_seconds"] = fit_s
         table[name], results[name] = metrics, res
         report(name, 1, 1)
+    return table, results, skipped
 
-    run = {
-        "dataset": label,
-        "model": model,
-        "model_params": model_params or {},
-        "methods": list(methods),
-        "method_params": method_params,
-        "n_points_requested": n_points,
+
+def _run_facts(split: _Split, X_query, actionable: bool, bounds_from_data: bool, unbounded) -> dict:
+    """The data sizes and public bounds behind the table (part of ``quality_run.json``)."""
+    if bounds_from_data:
+        public_bounds = BOUNDS_FROM_DATA_NOTE
+    elif not unbounded:
+        public_bounds = getattr(split.ds.domain, "source", "") or "your --bounds / --schema"
+    else:
+        public_bounds = f"none for {sorted(set(unbounded))[:10]}"
+    return {
         "n_points": int(len(X_query)),
-        "n_train": int(n_train),
-        "n_heldout": int(len(held)),
-        "n_features": int(X_train.shape[1]),
-        "feature_names": list(pre.feature_names_out_),
+        "n_train": int(len(split.train)),
+        "n_heldout": int(len(split.held)),
+        "n_features": int(split.X_train.shape[1]),
+        "feature_names": list(split.pre.feature_names_out_),
         "actionable": bool(actionable),
-        "public_bounds": BOUNDS_FROM_DATA_NOTE
-        if bounds_from_data
-        else (getattr(ds.domain, "source", "") or "your --bounds / --schema")
-        if not unbounded
-        else f"none for {sorted(set(unbounded))[:10]}",
-        "seed": seed,
-        "k_neighbors": k_neighbors,
-        "train_accuracy": accuracy(clf, X_train, y_train),
-        "heldout_accuracy": accuracy(clf, X_held, y_held),
+        "public_bounds": public_bounds,
+    }
+
+
+def _fit_facts(clf, split: _Split, kde) -> dict:
+    """The model's accuracy, PDensity's bandwidth and the metrics' conventions (part of ``quality_run.json``)."""
+    return {
+        "train_accuracy": accuracy(clf, split.X_train, split.y_train),
+        "heldout_accuracy": accuracy(clf, split.X_held, split.y_held),
         "kde_bandwidth": float(kde.bandwidth_),
         "conventions": "costs, redundancy, yNN, violations and path metrics are means over valid counterfactuals "
         "(CARLA); validity and seconds_per_cf over all query points; L2 is not squared",
-        "total_seconds": round(time.perf_counter() - t_start, 3),
     }
-    if len(X_query) < n_points:
-        run["warning"] = f"only {len(X_query)} held-out rows are rejected; fewer query points than requested"
-    out = QualityResult(table, results, skipped, run)
-    if user is not None:
-        tables = []
-        for name, res in results.items():
-            t, note = counterfactual_table(pre, ds, query_rows, res, "l1")
-            if t is not None:
-                tables.append(t.assign(method=name)[["method", *t.columns]])
-        out.counterfactuals = pd.concat(tables, ignore_index=True) if tables else None
-    if out_dir is not None:
-        out.files = write_quality(
-            out,
-            out_dir,
-            X_train=X_train,
-            y_pred_train=clf.predict(X_train),
-            feature_names=list(pre.feature_names_out_),
-            plot_points=plot_points,
-        )
-        if out.counterfactuals is not None:
-            out.files.update({k: str(v) for k, v in write_counterfactuals(out.counterfactuals, out_dir).items()})
-    return out
+
+
+def _user_counterfactuals(split: _Split, query_rows, results: dict):
+    """Your own data: every method's counterfactuals in the data's own columns and units (or None)."""
+    tables = []
+    for name, res in results.items():
+        t, _ = counterfactual_table(split.pre, split.ds, query_rows, res, "l1")
+        if t is not None:
+            tables.append(t.assign(method=name)[["method", *t.columns]])
+    return pd.concat(tables, ignore_index=True) if tables else None
+
+
+def _write_outputs(out: QualityResult, out_dir, split: _Split, clf, plot_points: int) -> None:
+    """Write the table, the run, the plot and (your own data) the counterfactuals; their paths into ``out.files``."""
+    out.files = write_quality(
+        out,
+        out_dir,
+        X_train=split.X_train,
+        y_pred_train=clf.predict(split.X_train),
+        feature_names=list(split.pre.feature_names_out_),
+        plot_points=plot_points,
+    )
+    if out.counterfactuals is not None:
+        out.files.update({k: str(v) for k, v in write_counterfactuals(out.counterfactuals, out_dir).items()})
 
 
 def _jsonable(v):
