@@ -36,7 +36,7 @@ import numpy as np
 
 from recourse_privacy.errors import IncompatibleError, InvalidInputError, MissingFileError
 from recourse_privacy.service.page import sentences
-from recourse_privacy.service.schema import Schema, plain, schema_from_dataset
+from recourse_privacy.service.schema import Applicants, Schema, schema_from_dataset
 
 __all__ = ["BUNDLE_FORMAT", "METHODS", "Bundle", "load_bundle", "publish"]
 
@@ -232,21 +232,21 @@ class Bundle:
         # Laplace noise must be unpredictable in a deployment: a fresh OS seed unless one is given (tests)
         seed = secrets.randbits(64) if self.random_state is None else self.random_state
         self._rng = np.random.default_rng(seed)
-        if self.graph is not None:
+        if self.graph is not None and hasattr(self.graph, "prepare"):
             self.graph.prepare()
         self._numeric = {f.name for f in self.schema.features if f.type == "numeric"}
+        self._wm = np.where(self._move_mask(), self.model.coef_, 0.0)
 
     def _move_mask(self) -> np.ndarray:
         """Features a linear move may change: numeric, mutable, and not an increase-only one the move would lower."""
         s = self.schema
         numeric = np.zeros(s.n_model, bool)
-        for f, sl in zip(s.features, s._slices):
-            numeric[sl] = f.type == "numeric"
+        numeric[s._cols.num_cols] = True
         w = self.model.coef_
         return numeric & ~s.model_mask("immutable") & ~(s.model_mask("increase") & (w < 0))
 
     def _linear_moves(self, Z: np.ndarray, score: np.ndarray, target: float) -> np.ndarray:
-        wm = np.where(self._move_mask(), self.model.coef_, 0.0)
+        wm = self._wm
         sq = float(wm @ wm)
         if sq == 0:
             return Z.copy()
@@ -254,71 +254,111 @@ class Bundle:
 
     def _counterfactuals(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Model-space counterfactuals of the rejected rows ``Z`` and whether the method found one."""
-        n = len(Z)
-        if self.method == "privrecourse":
-            ans = self.graph.query(Z)
-            return np.where(ans.found[:, None], self.graph.nodes[np.maximum(ans.end, 0)], Z), ans.found
-        if self.method == "laplace":
-            from recourse_privacy.defenses.laplace import noisy_logit, noisy_probability
+        return _SEARCH[self.method](self, Z)
 
-            p = self.model.predict_proba(Z)[:, 1]
-            f_noisy = noisy_logit(noisy_probability(p, self.epsilon_per_answer, random_state=self._rng))
-            return self._linear_moves(Z, f_noisy, TARGET_LOGIT), np.ones(n, bool)
-        # dpm: the exact move, post-processing; the smallest margin whose decoded counterfactual the model accepts
-        return self._linear_moves(Z, self.model.logit(Z), TARGET_LOGIT), np.ones(n, bool)
+    def answer(self, rows) -> list[dict]:
+        """The answer for every applicant (:class:`Applicants`, or rows of values in schema order), already validated.
 
-    def answer(self, rows: list[list]) -> list[dict]:
-        """The answer for every applicant (rows of values in schema order, already validated)."""
+        One pass of array operations over the whole batch (encode, decide, search, decode, check,
+        describe); only the answers' JSON objects are built per applicant.
+        """
         s = self.schema
-        Z = s.encode(rows)
+        a = rows if isinstance(rows, Applicants) else s.from_rows(rows)
+        Z = s.encode(a)
         accepted = self.model.predict(Z) == 1
-        out: list[dict | None] = [None] * len(rows)
+        out: list[dict] = [None] * len(a)  # type: ignore[list-item]
         rej = np.flatnonzero(~accepted)
         if len(rej):
-            Zr = Z[rej]
+            fact, Zr = a.take(rej), Z[rej]
             Zcf, found = self._counterfactuals(Zr)
-            cf_rows = s.decode(Zcf, Zr)
-            valid = self.model.predict(s.encode(cf_rows)) == 1
-            if self.method == "dpm":
+            cf = s.decode(Zcf, fact)
+            Zb = s.encode(cf)
+            valid = self.model.predict(Zb) == 1
+            if self.method == "dpm":  # the smallest margin whose decoded counterfactual the model accepts
                 for margin in _MARGINS[1:]:
                     bad = np.flatnonzero(~valid)
                     if not len(bad):
                         break
-                    Zb = Zr[bad]
-                    retry = s.decode(self._linear_moves(Zb, self.model.logit(Zb), margin), Zb)
-                    ok = self.model.predict(s.encode(retry)) == 1
-                    for k, i in enumerate(bad):
-                        if ok[k]:
-                            cf_rows[i], valid[i] = retry[k], True
-            for k, i in enumerate(rej):
-                out[i] = self._one(rows[i], cf_rows[k] if found[k] else None, bool(valid[k] and found[k]))
-        for i in np.flatnonzero(accepted):
+                    retry = s.decode(self._linear_moves(Zr[bad], self.model.logit(Zr[bad]), margin), fact.take(bad))
+                    Zt = s.encode(retry)
+                    ok = self.model.predict(Zt) == 1
+                    cf.put(bad[ok], retry.take(ok))
+                    Zb[bad[ok]] = Zt[ok]
+                    valid[bad[ok]] = True
+            for i, d in zip(rej.tolist(), self._describe(fact, Zr, cf, Zb, found, valid)):
+                out[i] = d
+        for i in np.flatnonzero(accepted).tolist():
             out[i] = {"decision": "accepted", "counterfactual": None, "changes": [], "cost": 0.0, "reasons": [],
                       "sentences": [], "valid": True}  # fmt: skip
         return out
 
-    def _one(self, row: list, cf: list | None, valid: bool) -> dict:
+    def _describe(self, fact, Za, cf, Zb, found, valid) -> list[dict]:
+        """The rejected applicants' answers: changes (most decisive first: the largest weight times change), cost."""
         s = self.schema
-        if cf is None:
-            return {"decision": "rejected", "counterfactual": None, "changes": [], "cost": None, "reasons": [],
-                    "sentences": [], "valid": False, "note": "no counterfactual reachable on the published graph"}  # fmt: skip
-        w = self.model.coef_
-        za, zb = s.encode([row])[0], s.encode([cf])[0]
-        changes = []
-        for f, sl, a, b in zip(s.features, s._slices, row, cf):
-            if a != b:
-                weight = float(np.sum(w[sl] * (zb[sl] - za[sl])))
-                changes.append((weight, {"feature": f.name, "from": plain(a), "to": plain(b)}))
-        changes.sort(key=lambda t: -t[0])
-        return {
-            "decision": "rejected",
-            "counterfactual": s.as_dict(cf),
-            "changes": [c for _, c in changes],
-            "cost": round(s.cost(row, cf), 6),
-            "reasons": [c["feature"] for _, c in changes],
-            "sentences": sentences([c for _, c in changes], self._numeric),
-            "valid": valid,
-        }
+        changed = s.changed(fact, cf)
+        decisive = s.feature_sums(self.model.coef_ * (Zb - Za))
+        order = np.argsort(np.where(changed, -decisive, np.inf), axis=1, kind="stable").tolist()
+        n_changed = changed.sum(1).tolist()
+        costs = np.round(s.costs(fact, cf), 6).tolist()
+        before, after = s.values(fact), s.values(cf)
+        names = s.names
+        cf_docs = [dict(zip(names, vals)) for vals in zip(*after)]
+        out = []
+        for i, (ok, good) in enumerate(zip(found.tolist(), (valid & found).tolist())):
+            if not ok:
+                out.append({"decision": "rejected", "counterfactual": None, "changes": [], "cost": None, "reasons": [],
+                            "sentences": [], "valid": False, "note": "no counterfactual reachable on the published graph"})  # fmt: skip
+                continue
+            changes = [{"feature": names[j], "from": before[j][i], "to": after[j][i]} for j in order[i][: n_changed[i]]]
+            out.append({
+                "decision": "rejected",
+                "counterfactual": cf_docs[i],
+                "changes": changes,
+                "cost": costs[i],
+                "reasons": [c["feature"] for c in changes],
+                "sentences": sentences(changes, self._numeric),
+                "valid": good,
+            })  # fmt: skip
+        return out
+
+
+def _search_privrecourse(b: Bundle, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Algorithm 2 of Pentyala et al. (2023) on the published graph: the path's end node."""
+    ans = b.graph.query(Z)
+    return np.where(ans.found[:, None], b.graph.nodes[np.maximum(ans.end, 0)], Z), ans.found
+
+
+def _search_laplace(b: Bundle, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Laplace Recourse (Huang et al. 2023, sec. 4.2.2): the move to the target logit from a noisy score."""
+    from recourse_privacy.defenses.laplace import noisy_logit, noisy_probability
+
+    p = b.model.predict_proba(Z)[:, 1]
+    f_noisy = noisy_logit(noisy_probability(p, b.epsilon_per_answer, random_state=b._rng))
+    return b._linear_moves(Z, f_noisy, TARGET_LOGIT), np.ones(len(Z), bool)
+
+
+def _search_dpm(b: Bundle, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The exact closed-form move of the DP linear model to the target logit: post-processing."""
+    return b._linear_moves(Z, b.model.logit(Z), TARGET_LOGIT), np.ones(len(Z), bool)
+
+
+def _search_dpc(b: Bundle, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """DPC's latent search (Yang et al. 2022, sec. 4.2) from the published prototype of the favourable class."""
+    import torch
+
+    w = torch.as_tensor(b.model.coef_)
+    c = float(b.model.intercept_)
+
+    def logits(x):
+        s = x @ w + c
+        return torch.stack([torch.zeros_like(s), s], 1)
+
+    ex = b.graph.explain(Z, logits, targets=np.ones(len(Z), np.int64), predicted=np.zeros(len(Z), np.int64))
+    return ex.counterfactuals, np.ones(len(Z), bool)
+
+
+#: each method's counterfactual search over the rejected rows (model space)
+_SEARCH = {"privrecourse": _search_privrecourse, "laplace": _search_laplace, "dpm": _search_dpm, "dpc": _search_dpc}
 
 
 def load_bundle(path: str | Path, *, random_state=None) -> Bundle:
