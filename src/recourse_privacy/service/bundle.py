@@ -7,7 +7,9 @@ A bundle is a directory, never pickle:
   and the public schema (``"features"``, original units; :mod:`recourse_privacy.service.schema`);
 - ``model.npz``: the linear model in the schema's model space (``coef``, ``intercept``);
 - ``graph.npz`` + ``graph.json`` (``privrecourse``): the published graph
-  (:class:`~recourse_privacy.privrecourse.PublishedGraph`).
+  (:class:`~recourse_privacy.privrecourse.PublishedGraph`);
+- ``dpc.npz`` + ``dpc.json`` (``dpc``): the FM autoencoder's weights, the two noisy latent
+  prototypes and the search's parameters.
 
 Methods (``publish(method=...)``), each with its default model:
 
@@ -15,6 +17,9 @@ Methods (``publish(method=...)``), each with its default model:
   graph on DP k-means centres (the other half); every answer is post-processing: 0 per answer;
 - ``dpm`` (Huang et al. 2023, DP model): a DP logistic regression (epsilon), recourse by the
   closed-form move along its weights: post-processing, 0 per answer;
+- ``dpc`` (Yang et al. 2022, hardened): a DP logistic regression (a third of epsilon), the FM
+  autoencoder (a third) and Laplace-noised class prototypes (a third); an answer is DPC's latent
+  search from the favourable prototype against the DP model: post-processing, 0 per answer;
 - ``laplace`` (Huang et al. 2023, Laplace Recourse): a (non-private) logistic regression; each
   answer draws a noisy score (:func:`~recourse_privacy.defenses.laplace.noisy_probability`) and
   spends epsilon from the caller's budget; the move's direction reads the non-private weights.
@@ -43,6 +48,8 @@ __all__ = ["BUNDLE_FORMAT", "METHODS", "Bundle", "load_bundle", "publish"]
 BUNDLE_FORMAT = "recourse-privacy/bundle"
 BUNDLE_VERSION = 1
 METHODS = ("privrecourse", "dpm", "laplace", "dpc")
+#: share of epsilon spent on the DP logistic model; the rest goes to the method's own release
+_MODEL_SHARE = {"privrecourse": 1 / 2, "dpm": 1.0, "dpc": 1 / 3}
 #: target logit of the moves (probability 0.62), a public constant of every linear method
 TARGET_LOGIT = 0.5
 _MARGINS = (TARGET_LOGIT, 1.0, 2.0, 4.0)
@@ -80,6 +87,24 @@ def _guarantee(method: str, epsilon: float, delta: float, model_eps: float | Non
             "composition": "one release",
             "per_answer": "0 (post-processing)",
         }
+    if method == "dpc":
+        part = (epsilon - model_eps) / 2
+        return {
+            "covers": [
+                f"the model: DP logistic regression (objective perturbation), epsilon {model_eps:g}",
+                f"the autoencoder: trained with the functional mechanism (Zhang et al. 2012), epsilon {part:g}",
+                f"the two class prototypes: Laplace noise on the latent class sums and counts, epsilon {part:g}",
+                "every answer (DPC's latent search from the favourable prototype, Yang et al. 2022 sec. 4.2, against "
+                "the DP model) is post-processing of these three releases: any number of answers spends 0",
+            ],
+            "does_not_cover": [
+                "the autoencoder's epsilon rests on Yang et al.'s functional-mechanism argument: the bases depend on "
+                "the record through the encoder, which Zhang et al.'s theorem does not cover",
+                *common_not,
+            ],
+            "composition": "sequential: model + autoencoder + prototypes",
+            "per_answer": "0 (post-processing)",
+        }
     return {
         "covers": [
             f"the noisy score of each answer (Laplace mechanism on the probability, sensitivity 1): epsilon {epsilon:g} "
@@ -114,11 +139,6 @@ def publish(
     check_choice(method, "--method", METHODS)
     epsilon = check_epsilon(epsilon, "--epsilon")
     delta = check_delta(delta, "--delta")
-    if method == "dpc":
-        raise IncompatibleError(
-            "--method dpc cannot be published yet: its counterfactual search reads a torch classifier's gradients "
-            "and the FM autoencoder, which have no safe bundle format here; use privrecourse, dpm or laplace"
-        )
     schema = schema_from_dataset(dataset, bounds)
     Z = schema.encode_frame(dataset.X)
     y = np.asarray(dataset.y)
@@ -128,10 +148,10 @@ def publish(
     files: dict[str, str] = {}
     model_eps = None
     privacy: dict = {}
-    if method in ("privrecourse", "dpm"):
+    if method in ("privrecourse", "dpm", "dpc"):
         from recourse_privacy.models.dp import DPLogisticModel
 
-        model_eps = epsilon / 2 if method == "privrecourse" else epsilon
+        model_eps = epsilon * _MODEL_SHARE[method]
         model = DPLogisticModel(epsilon=model_eps, data_norm=math.sqrt(d), random_state=derive_seed(seed, 0)).fit(Z, y)
         coef, intercept = model.coef_, model.intercept_
         privacy["model"] = {"epsilon": model_eps, "delta": 0.0, "dp": True, "kind": "diffprivlib LogisticRegression"}
@@ -163,6 +183,10 @@ def publish(
         for f in graph.save(out / "graph"):
             files[f.name] = _sha256(f)
         privacy["nodes"] = graph.privacy.get("nodes")
+    if method == "dpc":
+        files.update(_publish_dpc(Z, y, epsilon - model_eps, out, derive_seed(seed, 2)))
+        privacy["autoencoder"] = {"epsilon": (epsilon - model_eps) / 2, "kind": "FM autoencoder (Yang et al. 2022)"}
+        privacy["prototypes"] = {"epsilon": (epsilon - model_eps) / 2, "kind": "Laplace class sums and counts"}
     # laplace: each answer's noisy score is DP, the release as a whole is not (see the guarantee)
     privacy["is_dp"] = method != "laplace"
     manifest = {
@@ -187,6 +211,65 @@ def publish(
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, allow_nan=False))
     return manifest
+
+
+def _publish_dpc(Z: np.ndarray, y: np.ndarray, epsilon: float, out: Path, seed: int) -> dict[str, str]:
+    """DPC's release in hardened mode (half of ``epsilon`` each): the FM autoencoder's weights and the two noisy
+    prototypes, written as ``dpc.npz`` (arrays) and ``dpc.json``; returns their SHA-256 by file name."""
+    from recourse_privacy.dpc import DPCExplainer
+
+    ex = DPCExplainer(mode="hardened", epsilon=epsilon / 2, epsilon_prototypes=epsilon / 2, bounds=None,
+                      random_state=seed).fit(Z, y, n_classes=2)  # fmt: skip
+    ae = ex.autoencoder
+    arrays = {f"encoder.{k}": v.numpy() for k, v in ae.encoder_.state_dict().items()}
+    arrays |= {f"decoder.{k}": v.numpy() for k, v in ae.decoder_.state_dict().items()}
+    arrays |= {"prototypes": ex.prototypes_.centers, "prototype_counts": ex.prototypes_.counts}
+    np.savez(out / "dpc.npz", **arrays)
+    meta = {
+        "encoder_layers": list(ae.encoder_layers),
+        "n_features": int(Z.shape[1]),
+        "epsilon_autoencoder": ae.epsilon,
+        "epsilon_prototypes": ex.epsilon_prototypes,
+        "sensitivity": ae.sensitivity_,
+        "search": {
+            "alpha": ex.alpha,
+            "beta": ex.beta,
+            "gamma": ex.gamma,
+            "norm": ex.norm,
+            "lr": ex.lr,
+            "max_iter": ex.max_iter,
+        },  # fmt: skip
+        "ledger": ex.ledger.to_dict(),
+    }
+    (out / "dpc.json").write_text(json.dumps(meta, indent=2, allow_nan=False))
+    return {name: _sha256(out / name) for name in ("dpc.npz", "dpc.json")}
+
+
+def _load_dpc(path: Path):
+    """The published DPC release as a fitted :class:`~recourse_privacy.dpc.DPCExplainer` (search only)."""
+    import torch
+
+    from recourse_privacy.dpc import DPCExplainer, Prototypes, PublicBounds
+
+    meta = json.loads((path / "dpc.json").read_text())
+    n = int(meta["n_features"])
+    ex = DPCExplainer(mode="hardened", epsilon=meta["epsilon_autoencoder"],
+                      epsilon_prototypes=meta["epsilon_prototypes"], encoder_layers=meta["encoder_layers"],
+                      **meta["search"])  # fmt: skip
+    ae = ex.autoencoder
+    ae.encoder_, ae.decoder_ = ae._build(n, 0)
+    with np.load(path / "dpc.npz", allow_pickle=False) as z:
+        for name, module in (("encoder", ae.encoder_), ("decoder", ae.decoder_)):
+            state = {k.split(".", 1)[1]: torch.as_tensor(z[k]) for k in z.files if k.startswith(name + ".")}
+            module.load_state_dict(state)
+            module.eval()
+            module.requires_grad_(False)
+        centers, counts = z["prototypes"], z["prototype_counts"]
+    ae.n_features_in_, ae.sensitivity_ = n, float(meta["sensitivity"])
+    ex.bounds_ = PublicBounds.make(None, n)  # the schema's model space is [0, 1] by construction
+    ex.prototypes_ = Prototypes(centers, counts, meta["epsilon_prototypes"])
+    ex.n_classes_, ex.n_features_in_ = 2, n
+    return ex
 
 
 class _LinearModel:
@@ -390,8 +473,13 @@ def load_bundle(path: str | Path, *, random_state=None) -> Bundle:
     if model.coef_.shape != (schema.n_model,):
         raise InvalidInputError(f"bundle {path}: the model has {model.coef_.shape} weights for {schema.n_model} inputs")
     graph = None
-    if manifest["method"] == "privrecourse":
-        from recourse_privacy.privrecourse import load_artefact
+    try:
+        if manifest["method"] == "privrecourse":
+            from recourse_privacy.privrecourse import load_artefact
 
-        graph = load_artefact(path / "graph")
+            graph = load_artefact(path / "graph")
+        elif manifest["method"] == "dpc":
+            graph = _load_dpc(path)
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise InvalidInputError(f"bundle {path}: the {manifest['method']} artefact is corrupted: {err}") from None
     return Bundle(path, manifest, schema, model, graph, random_state)

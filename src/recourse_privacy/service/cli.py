@@ -68,7 +68,9 @@ def register(app: typer.Typer, command) -> None:
 
     @command("publish")
     def publish_command(
-        method: str = typer.Option(..., "--method", help="privrecourse, dpm (DP model), laplace (Laplace Recourse)"),
+        method: str = typer.Option(
+            ..., "--method", help="privrecourse, dpm (DP model), laplace (Laplace Recourse), dpc (DPC prototypes)"
+        ),
         epsilon: float = typer.Option(..., "--epsilon", help="the release's epsilon (laplace: per answer)"),
         delta: float = typer.Option(0.0, "--delta", help="the release's delta (privrecourse's nodes)"),
         out: Path = typer.Option(..., "--out", help="the bundle directory to write"),
