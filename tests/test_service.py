@@ -8,6 +8,7 @@ import re
 import threading
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -425,3 +426,68 @@ def test_ledger_refusals_name_budget_spent_and_asked(tmp_path):
     assert led.account("a").answers == 3 and led.total().spent == pytest.approx(1.5)
     with pytest.raises(InvalidInputError):
         open_ledger("mysql://x")
+
+
+# ------------------------------------------------------------------ publish --model-file
+def _user_pipeline(ds, classifier):
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    cols = ColumnTransformer([("num", StandardScaler(), ["age", "hours", "income"]),
+                              ("cat", OneHotEncoder(handle_unknown="ignore"), ["job", "sex"])])  # fmt: skip
+    return make_pipeline(cols, classifier).fit(ds.X, np.where(ds.y == 1, "approved", "denied"))
+
+
+@pytest.mark.parametrize("method", ["laplace", "privrecourse", "dpc"])
+def test_publish_model_file_serves_the_users_linear_pipeline_exactly(tmp_path, method):
+    from sklearn.linear_model import LogisticRegression
+
+    ds = tiny_dataset(300)
+    pipe = _user_pipeline(ds, LogisticRegression(max_iter=1000))
+    man = publish(ds, method=method, epsilon=1.0, out=tmp_path, bounds=BOUNDS, n_clusters=15, model=pipe,
+                  positive_label="approved", model_source="m.skops")  # fmt: skip
+    assert man["privacy"]["model"]["dp"] is False and not man["privacy"]["is_dp"]
+    assert any("--model-file" in line for line in man["guarantee"]["does_not_cover"])
+    assert not any(line.startswith("the model:") for line in man["guarantee"]["covers"])
+    b = load_bundle(tmp_path, random_state=0)
+    docs = [applicant(hours=h, income=2.0 * h, job=("clerk", "manager", "worker")[h % 3]) for h in range(0, 100, 7)]
+    p = pipe.predict_proba(pd.DataFrame(docs))[:, list(pipe.classes_).index("approved")]
+    served = b.model.logit(b.schema.encode(b.schema.parse_many(docs)))
+    assert served == pytest.approx(np.log(p / (1 - p)), abs=1e-6)
+
+
+def test_publish_model_file_refuses_a_nonlinear_model_and_dpm(tmp_path):
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.linear_model import LogisticRegression
+
+    from recourse_privacy.errors import IncompatibleError
+
+    ds = tiny_dataset(300)
+    forest = _user_pipeline(ds, RandomForestClassifier(n_estimators=5, random_state=0))
+    with pytest.raises(IncompatibleError, match="not affine"):
+        publish(ds, method="laplace", epsilon=1.0, out=tmp_path / "a", bounds=BOUNDS, model=forest,
+                positive_label="approved")  # fmt: skip
+    with pytest.raises(IncompatibleError, match="dpm"):
+        publish(ds, method="dpm", epsilon=1.0, out=tmp_path / "b", bounds=BOUNDS,
+                model=_user_pipeline(ds, LogisticRegression()), positive_label="approved")  # fmt: skip
+
+
+def test_cli_publish_model_file(tmp_path):
+    import skops.io as sio
+    from sklearn.linear_model import LogisticRegression
+
+    ds = tiny_dataset(300)
+    csv = tmp_path / "loans.csv"
+    ds.X.assign(decision=np.where(ds.y == 1, "approved", "denied")).to_csv(csv, index=False)
+    sio.dump(_user_pipeline(ds, LogisticRegression(max_iter=1000)), tmp_path / "m.skops")
+    args = ("publish", "--method", "laplace", "--epsilon", "0.5", "--data", str(csv), "--target", "decision",
+            "--positive-label", "approved", "--immutable", "sex", "--model-file", str(tmp_path / "m.skops"))  # fmt: skip
+    for col, (lo, hi) in BOUNDS.items():
+        args += ("--bounds", f"{col}={lo}:{hi}")
+    res = cli(*args, "--out", str(tmp_path / "b"))
+    assert json.loads(res.stdout.splitlines()[-1])["method"] == "laplace"
+    man = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert man["privacy"]["model"]["source"] == "m.skops"
+    names = sorted(p.name for p in (tmp_path / "b").iterdir() if not p.name.startswith("."))
+    assert names == ["manifest.json", "model.npz"]  # the weights only: the model file is not copied

@@ -59,7 +59,20 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _guarantee(method: str, epsilon: float, delta: float, model_eps: float | None) -> dict:
+def _guarantee(method: str, epsilon: float, delta: float, model_eps: float | None, *, user_model=False) -> dict:
+    out = _method_guarantee(method, epsilon, delta, model_eps)
+    if user_model:
+        out["covers"] = [c for c in out["covers"] if not c.startswith("the model:")]
+        out["covers"][-1] = out["covers"][-1].replace(
+            "post-processing of these", "post-processing of these releases and"
+        )
+        out["does_not_cover"].insert(
+            0, "the model: the user's own (--model-file), not private; the decisions and every answer read it"
+        )
+    return out
+
+
+def _method_guarantee(method: str, epsilon: float, delta: float, model_eps: float | None) -> dict:
     common_not = [
         "bounds and categories that the manifest's schema notes list as read from the data",
         "model extraction: DP does not stop an adversary from copying the decision rule with many queries; the API "
@@ -131,14 +144,32 @@ def publish(
     bounds: dict | None = None,
     n_clusters: int = 100,
     seed: int = 0,
+    model=None,
+    positive_label=None,
+    model_source: str | None = None,
 ) -> dict:
-    """Train or derive ``method``'s private artefact on ``dataset`` and write the bundle to ``out``; return the manifest."""
+    """Train or derive ``method``'s private artefact on ``dataset`` and write the bundle to ``out``; return the manifest.
+
+    ``model``: the user's fitted scikit-learn classifier (a ``Pipeline`` reading the dataset's
+    columns, as ``audit --model-file`` takes it; ``positive_label`` its favourable class) instead
+    of the method's default model, for ``laplace``, ``privrecourse`` and ``dpc`` (``dpm``'s release
+    IS its DP model). It must be affine in the schema's model space (a logistic regression on
+    one-hot and scaled columns): it is exported exactly as its weights, checked on seeded probe
+    points of the schema; another model is refused. The user's model is not private: the manifest
+    says so.
+    """
     from recourse_privacy import __version__
     from recourse_privacy.validation import check_choice, check_delta, check_epsilon, derive_seed
 
     check_choice(method, "--method", METHODS)
     epsilon = check_epsilon(epsilon, "--epsilon")
     delta = check_delta(delta, "--delta")
+    user_model = model is not None
+    if user_model and method == "dpm":
+        raise IncompatibleError(
+            "--model-file with --method dpm: dpm's release is its DP logistic regression; a model file would replace "
+            "it with a non-private one (use --method laplace, privrecourse or dpc with a model file)"
+        )
     schema = schema_from_dataset(dataset, bounds)
     Z = schema.encode_frame(dataset.X)
     y = np.asarray(dataset.y)
@@ -148,7 +179,13 @@ def publish(
     files: dict[str, str] = {}
     model_eps = None
     privacy: dict = {}
-    if method in ("privrecourse", "dpm", "dpc"):
+    if model is not None:
+        coef, intercept = _user_linear_model(model, schema, dataset, positive_label, derive_seed(seed, 3))
+        model_eps = 0.0
+        privacy["model"] = {"epsilon": None, "dp": False, "kind": f"the user's {type(model).__name__} (not private)",
+                            "source": model_source}  # fmt: skip
+        model = _LinearModel(coef, intercept)
+    elif method in ("privrecourse", "dpm", "dpc"):
         from recourse_privacy.models.dp import DPLogisticModel
 
         model_eps = epsilon * _MODEL_SHARE[method]
@@ -178,7 +215,8 @@ def publish(
             random_state=derive_seed(seed, 1),
         )
         graph = pr.publish(Z, y, model, feature_names=tuple(schema.model_feature_names()))
-        if not graph.privacy.get("is_dp"):
+        nodes_dp = bool(graph.privacy.get("nodes", {}).get("is_dp"))
+        if not (nodes_dp if user_model else graph.privacy.get("is_dp")):  # a user's model is declared not covered
             raise InvalidInputError(f"the PrivRecourse release is not DP as run: {graph.privacy}")
         for f in graph.save(out / "graph"):
             files[f.name] = _sha256(f)
@@ -188,7 +226,7 @@ def publish(
         privacy["autoencoder"] = {"epsilon": (epsilon - model_eps) / 2, "kind": "FM autoencoder (Yang et al. 2022)"}
         privacy["prototypes"] = {"epsilon": (epsilon - model_eps) / 2, "kind": "Laplace class sums and counts"}
     # laplace: each answer's noisy score is DP, the release as a whole is not (see the guarantee)
-    privacy["is_dp"] = method != "laplace"
+    privacy["is_dp"] = method != "laplace" and privacy["model"]["dp"]
     manifest = {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
@@ -196,7 +234,7 @@ def publish(
         "epsilon": epsilon,
         "delta": delta,
         "epsilon_per_answer": epsilon if method == "laplace" else 0.0,
-        "guarantee": _guarantee(method, epsilon, delta, model_eps),
+        "guarantee": _guarantee(method, epsilon, delta, model_eps, user_model=user_model),
         "privacy": privacy,
         "model": {"file": "model.npz", "sha256": files["model.npz"], "kind": "logistic", "space": "schema model space"},
         "files": files,
@@ -211,6 +249,54 @@ def publish(
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, allow_nan=False))
     return manifest
+
+
+#: an affine logit is accepted when the least-squares fit's largest residual is below this, relative to
+#: max(1, the largest |logit|)
+_LINEAR_RTOL = 1e-6
+
+
+def _user_linear_model(est, schema: Schema, dataset, positive_label, seed: int) -> tuple[np.ndarray, float]:
+    """(coef, intercept) of a user's fitted classifier whose favourable-class logit is affine in the schema's model
+    space, read on seeded random points of the schema (no data row); refuse another model, saying why."""
+    import pandas as pd
+
+    from recourse_privacy.models.estimator import check_estimator, estimator_labels
+
+    check_estimator(est, "--model-file")
+    favourable, _ = estimator_labels(est, positive_label, "--model-file")
+    pos = [c.item() if hasattr(c, "item") else c for c in est.classes_].index(favourable)
+    c = schema._cols
+    n = schema.n_model + 200
+    rng = np.random.default_rng(seed)
+    probe = Applicants(
+        c.lower + rng.random((n, len(c.lower))) * c.span,
+        np.column_stack([rng.integers(0, len(names), n) for names in c.cat_names] or [np.empty((n, 0), np.int64)]),
+    )
+    cols = schema.values(probe)
+    frame = pd.DataFrame({f.name: col for f, col in zip(schema.features, cols)})[list(dataset.X.columns)]
+    for f in schema.features:  # a categorical column of numbers: its categories back to the data's type
+        if f.type == "categorical" and dataset.X[f.name].dtype != object:
+            frame[f.name] = frame[f.name].astype(dataset.X[f.name].dtype)
+    try:
+        p = np.asarray(est.predict_proba(frame), np.float64)[:, pos]
+    except Exception as err:  # noqa: BLE001 - a user's pipeline raises anything on columns it was not fitted on
+        raise InvalidInputError(
+            f"--model-file: {type(est).__name__}.predict_proba fails on the data's columns {list(frame.columns)}: "
+            f"{type(err).__name__}: {err}"
+        ) from None
+    p = np.clip(p, 1e-15, 1 - 1e-15)
+    logit = np.log(p) - np.log1p(-p)
+    Z = np.column_stack([schema.encode(probe), np.ones(n)])
+    sol, *_ = np.linalg.lstsq(Z, logit, rcond=None)
+    resid = np.max(np.abs(Z @ sol - logit))
+    if resid > _LINEAR_RTOL * max(1.0, float(np.max(np.abs(logit)))):
+        raise IncompatibleError(
+            f"--model-file: {type(est).__name__}'s logit is not affine in the bundle's schema space (largest residual "
+            f"{resid:.3g} on {n} probe points): publish serves linear models (a logistic regression on one-hot and "
+            "scaled columns); audit this model with `recourse-privacy audit --model-file` instead"
+        )
+    return sol[:-1], float(sol[-1])
 
 
 def _publish_dpc(Z: np.ndarray, y: np.ndarray, epsilon: float, out: Path, seed: int) -> dict[str, str]:
