@@ -43,7 +43,7 @@ from recourse_privacy.errors import IncompatibleError, InvalidInputError, Missin
 from recourse_privacy.service.page import sentences
 from recourse_privacy.service.schema import Applicants, Schema, schema_from_dataset
 
-__all__ = ["BUNDLE_FORMAT", "METHODS", "Bundle", "load_bundle", "publish"]
+__all__ = ["BUNDLE_FORMAT", "METHODS", "Bundle", "load_bundle", "load_dpc_explainer", "publish"]
 
 BUNDLE_FORMAT = "recourse-privacy/bundle"
 BUNDLE_VERSION = 1
@@ -331,8 +331,10 @@ def _publish_dpc(Z: np.ndarray, y: np.ndarray, epsilon: float, out: Path, seed: 
     return {name: _sha256(out / name) for name in ("dpc.npz", "dpc.json")}
 
 
-def _load_dpc(path: Path):
-    """The published DPC release as a fitted :class:`~recourse_privacy.dpc.DPCExplainer` (search only)."""
+def load_dpc_explainer(path: str | Path):
+    """A DPC bundle's release as a fitted :class:`~recourse_privacy.dpc.DPCExplainer` (torch; to audit or compare with
+    the server's numpy search, :mod:`recourse_privacy.service.latent_search`)."""
+    path = Path(path)
     import torch
 
     from recourse_privacy.dpc import DPCExplainer, Prototypes, PublicBounds
@@ -513,17 +515,8 @@ def _search_dpm(b: Bundle, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _search_dpc(b: Bundle, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """DPC's latent search (Yang et al. 2022, sec. 4.2) from the published prototype of the favourable class."""
-    import torch
-
-    w = torch.as_tensor(b.model.coef_)
-    c = float(b.model.intercept_)
-
-    def logits(x):
-        s = x @ w + c
-        return torch.stack([torch.zeros_like(s), s], 1)
-
-    ex = b.graph.explain(Z, logits, targets=np.ones(len(Z), np.int64), predicted=np.zeros(len(Z), np.int64))
-    return ex.counterfactuals, np.ones(len(Z), bool)
+    cf, _ = b.graph.search(Z, b.model.coef_, b.model.intercept_, target=1)
+    return cf, np.ones(len(Z), bool)  # an invalid last iterate is answered, flagged by the validity check
 
 
 #: each method's counterfactual search over the rejected rows (model space)
@@ -565,7 +558,9 @@ def load_bundle(path: str | Path, *, random_state=None) -> Bundle:
 
             graph = load_artefact(path / "graph")
         elif manifest["method"] == "dpc":
-            graph = _load_dpc(path)
+            from recourse_privacy.service.latent_search import load_latent_search
+
+            graph = load_latent_search(path, json.loads((path / "dpc.json").read_text()))
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise InvalidInputError(f"bundle {path}: the {manifest['method']} artefact is corrupted: {err}") from None
     return Bundle(path, manifest, schema, model, graph, random_state)
