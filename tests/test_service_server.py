@@ -214,7 +214,9 @@ def test_metrics(site):
 
 
 # ------------------------------------------------------------------ kill -9
-@pytest.mark.parametrize("sync", ["", "?synchronous=normal"], ids=["full", "normal"])
+@pytest.mark.parametrize(
+    "sync", ["", pytest.param("?synchronous=normal", marks=pytest.mark.slow)], ids=["full", "normal"]
+)
 def test_kill_9_under_load_never_loses_a_spend_nor_overspends(tmp_path, sync):
     """WAL with synchronous=normal too: a kill -9 ends the process, not the OS, which still holds the WAL's writes."""
     publish(tiny_dataset(300), method="laplace", epsilon=EPS, out=tmp_path / "b", bounds=BOUNDS)
