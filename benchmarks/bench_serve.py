@@ -1,17 +1,19 @@
 """Load and fault benchmark of ``recourse-privacy serve`` on loopback (issue 27, item 5).
 
-Publishes privrecourse and dpm bundles of ``--dataset`` (DPC has no servable bundle yet), starts
-the server as a subprocess per bundle, and measures with client threads (httpx, keep-alive):
+Publishes privrecourse, dpc and dpm bundles of ``--dataset`` (``--methods``), starts the server
+as a subprocess per bundle, and measures with client threads (httpx, keep-alive):
 
 - single-applicant requests per second and p50 / p99 latency at 1, 8 and 32 concurrent clients;
 - applicants per second through ``/v1/recourse/batch`` (batches of 1,000, 2 clients);
 - kill -9 under load with a Laplace bundle: after the restart the ledger's total is at least
-  the epsilon of the answers the clients received and never above the key's budget.
+  the epsilon of the answers the clients received and never above the key's budget; on the
+  SQLite ledger and (``--postgres``) on a PostgreSQL server started in a temporary directory
+  (``initdb`` / ``pg_ctl``; as ``nobody`` through ``runuser`` when run as root).
 
-The clients run on the same machine as the server and take CPU from it: on a small machine
-the numbers are a lower bound. Usage::
+The clients run on the same machine as the server and take CPU from it (and share one GIL):
+on a small machine the numbers are a lower bound. Usage::
 
-    python benchmarks/bench_serve.py --dataset adult --seconds 5 --workers 1
+    python benchmarks/bench_serve.py --dataset adult --seconds 5 --workers 1 [--ledger-sync normal] [--postgres]
 """
 
 from __future__ import annotations
@@ -34,6 +36,33 @@ def _port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _postgres():
+    """A PostgreSQL server in a temporary directory: (url, stop function), or (None, reason)."""
+    import glob
+    import shutil
+
+    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True) or [shutil.which("initdb") or ""]
+    if not bins[0] or not os.path.exists(bins[0]):
+        return None, "PostgreSQL is not installed (no initdb)"
+    bindir = os.path.dirname(bins[0])
+    prefix = ["runuser", "-u", "nobody", "--"] if os.geteuid() == 0 else []
+    d = Path(tempfile.mkdtemp(prefix="rp-pg-"))
+    os.chmod(d, 0o777)
+    port = _port()
+    subprocess.run([*prefix, f"{bindir}/initdb", "-D", str(d / "data"), "-A", "trust", "-U", "rp"], check=True,
+                   capture_output=True)  # fmt: skip
+    opts = f"-p {port} -k {d} -c listen_addresses=127.0.0.1 -c fsync=on"
+    subprocess.run([*prefix, f"{bindir}/pg_ctl", "-D", str(d / "data"), "-o", opts, "-l", str(d / "log"), "-w",
+                    "start"], check=True, capture_output=True)  # fmt: skip
+
+    def stop():
+        subprocess.run([*prefix, f"{bindir}/pg_ctl", "-D", str(d / "data"), "-m", "immediate", "stop"],
+                       capture_output=True)  # fmt: skip
+        shutil.rmtree(d, ignore_errors=True)
+
+    return f"postgresql://rp@127.0.0.1:{port}/postgres", stop
 
 
 def _start(bundle, keys, ledger, workers) -> tuple[subprocess.Popen, str]:
@@ -83,38 +112,54 @@ def _applicants(ds, n, seed=0):
 
 
 def _load(url, key, docs, clients, seconds, path="/v1/recourse", field="applicant"):
+    """Requests/s and p50 / p99 latency of ``clients`` threads posting for ``seconds``.
+
+    The clients (httpx, keep-alive) and the JSON bodies are made before the clock starts, and
+    the threads start together at a barrier: making 32 httpx clients takes seconds on a loaded
+    machine, which an earlier version of this harness counted in the window.
+    """
+    import json
+
     import httpx
 
+    bodies = [json.dumps({field: d}).encode() for d in docs]
+    headers = {"X-API-Key": key, "Content-Type": "application/json"}
+    conns = [httpx.Client(timeout=60, headers=headers) for _ in range(clients)]
     lat, errors = [], []
     lock = threading.Lock()
-    stop = time.monotonic() + seconds
+    barrier = threading.Barrier(clients + 1)
+    window = {}
 
     def run(i):
-        mine = []
-        with httpx.Client(timeout=30, headers={"X-API-Key": key}) as c:
-            j = i
-            while time.monotonic() < stop:
-                t0 = time.perf_counter()
-                r = c.post(url + path, json={field: docs[j % len(docs)]})
-                mine.append(time.perf_counter() - t0)
-                if r.status_code != 200:
-                    errors.append(r.status_code)
-                j += clients
+        mine, c, j = [], conns[i], i
+        barrier.wait()
+        stop = window["stop"]
+        while time.monotonic() < stop:
+            t0 = time.perf_counter()
+            r = c.post(url + path, content=bodies[j % len(bodies)])
+            mine.append(time.perf_counter() - t0)
+            if r.status_code != 200:
+                errors.append(r.status_code)
+            j += clients
         with lock:
             lat.extend(mine)
 
-    t0 = time.monotonic()
     threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
     for t in threads:
         t.start()
+    t0 = time.monotonic()
+    window["stop"] = t0 + seconds
+    barrier.wait()
     for t in threads:
         t.join()
     wall = time.monotonic() - t0
+    for c in conns:
+        c.close()
     lat = np.asarray(lat) * 1000
     return len(lat) / wall, float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), len(errors)
 
 
-def _kill9(ds, tmp, workers):
+def _kill9(ds, tmp, workers, ledger, label):
     import httpx
 
     from recourse_privacy.service.bundle import publish
@@ -122,8 +167,9 @@ def _kill9(ds, tmp, workers):
     from recourse_privacy.service.ledger import open_ledger
 
     eps, n_budget = 0.1, 400
-    publish(ds, method="laplace", epsilon=eps, out=tmp / "laplace", bounds={"hours-per-week": (0, 100)})
-    key = KeyStore(tmp / "lk.json").add("load", budget=n_budget * eps)
+    if not (tmp / "laplace" / "manifest.json").exists():
+        publish(ds, method="laplace", epsilon=eps, out=tmp / "laplace", bounds={"hours-per-week": (0, 100)})
+    key = KeyStore(tmp / f"lk-{label.split()[0]}.json").add("load", budget=n_budget * eps)
     docs = _applicants(ds, 200, 1)
     received = []
 
@@ -151,21 +197,22 @@ def _kill9(ds, tmp, workers):
             time.sleep(0.002)
         return stop, ts
 
-    proc, url = _start(tmp / "laplace", tmp / "lk.json", tmp / "lk.db", workers)
+    proc, url = _start(tmp / "laplace", tmp / f"lk-{label.split()[0]}.json", ledger, workers)
     stop, ts = clients(url, 150)
     _stop(proc, signal.SIGKILL)
     stop.set()
     for t in ts:
         t.join()
     kid = hash_key(key)[:16]
-    first, held = open_ledger(tmp / "lk.db").account(kid), sum(received)
-    proc, url = _start(tmp / "laplace", tmp / "lk.json", tmp / "lk.db", workers)
+    first, held = open_ledger(ledger).account(kid), sum(received)
+    proc, url = _start(tmp / "laplace", tmp / f"lk-{label.split()[0]}.json", ledger, workers)
     _, ts = clients(url, 10**9)
     for t in ts:
         t.join()
     _stop(proc)
-    final = open_ledger(tmp / "lk.db").account(kid)
-    print("\nkill -9 under load (Laplace, epsilon 0.1 per answer, key budget 40 = 400 answers):")
+    final = open_ledger(ledger).account(kid)
+    print(f"\nkill -9 under load, {label} ledger (Laplace, epsilon 0.1 per answer, key budget 40 = 400 answers, "
+          f"{workers} worker(s)):")  # fmt: skip
     print(f"  at the kill: ledger epsilon {first.spent:g} ({first.answers} answers) >= held by clients {held:g}: "
           f"{first.spent >= held - 1e-9}")  # fmt: skip
     print(f"  after the restart, run to refusal: ledger epsilon {final.spent:g} ({final.answers} answers), "
@@ -178,6 +225,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--clients", default="1,8,32")
+    ap.add_argument("--methods", default="privrecourse,dpc,dpm")
+    ap.add_argument("--ledger-sync", default="full", choices=("full", "normal"), help="the SQLite ledger's synchronous")
+    ap.add_argument("--postgres", action="store_true", help="also kill -9 on a PostgreSQL ledger")
+    ap.add_argument("--no-kill", action="store_true", help="skip the kill -9 checks")
     args = ap.parse_args()
     from recourse_privacy.data import load_dataset
     from recourse_privacy.service.bundle import publish
@@ -187,22 +238,37 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     key = KeyStore(tmp / "keys.json").add("bench", budget=1.0)
     docs = _applicants(ds, 500)
-    print(f"dataset {args.dataset}, {args.workers} worker(s), {os.cpu_count()} CPUs, {args.seconds:g} s per cell")
+    sync = "" if args.ledger_sync == "full" else "?synchronous=normal"
+    print(f"dataset {args.dataset}, {args.workers} worker(s), {os.cpu_count()} CPUs, {args.seconds:g} s per cell, "
+          f"SQLite ledger synchronous={args.ledger_sync}")  # fmt: skip
     print(f"{'bundle':<14}{'clients':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
-    for method in ("privrecourse", "dpm"):
+    for method in args.methods.split(","):
+        t0 = time.perf_counter()
         publish(ds, method=method, epsilon=1.0, out=tmp / method, bounds={"hours-per-week": (0, 100)})
-        proc, url = _start(tmp / method, tmp / "keys.json", tmp / f"{method}.db", args.workers)
+        print(f"  (published {method} in {time.perf_counter() - t0:.0f} s)", flush=True)
+        proc, url = _start(tmp / method, tmp / "keys.json", f"sqlite:///{tmp / method}.db{sync}", args.workers)
         try:
             for c in map(int, args.clients.split(",")):
                 rps, p50, p99, err = _load(url, key, docs, c, args.seconds)
-                print(f"{method:<14}{c:>8}{rps:>9.0f}{p50:>9.1f}{p99:>9.1f}{err:>8}")
+                print(f"{method:<14}{c:>8}{rps:>9.0f}{p50:>9.1f}{p99:>9.1f}{err:>8}", flush=True)
             batches = [docs * 2][0][:1000]
             rps, p50, p99, err = _load(url, key, [batches], 2, args.seconds, "/v1/recourse/batch", "applicants")
             print(f"{method:<14}{'batch':>8}{rps * 1000:>9.0f}{p50:>9.1f}{p99:>9.1f}{err:>8}  (applicants/s, "
                   "batches of 1,000, 2 clients)")  # fmt: skip
         finally:
             _stop(proc)
-    _kill9(ds, tmp, args.workers)
+    if args.no_kill:
+        return
+    _kill9(ds, tmp, args.workers, f"sqlite:///{tmp / 'lk.db'}{sync}", f"SQLite (synchronous={args.ledger_sync})")
+    if args.postgres:
+        url, stop = _postgres()
+        if url is None:
+            print(f"\nkill -9 on PostgreSQL skipped: {stop}")
+            return
+        try:
+            _kill9(ds, tmp, args.workers, url, "PostgreSQL")
+        finally:
+            stop()
 
 
 if __name__ == "__main__":

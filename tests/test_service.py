@@ -5,22 +5,24 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import re
+import threading
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _service_util import BOUNDS, applicant, tiny_dataset
-from recourse_privacy.errors import IncompatibleError, InvalidInputError
-from recourse_privacy.service.bundle import load_bundle, publish
+from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.service.bundle import load_bundle, load_dpc_explainer, publish
 from recourse_privacy.service.keys import KeyStore, hash_key
-from recourse_privacy.service.ledger import Refusal, open_ledger
+from recourse_privacy.service.ledger import Account, GroupCommitter, Refusal, SpendRequest, open_ledger
 from recourse_privacy.service.schema import ApplicantError
 
 pytest.importorskip("fastapi")
 
-METHODS = ("privrecourse", "dpm", "laplace")
+METHODS = ("privrecourse", "dpm", "laplace", "dpc")
 
 
 @pytest.fixture(scope="module")
@@ -151,9 +153,39 @@ def test_load_bundle_refuses_a_corrupted_file(bundles, tmp_path):
         load_bundle(tmp_path)
 
 
-def test_dpc_is_refused_with_the_reason(tmp_path):
-    with pytest.raises(IncompatibleError, match="dpc"):
-        publish(tiny_dataset(50), method="dpc", epsilon=1.0, out=tmp_path)
+def test_dpc_bundle_is_hardened_dpc_with_its_budget_split(bundles):
+    _, paths = bundles
+    man = json.loads((paths["dpc"] / "manifest.json").read_text())
+    meta = json.loads((paths["dpc"] / "dpc.json").read_text())
+    parts = (man["privacy"]["model"]["epsilon"], meta["epsilon_autoencoder"], meta["epsilon_prototypes"])
+    assert sum(parts) == pytest.approx(man["epsilon"]) and man["epsilon_per_answer"] == 0.0
+    assert meta["mode"] == "hardened" and meta["ledger"]["is_dp"] and man["privacy"]["is_dp"]
+    with np.load(paths["dpc"] / "dpc.npz", allow_pickle=False) as z:
+        assert z["prototypes"].shape == (2, meta["encoder_layers"][-1])
+        assert z["encoder.0.weight"].shape[1] == z["decoder.2.weight"].shape[0] == meta["n_features"]
+
+
+def test_dpc_answers_equal_the_explainer_searching_from_the_published_release(bundles):
+    """The server's numpy search equals DPC's torch explainer (autograd, torch's Adam) on the loaded release."""
+    import torch
+
+    b = load_bundle(bundles[1]["dpc"])
+    docs = [applicant(hours=h, income=3.0 * h, job=("clerk", "worker")[h % 2]) for h in range(0, 60, 4)]
+    a = b.schema.parse_many(docs)
+    Z = b.schema.encode(a)
+    w, c = torch.as_tensor(b.model.coef_), b.model.intercept_
+    n = len(Z)
+    ex = load_dpc_explainer(bundles[1]["dpc"]).explain(
+        Z, lambda x: torch.stack([torch.zeros(len(x), dtype=x.dtype), x @ w + c], 1),
+        targets=np.ones(n, np.int64), predicted=np.zeros(n, np.int64),
+    )  # fmt: skip
+    cf, valid = b.graph.search(Z, b.model.coef_, c)
+    assert np.abs(cf - ex.counterfactuals).max() < 1e-6 and np.array_equal(valid, ex.valid)
+    assert 0 < valid.sum()  # the search does reach the favourable side
+    answers = b.answer(a)
+    rejected = b.model.predict(Z) == 0
+    expected = b.schema.as_dicts(b.schema.decode(ex.counterfactuals[rejected], a.take(np.flatnonzero(rejected))))
+    assert _close([x["counterfactual"] for x, r in zip(answers, rejected) if r], expected)
 
 
 # ------------------------------------------------------------------ schema
@@ -180,6 +212,34 @@ def test_schema_parse_names_the_field(bundles, applicant_doc, field):
     assert err.value.field == field
 
 
+def _close(a, b) -> bool:
+    """Equal JSON documents, floats up to rounding (a batched matrix product may differ in the last bits)."""
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, int | float) and isinstance(b, int | float) and a == pytest.approx(b, rel=1e-9, abs=1e-9)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def test_parse_many_equals_parse_one_by_one_and_names_the_first_bad_field(bundles):
+    b = load_bundle(bundles[1]["dpm"])
+    docs = [applicant(hours=h, age=20 + h % 50, income=h * 1.5, job=("clerk", "manager")[h % 2]) for h in range(40)]
+    batch = b.schema.parse_many(docs)
+    single = b.schema.from_rows([b.schema.parse(d) for d in docs])
+    assert np.array_equal(batch.num, single.num) and np.array_equal(batch.cat, single.cat)
+    assert _close(b.answer(batch), [b.answer([b.schema.parse(d)])[0] for d in docs])
+    for bad, field in ((dict(job="pilot"), "job"), (dict(hours=101), "hours"), (dict(extra=1), "extra")):
+        wrong = [*docs[:3], applicant(**bad), applicant(hours="x")]
+        with pytest.raises(ApplicantError) as err:
+            b.schema.parse_many(wrong)
+        assert err.value.field == f"applicants[3].{field}"
+    with pytest.raises(ApplicantError) as err:
+        b.schema.parse_many([applicant(hours=None)], "applicant", batch=False)
+    assert err.value.field == "applicant.hours"
+
+
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
@@ -194,9 +254,13 @@ def test_schema_parse_raises_only_applicant_errors(doc):
     if b is None:
         pytest.skip("no bundle")
     try:
-        b.answer([b.schema.parse(doc)])
-    except ApplicantError:
-        pass
+        one = b.schema.parse(doc)
+    except ApplicantError as err:
+        with pytest.raises(ApplicantError) as again:  # the column-wise batch path refuses it the same way
+            b.schema.parse_many([doc], "applicant", batch=False)
+        assert again.value.field == err.field
+        return
+    assert _close(b.answer([one]), b.answer(b.schema.parse_many([doc], "applicant", batch=False)))
 
 
 _FUZZ_BUNDLE: dict = {}
@@ -307,6 +371,54 @@ def test_sqlite_ledger_never_overspends_across_processes(tmp_path):
     assert sum(oks) == 10 and led.account("k").answers == 10 and led.account("k").spent == pytest.approx(1.0)
 
 
+def test_spend_many_checks_each_request_against_the_running_totals_in_one_transaction(tmp_path):
+    led = open_ledger(tmp_path / "l.db")
+    reqs = [SpendRequest("a", 0.5, 1, 2.0, None) for _ in range(6)] + [SpendRequest("b", 0.0, 2, 0.0, 3)] * 2
+    out = led.spend_many(reqs)
+    assert [isinstance(o, Refusal) for o in out] == [False] * 4 + [True] * 2 + [False, True]
+    assert [o.spent for o in out[:4]] == pytest.approx([0.5, 1.0, 1.5, 2.0]) and out[4].reason == "budget"
+    assert out[7].reason == "query_cap" and out[6].answers == 2
+    assert led.account("a") == Account(2.0, 4) and led.account("b") == Account(0.0, 2)
+
+
+def test_group_commit_answers_only_the_granted_and_never_overspends(tmp_path):
+    """12 threads at once on a budget of 4 answers: exactly 4 granted, and only they reach the answer function."""
+    led = open_ledger(tmp_path / "l.db")
+    answered, lock = [], threading.Lock()
+
+    def answer(payloads):
+        with lock:
+            answered.extend(payloads)
+        return [f"answer {p}" for p in payloads]
+
+    gc = GroupCommitter(led, answer)
+    out = [None] * 12
+    barrier = threading.Barrier(12)
+
+    def run(i):
+        barrier.wait()
+        out[i] = gc.submit(SpendRequest("k", 0.25, 1, 1.0, None), i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    granted = [i for i, (o, r) in enumerate(out) if not isinstance(o, Refusal)]
+    assert len(granted) == 4 and sorted(answered) == granted
+    assert all(out[i][1] == f"answer {i}" for i in granted)
+    assert all(r is None and o.reason == "budget" for o, r in (out[i] for i in range(12) if i not in granted))
+    assert led.account("k") == Account(1.0, 4)
+
+
+def test_open_ledger_synchronous_option(tmp_path):
+    assert open_ledger(f"sqlite:///{tmp_path / 'a.db'}?synchronous=normal").synchronous == "normal"
+    assert open_ledger(f"sqlite:///{tmp_path / 'a.db'}").synchronous == "full"
+    for bad in ("?synchronous=off", "?journal=wal"):
+        with pytest.raises(InvalidInputError, match="synchronous"):
+            open_ledger(f"sqlite:///{tmp_path / 'a.db'}{bad}")
+
+
 def test_ledger_refusals_name_budget_spent_and_asked(tmp_path):
     led = open_ledger(tmp_path / "l.db")
     led.spend("a", epsilon_each=0.5, n=3, budget=2.0, cap=5)
@@ -320,3 +432,68 @@ def test_ledger_refusals_name_budget_spent_and_asked(tmp_path):
     assert led.account("a").answers == 3 and led.total().spent == pytest.approx(1.5)
     with pytest.raises(InvalidInputError):
         open_ledger("mysql://x")
+
+
+# ------------------------------------------------------------------ publish --model-file
+def _user_pipeline(ds, classifier):
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    cols = ColumnTransformer([("num", StandardScaler(), ["age", "hours", "income"]),
+                              ("cat", OneHotEncoder(handle_unknown="ignore"), ["job", "sex"])])  # fmt: skip
+    return make_pipeline(cols, classifier).fit(ds.X, np.where(ds.y == 1, "approved", "denied"))
+
+
+@pytest.mark.parametrize("method", ["laplace", "privrecourse", "dpc"])
+def test_publish_model_file_serves_the_users_linear_pipeline_exactly(tmp_path, method):
+    from sklearn.linear_model import LogisticRegression
+
+    ds = tiny_dataset(300)
+    pipe = _user_pipeline(ds, LogisticRegression(max_iter=1000))
+    man = publish(ds, method=method, epsilon=1.0, out=tmp_path, bounds=BOUNDS, n_clusters=15, model=pipe,
+                  positive_label="approved", model_source="m.skops")  # fmt: skip
+    assert man["privacy"]["model"]["dp"] is False and not man["privacy"]["is_dp"]
+    assert any("--model-file" in line for line in man["guarantee"]["does_not_cover"])
+    assert not any(line.startswith("the model:") for line in man["guarantee"]["covers"])
+    b = load_bundle(tmp_path, random_state=0)
+    docs = [applicant(hours=h, income=2.0 * h, job=("clerk", "manager", "worker")[h % 3]) for h in range(0, 100, 7)]
+    p = pipe.predict_proba(pd.DataFrame(docs))[:, list(pipe.classes_).index("approved")]
+    served = b.model.logit(b.schema.encode(b.schema.parse_many(docs)))
+    assert served == pytest.approx(np.log(p / (1 - p)), abs=1e-6)
+
+
+def test_publish_model_file_refuses_a_nonlinear_model_and_dpm(tmp_path):
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.linear_model import LogisticRegression
+
+    from recourse_privacy.errors import IncompatibleError
+
+    ds = tiny_dataset(300)
+    forest = _user_pipeline(ds, RandomForestClassifier(n_estimators=5, random_state=0))
+    with pytest.raises(IncompatibleError, match="not affine"):
+        publish(ds, method="laplace", epsilon=1.0, out=tmp_path / "a", bounds=BOUNDS, model=forest,
+                positive_label="approved")  # fmt: skip
+    with pytest.raises(IncompatibleError, match="dpm"):
+        publish(ds, method="dpm", epsilon=1.0, out=tmp_path / "b", bounds=BOUNDS,
+                model=_user_pipeline(ds, LogisticRegression()), positive_label="approved")  # fmt: skip
+
+
+def test_cli_publish_model_file(tmp_path):
+    import skops.io as sio
+    from sklearn.linear_model import LogisticRegression
+
+    ds = tiny_dataset(300)
+    csv = tmp_path / "loans.csv"
+    ds.X.assign(decision=np.where(ds.y == 1, "approved", "denied")).to_csv(csv, index=False)
+    sio.dump(_user_pipeline(ds, LogisticRegression(max_iter=1000)), tmp_path / "m.skops")
+    args = ("publish", "--method", "laplace", "--epsilon", "0.5", "--data", str(csv), "--target", "decision",
+            "--positive-label", "approved", "--immutable", "sex", "--model-file", str(tmp_path / "m.skops"))  # fmt: skip
+    for col, (lo, hi) in BOUNDS.items():
+        args += ("--bounds", f"{col}={lo}:{hi}")
+    res = cli(*args, "--out", str(tmp_path / "b"))
+    assert json.loads(res.stdout.splitlines()[-1])["method"] == "laplace"
+    man = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert man["privacy"]["model"]["source"] == "m.skops"
+    names = sorted(p.name for p in (tmp_path / "b").iterdir() if not p.name.startswith("."))
+    assert names == ["manifest.json", "model.npz"]  # the weights only: the model file is not copied

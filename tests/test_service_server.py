@@ -214,7 +214,11 @@ def test_metrics(site):
 
 
 # ------------------------------------------------------------------ kill -9
-def test_kill_9_under_load_never_loses_a_spend_nor_overspends(tmp_path):
+@pytest.mark.parametrize(
+    "sync", ["", pytest.param("?synchronous=normal", marks=pytest.mark.slow)], ids=["full", "normal"]
+)
+def test_kill_9_under_load_never_loses_a_spend_nor_overspends(tmp_path, sync):
+    """WAL with synchronous=normal too: a kill -9 ends the process, not the OS, which still holds the WAL's writes."""
     publish(tiny_dataset(300), method="laplace", epsilon=EPS, out=tmp_path / "b", bounds=BOUNDS)
     budget_answers = 60
     key = KeyStore(tmp_path / "k.json").add("load", budget=budget_answers * EPS)
@@ -245,7 +249,8 @@ def test_kill_9_under_load_never_loses_a_spend_nor_overspends(tmp_path):
             time.sleep(0.005)
         return stop, threads
 
-    server = Server(tmp_path / "b", tmp_path / "k.json", tmp_path / "l.db", workers=2)
+    ledger = f"sqlite:///{tmp_path / 'l.db'}{sync}"
+    server = Server(tmp_path / "b", tmp_path / "k.json", ledger, workers=2)
     stop, threads = load(server, 20)
     server.kill()  # SIGKILL to the parent and both workers, mid-load
     stop.set()
@@ -257,7 +262,7 @@ def test_kill_9_under_load_never_loses_a_spend_nor_overspends(tmp_path):
     assert first.spent >= sum(received) - 1e-9  # every answer a client holds is in the ledger
     assert first.spent <= budget_answers * EPS
     # restart on the same ledger and spend the rest: the total never passes the budget
-    server = Server(tmp_path / "b", tmp_path / "k.json", tmp_path / "l.db", workers=2)
+    server = Server(tmp_path / "b", tmp_path / "k.json", ledger, workers=2)
     try:
         stop, threads = load(server, 10**9)
         for t in threads:

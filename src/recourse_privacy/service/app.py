@@ -9,6 +9,13 @@ received whatever Content-Length says), the key (``X-API-Key``: none or unknown 
 401), the JSON and every applicant against the schema (422 naming the field, nothing spent),
 then the spend: the whole request's epsilon and answers in one ledger transaction (refused:
 429 naming the budget, the spent and the asked), and only then the answer (and its noise).
+
+The two recourse endpoints are served by the outermost ASGI layer itself (no FastAPI routing or
+model validation on the hot path): one worker-thread call per request reads the key, parses the
+JSON, validates the applicants column by column (:meth:`Schema.parse_many`) and hands the spend
+and the answer to a :class:`~recourse_privacy.service.ledger.GroupCommitter`, which records the
+spends of the requests that arrive together in one transaction and answers them in one batched
+pass; the response is compact JSON bytes.
 Every answer is logged as one JSON line on the ``recourse_privacy.service.answers`` logger
 (time, key name, answers, epsilon; the applicants only with ``log_applicants``).
 """
@@ -22,15 +29,16 @@ import threading
 import time
 from pathlib import Path
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from recourse_privacy.service.bundle import load_bundle
 from recourse_privacy.service.keys import KeyStore, hash_key
-from recourse_privacy.service.ledger import Refusal, open_ledger
+from recourse_privacy.service.ledger import GroupCommitter, Refusal, SpendRequest, open_ledger
 from recourse_privacy.service.page import render_page
-from recourse_privacy.service.schema import ApplicantError
+from recourse_privacy.service.schema import ApplicantError, Applicants
 
 __all__ = ["MAX_BATCH", "MAX_BODY", "app_from_env", "create_app"]
 
@@ -107,8 +115,9 @@ def _error(status: int, message: str, **extra) -> JSONResponse:
 class _Guard:
     """Outermost ASGI layer: 413 for a body over ``limit`` bytes, metrics, and a JSON 500 for a bug."""
 
-    def __init__(self, app, limit: int, metrics: _Metrics):
+    def __init__(self, app, limit: int, metrics: _Metrics, fast: dict | None = None):
         self.app, self.limit, self.metrics = app, limit, metrics
+        self.fast = fast or {}  # POST path -> handler(headers, body) -> (status, JSON bytes), run in a thread
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -144,6 +153,11 @@ class _Guard:
                 chunks.append(chunk)
                 more = message.get("more_body", False)
             body = b"".join(chunks)
+            handler = self.fast.get(path) if scope.get("method") == "POST" else None
+            if handler is not None:
+                code, payload = await anyio.to_thread.run_sync(handler, scope.get("headers") or [], body)
+                await reply(Response(payload, status_code=code, media_type="application/json"))
+                return
             sent = {"done": False}
 
             async def replay():
@@ -165,6 +179,11 @@ class _Guard:
 
 
 _ENDPOINTS = {"/", "/health", "/metrics", "/v1/manifest", "/v1/budget", "/v1/recourse", "/v1/recourse/batch"}
+
+
+def _dumps(doc) -> bytes:
+    """Compact JSON bytes (refusing NaN: every number the service sends is finite)."""
+    return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _parse_json(body: bytes):
@@ -195,7 +214,17 @@ def create_app(
     manifest = b.manifest
     page = render_page(manifest)
     eps_each = b.epsilon_per_answer
-    answer_lock = threading.Lock()  # one noise stream: draws are serialised (the answers are fast)
+
+    def answer_group(payloads: list[Applicants]) -> list[list[dict]]:
+        """The answers of a group of granted requests: one batched pass, split back per request."""
+        answers = b.answer(Applicants.concat(payloads))
+        out, k = [], 0
+        for p in payloads:
+            out.append(answers[k : k + len(p)])
+            k += len(p)
+        return out
+
+    committer = GroupCommitter(led, answer_group)  # one noise stream, draws serialised by the group lock
 
     api = FastAPI(title="recourse-privacy", version=manifest.get("recourse_privacy_version", ""), docs_url=None,
                   redoc_url=None, openapi_url=None)  # fmt: skip
@@ -221,64 +250,58 @@ def create_app(
         msg = "missing X-API-Key header" if not request.headers.get("x-api-key") else "unknown or revoked API key"
         return _error(401, msg)
 
-    def serve(key, rows: list[list], raw: list | None):
+    def parse(body: bytes, batch: bool) -> tuple[Applicants, list]:
+        doc = _parse_json(body)
+        field = "applicants" if batch else "applicant"
+        if not isinstance(doc, dict):
+            raise ApplicantError("body", f'must be a JSON object {{"{field}": ...}}')
+        extra = sorted(set(doc) - {field})
+        if extra:
+            raise ApplicantError(extra[0], f'unknown field; the body is {{"{field}": ...}}')
+        if field not in doc:
+            raise ApplicantError(field, "missing")
+        raw = doc[field]
+        if not batch:
+            return b.schema.parse_many([raw], "applicant", batch=False), [raw]
+        if not isinstance(raw, list):
+            raise ApplicantError("applicants", "must be a list of applicants")
+        if not 1 <= len(raw) <= max_batch:
+            raise ApplicantError("applicants", f"must hold 1 to {max_batch} applicants, got {len(raw)}")
+        return b.schema.parse_many(raw, "applicants"), raw
+
+    def recourse_request(headers: list, body: bytes, batch: bool) -> tuple[int, bytes]:
+        """POST /v1/recourse[/batch], in a worker thread: key, JSON, schema, spend + answer (group commit)."""
+        given = next((v for k, v in headers if k == b"x-api-key"), None)
+        given = None if given is None else given.decode("latin-1")
+        key = keys.get(given)
+        if key is None:
+            metrics.refusals.labels("auth").inc()
+            return 401, _dumps({"error": "missing X-API-Key header" if not given else "unknown or revoked API key"})
         try:
-            acct = led.spend(key.id, epsilon_each=eps_each, n=len(rows), budget=key.budget, cap=key.query_cap)
-        except Refusal as r:
-            metrics.refusals.labels(r.reason).inc()
-            return None, r
-        with answer_lock:
-            answers = b.answer(rows)
-        metrics.answers.inc(len(rows))
-        metrics.epsilon.inc(eps_each * len(rows))
-        record = {"time": time.time(), "key": key.name, "answers": len(rows), "epsilon": eps_each * len(rows),
+            apps, raw = parse(body, batch)
+        except ApplicantError as err:
+            metrics.refusals.labels("invalid").inc()
+            return 422, _dumps({"error": str(err), "field": err.field})
+        n = len(apps)
+        acct, answers = committer.submit(SpendRequest(key.id, eps_each, n, key.budget, key.query_cap), apps)
+        if isinstance(acct, Refusal):
+            metrics.refusals.labels(acct.reason).inc()
+            return 429, _dumps(acct.to_dict())
+        metrics.answers.inc(n)
+        metrics.epsilon.inc(eps_each * n)
+        record = {"time": time.time(), "key": key.name, "answers": n, "epsilon": eps_each * n,
                   "decisions": [a["decision"] for a in answers]}  # fmt: skip
         if log_applicants:
             record["applicants"] = raw
-        answers_log.info(json.dumps(record))
-        return answers, budget_doc(key, acct)
-
-    async def recourse_request(request: Request, batch: bool):
-        key = authorise(request)
-        if key is None:
-            return unauthorised(request)
-        try:
-            doc = _parse_json(await request.body())
-            field = "applicants" if batch else "applicant"
-            if not isinstance(doc, dict):
-                raise ApplicantError("body", f'must be a JSON object {{"{field}": ...}}')
-            extra = sorted(set(doc) - {field})
-            if extra:
-                raise ApplicantError(extra[0], f'unknown field; the body is {{"{field}": ...}}')
-            if field not in doc:
-                raise ApplicantError(field, "missing")
-            raw = doc[field]
-            if batch:
-                if not isinstance(raw, list):
-                    raise ApplicantError("applicants", "must be a list of applicants")
-                if not 1 <= len(raw) <= max_batch:
-                    raise ApplicantError("applicants", f"must hold 1 to {max_batch} applicants, got {len(raw)}")
-                rows = [b.schema.parse(a, f"applicants[{i}]") for i, a in enumerate(raw)]
-            else:
-                rows = [b.schema.parse(raw, "applicant")]
-                raw = [raw]
-        except ApplicantError as err:
-            metrics.refusals.labels("invalid").inc()
-            return _error(422, str(err), field=err.field)
-        answers, extra_doc = await run_in_threadpool(serve, key, rows, raw if log_applicants else None)
-        if answers is None:
-            return JSONResponse(extra_doc.to_dict(), status_code=429)
+        answers_log.info(_dumps(record).decode())
         if batch:
-            return {"answers": answers, "epsilon_spent": eps_each * len(rows), "budget": extra_doc}
-        return {**answers[0], "epsilon_spent": eps_each, "budget": extra_doc}
+            return 200, _dumps({"answers": answers, "epsilon_spent": eps_each * n, "budget": budget_doc(key, acct)})
+        return 200, _dumps({**answers[0], "epsilon_spent": eps_each, "budget": budget_doc(key, acct)})
 
     @api.post("/v1/recourse")
-    async def recourse(request: Request):
-        return await recourse_request(request, batch=False)
-
     @api.post("/v1/recourse/batch")
-    async def recourse_batch(request: Request):
-        return await recourse_request(request, batch=True)
+    async def recourse_routes():  # answered by the guard's fast path; routed here so other methods get 405
+        return _error(500, "internal error: the recourse endpoints are served by the guard")
 
     @api.get("/v1/budget")
     async def budget(request: Request):
@@ -306,7 +329,11 @@ def create_app(
     async def index():
         return HTMLResponse(page)
 
-    return _Guard(api, max_body, metrics)
+    fast = {
+        "/v1/recourse": lambda headers, body: recourse_request(headers, body, batch=False),
+        "/v1/recourse/batch": lambda headers, body: recourse_request(headers, body, batch=True),
+    }
+    return _Guard(api, max_body, metrics, fast)
 
 
 def app_from_env():

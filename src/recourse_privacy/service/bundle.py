@@ -7,7 +7,9 @@ A bundle is a directory, never pickle:
   and the public schema (``"features"``, original units; :mod:`recourse_privacy.service.schema`);
 - ``model.npz``: the linear model in the schema's model space (``coef``, ``intercept``);
 - ``graph.npz`` + ``graph.json`` (``privrecourse``): the published graph
-  (:class:`~recourse_privacy.privrecourse.PublishedGraph`).
+  (:class:`~recourse_privacy.privrecourse.PublishedGraph`);
+- ``dpc.npz`` + ``dpc.json`` (``dpc``): the FM autoencoder's weights, the two noisy latent
+  prototypes and the search's parameters.
 
 Methods (``publish(method=...)``), each with its default model:
 
@@ -15,6 +17,9 @@ Methods (``publish(method=...)``), each with its default model:
   graph on DP k-means centres (the other half); every answer is post-processing: 0 per answer;
 - ``dpm`` (Huang et al. 2023, DP model): a DP logistic regression (epsilon), recourse by the
   closed-form move along its weights: post-processing, 0 per answer;
+- ``dpc`` (Yang et al. 2022, hardened): a DP logistic regression (a third of epsilon), the FM
+  autoencoder (a third) and Laplace-noised class prototypes (a third); an answer is DPC's latent
+  search from the favourable prototype against the DP model: post-processing, 0 per answer;
 - ``laplace`` (Huang et al. 2023, Laplace Recourse): a (non-private) logistic regression; each
   answer draws a noisy score (:func:`~recourse_privacy.defenses.laplace.noisy_probability`) and
   spends epsilon from the caller's budget; the move's direction reads the non-private weights.
@@ -36,13 +41,15 @@ import numpy as np
 
 from recourse_privacy.errors import IncompatibleError, InvalidInputError, MissingFileError
 from recourse_privacy.service.page import sentences
-from recourse_privacy.service.schema import Schema, plain, schema_from_dataset
+from recourse_privacy.service.schema import Applicants, Schema, schema_from_dataset
 
-__all__ = ["BUNDLE_FORMAT", "METHODS", "Bundle", "load_bundle", "publish"]
+__all__ = ["BUNDLE_FORMAT", "METHODS", "Bundle", "load_bundle", "load_dpc_explainer", "publish"]
 
 BUNDLE_FORMAT = "recourse-privacy/bundle"
 BUNDLE_VERSION = 1
 METHODS = ("privrecourse", "dpm", "laplace", "dpc")
+#: share of epsilon spent on the DP logistic model; the rest goes to the method's own release
+_MODEL_SHARE = {"privrecourse": 1 / 2, "dpm": 1.0, "dpc": 1 / 3}
 #: target logit of the moves (probability 0.62), a public constant of every linear method
 TARGET_LOGIT = 0.5
 _MARGINS = (TARGET_LOGIT, 1.0, 2.0, 4.0)
@@ -52,7 +59,20 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _guarantee(method: str, epsilon: float, delta: float, model_eps: float | None) -> dict:
+def _guarantee(method: str, epsilon: float, delta: float, model_eps: float | None, *, user_model=False) -> dict:
+    out = _method_guarantee(method, epsilon, delta, model_eps)
+    if user_model:
+        out["covers"] = [c for c in out["covers"] if not c.startswith("the model:")]
+        out["covers"][-1] = out["covers"][-1].replace(
+            "post-processing of these", "post-processing of these releases and"
+        )
+        out["does_not_cover"].insert(
+            0, "the model: the user's own (--model-file), not private; the decisions and every answer read it"
+        )
+    return out
+
+
+def _method_guarantee(method: str, epsilon: float, delta: float, model_eps: float | None) -> dict:
     common_not = [
         "bounds and categories that the manifest's schema notes list as read from the data",
         "model extraction: DP does not stop an adversary from copying the decision rule with many queries; the API "
@@ -78,6 +98,24 @@ def _guarantee(method: str, epsilon: float, delta: float, model_eps: float | Non
             ],
             "does_not_cover": common_not,
             "composition": "one release",
+            "per_answer": "0 (post-processing)",
+        }
+    if method == "dpc":
+        part = (epsilon - model_eps) / 2
+        return {
+            "covers": [
+                f"the model: DP logistic regression (objective perturbation), epsilon {model_eps:g}",
+                f"the autoencoder: trained with the functional mechanism (Zhang et al. 2012), epsilon {part:g}",
+                f"the two class prototypes: Laplace noise on the latent class sums and counts, epsilon {part:g}",
+                "every answer (DPC's latent search from the favourable prototype, Yang et al. 2022 sec. 4.2, against "
+                "the DP model) is post-processing of these three releases: any number of answers spends 0",
+            ],
+            "does_not_cover": [
+                "the autoencoder's epsilon rests on Yang et al.'s functional-mechanism argument: the bases depend on "
+                "the record through the encoder, which Zhang et al.'s theorem does not cover",
+                *common_not,
+            ],
+            "composition": "sequential: model + autoencoder + prototypes",
             "per_answer": "0 (post-processing)",
         }
     return {
@@ -106,18 +144,31 @@ def publish(
     bounds: dict | None = None,
     n_clusters: int = 100,
     seed: int = 0,
+    model=None,
+    positive_label=None,
+    model_source: str | None = None,
 ) -> dict:
-    """Train or derive ``method``'s private artefact on ``dataset`` and write the bundle to ``out``; return the manifest."""
+    """Train or derive ``method``'s private artefact on ``dataset`` and write the bundle to ``out``; return the manifest.
+
+    ``model``: the user's fitted scikit-learn classifier (a ``Pipeline`` reading the dataset's
+    columns, as ``audit --model-file`` takes it; ``positive_label`` its favourable class) instead
+    of the method's default model, for ``laplace``, ``privrecourse`` and ``dpc`` (``dpm``'s release
+    IS its DP model). It must be affine in the schema's model space (a logistic regression on
+    one-hot and scaled columns): it is exported exactly as its weights, checked on seeded probe
+    points of the schema; another model is refused. The user's model is not private: the manifest
+    says so.
+    """
     from recourse_privacy import __version__
     from recourse_privacy.validation import check_choice, check_delta, check_epsilon, derive_seed
 
     check_choice(method, "--method", METHODS)
     epsilon = check_epsilon(epsilon, "--epsilon")
     delta = check_delta(delta, "--delta")
-    if method == "dpc":
+    user_model = model is not None
+    if user_model and method == "dpm":
         raise IncompatibleError(
-            "--method dpc cannot be published yet: its counterfactual search reads a torch classifier's gradients "
-            "and the FM autoencoder, which have no safe bundle format here; use privrecourse, dpm or laplace"
+            "--model-file with --method dpm: dpm's release is its DP logistic regression; a model file would replace "
+            "it with a non-private one (use --method laplace, privrecourse or dpc with a model file)"
         )
     schema = schema_from_dataset(dataset, bounds)
     Z = schema.encode_frame(dataset.X)
@@ -128,10 +179,16 @@ def publish(
     files: dict[str, str] = {}
     model_eps = None
     privacy: dict = {}
-    if method in ("privrecourse", "dpm"):
+    if model is not None:
+        coef, intercept = _user_linear_model(model, schema, dataset, positive_label, derive_seed(seed, 3))
+        model_eps = 0.0
+        privacy["model"] = {"epsilon": None, "dp": False, "kind": f"the user's {type(model).__name__} (not private)",
+                            "source": model_source}  # fmt: skip
+        model = _LinearModel(coef, intercept)
+    elif method in ("privrecourse", "dpm", "dpc"):
         from recourse_privacy.models.dp import DPLogisticModel
 
-        model_eps = epsilon / 2 if method == "privrecourse" else epsilon
+        model_eps = epsilon * _MODEL_SHARE[method]
         model = DPLogisticModel(epsilon=model_eps, data_norm=math.sqrt(d), random_state=derive_seed(seed, 0)).fit(Z, y)
         coef, intercept = model.coef_, model.intercept_
         privacy["model"] = {"epsilon": model_eps, "delta": 0.0, "dp": True, "kind": "diffprivlib LogisticRegression"}
@@ -158,13 +215,18 @@ def publish(
             random_state=derive_seed(seed, 1),
         )
         graph = pr.publish(Z, y, model, feature_names=tuple(schema.model_feature_names()))
-        if not graph.privacy.get("is_dp"):
+        nodes_dp = bool(graph.privacy.get("nodes", {}).get("is_dp"))
+        if not (nodes_dp if user_model else graph.privacy.get("is_dp")):  # a user's model is declared not covered
             raise InvalidInputError(f"the PrivRecourse release is not DP as run: {graph.privacy}")
         for f in graph.save(out / "graph"):
             files[f.name] = _sha256(f)
         privacy["nodes"] = graph.privacy.get("nodes")
+    if method == "dpc":
+        files.update(_publish_dpc(Z, y, epsilon - model_eps, out, derive_seed(seed, 2)))
+        privacy["autoencoder"] = {"epsilon": (epsilon - model_eps) / 2, "kind": "FM autoencoder (Yang et al. 2022)"}
+        privacy["prototypes"] = {"epsilon": (epsilon - model_eps) / 2, "kind": "Laplace class sums and counts"}
     # laplace: each answer's noisy score is DP, the release as a whole is not (see the guarantee)
-    privacy["is_dp"] = method != "laplace"
+    privacy["is_dp"] = method != "laplace" and privacy["model"]["dp"]
     manifest = {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
@@ -172,7 +234,7 @@ def publish(
         "epsilon": epsilon,
         "delta": delta,
         "epsilon_per_answer": epsilon if method == "laplace" else 0.0,
-        "guarantee": _guarantee(method, epsilon, delta, model_eps),
+        "guarantee": _guarantee(method, epsilon, delta, model_eps, user_model=user_model),
         "privacy": privacy,
         "model": {"file": "model.npz", "sha256": files["model.npz"], "kind": "logistic", "space": "schema model space"},
         "files": files,
@@ -187,6 +249,116 @@ def publish(
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, allow_nan=False))
     return manifest
+
+
+#: an affine logit is accepted when the least-squares fit's largest residual is below this, relative to
+#: max(1, the largest |logit|)
+_LINEAR_RTOL = 1e-6
+
+
+def _user_linear_model(est, schema: Schema, dataset, positive_label, seed: int) -> tuple[np.ndarray, float]:
+    """(coef, intercept) of a user's fitted classifier whose favourable-class logit is affine in the schema's model
+    space, read on seeded random points of the schema (no data row); refuse another model, saying why."""
+    import pandas as pd
+
+    from recourse_privacy.models.estimator import check_estimator, estimator_labels
+
+    check_estimator(est, "--model-file")
+    favourable, _ = estimator_labels(est, positive_label, "--model-file")
+    pos = [c.item() if hasattr(c, "item") else c for c in est.classes_].index(favourable)
+    c = schema._cols
+    n = schema.n_model + 200
+    rng = np.random.default_rng(seed)
+    probe = Applicants(
+        c.lower + rng.random((n, len(c.lower))) * c.span,
+        np.column_stack([rng.integers(0, len(names), n) for names in c.cat_names] or [np.empty((n, 0), np.int64)]),
+    )
+    cols = schema.values(probe)
+    frame = pd.DataFrame({f.name: col for f, col in zip(schema.features, cols)})[list(dataset.X.columns)]
+    for f in schema.features:  # a categorical column of numbers: its categories back to the data's type
+        if f.type == "categorical" and dataset.X[f.name].dtype != object:
+            frame[f.name] = frame[f.name].astype(dataset.X[f.name].dtype)
+    try:
+        p = np.asarray(est.predict_proba(frame), np.float64)[:, pos]
+    except Exception as err:  # noqa: BLE001 - a user's pipeline raises anything on columns it was not fitted on
+        raise InvalidInputError(
+            f"--model-file: {type(est).__name__}.predict_proba fails on the data's columns {list(frame.columns)}: "
+            f"{type(err).__name__}: {err}"
+        ) from None
+    p = np.clip(p, 1e-15, 1 - 1e-15)
+    logit = np.log(p) - np.log1p(-p)
+    Z = np.column_stack([schema.encode(probe), np.ones(n)])
+    sol, *_ = np.linalg.lstsq(Z, logit, rcond=None)
+    resid = np.max(np.abs(Z @ sol - logit))
+    if resid > _LINEAR_RTOL * max(1.0, float(np.max(np.abs(logit)))):
+        raise IncompatibleError(
+            f"--model-file: {type(est).__name__}'s logit is not affine in the bundle's schema space (largest residual "
+            f"{resid:.3g} on {n} probe points): publish serves linear models (a logistic regression on one-hot and "
+            "scaled columns); audit this model with `recourse-privacy audit --model-file` instead"
+        )
+    return sol[:-1], float(sol[-1])
+
+
+def _publish_dpc(Z: np.ndarray, y: np.ndarray, epsilon: float, out: Path, seed: int) -> dict[str, str]:
+    """DPC's release in hardened mode (half of ``epsilon`` each): the FM autoencoder's weights and the two noisy
+    prototypes, written as ``dpc.npz`` (arrays) and ``dpc.json``; returns their SHA-256 by file name."""
+    from recourse_privacy.dpc import DPCExplainer
+
+    ex = DPCExplainer(mode="hardened", epsilon=epsilon / 2, epsilon_prototypes=epsilon / 2, bounds=None,
+                      random_state=seed).fit(Z, y, n_classes=2)  # fmt: skip
+    ae = ex.autoencoder
+    arrays = {f"encoder.{k}": v.numpy() for k, v in ae.encoder_.state_dict().items()}
+    arrays |= {f"decoder.{k}": v.numpy() for k, v in ae.decoder_.state_dict().items()}
+    arrays |= {"prototypes": ex.prototypes_.centers, "prototype_counts": ex.prototypes_.counts}
+    np.savez(out / "dpc.npz", **arrays)
+    meta = {
+        "encoder_layers": list(ae.encoder_layers),
+        "n_features": int(Z.shape[1]),
+        "epsilon_autoencoder": ae.epsilon,
+        "epsilon_prototypes": ex.epsilon_prototypes,
+        "sensitivity": ae.sensitivity_,
+        "search": {
+            "alpha": ex.alpha,
+            "beta": ex.beta,
+            "gamma": ex.gamma,
+            "norm": ex.norm,
+            "lr": ex.lr,
+            "max_iter": ex.max_iter,
+        },  # fmt: skip
+        "mode": ex.mode,
+        "ledger": ex.ledger.to_dict(),
+    }
+    (out / "dpc.json").write_text(json.dumps(meta, indent=2, allow_nan=False))
+    return {name: _sha256(out / name) for name in ("dpc.npz", "dpc.json")}
+
+
+def load_dpc_explainer(path: str | Path):
+    """A DPC bundle's release as a fitted :class:`~recourse_privacy.dpc.DPCExplainer` (torch; to audit or compare with
+    the server's numpy search, :mod:`recourse_privacy.service.latent_search`)."""
+    path = Path(path)
+    import torch
+
+    from recourse_privacy.dpc import DPCExplainer, Prototypes, PublicBounds
+
+    meta = json.loads((path / "dpc.json").read_text())
+    n = int(meta["n_features"])
+    ex = DPCExplainer(mode="hardened", epsilon=meta["epsilon_autoencoder"],
+                      epsilon_prototypes=meta["epsilon_prototypes"], encoder_layers=meta["encoder_layers"],
+                      **meta["search"])  # fmt: skip
+    ae = ex.autoencoder
+    ae.encoder_, ae.decoder_ = ae._build(n, 0)
+    with np.load(path / "dpc.npz", allow_pickle=False) as z:
+        for name, module in (("encoder", ae.encoder_), ("decoder", ae.decoder_)):
+            state = {k.split(".", 1)[1]: torch.as_tensor(z[k]) for k in z.files if k.startswith(name + ".")}
+            module.load_state_dict(state)
+            module.eval()
+            module.requires_grad_(False)
+        centers, counts = z["prototypes"], z["prototype_counts"]
+    ae.n_features_in_, ae.sensitivity_ = n, float(meta["sensitivity"])
+    ex.bounds_ = PublicBounds.make(None, n)  # the schema's model space is [0, 1] by construction
+    ex.prototypes_ = Prototypes(centers, counts, meta["epsilon_prototypes"])
+    ex.n_classes_, ex.n_features_in_ = 2, n
+    return ex
 
 
 class _LinearModel:
@@ -232,21 +404,21 @@ class Bundle:
         # Laplace noise must be unpredictable in a deployment: a fresh OS seed unless one is given (tests)
         seed = secrets.randbits(64) if self.random_state is None else self.random_state
         self._rng = np.random.default_rng(seed)
-        if self.graph is not None:
+        if self.graph is not None and hasattr(self.graph, "prepare"):
             self.graph.prepare()
         self._numeric = {f.name for f in self.schema.features if f.type == "numeric"}
+        self._wm = np.where(self._move_mask(), self.model.coef_, 0.0)
 
     def _move_mask(self) -> np.ndarray:
         """Features a linear move may change: numeric, mutable, and not an increase-only one the move would lower."""
         s = self.schema
         numeric = np.zeros(s.n_model, bool)
-        for f, sl in zip(s.features, s._slices):
-            numeric[sl] = f.type == "numeric"
+        numeric[s._cols.num_cols] = True
         w = self.model.coef_
         return numeric & ~s.model_mask("immutable") & ~(s.model_mask("increase") & (w < 0))
 
     def _linear_moves(self, Z: np.ndarray, score: np.ndarray, target: float) -> np.ndarray:
-        wm = np.where(self._move_mask(), self.model.coef_, 0.0)
+        wm = self._wm
         sq = float(wm @ wm)
         if sq == 0:
             return Z.copy()
@@ -254,71 +426,102 @@ class Bundle:
 
     def _counterfactuals(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Model-space counterfactuals of the rejected rows ``Z`` and whether the method found one."""
-        n = len(Z)
-        if self.method == "privrecourse":
-            ans = self.graph.query(Z, model=self.model)
-            return np.where(ans.found[:, None], self.graph.node_points(ans.end, Z), Z), ans.found
-        if self.method == "laplace":
-            from recourse_privacy.defenses.laplace import noisy_logit, noisy_probability
+        return _SEARCH[self.method](self, Z)
 
-            p = self.model.predict_proba(Z)[:, 1]
-            f_noisy = noisy_logit(noisy_probability(p, self.epsilon_per_answer, random_state=self._rng))
-            return self._linear_moves(Z, f_noisy, TARGET_LOGIT), np.ones(n, bool)
-        # dpm: the exact move, post-processing; the smallest margin whose decoded counterfactual the model accepts
-        return self._linear_moves(Z, self.model.logit(Z), TARGET_LOGIT), np.ones(n, bool)
+    def answer(self, rows) -> list[dict]:
+        """The answer for every applicant (:class:`Applicants`, or rows of values in schema order), already validated.
 
-    def answer(self, rows: list[list]) -> list[dict]:
-        """The answer for every applicant (rows of values in schema order, already validated)."""
+        One pass of array operations over the whole batch (encode, decide, search, decode, check,
+        describe); only the answers' JSON objects are built per applicant.
+        """
         s = self.schema
-        Z = s.encode(rows)
+        a = rows if isinstance(rows, Applicants) else s.from_rows(rows)
+        Z = s.encode(a)
         accepted = self.model.predict(Z) == 1
-        out: list[dict | None] = [None] * len(rows)
+        out: list[dict] = [None] * len(a)  # type: ignore[list-item]
         rej = np.flatnonzero(~accepted)
         if len(rej):
-            Zr = Z[rej]
+            fact, Zr = a.take(rej), Z[rej]
             Zcf, found = self._counterfactuals(Zr)
-            cf_rows = s.decode(Zcf, Zr)
-            valid = self.model.predict(s.encode(cf_rows)) == 1
-            if self.method == "dpm":
+            cf = s.decode(Zcf, fact)
+            Zb = s.encode(cf)
+            valid = self.model.predict(Zb) == 1
+            if self.method == "dpm":  # the smallest margin whose decoded counterfactual the model accepts
                 for margin in _MARGINS[1:]:
                     bad = np.flatnonzero(~valid)
                     if not len(bad):
                         break
-                    Zb = Zr[bad]
-                    retry = s.decode(self._linear_moves(Zb, self.model.logit(Zb), margin), Zb)
-                    ok = self.model.predict(s.encode(retry)) == 1
-                    for k, i in enumerate(bad):
-                        if ok[k]:
-                            cf_rows[i], valid[i] = retry[k], True
-            for k, i in enumerate(rej):
-                out[i] = self._one(rows[i], cf_rows[k] if found[k] else None, bool(valid[k] and found[k]))
-        for i in np.flatnonzero(accepted):
+                    retry = s.decode(self._linear_moves(Zr[bad], self.model.logit(Zr[bad]), margin), fact.take(bad))
+                    Zt = s.encode(retry)
+                    ok = self.model.predict(Zt) == 1
+                    cf.put(bad[ok], retry.take(ok))
+                    Zb[bad[ok]] = Zt[ok]
+                    valid[bad[ok]] = True
+            for i, d in zip(rej.tolist(), self._describe(fact, Zr, cf, Zb, found, valid)):
+                out[i] = d
+        for i in np.flatnonzero(accepted).tolist():
             out[i] = {"decision": "accepted", "counterfactual": None, "changes": [], "cost": 0.0, "reasons": [],
                       "sentences": [], "valid": True}  # fmt: skip
         return out
 
-    def _one(self, row: list, cf: list | None, valid: bool) -> dict:
+    def _describe(self, fact, Za, cf, Zb, found, valid) -> list[dict]:
+        """The rejected applicants' answers: changes (most decisive first: the largest weight times change), cost."""
         s = self.schema
-        if cf is None:
-            return {"decision": "rejected", "counterfactual": None, "changes": [], "cost": None, "reasons": [],
-                    "sentences": [], "valid": False, "note": "no counterfactual reachable on the published graph"}  # fmt: skip
-        w = self.model.coef_
-        za, zb = s.encode([row])[0], s.encode([cf])[0]
-        changes = []
-        for f, sl, a, b in zip(s.features, s._slices, row, cf):
-            if a != b:
-                weight = float(np.sum(w[sl] * (zb[sl] - za[sl])))
-                changes.append((weight, {"feature": f.name, "from": plain(a), "to": plain(b)}))
-        changes.sort(key=lambda t: -t[0])
-        return {
-            "decision": "rejected",
-            "counterfactual": s.as_dict(cf),
-            "changes": [c for _, c in changes],
-            "cost": round(s.cost(row, cf), 6),
-            "reasons": [c["feature"] for _, c in changes],
-            "sentences": sentences([c for _, c in changes], self._numeric),
-            "valid": valid,
-        }
+        changed = s.changed(fact, cf)
+        decisive = s.feature_sums(self.model.coef_ * (Zb - Za))
+        order = np.argsort(np.where(changed, -decisive, np.inf), axis=1, kind="stable").tolist()
+        n_changed = changed.sum(1).tolist()
+        costs = np.round(s.costs(fact, cf), 6).tolist()
+        before, after = s.values(fact), s.values(cf)
+        names = s.names
+        cf_docs = [dict(zip(names, vals)) for vals in zip(*after)]
+        out = []
+        for i, (ok, good) in enumerate(zip(found.tolist(), (valid & found).tolist())):
+            if not ok:
+                out.append({"decision": "rejected", "counterfactual": None, "changes": [], "cost": None, "reasons": [],
+                            "sentences": [], "valid": False, "note": "no counterfactual reachable on the published graph"})  # fmt: skip
+                continue
+            changes = [{"feature": names[j], "from": before[j][i], "to": after[j][i]} for j in order[i][: n_changed[i]]]
+            out.append({
+                "decision": "rejected",
+                "counterfactual": cf_docs[i],
+                "changes": changes,
+                "cost": costs[i],
+                "reasons": [c["feature"] for c in changes],
+                "sentences": sentences(changes, self._numeric),
+                "valid": good,
+            })  # fmt: skip
+        return out
+
+
+def _search_privrecourse(b: Bundle, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Algorithm 2 of Pentyala et al. (2023) on the published graph: the path's end node."""
+    ans = b.graph.query(Z, model=b.model)  # the model decides candidates where nodes take the immutables
+    return np.where(ans.found[:, None], b.graph.node_points(ans.end, Z), Z), ans.found
+
+
+def _search_laplace(b: Bundle, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Laplace Recourse (Huang et al. 2023, sec. 4.2.2): the move to the target logit from a noisy score."""
+    from recourse_privacy.defenses.laplace import noisy_logit, noisy_probability
+
+    p = b.model.predict_proba(Z)[:, 1]
+    f_noisy = noisy_logit(noisy_probability(p, b.epsilon_per_answer, random_state=b._rng))
+    return b._linear_moves(Z, f_noisy, TARGET_LOGIT), np.ones(len(Z), bool)
+
+
+def _search_dpm(b: Bundle, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The exact closed-form move of the DP linear model to the target logit: post-processing."""
+    return b._linear_moves(Z, b.model.logit(Z), TARGET_LOGIT), np.ones(len(Z), bool)
+
+
+def _search_dpc(b: Bundle, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """DPC's latent search (Yang et al. 2022, sec. 4.2) from the published prototype of the favourable class."""
+    cf, _ = b.graph.search(Z, b.model.coef_, b.model.intercept_, target=1)
+    return cf, np.ones(len(Z), bool)  # an invalid last iterate is answered, flagged by the validity check
+
+
+#: each method's counterfactual search over the rejected rows (model space)
+_SEARCH = {"privrecourse": _search_privrecourse, "laplace": _search_laplace, "dpm": _search_dpm, "dpc": _search_dpc}
 
 
 def load_bundle(path: str | Path, *, random_state=None) -> Bundle:
@@ -350,8 +553,15 @@ def load_bundle(path: str | Path, *, random_state=None) -> Bundle:
     if model.coef_.shape != (schema.n_model,):
         raise InvalidInputError(f"bundle {path}: the model has {model.coef_.shape} weights for {schema.n_model} inputs")
     graph = None
-    if manifest["method"] == "privrecourse":
-        from recourse_privacy.privrecourse import load_artefact
+    try:
+        if manifest["method"] == "privrecourse":
+            from recourse_privacy.privrecourse import load_artefact
 
-        graph = load_artefact(path / "graph")
+            graph = load_artefact(path / "graph")
+        elif manifest["method"] == "dpc":
+            from recourse_privacy.service.latent_search import load_latent_search
+
+            graph = load_latent_search(path, json.loads((path / "dpc.json").read_text()))
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise InvalidInputError(f"bundle {path}: the {manifest['method']} artefact is corrupted: {err}") from None
     return Bundle(path, manifest, schema, model, graph, random_state)

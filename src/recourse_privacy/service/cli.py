@@ -68,7 +68,9 @@ def register(app: typer.Typer, command) -> None:
 
     @command("publish")
     def publish_command(
-        method: str = typer.Option(..., "--method", help="privrecourse, dpm (DP model), laplace (Laplace Recourse)"),
+        method: str = typer.Option(
+            ..., "--method", help="privrecourse, dpm (DP model), laplace (Laplace Recourse), dpc (DPC prototypes)"
+        ),
         epsilon: float = typer.Option(..., "--epsilon", help="the release's epsilon (laplace: per answer)"),
         delta: float = typer.Option(0.0, "--delta", help="the release's delta (privrecourse's nodes)"),
         out: Path = typer.Option(..., "--out", help="the bundle directory to write"),
@@ -88,7 +90,13 @@ def register(app: typer.Typer, command) -> None:
             help="COL=LO:HI public bounds of a numeric column (repeatable); others are read from "
             "the data and the manifest says so",
         ),
-        model_file: Path | None = typer.Option(None, "--model-file", help="not supported by publish yet"),
+        model_file: Path | None = typer.Option(
+            None,
+            "--model-file",
+            help="your fitted classifier/Pipeline on the --data columns (.skops; laplace, privrecourse, dpc): served "
+            "as its exact weights if its logit is affine in the one-hot/scaled columns, else refused",
+        ),
+        trust: list[str] | None = typer.Option(None, "--trust", help="a type in the .skops file you trust"),
         n_clusters: int = typer.Option(100, "--n-clusters", min=2, max=100_000, help="privrecourse: graph nodes"),
         seed: int = typer.Option(0, "--seed", help="seed of the training (not of the served noise)"),
         overwrite: bool = typer.Option(
@@ -102,12 +110,17 @@ def register(app: typer.Typer, command) -> None:
         from recourse_privacy.validation import check_choice
 
         check_choice(method, "--method", METHODS)
+        user_model = None
         if model_file is not None:
-            raise InvalidInputError(
-                "--model-file: publish serves linear models trained in the bundle's public schema space (a DP "
-                "logistic regression for privrecourse and dpm, a logistic regression for laplace); a model file "
-                "reading the raw columns cannot be published yet"
-            )
+            from recourse_privacy.models.files import load_model_file
+
+            if method == "dpm":
+                raise InvalidInputError("--model-file does not apply to --method dpm (its release is its DP model)")
+            if model_file.suffix.lower() != ".skops":
+                raise InvalidInputError(f"--model-file {model_file.name}: publish takes a .skops file (safe format)")
+            user_model = load_model_file(model_file, tuple(trust or ()))
+        elif trust:
+            raise InvalidInputError("--trust applies to --model-file")
         parsed_bounds = _bounds(bounds)
         ds = _load_data(dataset, data_dir, data, target, positive_label, categorical, immutable, increasing)
         from recourse_privacy.output_dir import claim_output_dir
@@ -115,7 +128,8 @@ def register(app: typer.Typer, command) -> None:
         claim = claim_output_dir(out, "publish", overwrite=overwrite)  # refuses another run's or foreign files
         man = publish(
             ds, method=method, epsilon=epsilon, delta=delta, out=out, bounds=parsed_bounds, n_clusters=n_clusters,
-            seed=seed,
+            seed=seed, model=user_model, positive_label=positive_label,
+            model_source=None if model_file is None else model_file.name,
         )  # fmt: skip
         claim.finish()
         typer.echo(
