@@ -142,3 +142,21 @@ def test_anonymeter_hint_when_it_does_not_import(monkeypatch):
     assert ar.INSTALL_HINT in why
     assert "python -m venv" in ar.INSTALL_HINT and "-c constraints.txt" in ar.INSTALL_HINT
     assert "'.[anonymeter]'" in ar.INSTALL_HINT and "numpy" in why
+
+
+def test_the_adversary_gets_laplace_recourses_noisy_answers_unchecked():
+    from recourse_privacy.audit.threats import released
+    from recourse_privacy.defenses.laplace import LaplaceRecourse
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    model = LogisticModel(random_state=0).fit(X, (X @ np.array([1.0, -0.5, 0.3]) > 0).astype(int))
+    rejected = X[model.predict(X) == 0]
+    res = LaplaceRecourse(epsilon=0.5, random_state=1).generate(model, rejected)
+    short = ~res.valid  # answers the noise left on the rejected side
+    assert 0 < short.sum() < len(res.valid)
+    # the API releases every noisy answer (the adversary cannot tell which fell short) ...
+    assert released(res, model, 1).all()
+    # ... while a search method's failures are reported as failures
+    plain = type(res)(res.factuals, res.counterfactuals, res.valid, "gs")
+    assert (released(plain, model, 1) == res.valid).all()
