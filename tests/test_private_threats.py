@@ -35,8 +35,9 @@ def _frame(n=700, seed=0):
 
 # (recourse, defense, extra settings): every private method, as the audit selects it
 PRIVATE = [
-    ("privrecourse", "none", {"recourse_params": {"n_clusters": 12}}),
-    ("dpc", "none", {"recourse_params": {"ae_epochs": 20, "max_iter": 100}}),
+    # a DataFrame declares no public domain: the private methods read their bounds from the data (not DP; a test)
+    ("privrecourse", "none", {"recourse_params": {"n_clusters": 12, "bounds": "data"}}),
+    ("dpc", "none", {"recourse_params": {"ae_epochs": 20, "max_iter": 100, "bounds": "data"}}),
     ("linear", "laplace", {"epsilon": 1.0}),
     ("scfe", "dpm", {"epsilon": 1.0, "normalize_rows": True}),
 ]
