@@ -19,7 +19,7 @@ import numpy as np
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import check_matrix, derive_seed
 
-__all__ = ["AttributeInferenceResult", "attribute_inference"]
+__all__ = ["AttributeInferenceResult", "attribute_inference", "attribute_inference_candidates"]
 
 
 @dataclass(frozen=True)
@@ -38,13 +38,8 @@ class AttributeInferenceResult:
         return {k: v for k, v in self.__dict__.items() if k not in ("predicted", "truth")}
 
 
-def _features(proba: Callable, X: np.ndarray, y: np.ndarray, column, values: Sequence, n_classes: int) -> np.ndarray:
-    blocks = []
-    for v in values:
-        Xv = X.copy()
-        Xv[:, column] = v
-        blocks.append(np.asarray(proba(Xv)))
-    return np.hstack(blocks + [np.eye(n_classes)[y]])
+def _features(proba: Callable, candidates: Sequence[np.ndarray], y: np.ndarray, n_classes: int) -> np.ndarray:
+    return np.hstack([np.asarray(proba(Xv)) for Xv in candidates] + [np.eye(n_classes)[y]])
 
 
 def attribute_inference(
@@ -63,10 +58,6 @@ def attribute_inference(
     ``column`` may also list several encoded columns (a one-hot group) with ``values`` one vector
     each (a level's encoding); a row's value is the nearest one in L1.
     """
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import balanced_accuracy_score
-    from sklearn.neural_network import MLPClassifier
-
     X_targets = check_matrix(X_targets, "X_targets")
     X_adv = check_matrix(X_adv, "X_adv", n_features=X_targets.shape[1])
     cols = np.atleast_1d(np.asarray(column))
@@ -84,17 +75,65 @@ def attribute_inference(
         col = np.asarray(col, dtype=np.float64).reshape(len(col), -1)
         return np.abs(col[:, None, :] - V[None, :, :]).sum(-1).argmin(1)
 
+    def filled(X):
+        out = []
+        for v in values:
+            Xv = X.copy()
+            Xv[:, column] = v
+            out.append(Xv)
+        return out
+
+    return attribute_inference_candidates(
+        surrogate_proba,
+        filled(X_targets),
+        y_targets,
+        code(X_targets[:, column]),
+        filled(X_adv),
+        y_adv,
+        code(X_adv[:, column]),
+        [str(v) for v in values],
+        random_state=random_state,
+    )
+
+
+def attribute_inference_candidates(
+    surrogate_proba: Callable,
+    candidates_targets: Sequence[np.ndarray],
+    y_targets: np.ndarray,
+    truth_targets: np.ndarray,
+    candidates_adv: Sequence[np.ndarray],
+    y_adv: np.ndarray,
+    truth_adv: np.ndarray,
+    labels: Sequence[str],
+    *,
+    random_state=None,
+) -> AttributeInferenceResult:
+    """The attack of :func:`attribute_inference` on encoded candidates: ``candidates_*[v]`` holds every row
+    encoded with the sensitive value set to value ``v`` (for an encoding in which a value has no fixed
+    encoded form, e.g. rows normalised to unit norm, the caller re-encodes the raw rows); ``truth_*`` the
+    index of each row's true value (-1: a value outside ``labels``, never predicted)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import balanced_accuracy_score
+    from sklearn.neural_network import MLPClassifier
+
+    k_values = len(labels)
+    if k_values < 2 or len(candidates_targets) != k_values or len(candidates_adv) != k_values:
+        raise InvalidInputError(
+            f"need one candidate matrix per value ({k_values} values, at least 2); got "
+            f"{len(candidates_targets)} for the targets and {len(candidates_adv)} for the adversary's rows"
+        )
     y_t, y_a = np.asarray(y_targets).astype(int), np.asarray(y_adv).astype(int)
+    a_t, a_adv = np.asarray(truth_targets).astype(int), np.asarray(truth_adv).astype(int)
+    known = a_adv >= 0
     k = int(max(y_t.max(), y_a.max())) + 1
-    a_adv, a_t = code(X_adv[:, column]), code(X_targets[:, column])
-    F_adv = _features(surrogate_proba, X_adv, y_a, column, values, k)
-    F_t = _features(surrogate_proba, X_targets, y_t, column, values, k)
+    F_adv = _features(surrogate_proba, candidates_adv, y_a, k)[known]
+    F_t = _features(surrogate_proba, candidates_targets, y_t, k)
     model = MLPClassifier(
         hidden_layer_sizes=(64,), max_iter=400, random_state=derive_seed(random_state, 37) % 2**31
-    ).fit(F_adv, a_adv)
+    ).fit(F_adv, a_adv[known])
     pred = model.predict(F_t)
-    base = LogisticRegression(max_iter=500).fit(np.eye(k)[y_a], a_adv).predict(np.eye(k)[y_t])
-    per = {str(values[v]): float(np.mean(pred[a_t == v] == v)) for v in np.unique(a_t)}
+    base = LogisticRegression(max_iter=500).fit(np.eye(k)[y_a[known]], a_adv[known]).predict(np.eye(k)[y_t])
+    per = {str(labels[v]): float(np.mean(pred[a_t == v] == v)) for v in np.unique(a_t) if v >= 0}
     return AttributeInferenceResult(
         float(np.mean(pred == a_t)),
         float(np.mean(base == a_t)),

@@ -6,8 +6,9 @@ data's columns: singling out (univariate predicates), linkability over a split o
 into two halves, and inference of ``--sensitive`` from the other columns, each a risk with its 95%
 interval as Anonymeter reports it (the attack's success over the control's, a Wilson interval).
 
-``anonymeter`` is an optional extra (``pip install 'recourse-privacy[anonymeter]'``); without it the
-risks are absent and the note says so. It is imported here only.
+``anonymeter`` is an optional extra, but it cannot share an environment with numpy 2 (anonymeter 1.x
+requires numpy < 1.27) and this package's environment usually has numpy 2: install it in an environment of
+its own (:data:`INSTALL_HINT`); without it the risks are absent and the note says so. It is imported here only.
 """
 
 from __future__ import annotations
@@ -21,10 +22,19 @@ from recourse_privacy.attacks.release_report import AnonymeterRisk
 if TYPE_CHECKING:
     from recourse_privacy.audit.threats import ThreatContext
 
-__all__ = ["MAX_ATTACKS", "anonymeter_available", "anonymeter_risks", "risks_of_frames"]
+__all__ = ["INSTALL_HINT", "MAX_ATTACKS", "anonymeter_available", "anonymeter_risks", "risks_of_frames"]
 
 #: Anonymeter's attacks per risk (capped by the released set and the control set)
 MAX_ATTACKS = 500
+#: the remedy where ``anonymeter`` does not import: anonymeter 1.x pins numpy < 1.27, so installing it beside
+#: numpy 2 would downgrade numpy under everything else; its own environment, from a checkout of this
+#: repository (constraints.txt pins torch's CPU wheel and scikit-learn), resolves numpy 1.26 for both
+INSTALL_HINT = (
+    "install it in its own environment (anonymeter requires numpy < 1.27, which cannot share an environment "
+    "with numpy 2): from a checkout of recourse-privacy, python -m venv .venv-anon && "
+    ".venv-anon/bin/pip install -c constraints.txt '.[anonymeter]', then run the audit with .venv-anon/bin/python "
+    "-m recourse_privacy.cli"
+)
 
 
 def anonymeter_available() -> tuple[bool, str]:
@@ -33,10 +43,14 @@ def anonymeter_available() -> tuple[bool, str]:
         import anonymeter.evaluators  # noqa: F401
     except Exception as err:  # an ImportError, or a broken numba underneath
         return False, (
-            f"Anonymeter's risks not measured: the anonymeter package does not import ({type(err).__name__}: {err}); "
-            "install the extra: pip install 'recourse-privacy[anonymeter]'"
+            f"Anonymeter's risks not measured: the anonymeter package does not import ({type(err).__name__}: {err}; "
+            f"this environment has numpy {_numpy_version()}); {INSTALL_HINT}"
         )
     return True, ""
+
+
+def _numpy_version() -> str:
+    return str(np.__version__)
 
 
 def risks_of_frames(ori, syn, control, secret: str | None, seed: int, n_attacks: int = MAX_ATTACKS):

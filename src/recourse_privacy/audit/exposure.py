@@ -6,7 +6,8 @@ scores, and for the likelihood-ratio attacks that compute one (LiRA's online tes
 2022) the per-record log likelihood ratio. The offline LRTs of Pawelczyk et al. (2023,
 Algorithm 1) score a one-sided tail probability under the out-distribution alone: no ratio, so
 none is reported for them. The report lists the ten most exposed members by row id (no feature
-values) under the strongest attack, and how many members each attack identifies at FPR 1% and
+values) under the ranking attack (:func:`ranking_attack`: a fixed preference order, never the targets'
+AUC), and how many members each attack identifies at FPR 1% and
 0.1%, the thresholds read off the non-members' scores
 (:func:`~recourse_privacy.metrics.exposure.identified_at_fpr`).
 
@@ -28,6 +29,7 @@ from recourse_privacy.audit.summaries import AttackResult
 from recourse_privacy.data import Dataset
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics.exposure import (
+    RANKING_PREFERENCE,
     ExposedRecord,
     ExposureSummary,
     GroupExposure,
@@ -49,10 +51,25 @@ LR_NOTE = (
 )
 
 
+_SIGNAL_ORDER = {"distance": 0, "score": 1, "none": 3}
+
+
 def ranking_attack(attacks: Mapping[str, AttackResult]) -> str:
-    """The attack with the highest AUC among those reading a signal (the random control left out)."""
-    real = {n: a for n, a in attacks.items() if a.signal != "none"} or dict(attacks)
-    return max(real, key=lambda n: real[n].auc)
+    """The attack whose scores rank the most exposed records: the first of :data:`RANKING_PREFERENCE` that ran.
+
+    The rule reads only the attacks' names and signals, never their metrics on the targets (an AUC is
+    computed from the targets' membership labels); an unlisted attack follows the listed ones of its
+    signal, a control (signal ``none``) comes last.
+    """
+    if not attacks:
+        raise InvalidInputError("no attack ran: nothing ranks the records")
+    order = {n: i for i, n in enumerate(RANKING_PREFERENCE)}
+    names = list(attacks)
+
+    def key(n: str) -> tuple[int, int, int]:
+        return (_SIGNAL_ORDER.get(attacks[n].signal, 2), order.get(n, len(order)), names.index(n))
+
+    return min(names, key=key)
 
 
 def _is_lr(s: AttackScores) -> bool:

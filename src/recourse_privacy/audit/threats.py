@@ -39,10 +39,24 @@ if TYPE_CHECKING:
     from recourse_privacy.audit.config import AuditConfig
     from recourse_privacy.audit.stages import GameData, Targets
 
-__all__ = ["THREATS", "ThreatContext", "check_threats", "domain_sample", "run_threats"]
+__all__ = [
+    "THREATS",
+    "ThreatContext",
+    "check_threats",
+    "domain_sample",
+    "released",
+    "run_threats",
+    "sensitive_candidates",
+]
 
 #: how many uniform samples of the public domain the extraction's fidelity is also measured on
 N_DOMAIN = 2000
+#: the note where the method releases its noisy answers unchecked (Laplace Recourse)
+NOISY_NOTE = (
+    "extraction: the API releases Laplace Recourse's noisy counterfactuals unchecked (Huang et al. 2023), so the "
+    "adversary's copy trains on every answer labelled with the decision it claims, including those the noise "
+    "left on the wrong side"
+)
 #: the sensitive column may have at most this many values (a categorical or a small integer code)
 MAX_SENSITIVE_VALUES = 20
 
@@ -109,8 +123,25 @@ class ThreatContext:
                     self.notes.append(note)
                 continue
             cf[rows] = res.counterfactuals
-            ok[rows] = np.asarray(res.valid, bool) & (np.asarray(model.predict(res.counterfactuals)) == s)
+            ok[rows] = released(res, model, s)
+            if "noisy_probability" in res.info and NOISY_NOTE not in self.notes:
+                self.notes.append(NOISY_NOTE)
         return cf, ok
+
+
+def released(res, model, side: int) -> np.ndarray:
+    """Which answers the API hands the client as counterfactuals toward class ``side``: what the method
+    really answers, never the owner's private check of it.
+
+    A search method (SCFE, Growing Spheres, PrivRecourse's path, DPC's latent search) reports a failed
+    search as no counterfactual: its answers are those it found and the owner's model accepts. Laplace
+    Recourse (Huang et al. 2023) moves every row by its formula and releases the noisy answer whatever the
+    model says of it (its result carries the released ``noisy_probability``): every answer is released, and
+    the adversary labels it with the decision it claims, wrong where the noise fell short.
+    """
+    if "noisy_probability" in res.info:
+        return np.ones(len(res.counterfactuals), bool)
+    return np.asarray(res.valid, bool) & (np.asarray(model.predict(res.counterfactuals)) == side)
 
 
 def domain_sample(dataset, preprocessor, n: int, seed: int, fallback: pd.DataFrame) -> tuple[np.ndarray | None, str]:
@@ -240,7 +271,7 @@ def _extraction_threat(ctx: ThreatContext) -> dict:
     needs=("sensitive",),
 )
 def _attribute(ctx: ThreatContext) -> dict:
-    from recourse_privacy.attacks.attribute import attribute_inference
+    from recourse_privacy.attacks.attribute import attribute_inference_candidates
 
     cfg, game, t = ctx.config, ctx.game, ctx.targets
     if "extraction" in cfg.threats:
@@ -248,13 +279,21 @@ def _attribute(ctx: ThreatContext) -> dict:
     else:  # one copy at the largest budget suffices
         curve, proba = _extraction(ctx, budgets=(max(cfg.query_budgets),), surrogates=("cf", "cca"), repeats=1)
     best = curve.best_at(curve.budgets[-1])
-    cols, values, labels = sensitive_encoding(game, cfg.sensitive)
-    res = attribute_inference(
-        proba, t.X, t.y, cols, values, game.X_pool, game.y_pool, random_state=derive_seed(cfg.seed, 67)
+    cand = sensitive_candidates(game, cfg.sensitive, t.rows)
+    res = attribute_inference_candidates(
+        proba,
+        cand.targets,
+        t.y,
+        cand.truth_targets,
+        cand.adversary,
+        game.y_pool,
+        cand.truth_adversary,
+        cand.labels,
+        random_state=derive_seed(cfg.seed, 67),
     )
-    a_t, pred = res.truth, res.predicted
-    pool_codes = np.abs(game.X_pool[:, cols][:, None, :] - np.asarray(values)[None]).sum(-1).argmin(1)
-    prior = np.bincount(pool_codes, minlength=len(values)).argmax()
+    a_t, pred, labels = res.truth, res.predicted, cand.labels
+    known = cand.truth_adversary[cand.truth_adversary >= 0]
+    prior = np.bincount(known, minlength=len(labels)).argmax()
     n = len(a_t)
     k_acc, k_prior = int((pred == a_t).sum()), int((a_t == prior).sum())
     acc_lo, acc_hi = clopper_pearson(k_acc, n)
@@ -281,25 +320,50 @@ def _attribute(ctx: ThreatContext) -> dict:
     }
 
 
-def sensitive_encoding(game: GameData, column: str) -> tuple[list[int], list[np.ndarray], list[str]]:
-    """The encoded columns of raw ``column``, its encoded values (from the adversary's rows) and their labels."""
-    sources = list(game.preprocessor.feature_sources_)
-    cols = [i for i, s in enumerate(sources) if str(s) == str(column)]
-    if not cols:
+@dataclass(frozen=True)
+class SensitiveCandidates:
+    """The sensitive column's values (labels, from the adversary's rows), every row re-encoded with each value
+    (``targets[v]``, ``adversary[v]``), and each row's true value as an index into the labels (-1: another)."""
+
+    labels: tuple[str, ...]
+    targets: tuple[np.ndarray, ...]
+    adversary: tuple[np.ndarray, ...]
+    truth_targets: np.ndarray
+    truth_adversary: np.ndarray
+
+
+def sensitive_candidates(game: GameData, column: str, target_rows: np.ndarray | None) -> SensitiveCandidates:
+    """Each target's and adversary row's raw record with ``column`` set to each of its values, encoded by the
+    game's preprocessor: right for any encoding (one-hot, scaled, rows normalised to unit norm, where a value
+    has no fixed encoded form). The values are those of the adversary's rows (2 to ``MAX_SENSITIVE_VALUES``)."""
+    if target_rows is None:
+        raise InvalidInputError(f"--sensitive {column}: the targets' rows in the data are unknown")
+    pre, X = game.preprocessor, game.dataset.X
+    if not any(str(src) == str(column) for src in pre.feature_sources_):
         raise InvalidInputError(
             f"--sensitive {column}: the preprocessing dropped every encoded column of it (a correlated or constant "
             "feature); choose another column"
         )
-    enc = np.round(game.X_pool[:, cols], 6)
-    values, first = np.unique(enc, axis=0, return_index=True)
-    if len(values) < 2 or len(values) > MAX_SENSITIVE_VALUES:
+    adv_raw = X.iloc[game.pools.adversary].reset_index(drop=True)
+    tgt_raw = X.iloc[np.asarray(target_rows)].reset_index(drop=True)
+    levels = pd.unique(adv_raw[column].dropna())
+    if len(levels) < 2 or len(levels) > MAX_SENSITIVE_VALUES:
         raise InvalidInputError(
-            f"--sensitive {column} takes {len(values)} values in the adversary's rows; attribute inference needs "
+            f"--sensitive {column} takes {len(levels)} values in the adversary's rows; attribute inference needs "
             f"2 to {MAX_SENSITIVE_VALUES} (a categorical column or a small integer code)"
         )
-    raw = game.dataset.X.iloc[game.pools.adversary][column].to_numpy()
-    labels = [str(raw[i]) for i in first]
-    return cols, [v for v in values], labels
+    levels = sorted(levels, key=str)
+    index = {v: i for i, v in enumerate(levels)}
+
+    def truth(raw: pd.DataFrame) -> np.ndarray:
+        return np.asarray([index.get(v, -1) for v in raw[column]], dtype=np.int64)
+
+    def encoded(raw: pd.DataFrame) -> tuple[np.ndarray, ...]:
+        return tuple(pre.transform(raw.assign(**{column: [v] * len(raw)})) for v in levels)
+
+    return SensitiveCandidates(
+        tuple(str(v) for v in levels), encoded(tgt_raw), encoded(adv_raw), truth(tgt_raw), truth(adv_raw)
+    )
 
 
 def check_sensitive(config: AuditConfig, dataset) -> None:

@@ -28,6 +28,8 @@ from recourse_privacy.metrics.intervals import _auc, bootstrap_auc, check_alpha
 from recourse_privacy.metrics.membership import attack_metrics, fpr_key
 
 __all__ = [
+    "RANKING_PREFERENCE",
+    "RANKING_RULE",
     "ExposedRecord",
     "ExposureSummary",
     "GroupExposure",
@@ -39,6 +41,30 @@ __all__ = [
     "nonmember_percentiles",
 ]
 
+#: the order in which the report's ranking attack is chosen among those that ran, fixed before any score is
+#: seen (never the targets' AUC, which reads their membership labels): recourse attacks before score attacks
+#: (the audit is of recourse), reference-model tests before plain thresholds, online before offline (Carlini
+#: et al. 2022; Zarifzadeh et al. 2024). An attack not listed (a plugin) follows the listed ones of its signal.
+RANKING_PREFERENCE = (
+    "rmia-cfd-online",
+    "cfd-lrt-online",
+    "rmia-cfd",
+    "cfd-lrt",
+    "cfd-lrt-per-example",
+    "cfd-lrt-global",
+    "lr-reconstruction",
+    "lr-direction",
+    "cfd",
+    "label-only",
+    "loss-lrt-online",
+    "loss-lrt",
+    "loss",
+)
+RANKING_RULE = (
+    "the first that ran of a fixed preference order (recourse attacks before score attacks, reference-model "
+    "tests before thresholds, online before offline), never the targets' AUC: choosing by it would read their "
+    "membership labels; each attack's scores are ranked in its own calibrated direction, never flipped"
+)
 #: the group test's name, as the report and groups.csv print it
 GROUP_TEST = "one-sided z-test of the group's AUC against the rest's (DeLong variances), Holm-corrected"
 

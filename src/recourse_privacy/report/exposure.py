@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from recourse_privacy.metrics.exposure import GROUP_TEST, ExposureSummary, GroupExposure
+from recourse_privacy.metrics.exposure import GROUP_TEST, RANKING_RULE, ExposureSummary, GroupExposure
 from recourse_privacy.results.audit import AuditResult
 
 __all__ = ["deployed_html", "exposure_html", "groups_frame", "groups_html", "question_html", "write_exposure"]
@@ -143,8 +143,8 @@ def exposure_html(summary: ExposureSummary | None) -> str:
     )
     return (
         "<h2>Exposure of single records</h2>"
-        f"<p>The ten members most exposed to <b>{html.escape(summary.ranking_attack)}</b> (the attack of highest "
-        "AUC), by row in the data; percentile: the share of non-members' scores below the member's. Every target "
+        f"<p>The ten members most exposed to <b>{html.escape(summary.ranking_attack)}</b> ({html.escape(RANKING_RULE)}), "
+        "by row in the data; percentile: the share of non-members' scores below the member's. Every target "
         "is in <code>exposure.csv</code>.</p>"
         f"<table><tr><th>row</th><th>percentile among non-members</th><th>score</th></tr>{top}</table>"
         "<p>Members identified at a fixed FPR: the threshold is read off the non-members' scores alone "
