@@ -17,7 +17,7 @@ ratio is the number to quote on a shared machine. The counterfactuals of both ru
 one torch thread, separating the gain of the new code from that of not oversubscribing cores.
 
     python benchmarks/bench_recourse_speed.py [--datasets heloc adult] [--methods gs cchvae revise face]
-        [--n-points 300] [--baseline main] [--baseline-threads N] [--out FILE]
+        [--n-points 300] [--baseline main] [--baseline-threads N] [--device cpu|cuda|auto] [--out FILE]
 
 The issue-14 figures: ``--datasets heloc adult diabetes --baseline e29eaf9^1`` (the code before it).
 """
@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import pickle
-import platform
 import subprocess
 import sys
 import tempfile
@@ -71,11 +70,30 @@ def prepare(dataset: str, model_dir: Path, seed: int) -> Path:
     return path
 
 
-def worker(path: str, method: str, n_points: int, seed: int, out: str) -> None:
-    """One timed run in this process (whichever sources it imports); writes the counterfactuals and a JSON line."""
+def worker(path: str, method: str, n_points: int, seed: int, out: str, device: str = "cpu") -> None:
+    """One timed run in this process (whichever sources it imports); writes the counterfactuals and a JSON line.
+
+    ``device`` (``cpu``, ``cuda``, ``auto``): the ``use_device`` block the method runs in (sources
+    from before that option exist run on the CPU whatever it says).
+    """
+    import contextlib
+
     import torch
 
     from recourse_privacy import recourse
+
+    try:
+        from recourse_privacy.models.device import use_device
+    except ImportError:  # sources older than the device option
+        block = contextlib.nullcontext()
+    else:
+        block = use_device(device)
+    with block:
+        _timed(recourse, path, method, n_points, seed, out, torch)
+
+
+def _timed(recourse, path: str, method: str, n_points: int, seed: int, out: str, torch) -> None:
+    """The timed fit and generate of :func:`worker`."""
 
     with open(path, "rb") as f:
         data = pickle.load(f)
@@ -105,7 +123,8 @@ def worker(path: str, method: str, n_points: int, seed: int, out: str) -> None:
 def run(src: Path, args, path: Path, method: str, out: str, threads: int | None) -> dict:
     env = dict(os.environ, PYTHONPATH=str(src))
     code = "" if threads is None else f"import torch; torch.set_num_threads({threads}); "
-    code += f"import runpy, sys; sys.argv = {[__file__, '--worker', str(path), method, str(args.n_points), str(args.seed), out]!r}; "
+    argv = [__file__, "--worker", str(path), method, str(args.n_points), str(args.seed), out, args.device]
+    code += f"import runpy, sys; sys.argv = {argv!r}; "
     code += f"runpy.run_path({__file__!r}, run_name='__main__')"
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
     if proc.returncode:
@@ -115,7 +134,7 @@ def run(src: Path, args, path: Path, method: str, out: str, threads: int | None)
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+        worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7])
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", nargs="+", default=list(SETUPS), choices=list(SETUPS))
@@ -126,13 +145,19 @@ def main() -> None:
     ap.add_argument(
         "--baseline-threads", type=int, default=None, help="torch threads of the baseline (default: torch's)"
     )
+    ap.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "cuda", "auto"),
+        help="the use_device block of both runs (GS, C-CHVAE, FACE search on the CPU whatever it says)",
+    )
     ap.add_argument("--model-dir", default=str(ROOT / "benchmarks/results/models"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/recourse_speed.json"))
     args = ap.parse_args()
 
-    import torch
+    from recourse_privacy.models.device import describe_device
 
-    device = f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__})"
+    device = describe_device(args.device)
     print(f"device: {device}; load average at start {os.getloadavg()}")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
