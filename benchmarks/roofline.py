@@ -8,7 +8,7 @@ The peaks are measured here, not taken from a datasheet:
 - **memory bandwidth**: a copy of a 256 MiB float32 tensor into another (bytes read + written),
   best of ``--repeats``.
 
-Each path is timed once after a warm-up, on the table-2 HELOC MLP of Pawelczyk et al. (2023) (one
+Each path is timed once after a warm-up on a few rows, on the table-2 HELOC MLP of Pawelczyk et al. (2023) (one
 hidden layer of 1,000 ReLU, 3,000 members; trained once and kept with
 ``benchmarks/bench_recourse_speed.py``'s ``prepare``). Work is counted from the shapes and the
 iteration counts the methods report (``RecourseResult.n_iter``), with the formula beside each path
@@ -34,7 +34,6 @@ import csv
 import importlib.util
 import os
 import pickle
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -161,8 +160,12 @@ def _shells(n_iter: np.ndarray, max_iter: int) -> np.ndarray:
     return np.where(n_iter > 0, n_iter, np.where(n_iter < 0, max_iter, 0))
 
 
+#: rows of a warm-up run before each timed path (torch's first calls load kernels and allocate)
+WARM = 5
+
+
 def timed(fn: Callable[[], object], device: str) -> tuple[object, float, float]:
-    """``fn()`` once (searches are too slow to repeat under load): (result, wall seconds, CPU or GPU-wall seconds)."""
+    """``fn()`` once, after its path's warm-up (searches are too slow to repeat under load): (result, wall, CPU seconds)."""
     _sync(device)
     clock = _clock(device)
     t, c = time.perf_counter(), clock()
@@ -176,6 +179,7 @@ def bench_recourse(data: dict, n_points: int, device: str) -> list[Row]:
     import torch
 
     from recourse_privacy import recourse
+    from recourse_privacy.recourse import scfe as scfe_module
     from recourse_privacy.recourse.cchvae import _decoded_screen
 
     model, Xq = data["model"], data["X_query"]
@@ -187,13 +191,15 @@ def bench_recourse(data: dict, n_points: int, device: str) -> list[Row]:
     rows = []
 
     scfe = recourse.SCFE()
+    scfe.generate(model, X[:WARM])  # warm-up: torch's first calls (kernels, allocators) are not the path's work
     res, secs, cpu = timed(lambda: scfe.generate(model, X), device)
     steps = np.where(res.n_iter >= 0, res.n_iter, scfe.max_iter * scfe.max_rounds) + 1
-    rows.append(
-        Row("scfe", float(steps.sum()) * 2 * F, "FLOP", secs, cpu, threads, f"{n} rows, validity {res.validity:.2f}")
-    )
+    one = getattr(scfe_module, "ONE_THREAD_ELEMENTS", 0) >= n * w  # sources without it: torch's threads
+    note = f"{n} rows, validity {res.validity:.2f}, median steps {np.median(steps):.0f}, max {steps.max()}"
+    rows.append(Row("scfe", float(steps.sum()) * 2 * F, "FLOP", secs, cpu, 1 if one else threads, note))
 
     gs = recourse.fit_for(recourse.GrowingSpheres(random_state=0), data["X_train"], data["y_train"], model)
+    gs.generate(model, X[:WARM])
     res, secs, cpu = timed(lambda: gs.generate(model, X), device)
     K = _shells(res.n_iter, gs.max_iter)
     s = gs.n_search_samples
@@ -203,6 +209,7 @@ def bench_recourse(data: dict, n_points: int, device: str) -> list[Row]:
     cc = recourse.fit_for(recourse.CCHVAE(random_state=0), data["X_train"], data["y_train"], model)
     vae = cc.vae_
     q, k = vae.hidden_layers[-1], vae.latent_dim
+    cc.generate(model, X[:WARM])
     screened = _decoded_screen(model, vae, vae.encode(X[:1])) is not None
     res, secs, cpu = timed(lambda: cc.generate(model, X), device)
     K = _shells(res.n_iter, cc.max_iter)
@@ -211,6 +218,7 @@ def bench_recourse(data: dict, n_points: int, device: str) -> list[Row]:
     rows.append(Row("cchvae", float(K.sum()) * cc.n_search_samples * per, "FLOP", secs, cpu, 1, note))
 
     rv = recourse.fit_for(recourse.REVISE(random_state=0), data["X_train"], data["y_train"], model)
+    rv.generate(model, X[:WARM])
     res, secs, cpu = timed(lambda: rv.generate(model, X), device)
     steps = np.where(res.n_iter >= 0, res.n_iter, rv.max_iter) + 1
     work = float(steps.sum()) * 2 * (2 * k * q + 2 * q * d + F)
@@ -218,6 +226,7 @@ def bench_recourse(data: dict, n_points: int, device: str) -> list[Row]:
 
     Xn = data["X_train"]
     face = recourse.FACE()
+    recourse.FACE().fit(Xn[:300])
     fitted, secs, cpu = timed(lambda: face.fit(Xn), device)
     E = fitted.graph_.nnz
     work = 2.0 * len(Xn) ** 2 * d + 4.0 * E * len(Xn)
@@ -254,6 +263,8 @@ def bench_training(data: dict, device: str, n_models: int, epochs: int) -> list[
     rng = np.random.default_rng(0)
     rows = [rng.choice(len(X), len(X) // 2, replace=False) for _ in range(n_models)]
     models = [make_model("mlp", random_state=k, epochs=epochs, lr=1e-3) for k in range(n_models)]
+    warm = [make_model("mlp", random_state=k, epochs=1, lr=1e-3) for k in range(2)]
+    fit_mlps_batched(warm, X, y, [r[:128] for r in rows[:2]], device=device)
     _, secs, cpu = timed(lambda: fit_mlps_batched(models, X, y, rows, device=device), device)
     work = n_models * epochs * (len(X) // 2) * 3 * _mlp_flops(models[0], X.shape[1])
     return [
@@ -279,6 +290,7 @@ def bench_scoring(n_targets: int, n_refs: int, n_pop: int) -> list[Row]:
     keep = rng.random((n_targets, n_refs)) < 0.5
     usable = rng.random((n_targets, n_refs)) < 0.95
     stat = rng.gamma(2.0, 1.0, n_targets)
+    online_lr(stat[:10], ref[:10], usable[:10], keep[:10])
     _, secs, cpu = timed(lambda: online_lr(stat, ref, usable, keep), "cpu")
     lrt = Row(
         "online-lrt",
@@ -290,6 +302,7 @@ def bench_scoring(n_targets: int, n_refs: int, n_pop: int) -> list[Row]:
         f"T {n_targets} x R {n_refs}",
     )
     p_x, pr_x, p_z, pr_z = (rng.random(m) for m in (n_targets, n_targets, n_pop, n_pop))
+    rmia_scores(p_x[:10], pr_x[:10], p_z[:10], pr_z[:10], gamma=1.0)
     _, secs, cpu = timed(lambda: rmia_scores(p_x, pr_x, p_z, pr_z, gamma=1.0), "cpu")
     rmia = Row("rmia", 8.0 * 2 * (n_targets + n_pop), "byte", secs, cpu, 1, f"T {n_targets}, Z {n_pop}")
     return [lrt, rmia]
@@ -335,13 +348,7 @@ def main() -> None:
     device = str(resolve_device(args.device))
     with use_device(device):
         peaks = measure_peaks(device, args.repeats)
-        peaks = Peaks(
-            peaks.gflops,
-            peaks.gflops_1t,
-            peaks.gbps,
-            peaks.threads,
-            f"{describe_device(device)} ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)",
-        )
+        peaks = Peaks(peaks.gflops, peaks.gflops_1t, peaks.gbps, peaks.threads, describe_device(device))
         print(f"load average at start {os.getloadavg()}")
         data = _prepare("heloc", Path(args.model_dir), args.seed)
         rows: list[Row] = []
