@@ -238,9 +238,16 @@ def bench_privrecourse(device: str) -> list[Row]:
     """PrivRecourse's publication (DP k-means, graph) on paper 003's Adult setting: time only."""
     from recourse_privacy.models.dp import DPLogisticModel
     from recourse_privacy.recourse import make_recourse
-    from recourse_privacy.reproductions.pentyala2023 import _split
 
-    Xtr, ytr, Xg, yg, Xte, _ = _split("adult", None, 0)
+    try:  # where the split moved to its own module (pentyala2023_setup.load_split, a typed result)
+        from recourse_privacy.reproductions.pentyala2023_setup import load_split
+
+        sp = load_split("adult", None, 0)
+        Xtr, ytr, Xg, yg, Xte = sp.X_train, sp.y_train, sp.X_graph, sp.y_graph, sp.X_test
+    except ImportError:  # the sources of 4268b18
+        from recourse_privacy.reproductions.pentyala2023 import _split
+
+        Xtr, ytr, Xg, yg, Xte, _ = _split("adult", None, 0)
     model = DPLogisticModel(epsilon=1.0, data_norm=float(np.sqrt(5)), random_state=0).fit(Xtr, ytr)
     method = make_recourse("privrecourse", random_state=0)
     _, secs, cpu = timed(lambda: method.fit(Xg, yg, model), device)
