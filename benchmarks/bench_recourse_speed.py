@@ -8,16 +8,18 @@ with Adam lr 1e-3, 3,000 members; adult and diabetes 5,000 members; pools and pr
 - ``gs``: Growing Spheres (defaults, ``random_state=0``), ``generate``;
 - ``cchvae``: C-CHVAE, the VAE's training (``fit``) and ``generate`` apart;
 - ``revise``: REVISE, likewise (the same VAE);
-- ``face``: FACE's graph build (``fit`` on the members) and ``generate``.
+- ``face``: FACE's graph build (``fit`` on the members) and ``generate``;
+- ``scfe``: SCFE (Wachter et al. 2018; gradients, not black-box), ``generate``.
 
 Each (dataset, method) runs twice back to back in fresh processes, first with the sources of
 ``--baseline`` (``git archive``), then with this tree's, so that both see the same load; the
-ratio is the number to quote on a shared machine. The counterfactuals of both runs are compared
+ratio is the number to quote on a shared machine; the process CPU seconds of generate are printed
+beside it (wall time under load also counts other processes' turns). The counterfactuals of both runs are compared
 (share of identical rows, largest difference). ``--baseline-threads 1`` runs the baseline with
 one torch thread, separating the gain of the new code from that of not oversubscribing cores.
 
     python benchmarks/bench_recourse_speed.py [--datasets heloc adult] [--methods gs cchvae revise face]
-        [--n-points 300] [--baseline main] [--baseline-threads N] [--out FILE]
+        [--n-points 300] [--baseline main] [--baseline-threads N] [--device cpu|cuda|auto] [--out FILE]
 
 The issue-14 figures: ``--datasets heloc adult diabetes --baseline e29eaf9^1`` (the code before it).
 """
@@ -28,7 +30,6 @@ import argparse
 import json
 import os
 import pickle
-import platform
 import subprocess
 import sys
 import tempfile
@@ -44,7 +45,7 @@ SETUPS = {
     "adult": (5000, 5000, 5000, {}),
     "diabetes": (5000, 5000, 5000, {}),
 }
-METHODS = ("gs", "cchvae", "revise", "face")
+METHODS = ("gs", "cchvae", "revise", "face", "scfe")
 
 
 def prepare(dataset: str, model_dir: Path, seed: int) -> Path:
@@ -71,29 +72,50 @@ def prepare(dataset: str, model_dir: Path, seed: int) -> Path:
     return path
 
 
-def worker(path: str, method: str, n_points: int, seed: int, out: str) -> None:
-    """One timed run in this process (whichever sources it imports); writes the counterfactuals and a JSON line."""
+def worker(path: str, method: str, n_points: int, seed: int, out: str, device: str = "cpu") -> None:
+    """One timed run in this process (whichever sources it imports); writes the counterfactuals and a JSON line.
+
+    ``device`` (``cpu``, ``cuda``, ``auto``): the ``use_device`` block the method runs in (sources
+    from before that option exist run on the CPU whatever it says).
+    """
+    import contextlib
+
     import torch
 
     from recourse_privacy import recourse
+
+    try:
+        from recourse_privacy.models.device import use_device
+    except ImportError:  # sources older than the device option
+        block = contextlib.nullcontext()
+    else:
+        block = use_device(device)
+    with block:
+        _timed(recourse, path, method, n_points, seed, out, torch)
+
+
+def _timed(recourse, path: str, method: str, n_points: int, seed: int, out: str, torch) -> None:
+    """The timed fit and generate of :func:`worker`."""
 
     with open(path, "rb") as f:
         data = pickle.load(f)
     model, Xq = data["model"], data["X_query"]
     X = Xq[model.predict(Xq) == 0][:n_points]
     make = {"gs": recourse.GrowingSpheres, "cchvae": recourse.CCHVAE, "revise": recourse.REVISE, "face": recourse.FACE}
+    make["scfe"] = lambda random_state: recourse.SCFE()  # deterministic: no seed
     t = time.perf_counter()
     method_ = recourse.fit_for(make[method](random_state=seed), data["X_train"], data["y_train"], model)
     fit_s = time.perf_counter() - t
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     res = method_.generate(model, X)
-    gen_s = time.perf_counter() - t
+    gen_s, gen_cpu = time.perf_counter() - t, time.process_time() - c
     np.save(out, res.counterfactuals)
     print(
         json.dumps(
             {
                 "fit_s": fit_s,
                 "generate_s": gen_s,
+                "generate_cpu_s": gen_cpu,
                 "n": len(X),
                 "validity": res.validity,
                 "torch_threads": torch.get_num_threads(),
@@ -105,7 +127,8 @@ def worker(path: str, method: str, n_points: int, seed: int, out: str) -> None:
 def run(src: Path, args, path: Path, method: str, out: str, threads: int | None) -> dict:
     env = dict(os.environ, PYTHONPATH=str(src))
     code = "" if threads is None else f"import torch; torch.set_num_threads({threads}); "
-    code += f"import runpy, sys; sys.argv = {[__file__, '--worker', str(path), method, str(args.n_points), str(args.seed), out]!r}; "
+    argv = [__file__, "--worker", str(path), method, str(args.n_points), str(args.seed), out, args.device]
+    code += f"import runpy, sys; sys.argv = {argv!r}; "
     code += f"runpy.run_path({__file__!r}, run_name='__main__')"
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
     if proc.returncode:
@@ -115,7 +138,7 @@ def run(src: Path, args, path: Path, method: str, out: str, threads: int | None)
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+        worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7])
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", nargs="+", default=list(SETUPS), choices=list(SETUPS))
@@ -126,13 +149,19 @@ def main() -> None:
     ap.add_argument(
         "--baseline-threads", type=int, default=None, help="torch threads of the baseline (default: torch's)"
     )
+    ap.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "cuda", "auto"),
+        help="the use_device block of both runs (GS, C-CHVAE, FACE search on the CPU whatever it says)",
+    )
     ap.add_argument("--model-dir", default=str(ROOT / "benchmarks/results/models"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/recourse_speed.json"))
     args = ap.parse_args()
 
-    import torch
+    from recourse_privacy.models.device import describe_device
 
-    device = f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__})"
+    device = describe_device(args.device)
     print(f"device: {device}; load average at start {os.getloadavg()}")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -156,7 +185,7 @@ def main() -> None:
                 row |= {"identical_rows": same, "max_abs_difference": diff, "load": os.getloadavg()}
                 results.append(row)
                 for stage in ("fit", "generate"):
-                    if stage == "fit" and method == "gs":
+                    if stage == "fit" and method in ("gs", "scfe"):
                         continue
                     s0, s1 = before[f"{stage}_s"], after[f"{stage}_s"]
                     rate = (
@@ -165,6 +194,9 @@ def main() -> None:
                         else f"{s0:8.2f}s {s1:8.2f}s"
                     )
                     eq = f"identical rows {same:.4f}, max |diff| {diff:.1e}" if stage == "generate" else "(seconds)"
+                    if stage == "generate" and "generate_cpu_s" in before:
+                        c0, c1 = before["generate_cpu_s"], after["generate_cpu_s"]
+                        eq += f"; CPU s {c0:.2f} -> {c1:.2f} ({c0 / c1:.1f}x)"
                     print(f"{dataset:8} {method:7} {stage:8} {rate} {s0 / s1:6.1f}x  {eq}", flush=True)
     print(f"load average at end {os.getloadavg()}; rates are counterfactuals per second, fit rows are seconds")
     out = Path(args.out)

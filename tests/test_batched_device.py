@@ -196,3 +196,79 @@ def test_audit_on_cuda(tmp_path):
     cpu = run_audit(AuditConfig(device="cpu", **small))
     assert AuditConfig(device="cuda", **small).digest() != AuditConfig(device="cpu", **small).digest()
     assert abs(gpu.model.train_accuracy - cpu.model.train_accuracy) <= 0.01
+
+
+@needs_cuda
+def test_describe_and_module_on_device_name_the_gpu(xy):
+    """``describe_device`` names the card; ``module_on_device`` moves a copy, never the fitted network."""
+    from recourse_privacy.models.device import describe_device
+    from recourse_privacy.models.torch_utils import module_on_device
+
+    assert describe_device("cuda").startswith("cuda") and torch.cuda.get_device_name() in describe_device("cuda")
+    X, y = xy
+    model = make_model("mlp", random_state=0, epochs=2, hidden_layers=(16,)).fit(X, y)
+    moved = module_on_device(model.torch_module(), "cuda")
+    assert next(moved.parameters()).device.type == "cuda"
+    assert next(model.torch_module().parameters()).device.type == "cpu"
+    assert module_on_device(moved, "cuda") is moved  # already there: no second copy
+
+
+@needs_cuda
+@pytest.mark.parametrize("hidden", [(32,), (16, 8)], ids=["one-layer", "two-layer"])
+def test_chain_logits_on_cuda_layers_follow_the_cpu_within_their_bounds(xy, hidden):
+    """The search helpers of :mod:`~recourse_privacy.models.torch_utils` on a network that lives on the GPU.
+
+    A user's network may be on CUDA: ``chain_logits``, ``shifted_chain_logits`` and
+    ``affine_chain_logits`` then compute there. Their values equal the CPU's within the rounding
+    bound the helpers themselves state (two float32 evaluations that differ only in how the sums
+    are ordered), and the shifted and affine bounds hold against the module's own logits.
+    """
+    from recourse_privacy.models.torch_utils import (
+        affine_chain_logits,
+        chain_logits,
+        chain_rounding_bound,
+        linear_chain,
+        module_on_device,
+        shifted_chain_logits,
+    )
+
+    X, y = xy
+    model = make_model("mlp", random_state=0, epochs=3, hidden_layers=hidden, lr=1e-2).fit(X, y)
+    cpu_layers = linear_chain(model.torch_module())
+    gpu_layers = linear_chain(module_on_device(model.torch_module(), "cuda"))
+    assert gpu_layers[0][0].device.type == "cuda"
+    bound = chain_rounding_bound(cpu_layers, X)
+    diff = np.abs(chain_logits(gpu_layers, X).double().cpu().numpy() - chain_logits(cpu_layers, X).double().numpy())
+    assert (diff <= bound).all()
+
+    rng = np.random.default_rng(0)
+    offsets = rng.normal(scale=0.3, size=(25, X.shape[1]))
+    logits, err = shifted_chain_logits(gpu_layers, X[:30], offsets)
+    own = model.decision_function((X[:30, None, :] + offsets[None]).reshape(-1, X.shape[1])).reshape(30, 25)
+    assert (np.abs(logits - own) <= err[:, None]).all()
+
+    q = 4
+    A, a0 = rng.normal(size=(X.shape[1], q)), rng.normal(size=X.shape[1])
+    H = np.abs(rng.normal(size=(30, 25, q)))
+    logits, err = affine_chain_logits(gpu_layers, H, A, a0, np.zeros((30, q)))
+    own = model.decision_function(H.reshape(-1, q) @ A.T + a0).reshape(30, 25)
+    assert (np.abs(logits - own) <= (err if err.ndim == 2 else err[:, None])).all()
+
+
+@needs_cuda
+@pytest.mark.parametrize("name", ["gs", "cchvae", "revise"])
+def test_black_box_recourse_under_a_cuda_block_equals_the_cpu(xy, name):
+    """Growing Spheres, C-CHVAE and REVISE search on the CPU whatever the device block: the same counterfactuals."""
+    from recourse_privacy.recourse import fit_for, make_recourse
+
+    X, y = xy
+    model = make_model("mlp", random_state=0, epochs=5, hidden_layers=(32,), lr=1e-2).fit(X, y)
+    rejected = X[model.predict(X) == 0][:20]
+    params = {"n_search_samples": 50, "max_iter": 50} if name != "revise" else {"max_iter": 50}
+    out = []
+    for device in ("cpu", "cuda"):
+        with use_device(device):
+            method = fit_for(make_recourse(name, random_state=0, **params), X, y, model)
+            out.append(method.generate(model, rejected))
+    np.testing.assert_array_equal(out[0].counterfactuals, out[1].counterfactuals)
+    np.testing.assert_array_equal(out[0].valid, out[1].valid)

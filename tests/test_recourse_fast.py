@@ -285,3 +285,35 @@ def test_face_kde_is_the_exact_gaussian_kde():
     np.testing.assert_allclose(
         midpoint_log_density(far, i, j, h), gaussian_log_density((far[i] + far[j]) / 2, far, h), rtol=1e-11, atol=1e-10
     )
+
+
+def test_scfe_small_batches_search_in_one_thread_with_the_same_counterfactuals(mlp, monkeypatch):
+    """SCFE's small batches run in one torch thread; the counterfactuals are those of torch's thread count.
+
+    The threads split a product's rows and columns, not its sums over 6 features or 64 units, so
+    the float32 iterates agree to rounding (1e-5 leaves room over float32's 6e-8 per operation on
+    iterates of order 1, while one Adam step of lr 0.01 moves a coordinate by up to 1e-2).
+    """
+    from recourse_privacy.recourse import SCFE, scfe
+
+    model, X, _, rejected = mlp
+    seen = []
+    adam = scfe.SCFE._adam
+
+    def spy(self, X_, module):
+        seen.append(torch.get_num_threads())
+        return adam(self, X_, module)
+
+    monkeypatch.setattr(scfe.SCFE, "_adam", spy)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        one = SCFE(max_iter=300).generate(model, rejected[:40])
+        monkeypatch.setattr(scfe, "ONE_THREAD_ELEMENTS", 0)  # every batch keeps torch's threads
+        many = SCFE(max_iter=300).generate(model, rejected[:40])
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [1, 2]
+    np.testing.assert_array_equal(one.valid, many.valid)
+    np.testing.assert_allclose(one.counterfactuals, many.counterfactuals, atol=1e-5)
+    assert np.abs(one.counterfactuals - rejected[:40]).max() > 1e-2  # the search moved the points
