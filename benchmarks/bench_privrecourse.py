@@ -50,9 +50,12 @@ def main() -> None:
     from recourse_privacy.models.dp import DPLogisticModel
     from recourse_privacy.privrecourse.graph import build_graph, candidate_costs
     from recourse_privacy.recourse import make_recourse
-    from recourse_privacy.reproductions.pentyala2023 import _split
+    from recourse_privacy.reproductions.pentyala2023_setup import load_split
 
-    Xtr, ytr, Xg, yg, Xte, yte = _split("adult", None, args.seed)
+    split = load_split("adult", None, args.seed)
+    Xtr, ytr, Xg, yg, Xte, yte = (
+        split.X_train, split.y_train, split.X_graph, split.y_graph, split.X_test, split.y_test
+    )  # fmt: skip
     model = DPLogisticModel(epsilon=1.0, data_norm=float(np.sqrt(5)), random_state=args.seed).fit(Xtr, ytr)
     Q = Xte[model.predict(Xte) == 0][: args.n_queries]
     out = {
