@@ -57,6 +57,22 @@ def _numbers(result) -> str:
     return json.dumps(d, sort_keys=True, default=str)
 
 
+def _assert_same_numbers(got, want, path: str = "") -> None:
+    """Equal structure and values, floats within 1e-9 relative (a handful of float64 roundings)."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and got.keys() == want.keys(), path
+        for k in want:
+            _assert_same_numbers(got[k], want[k], f"{path}.{k}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), path
+        for i, (g, w) in enumerate(zip(got, want)):
+            _assert_same_numbers(g, w, f"{path}[{i}]")
+    elif isinstance(want, float) and not isinstance(want, bool):
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12, nan_ok=True), path
+    else:
+        assert got == want, path
+
+
 # --------------------------------------------------------------------------- keys
 def test_canonical_keys_tell_apart_what_changes_a_result():
     a = np.arange(2000.0)
@@ -227,7 +243,9 @@ def test_a_corrupted_shadow_model_is_retrained_with_the_same_numbers(tmp_path):
     for path in victims:
         path.write_bytes(path.read_bytes()[:-40])
     again = ArtifactCache(tmp_path)
-    assert _numbers(run_audit(cfg, cache=again)) == expected
+    # a retrained model is one of a batch of fewer: float sums in another order, so scores may move in the
+    # last bits (1e-11 measured); every decision, AUC and rank must not
+    _assert_same_numbers(json.loads(_numbers(run_audit(cfg, cache=again))), json.loads(expected))
     owner, shadows = again.stats["owner model"], again.stats["shadow models"]
     assert owner.corrupt + shadows.corrupt == 2 and owner.misses + shadows.misses == 2
 
