@@ -43,6 +43,39 @@ SOURCES = ("clusters", "laplace", "mst", "data")
 IMMUTABLE_MODES = ("match", "project")
 
 
+def _cluster_nodes(method: PrivRecourse, Z: np.ndarray, seed: int):
+    """PrivRecourse's nodes: the DP k-means centres (Algorithm 1)."""
+    km = CLUSTERINGS[method.clustering](
+        method.n_clusters, epsilon=method.epsilon, delta=method.delta, random_state=seed, **method.clustering_params
+    ).fit(Z)
+    return km.cluster_centers_, km.ledger_, {"rounds": km.n_rounds_}
+
+
+def _laplace_nodes(method: PrivRecourse, Z: np.ndarray, seed: int):
+    """The baseline's nodes: every record plus Laplace noise."""
+    nodes, ledger = laplace_noisy_data(Z, epsilon=method.epsilon, clip=method.clip_noisy, random_state=seed)
+    return nodes, ledger, {}
+
+
+def _mst_nodes(method: PrivRecourse, Z: np.ndarray, seed: int):
+    """DP-SD's nodes: MST synthetic data (McKenna et al. 2021)."""
+    nodes, ledger, info = mst_synthetic_data(
+        Z, epsilon=method.epsilon, delta=method.delta, n_rows=method.n_rows, random_state=seed, **method.mst_params
+    )
+    return nodes, ledger, {"avg_2way_tvd": info["avg_2way_tvd"], "rho": info["rho"]}
+
+
+def _data_nodes(method: PrivRecourse, Z: np.ndarray, seed: int):
+    """FACE's nodes: the raw records (not private)."""
+    ledger = BudgetLedger(method.epsilon, method.delta)
+    ledger.spend("raw training records as nodes", 0.0, dp=False, note="non-private FACE (Poyiadzi et al. 2020)")
+    return Z.copy(), ledger, {}
+
+
+#: source -> fn(method, Z in the unit box, seed) -> (nodes in the unit box, ledger, info)
+_NODE_SOURCES = {"clusters": _cluster_nodes, "laplace": _laplace_nodes, "mst": _mst_nodes, "data": _data_nodes}
+
+
 @register_recourse(
     "privrecourse",
     needs=("fitting_data",),
@@ -162,6 +195,38 @@ class PrivRecourse:
         if self.source == "clusters" and self.n_clusters > n:
             raise InvalidInputError(f"n_clusters={self.n_clusters} is larger than the data ({n} rows)")
         t0 = time.perf_counter()
+        model, model_priv = self._model(X, y, model, lo, hi)
+        nodes_u, ledger, info = _NODE_SOURCES[self.source](self, Z, derive_seed(self.random_state, 1))
+        if isinstance(self.bounds, str):  # "data": the scaling itself reads the private rows
+            ledger.spend(
+                "feature bounds: min/max of the training rows",
+                0.0,
+                dp=False,
+                note="bounds read from the data (--bounds-from-data): NOT covered by the DP guarantee",
+            )
+        graph, inc, imm = self._graph(nodes_u)
+        nodes = lo + nodes_u * (hi - lo)
+        candidates = model.predict(nodes) == 1
+        privacy = {
+            "epsilon": model_priv["epsilon"] + ledger.total_epsilon,
+            "delta": model_priv["delta"] + ledger.total_delta,
+            "is_dp": bool(model_priv["dp"] and ledger.is_dp),
+            "composition": "sequential: model + nodes (Pentyala et al. 2023, sec. 4.1)",
+            "model": model_priv,
+            "nodes": ledger.to_dict(),
+        }
+        config = {
+            **self._config(inc, imm),
+            "n_nodes": int(len(nodes)),
+            "n_edges": int(graph.nnz),
+            "n_candidates": int(candidates.sum()),
+            "build_seconds": time.perf_counter() - t0,
+            **info,
+        }
+        return PublishedGraph(nodes, graph, candidates, lo, hi, tuple(feature_names), privacy, config)
+
+    def _model(self, X: np.ndarray, y, model, lo: np.ndarray, hi: np.ndarray) -> tuple[object, dict]:
+        """The model deciding the candidates (the DP one trained here when none is given) and its ledger line."""
         if model is None:
             if y is None:
                 raise InvalidInputError("publish needs labels y to train the DP model (or a trained model)")
@@ -171,47 +236,24 @@ class PrivRecourse:
                 random_state=derive_seed(self.random_state, 0),
             ).fit(np.clip(X, lo, hi) if self.out_of_bounds == "clip" else X, y)
         if hasattr(model, "epsilon_"):
-            model_priv = {
+            return model, {
                 "step": "model",
                 "epsilon": float(model.epsilon_),
                 "delta": float(getattr(model, "delta_", 0.0)),
                 "dp": True,
                 "note": f"{type(model).__name__}, published label-only (predict)",
             }
-        else:
-            model_priv = {
-                "step": "model",
-                "epsilon": 0.0,
-                "delta": 0.0,
-                "dp": False,
-                "note": f"{type(model).__name__} supplied, not DP-trained: not covered",
-            }
-        seed = derive_seed(self.random_state, 1)
-        info = {}
-        if self.source == "clusters":
-            km = CLUSTERINGS[self.clustering](
-                self.n_clusters, epsilon=self.epsilon, delta=self.delta, random_state=seed, **self.clustering_params
-            ).fit(Z)
-            nodes_u, ledger = km.cluster_centers_, km.ledger_
-            info["rounds"] = km.n_rounds_
-        elif self.source == "laplace":
-            nodes_u, ledger = laplace_noisy_data(Z, epsilon=self.epsilon, clip=self.clip_noisy, random_state=seed)
-        elif self.source == "mst":
-            nodes_u, ledger, mst_info = mst_synthetic_data(
-                Z, epsilon=self.epsilon, delta=self.delta, n_rows=self.n_rows, random_state=seed, **self.mst_params
-            )
-            info.update({"avg_2way_tvd": mst_info["avg_2way_tvd"], "rho": mst_info["rho"]})
-        else:
-            nodes_u = Z.copy()
-            ledger = BudgetLedger(self.epsilon, self.delta)
-            ledger.spend("raw training records as nodes", 0.0, dp=False, note="non-private FACE (Poyiadzi et al. 2020)")
-        if isinstance(self.bounds, str):  # "data": the scaling itself reads the private rows
-            ledger.spend(
-                "feature bounds: min/max of the training rows",
-                0.0,
-                dp=False,
-                note="bounds read from the data (--bounds-from-data): NOT covered by the DP guarantee",
-            )
+        return model, {
+            "step": "model",
+            "epsilon": 0.0,
+            "delta": 0.0,
+            "dp": False,
+            "note": f"{type(model).__name__} supplied, not DP-trained: not covered",
+        }
+
+    def _graph(self, nodes_u: np.ndarray):
+        """The graph on the unit-box nodes under the action set: (graph, increasing mask, immutable mask)."""
+        d = nodes_u.shape[1]
         inc = np.zeros(d, bool) if self.action_set is None else np.asarray(self.action_set.increasing, bool)
         imm = np.zeros(d, bool) if self.action_set is None else np.asarray(self.action_set.immutable, bool)
         project = self.immutables == "project" and imm.any()
@@ -225,18 +267,11 @@ class PrivRecourse:
             increasing=inc[mutable],
             immutable=None if project else imm,
         )
-        nodes = lo + nodes_u * (hi - lo)
-        candidates = model.predict(nodes) == 1
-        is_dp = bool(model_priv["dp"] and ledger.is_dp)
-        privacy = {
-            "epsilon": model_priv["epsilon"] + ledger.total_epsilon,
-            "delta": model_priv["delta"] + ledger.total_delta,
-            "is_dp": is_dp,
-            "composition": "sequential: model + nodes (Pentyala et al. 2023, sec. 4.1)",
-            "model": model_priv,
-            "nodes": ledger.to_dict(),
-        }
-        config = {
+        return graph, inc, imm
+
+    def _config(self, inc: np.ndarray, imm: np.ndarray) -> dict:
+        """The parameters the artefact records (what produced it)."""
+        return {
             "source": self.source,
             "n_clusters": self.n_clusters,
             "epsilon": self.epsilon,
@@ -250,13 +285,7 @@ class PrivRecourse:
             "increasing": inc.tolist(),
             "immutable": imm.tolist(),
             "immutables": self.immutables,
-            "n_nodes": int(len(nodes)),
-            "n_edges": int(graph.nnz),
-            "n_candidates": int(candidates.sum()),
-            "build_seconds": time.perf_counter() - t0,
-            **info,
         }
-        return PublishedGraph(nodes, graph, candidates, lo, hi, tuple(feature_names), privacy, config)
 
     # ------------------------------------------------------------------ the recourse method
     def fit(self, X: np.ndarray, y: np.ndarray | None = None, model=None) -> PrivRecourse:
