@@ -446,3 +446,20 @@ def test_knn_density_graph_for_large_sparse_graphs():
     # uniform data on [0,1]^2: the k-NN estimate of the density (1) is within a factor 2 in the bulk
     dens = np.exp(knn_log_density(np.full((1, 2), 0.5), X, 20))
     assert 0.5 < dens[0] < 2.0
+
+
+def test_msts_pair_marginals_of_the_one_way_model_are_outer_products():
+    """MST scores every pair from the 1-way model; its 2-way marginals are outer products (independence),
+    equal to what mbi's projection of the graphical model computes, pair by pair."""
+    from recourse_privacy.privrecourse.baselines import _import_mbi, _independent_pair_marginals, _measure
+
+    mbi = _import_mbi()
+    rng = np.random.default_rng(0)
+    B = rng.integers(0, 3, size=(300, 4))
+    B[:, 1] = np.minimum(B[:, 0] + rng.integers(0, 2, 300), 2)  # dependence in the data, not in the model
+    domain = mbi.Domain([f"x{k}" for k in range(4)], [3] * 4)
+    model = mbi.MirrorDescent().estimate(domain, _measure(mbi, B, [(k,) for k in range(4)], 3, 5.0, rng), iters=200)
+    i, j, est = _independent_pair_marginals(model, 4)
+    for k, (a, b) in enumerate(zip(i, j)):
+        want = np.asarray(model.project((f"x{a}", f"x{b}")).datavector()).reshape(3, 3)
+        np.testing.assert_allclose(est[k], want, rtol=1e-6, atol=1e-6)
