@@ -98,7 +98,7 @@ def test_set_shadow_learns_from_the_adversarys_own_simulations():
     inputs = ReleaseInputs(real, targets, reference, simulate=simulate, n_shadow=4, random_state=0)
     s = set_shadow_scores(inputs)
     assert auc(member, s) > 0.9
-    assert set(RELEASE_ATTACKS.names()) == {"dcr", "domias", "set-shadow"}
+    assert set(RELEASE_ATTACKS.names()) == {"dcr", "domias", "set-shadow", "golob-mst"}
 
 
 def test_release_summary_round_trips_and_warns():
@@ -267,3 +267,9 @@ def test_golob_mst_beats_chance_on_an_unnoised_mst_release():
     targets, is_member = np.vstack([mem, non]), np.r_[np.ones(100), np.zeros(100)]
     scores = golob_mst_scores(syn, targets, ref, MSTRecipe(rho=cdp_rho(1e6, 1e-9)), seed=0)
     _beats_chance_by_a_binomial_bound(scores, is_member)
+
+
+def test_domias_on_a_release_too_small_for_a_density_gives_no_information():
+    rng = np.random.default_rng(0)
+    ref, targets = rng.normal(size=(50, 3)), rng.normal(size=(7, 3))
+    assert (domias_scores(ref[:1], targets, ref, np.ones(3)) == 0).all()

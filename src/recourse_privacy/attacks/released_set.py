@@ -130,7 +130,12 @@ def kde_log_density(sample: np.ndarray, points: np.ndarray) -> np.ndarray:
 def domias_scores(
     released: np.ndarray, targets: np.ndarray, reference: np.ndarray, scale: np.ndarray, max_dim: int = MAX_KDE_DIM
 ) -> np.ndarray:
-    """DOMIAS (van Breugel et al. 2023): log p_release(target) - log p_reference(target), kernel densities."""
+    """DOMIAS (van Breugel et al. 2023): log p_release(target) - log p_reference(target), kernel densities.
+
+    A release of fewer than 2 rows has no density: every target scores 0 (no information).
+    """
+    if len(released) < 2:
+        return np.zeros(len(targets))
     d = min(max_dim, max(1, len(released) - 2), max(1, len(reference) - 2))
     project = _projection(reference, scale, d)
     return kde_log_density(project(released), project(targets)) - kde_log_density(project(reference), project(targets))

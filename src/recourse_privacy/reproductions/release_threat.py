@@ -35,16 +35,17 @@ from recourse_privacy.reproductions.registry import register_reproduction
 
 __all__ = ["METHODS", "MstRow", "ReleaseThreatConfig", "StudyRow", "mst_attack_table", "run_release_threat"]
 
-#: label -> (registered recourse method, its parameters)
-METHODS: dict[str, tuple[str, dict]] = {
-    "FACE": ("face", {}),
-    "privrecourse-data": ("privrecourse-data", {}),
-    "Growing Spheres": ("gs", {}),
-    "SCFE": ("scfe", {}),
-    "DiCE": ("dice", {"total_cfs": 1, "max_iter": 200}),
-    "PrivRecourse": ("privrecourse", {}),
-    "DPC": ("dpc", {}),
-    "Laplace Recourse": ("laplace", {}),
+#: label -> (registered recourse method, its parameters, defense, the defense's epsilon); Laplace Recourse
+#: (Huang et al. 2023) is a defense on the linear model's closed-form recourse, at epsilon 1 per query
+METHODS: dict[str, tuple[str, dict, str, float | None]] = {
+    "FACE": ("face", {}, "none", None),
+    "privrecourse-data": ("privrecourse-data", {}, "none", None),
+    "Growing Spheres": ("gs", {}, "none", None),
+    "SCFE": ("scfe", {}, "none", None),
+    "DiCE": ("dice", {"total_cfs": 1, "max_iter": 200}, "none", None),
+    "PrivRecourse": ("privrecourse", {}, "none", None),
+    "DPC": ("dpc", {}, "none", None),
+    "Laplace Recourse": ("linear", {}, "laplace", 1.0),
 }
 
 
@@ -117,7 +118,7 @@ def _method_rows(dataset: str, label: str, cfg: ReleaseThreatConfig) -> list[Stu
     """One audit (membership game + release threat) of one method; its released-set rows."""
     from recourse_privacy.audit import run_audit
 
-    recourse, params = METHODS[label]
+    recourse, params, defense, epsilon = METHODS[label]
     if recourse == "privrecourse":  # Pentyala et al.'s K = 500 centres need more rows than the small game has
         params = {**params, "n_clusters": max(2, min(500, cfg.n_members // 5))}
     try:
@@ -126,6 +127,8 @@ def _method_rows(dataset: str, label: str, cfg: ReleaseThreatConfig) -> list[Stu
             model=cfg.model,
             recourse=recourse,
             recourse_params=params,
+            defense=defense,
+            epsilon=epsilon,
             attacks=cfg.query_attacks,
             n_members=cfg.n_members,
             shadow_models=2,
