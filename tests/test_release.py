@@ -273,3 +273,29 @@ def test_domias_on_a_release_too_small_for_a_density_gives_no_information():
     rng = np.random.default_rng(0)
     ref, targets = rng.normal(size=(50, 3)), rng.normal(size=(7, 3))
     assert (domias_scores(ref[:1], targets, ref, np.ones(3)) == 0).all()
+
+
+def test_release_threat_study_names_eight_registered_methods():
+    from recourse_privacy.recourse import RECOURSE_METHODS
+    from recourse_privacy.reproductions.release_threat import METHODS, ReleaseThreatConfig
+
+    assert len(METHODS) == 8 and set(ReleaseThreatConfig().methods) == set(METHODS)
+    for recourse, _, defense, epsilon in METHODS.values():
+        assert recourse in RECOURSE_METHODS.names()
+        assert (defense == "none") == (epsilon is None)
+
+
+@pytest.mark.slow
+def test_release_threat_study_writes_both_tables(tmp_path):
+    from recourse_privacy.reproductions.release_threat import ReleaseThreatConfig, run_release_threat
+
+    cfg = ReleaseThreatConfig(
+        datasets=("adult",), methods=("FACE",), n_members=60, release_size=30, mst_epsilons=(1e3,), mst_members=80,
+        mst_iters=50,
+    )  # fmt: skip
+    rows, mst = run_release_threat(tmp_path, config=cfg)
+    study = pd.read_csv(tmp_path / "release_threat.csv")
+    assert set(study.attack) == {"dcr", "domias", "set-shadow"} and (study.exact_copies > 0).all()
+    assert ((study.auc_low <= study.auc) & (study.auc <= study.auc_high)).all()
+    assert set(pd.read_csv(tmp_path / "mst_attack.csv").attack) == {"golob-mst", "domias", "dcr"}
+    assert all(r.anonymeter.startswith("skipped") for r in rows) or all("[" in r.anonymeter for r in rows)
