@@ -195,7 +195,7 @@ def test_yang2022_runs_end_to_end_at_tiny_sizes(tmp_path):
     assert res["quality"]["dpc_hardened_low"]["epsilon_total"] == pytest.approx(2 * cfg.eps_low)
 
 
-def _yang_data(n=400, d=4, seed=0):
+def _yang_data(n=240, d=4, seed=0):
     """A tiny _Data for the yang2022 steps: a linear target on uniform points in [0, 1]^d."""
     from recourse_privacy.models.mlp import MLPModel
     from recourse_privacy.reproductions.yang2022 import _Data
