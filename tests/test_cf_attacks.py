@@ -187,5 +187,102 @@ def test_yang2022_runs_end_to_end_at_tiny_sizes(tmp_path):
     )
     run_yang2022(tmp_path, config=cfg, console=None)
     res = json.loads((tmp_path / "results.json").read_text())["results"]["digits"]
-    assert set(res["table4"]) >= {"base", "nondp", "nondp_dualcf", "dpc_faithful", "dpc_hardened"}
+    assert set(res["table4"]) >= {"base", "nondp", "nondp_dualcf", "dpc_faithful", "dpc_hardened", "nondp_cca"}
+    for label in ("nondp_cca", "nondp_cf_torch"):  # Table 4's CCA column and its same-trainer cf
+        assert set(res["table4"][label]) == {"100", "200"}
+        for cell in res["table4"][label].values():
+            assert set(cell) == {"known", "unknown"} and all(0 <= v["fidelity"] <= 1 for v in cell.values())
     assert res["quality"]["dpc_hardened_low"]["epsilon_total"] == pytest.approx(2 * cfg.eps_low)
+
+
+def _yang_data(n=240, d=4, seed=0):
+    """A tiny _Data for the yang2022 steps: a linear target on uniform points in [0, 1]^d."""
+    from recourse_privacy.models.mlp import MLPModel
+    from recourse_privacy.reproductions.yang2022 import _Data
+
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d))
+    y = (X @ W[:d] > 0.5 * W[:d].sum() - 0.3).astype(np.int64)
+    sp = {k: np.arange(i * n // 4, (i + 1) * n // 4) for i, k in enumerate(("train", "non", "adv", "eval"))}
+    model = MLPModel(hidden_layers=(8,), epochs=30, lr=1e-2, random_state=0).fit(X[sp["train"]], y[sp["train"]])
+    return _Data(X, y, None, [f"x{j}" for j in range(d)], sp, model)
+
+
+def test_yang2022_cca_column_has_every_k_and_architecture():
+    from recourse_privacy.reproductions.yang2022 import Yang2022Config, _cca_columns
+
+    data = _yang_data()
+    cfg = Yang2022Config(target_hidden=(8,))
+    Qa = data.Qa
+    cf = Qa + 0.0  # answers that never cross: every counterfactual is an ordinary labelled point
+    out = _cca_columns(data, cfg, (20, 50), cf[:50])
+    assert set(out) == {"nondp_cca", "nondp_cf_torch"}
+    for label in out:
+        assert set(out[label]) == {"20", "50"}
+        for k in out[label].values():
+            assert set(k) == {"known", "unknown"}
+    # nothing crossed, so nothing is clamped: CCA's transfer sets equal cf's, and so do the surrogates
+    assert out["nondp_cca"] == out["nondp_cf_torch"]
+
+
+def _stacked_targets(K=3, n=300, d=3, seed=0):
+    from recourse_privacy.attacks.cca import TransferSet, fit_surrogates
+
+    rng = np.random.default_rng(seed)
+    sets = []
+    for _ in range(K):
+        X = rng.random((n, d))
+        sets.append(TransferSet(X, (X.sum(1) > d / 2).astype(float), np.zeros(n, bool)))
+    return fit_surrogates(sets, (20, 10), epochs=200, random_state=seed), rng.random((K, 40, d))
+
+
+def test_closest_counterfactuals_meet_the_confidence_and_are_minimal_on_their_segment():
+    from recourse_privacy.reproductions.dissanayake2024 import _forward_np, closest_counterfactuals
+
+    nets, Q = _stacked_targets()
+    conf = 0.7
+    cf, ok = closest_counterfactuals(nets, Q, conf, steps=150)
+    logit = np.log(conf / (1 - conf))
+    z_cf = _forward_np(nets, cf)
+    assert ok.mean() > 0.9  # the favourable region is reachable inside [0, 1]^3 for these targets
+    assert (z_cf[ok] >= logit - 1e-4).all()
+    # the bisection: 2% less of the step does not reach the confidence (unless the query already did)
+    inner = Q + 0.98 * (cf - Q)
+    z_q, z_in = _forward_np(nets, Q), _forward_np(nets, inner)
+    moved = ok & (z_q < logit)
+    assert (z_in[moved] < logit + 1e-4).all()
+    assert (cf >= -1e-9).all() and (cf <= 1 + 1e-9).all()
+
+
+def test_dissanayake2024_rows_are_typed_ordered_and_count_counterfactuals():
+    from recourse_privacy.reproductions.dissanayake2024 import Dissanayake2024Config, FidelityRow, run_dataset
+
+    rng = np.random.default_rng(1)
+    X = rng.random((900, 4))
+    y = (X @ W > 0.5 * W.sum() - 0.3).astype(np.int64)
+    cfg = Dissanayake2024Config(
+        n_target_train=300, n_pool=200, n_ref=300, batch=20, max_queries=60, n_pairs=3,
+        target_epochs=100, surrogate_epochs=100, cf_steps=80,
+    )  # fmt: skip
+    rows = run_dataset(X, y, "toy", cfg)
+    assert all(isinstance(r, FidelityRow) for r in rows)
+    assert [(r.attack, r.queries) for r in rows] == [(a, b) for b in (20, 40, 60) for a in ("cf", "cca")]
+    for r in rows:
+        assert 0 <= r.fidelity_low <= r.fidelity <= r.fidelity_high <= 1 and r.n_pairs == 3
+    cfs = [r.counterfactuals for r in rows if r.attack == "cf"]
+    assert cfs == sorted(cfs) and cfs[-1] <= 60  # one counterfactual per rejected query at most, never fewer later
+    # both surrogates see the same answers at each budget
+    assert [r.counterfactuals for r in rows if r.attack == "cca"] == cfs
+
+
+def test_dissanayake2024_refuses_a_budget_beyond_its_pool():
+    from recourse_privacy.reproductions.dissanayake2024 import Dissanayake2024Config
+
+    with pytest.raises(InvalidInputError, match="max_queries"):
+        Dissanayake2024Config(n_pool=100, max_queries=400)
+
+
+def test_new_reproductions_are_registered():
+    from recourse_privacy.reproductions.registry import REPRODUCTIONS
+
+    assert {"dissanayake2024", "release-threat"} <= set(REPRODUCTIONS.names())

@@ -98,7 +98,7 @@ def test_set_shadow_learns_from_the_adversarys_own_simulations():
     inputs = ReleaseInputs(real, targets, reference, simulate=simulate, n_shadow=4, random_state=0)
     s = set_shadow_scores(inputs)
     assert auc(member, s) > 0.9
-    assert set(RELEASE_ATTACKS.names()) == {"dcr", "domias", "set-shadow"}
+    assert set(RELEASE_ATTACKS.names()) == {"dcr", "domias", "set-shadow", "golob-mst"}
 
 
 def test_release_summary_round_trips_and_warns():
@@ -201,3 +201,101 @@ def test_anonymeter_risks_have_intervals():
     assert [r.risk for r in risks] == ["singling-out", "linkability", "inference"]
     for r in risks:
         assert r.low <= r.value <= r.high or np.isclose(r.value, r.low) or np.isclose(r.value, r.high)
+
+
+# ---------------------------------------------------------------- Golob et al. (2024) on MST synthetic data
+
+
+def _correlated(rng, n, d=4):
+    """Rows in [0, 1)^d with a shared factor (so MST's tree carries signal), binned finely by 10 bins."""
+    z = rng.normal(size=(n, 1))
+    return np.clip(0.5 + 0.18 * (z + 0.8 * rng.normal(size=(n, d))), 0.0, 0.999)
+
+
+def _beats_chance_by_a_binomial_bound(scores: np.ndarray, is_member: np.ndarray, alpha: float = 1e-3) -> None:
+    """Calling "member" above the median score (a threshold from the scores alone, never from the labels) is right
+    on k of n balanced targets; under no leakage k ~ Binomial(n, 1/2), so k must exceed its 1 - alpha quantile."""
+    from scipy.stats import binom
+
+    guess = scores > np.median(scores)
+    k, n = int((guess == (is_member == 1)).sum()), len(scores)
+    assert k > binom.ppf(1 - alpha, n, 0.5), (k, n)
+
+
+def test_golob_mst_is_registered_and_needs_an_mst_recipe():
+    entry = RELEASE_ATTACKS.get("golob-mst")
+    assert "mst" in entry.needs
+    inputs = ReleaseInputs(np.zeros((3, 2)), np.zeros((2, 2)), np.zeros((5, 2)))
+    from recourse_privacy.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="MST recipe"):
+        entry.obj(inputs)
+
+
+def test_focal_weights_without_noise_pick_the_maximum_spanning_tree():
+    from recourse_privacy.attacks.mst_marginals import MSTRecipe, focal_weights
+
+    rng = np.random.default_rng(0)
+    a = rng.random(3000)
+    X = np.column_stack([a, np.clip(a + 0.01 * rng.normal(size=3000), 0, 0.999), rng.random(3000)])
+    pairs, w = focal_weights(X, MSTRecipe(rho=np.inf, n_shadow=4), 1000, seed=0)
+    got = {tuple(p): x for p, x in zip(pairs.tolist(), w)}
+    assert got[(0, 1)] == 1.0  # the near-copy pair is selected in every shadow run
+    assert w.sum() == pytest.approx(2.0)  # a tree on 3 features has 2 edges in every run
+
+
+def test_golob_mst_finds_members_of_a_noiseless_marginal_release():
+    """A release that keeps the members' marginals exactly (the members themselves, binned): far above chance."""
+    from recourse_privacy.attacks.mst_marginals import MSTRecipe, golob_mst_scores
+
+    rng = np.random.default_rng(0)
+    mem, non, ref = _correlated(rng, 100), _correlated(rng, 100), _correlated(rng, 2000)
+    targets, is_member = np.vstack([mem, non]), np.r_[np.ones(100), np.zeros(100)]
+    scores = golob_mst_scores(mem, targets, ref, MSTRecipe(rho=np.inf), seed=0)
+    _beats_chance_by_a_binomial_bound(scores, is_member)
+
+
+@pytest.mark.slow
+def test_golob_mst_beats_chance_on_an_unnoised_mst_release():
+    """MST (the privrecourse-mst generator) at epsilon 1e6: noise ~0, so its marginals are the members'."""
+    from recourse_privacy.attacks.mst_marginals import MSTRecipe, golob_mst_scores
+    from recourse_privacy.privrecourse.baselines import cdp_rho, mst_synthetic_data
+
+    rng = np.random.default_rng(0)
+    mem, non, ref = _correlated(rng, 100), _correlated(rng, 100), _correlated(rng, 2000)
+    syn, _, _ = mst_synthetic_data(mem, epsilon=1e6, iters=200, random_state=1)
+    targets, is_member = np.vstack([mem, non]), np.r_[np.ones(100), np.zeros(100)]
+    scores = golob_mst_scores(syn, targets, ref, MSTRecipe(rho=cdp_rho(1e6, 1e-9)), seed=0)
+    _beats_chance_by_a_binomial_bound(scores, is_member)
+
+
+def test_domias_on_a_release_too_small_for_a_density_gives_no_information():
+    rng = np.random.default_rng(0)
+    ref, targets = rng.normal(size=(50, 3)), rng.normal(size=(7, 3))
+    assert (domias_scores(ref[:1], targets, ref, np.ones(3)) == 0).all()
+
+
+def test_release_threat_study_names_eight_registered_methods():
+    from recourse_privacy.recourse import RECOURSE_METHODS
+    from recourse_privacy.reproductions.release_threat import METHODS, ReleaseThreatConfig
+
+    assert len(METHODS) == 8 and set(ReleaseThreatConfig().methods) == set(METHODS)
+    for recourse, _, defense, epsilon in METHODS.values():
+        assert recourse in RECOURSE_METHODS.names()
+        assert (defense == "none") == (epsilon is None)
+
+
+@pytest.mark.slow
+def test_release_threat_study_writes_both_tables(tmp_path):
+    from recourse_privacy.reproductions.release_threat import ReleaseThreatConfig, run_release_threat
+
+    cfg = ReleaseThreatConfig(
+        datasets=("adult",), methods=("FACE",), n_members=60, release_size=30, mst_epsilons=(1e3,), mst_members=80,
+        mst_iters=50,
+    )  # fmt: skip
+    rows, mst = run_release_threat(tmp_path, config=cfg)
+    study = pd.read_csv(tmp_path / "release_threat.csv")
+    assert set(study.attack) == {"dcr", "domias", "set-shadow"} and (study.exact_copies > 0).all()
+    assert ((study.auc_low <= study.auc) & (study.auc <= study.auc_high)).all()
+    assert set(pd.read_csv(tmp_path / "mst_attack.csv").attack) == {"golob-mst", "domias", "dcr"}
+    assert all(r.anonymeter.startswith("skipped") for r in rows) or all("[" in r.anonymeter for r in rows)

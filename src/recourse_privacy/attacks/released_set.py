@@ -12,6 +12,8 @@ counterfactuals:
   density of the reference at the target, each a Gaussian kernel density (Scott's bandwidth,
   :class:`scipy.stats.gaussian_kde`) on a PCA of the reference where the data has more than
   :data:`MAX_KDE_DIM` dimensions; local overfitting shows as a ratio above one;
+- ``golob-mst`` (:mod:`~recourse_privacy.attacks.mst_marginals`): Golob et al.'s (2024) attack on
+  MST synthetic data, for releases that carry an MST recipe;
 - ``set-shadow``: the shadow-set attack of Stadler et al. (2022): the adversary simulates releases
   from its own pool with the owner's recipe, each target inside the simulated training set in half
   of them (a balanced keep matrix, as LiRA's), and trains a classifier on features of the set seen
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +54,9 @@ MAX_KDE_DIM = 8
 N_SHADOW_RELEASES = 8
 
 RELEASE_ATTACKS: Registry[Callable] = Registry(
-    "release attack", builtins=("recourse_privacy.attacks.released_set",), needs_vocabulary=("simulations",)
+    "release attack",
+    builtins=("recourse_privacy.attacks.released_set", "recourse_privacy.attacks.mst_marginals"),
+    needs_vocabulary=("simulations", "mst"),
 )
 
 
@@ -61,6 +66,8 @@ class ReleaseInputs:
 
     ``simulate(keep)`` (set-shadow only) returns the set the recipe would publish from a training set
     of the adversary's pool plus the targets flagged in ``keep``: the adversary's own simulation.
+    ``mst`` (``golob-mst`` only): the :class:`~recourse_privacy.attacks.mst_marginals.MSTRecipe` of a
+    release of MST synthetic data.
     """
 
     released: np.ndarray
@@ -71,6 +78,7 @@ class ReleaseInputs:
     n_shadow: int = N_SHADOW_RELEASES
     random_state: int = 0
     notes: list[str] = field(default_factory=list)
+    mst: Any = None
 
     def scale(self) -> np.ndarray:
         """Per-feature spread of the reference (1 where a feature is constant there)."""
@@ -122,7 +130,12 @@ def kde_log_density(sample: np.ndarray, points: np.ndarray) -> np.ndarray:
 def domias_scores(
     released: np.ndarray, targets: np.ndarray, reference: np.ndarray, scale: np.ndarray, max_dim: int = MAX_KDE_DIM
 ) -> np.ndarray:
-    """DOMIAS (van Breugel et al. 2023): log p_release(target) - log p_reference(target), kernel densities."""
+    """DOMIAS (van Breugel et al. 2023): log p_release(target) - log p_reference(target), kernel densities.
+
+    A release of fewer than 2 rows has no density: every target scores 0 (no information).
+    """
+    if len(released) < 2:
+        return np.zeros(len(targets))
     d = min(max_dim, max(1, len(released) - 2), max(1, len(reference) - 2))
     project = _projection(reference, scale, d)
     return kde_log_density(project(released), project(targets)) - kde_log_density(project(reference), project(targets))

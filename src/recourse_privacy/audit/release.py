@@ -116,6 +116,8 @@ def release_summary(ctx: ThreatContext) -> ReleaseSummary:
         if "simulations" in entry.needs and inputs.simulate is None:
             notes.append(f"{name} skipped: the owner's recipe is not available to simulate releases")
             continue
+        if "mst" in entry.needs and inputs.mst is None:
+            continue  # an attack on MST synthetic data: this release is not one
         scores = np.asarray(entry.obj(inputs), float)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -14,7 +14,9 @@ Per dataset (Adult, Hospital = Diabetes 130-US, digits as the MNIST stand-in):
    rejected evaluation queries, for DiCE, CADEX, C-CHVAE, REVISE (the project's defaults, one
    counterfactual per query) and DPC at two epsilons, faithful and hardened.
 4. Table 4: surrogate accuracy (and fidelity) over k, known/unknown architecture, for
-   non-DP counterfactuals (DiCE), DPC faithful and hardened, the base extraction and DualCF.
+   non-DP counterfactuals (DiCE), DPC faithful and hardened, the base extraction and DualCF; and a
+   column the paper predates: the counterfactual clamping attack (CCA, Dissanayake and Dutta 2024)
+   on the non-DP counterfactuals, beside ``cf`` trained by the same batched trainer without the clamp.
 5. Membership inference through the surrogate (threshold and learned, Shokri et al. 2017) beside
    the audit's CFD attack on the same targets; attribute inference of Adult's race.
 6. Time per DPC counterfactual for ``n_timing`` queries batched, beside DiCE's on the same model.
@@ -31,6 +33,7 @@ import numpy as np
 
 from recourse_privacy import strict_json
 from recourse_privacy.reproductions.registry import register_reproduction
+from recourse_privacy.validation import derive_seed
 
 __all__ = ["PAPER", "Yang2022Config", "run_yang2022"]
 
@@ -86,6 +89,9 @@ KNOWN_DIFFERENCES = (
     "not the authors' library versions.",
     "Surrogates are scikit-learn MLPs trained on the target's hard labels (Jagielski et al. fit soft labels).",
     "Digits has 1,797 rows: its query budget caps k at 500.",
+    "Table 4's nondp_cca column (Dissanayake and Dutta 2024) is not in the paper; it and nondp_cf_torch use the "
+    "batched torch trainer (full-batch Adam, 300 epochs), not scikit-learn's MLP, so compare CCA with "
+    "nondp_cf_torch (same trainer, no clamp), not with nondp.",
 )
 
 
@@ -113,6 +119,8 @@ class Yang2022Config:
     baselines: tuple[str, ...] = ("dice", "cadex", "cchvae", "revise")
     #: DiCE for Tables 2-4: one counterfactual per query (Yang et al.), at most 1,000 iterations (dice-ml: 5,000)
     dice_params: dict = field(default_factory=lambda: {"total_cfs": 1, "max_iter": 1000})
+    #: Table 4's CCA column (Dissanayake and Dutta 2024) and ``cf`` with the same batched trainer
+    cca: bool = True
     seed: int = 0
 
 
@@ -242,54 +250,89 @@ def _explain_api(kind: str, model, fitted, X_fit, y_fit):
 # ------------------------------------------------------------------------------------------- one dataset
 
 
-def _run_dataset(name: str, cfg: Yang2022Config, log) -> dict:
-    from recourse_privacy.attacks.attribute import attribute_inference
-    from recourse_privacy.attacks.distance import cfd_attack
-    from recourse_privacy.attacks.extraction import extract_model, train_surrogate
-    from recourse_privacy.attacks.surrogate import surrogate_membership
-    from recourse_privacy.dpc.classifier import MulticlassMLP
-    from recourse_privacy.metrics.membership import attack_metrics
+@dataclass
+class _Data:
+    """One dataset's encoded rows, disjoint splits and the target model f."""
+
+    X: np.ndarray
+    y: np.ndarray
+    yk: np.ndarray | None
+    names: list
+    sp: dict
+    model: object
+
+    @property
+    def Xtr(self) -> np.ndarray:
+        return self.X[self.sp["train"]]
+
+    @property
+    def ytr(self) -> np.ndarray:
+        return self.y[self.sp["train"]]
+
+    @property
+    def Xev(self) -> np.ndarray:
+        return self.X[self.sp["eval"]]
+
+    @property
+    def yev(self) -> np.ndarray:
+        return self.y[self.sp["eval"]]
+
+    @property
+    def Qa(self) -> np.ndarray:
+        return self.X[self.sp["adv"]]
+
+    @property
+    def ya(self) -> np.ndarray:
+        return self.y[self.sp["adv"]]
+
+
+def _setup(name: str, cfg: Yang2022Config, log) -> tuple[_Data, dict]:
+    """Load, split and train the target (the only draws from the reproduction's generator, in this order)."""
     from recourse_privacy.models.mlp import MLPModel
-    from recourse_privacy.recourse import RECOURSE_METHODS, fit_for, make_recourse
 
     rng = np.random.default_rng(cfg.seed)
     X, y, yk, names = _load(name, cfg, rng)
     sp = _splits(len(X), cfg, rng)
-    Xtr, ytr = X[sp["train"]], y[sp["train"]]
     model = MLPModel(hidden_layers=cfg.target_hidden, epochs=cfg.target_epochs, lr=1e-3, random_state=cfg.seed).fit(
-        Xtr, ytr
+        X[sp["train"]], y[sp["train"]]
     )
-    Xev, yev = X[sp["eval"]], y[sp["eval"]]
+    data = _Data(X, y, yk, names, sp, model)
     out: dict = {
         "n_features": X.shape[1],
         "sizes": {k: int(len(v)) for k, v in sp.items()},
-        "target_accuracy": float(np.mean(model.predict(Xev) == yev)),
+        "target_accuracy": float(np.mean(model.predict(data.Xev) == data.yev)),
     }
     log(f"[{name}] d={X.shape[1]} sizes={out['sizes']} target accuracy {out['target_accuracy']:.3f}")
+    return data, out
 
-    # ---- Figure 2: the FM autoencoder's reconstruction MSE over epsilon (held-out rows)
+
+def _figure2(name: str, data: _Data, cfg: Yang2022Config, log) -> dict:
+    """Figure 2: the FM autoencoder's reconstruction MSE over epsilon (held-out rows)."""
     from recourse_privacy.dpc.autoencoder import FMAutoencoder
 
-    layers = _dpc("faithful", 1.0, cfg, cfg.seed, X.shape[1]).autoencoder.encoder_layers
-    out["figure2"] = {
+    layers = _dpc("faithful", 1.0, cfg, cfg.seed, data.X.shape[1]).autoencoder.encoder_layers
+    fig = {
         str(eps): FMAutoencoder(encoder_layers=layers, epsilon=eps, epochs=cfg.ae_epochs, random_state=cfg.seed)
-        .fit(Xtr)
-        .reconstruction_mse(Xev)
+        .fit(data.Xtr)
+        .reconstruction_mse(data.Xev)
         for eps in cfg.fig2_epsilons
     }
-    log(
-        f"[{name}] Figure 2, reconstruction MSE over epsilon: "
-        + ", ".join(f"{k}: {v:.4f}" for k, v in out["figure2"].items())
-    )
+    log(f"[{name}] Figure 2, reconstruction MSE over epsilon: " + ", ".join(f"{k}: {v:.4f}" for k, v in fig.items()))
+    return fig
 
-    # ---- Table 2/3 + Figure 4: flip ratio, distance, time on rejected evaluation queries
-    rej = Xev[model.predict(Xev) == 0][: cfg.n_fr_queries]
+
+def _quality(name: str, data: _Data, cfg: Yang2022Config, log) -> tuple[dict, dict]:
+    """Table 2/3 + Figure 4: flip ratio, distance, time on rejected evaluation queries; the fitted DPCs."""
+    from recourse_privacy.recourse import RECOURSE_METHODS, fit_for, make_recourse
+
+    model = data.model
+    rej = data.Xev[model.predict(data.Xev) == 0][: cfg.n_fr_queries]
     quality = {}
     for method in cfg.baselines:
         params = dict(cfg.dice_params) if method == "dice" else {}
         if RECOURSE_METHODS.get(method).meta.get("randomized"):
             params["random_state"] = cfg.seed
-        m = fit_for(make_recourse(method, **params), Xtr, ytr, model)
+        m = fit_for(make_recourse(method, **params), data.Xtr, data.ytr, model)
         res = m.generate(model, rej)
         quality[method] = {
             "fr": res.validity,
@@ -303,7 +346,7 @@ def _run_dataset(name: str, cfg: Yang2022Config, log) -> dict:
     dpcs = {}
     for mode in ("faithful", "hardened"):
         for tag, eps in (("low", cfg.eps_low), ("high", cfg.eps_high)):
-            e = _dpc(mode, eps, cfg, cfg.seed, X.shape[1]).fit(Xtr, ytr, n_classes=2)
+            e = _dpc(mode, eps, cfg, cfg.seed, data.X.shape[1]).fit(data.Xtr, data.ytr, n_classes=2)
             dpcs[(mode, tag)] = e
             r = e.explain(
                 rej, _binary_logits(model), targets=np.ones(len(rej), np.int64), predicted=np.zeros(len(rej), np.int64)
@@ -316,43 +359,49 @@ def _run_dataset(name: str, cfg: Yang2022Config, log) -> dict:
                 "sec_per_cf": r.seconds / max(len(rej), 1),
                 "epsilon": eps,
                 "epsilon_total": e.ledger.epsilon_total,
-                "ae_mse": e.autoencoder.reconstruction_mse(Xev),
+                "ae_mse": e.autoencoder.reconstruction_mse(data.Xev),
             }
             log(
                 f"[{name}] DPC {mode} eps={eps:g}: FR {quality[key]['fr']:.3f} AD {quality[key]['ad']:.3f} "
                 f"AE MSE {quality[key]['ae_mse']:.4f} total eps {e.ledger.epsilon_total}"
             )
-    out["quality"] = quality
-    if yk is not None:  # 10-class DPC on digits: n/spec. and spec.
-        ykt = yk[sp["train"]]
-        f10 = MulticlassMLP(hidden_layers=cfg.target_hidden, epochs=cfg.target_epochs, random_state=cfg.seed).fit(
-            Xtr, ykt, 10
-        )
-        Q = Xev[: cfg.n_fr_queries]
-        pred = f10.predict(Q)
-        spec_t = (pred + 1 + np.random.default_rng(cfg.seed).integers(0, 9, len(Q))) % 10
-        multi = {"target_accuracy": float(np.mean(f10.predict(Xev) == yk[sp["eval"]]))}
-        for mode in ("faithful", "hardened"):
-            for tag, eps in (("low", cfg.eps_low), ("high", cfg.eps_high)):
-                e = _dpc(mode, eps, cfg, cfg.seed, X.shape[1]).fit(Xtr, ykt, n_classes=10)
-                ns = e.explain(Q, f10.logits_fn, "nonspecific", predicted=pred)
-                sp_ = e.explain(Q, f10.logits_fn, spec_t, predicted=pred)
-                multi[f"dpc_{mode}_{tag}"] = {"fr_nspec": ns.flip_ratio, "fr_spec": sp_.flip_ratio}
-                log(
-                    f"[{name}] 10-class DPC {mode} eps={eps:g}: FR n/spec {ns.flip_ratio:.3f} spec {sp_.flip_ratio:.3f}"
-                )
-        out["multiclass"] = multi
+    return quality, dpcs
 
-    # ---- Table 4: extraction over k
-    Qa, ya = X[sp["adv"]], y[sp["adv"]]
-    ks = tuple(k for k in cfg.ks if k <= len(Qa))
-    dice = fit_for(make_recourse("dice", random_state=cfg.seed, **cfg.dice_params), Qa, ya, model)
-    apis = {"nondp": _explain_api("dice", model, dice, Qa, ya)}
+
+def _multiclass(name: str, data: _Data, cfg: Yang2022Config, log) -> dict:
+    """10-class DPC on digits: the n/spec. and spec. flip ratios."""
+    from recourse_privacy.dpc.classifier import MulticlassMLP
+
+    Xtr, ykt = data.Xtr, data.yk[data.sp["train"]]
+    f10 = MulticlassMLP(hidden_layers=cfg.target_hidden, epochs=cfg.target_epochs, random_state=cfg.seed).fit(
+        Xtr, ykt, 10
+    )
+    Q = data.Xev[: cfg.n_fr_queries]
+    pred = f10.predict(Q)
+    spec_t = (pred + 1 + np.random.default_rng(cfg.seed).integers(0, 9, len(Q))) % 10
+    multi = {"target_accuracy": float(np.mean(f10.predict(data.Xev) == data.yk[data.sp["eval"]]))}
     for mode in ("faithful", "hardened"):
-        e = _dpc(mode, cfg.eps_extraction, cfg, cfg.seed, X.shape[1]).fit(Xtr, ytr, n_classes=2)
+        for tag, eps in (("low", cfg.eps_low), ("high", cfg.eps_high)):
+            e = _dpc(mode, eps, cfg, cfg.seed, data.X.shape[1]).fit(Xtr, ykt, n_classes=10)
+            ns = e.explain(Q, f10.logits_fn, "nonspecific", predicted=pred)
+            sp_ = e.explain(Q, f10.logits_fn, spec_t, predicted=pred)
+            multi[f"dpc_{mode}_{tag}"] = {"fr_nspec": ns.flip_ratio, "fr_spec": sp_.flip_ratio}
+            log(f"[{name}] 10-class DPC {mode} eps={eps:g}: FR n/spec {ns.flip_ratio:.3f} spec {sp_.flip_ratio:.3f}")
+    return multi
+
+
+def _extraction_apis(name: str, data: _Data, cfg: Yang2022Config, ks, log) -> tuple[dict, dict, object]:
+    """The explanation APIs (non-DP DiCE, DPC faithful and hardened), each asked once for all k_max queries."""
+    from recourse_privacy.recourse import fit_for, make_recourse
+
+    model, Qa = data.model, data.Qa
+    dice = fit_for(make_recourse("dice", random_state=cfg.seed, **cfg.dice_params), Qa, data.ya, model)
+    apis = {"nondp": _explain_api("dice", model, dice, Qa, data.ya)}
+    for mode in ("faithful", "hardened"):
+        e = _dpc(mode, cfg.eps_extraction, cfg, cfg.seed, data.X.shape[1]).fit(data.Xtr, data.ytr, n_classes=2)
         apis[f"dpc_{mode}"] = _explain_api("dpc", model, e, None, None)
     cached = {}
-    for key, api in apis.items():  # ask each API once for all queries (and DualCF's second round for non-DP)
+    for key, api in apis.items():
         t0 = time.perf_counter()
         q = Qa[: max(ks)]
         yq = model.predict(q)
@@ -362,7 +411,15 @@ def _run_dataset(name: str, cfg: Yang2022Config, log) -> dict:
             f"[{name}] API {key}: {len(q)} counterfactuals in {cached[key][1]:.1f} s; "
             f"flipped {np.mean(model.predict(cf) != yq):.3f}"
         )
-    table4 = {}
+    return apis, cached, dice
+
+
+def _table4(name: str, data: _Data, cfg: Yang2022Config, ks, apis: dict, cached: dict, log) -> dict:
+    """Table 4: surrogate accuracy and fidelity over k, known/unknown architecture, per API (replayed answers)."""
+    from recourse_privacy.attacks.extraction import extract_model
+
+    Qa, model = data.Qa, data.model
+    table4: dict = {}
     for key, (cf, _) in cached.items():
         lookup = {q.tobytes(): c for q, c in zip(Qa[: max(ks)], cf)}
 
@@ -377,8 +434,8 @@ def _run_dataset(name: str, cfg: Yang2022Config, log) -> dict:
             Qa,
             model.predict_proba,
             replay,
-            Xev,
-            yev,
+            data.Xev,
+            data.yev,
             ks=ks,
             hidden_layers=cfg.target_hidden,
             variants=variants,
@@ -390,48 +447,94 @@ def _run_dataset(name: str, cfg: Yang2022Config, log) -> dict:
                 "accuracy": r.accuracy,
                 "fidelity": r.fidelity,
             }
-    out["table4"] = table4
-    for label, row in table4.items():
-        log(
-            f"[{name}] extraction {label}: "
-            + "; ".join(
-                f"k={k} {v['known']['accuracy'] * 100:.1f}/{v['unknown']['accuracy'] * 100:.1f}" for k, v in row.items()
-            )
-        )
+    return table4
 
-    # ---- membership through the surrogate (k = max) beside the audit's CFD attack
+
+def _cca_columns(data: _Data, cfg: Yang2022Config, ks, cf: np.ndarray) -> dict:
+    """Table 4's CCA column (Dissanayake and Dutta 2024) on the non-DP API's counterfactuals, and ``cf`` trained
+    the same way (batched torch, no clamp) so that the two differ only in the clamping loss.
+
+    D_T(k) as Eq. 22 (all queries with f's labels, then the first k counterfactuals labelled f(x_cf)); a
+    counterfactual that crossed the boundary is fitted with the clamped loss (CCA), one that did not is an
+    ordinary labelled point.
+    """
+    from recourse_privacy.attacks.cca import TransferSet, fit_surrogates
+
+    Qa, model = data.Qa, data.model
+    yq, ycf = model.predict(Qa), model.predict(cf)
+    crossed = ycf != yq[: len(cf)]
+    y_target = model.predict(data.Xev)
+    out: dict = {}
+    for arch, layers in (("known", cfg.target_hidden), ("unknown", (*cfg.target_hidden, cfg.target_hidden[-1]))):
+        sets = [
+            TransferSet(
+                np.vstack([Qa, cf[:k]]),
+                np.concatenate([yq, ycf[:k]]),
+                np.concatenate([np.zeros(len(Qa), bool), crossed[:k] & clamp]),
+            )
+            for clamp in (True, False)
+            for k in ks
+        ]
+        pred = fit_surrogates(sets, layers, random_state=derive_seed(cfg.seed, 61)).predict(data.Xev)
+        for i, (label, k) in enumerate((lab, k) for lab in ("nondp_cca", "nondp_cf_torch") for k in ks):
+            out.setdefault(label, {}).setdefault(str(k), {})[arch] = {
+                "accuracy": float(np.mean(pred[i] == data.yev)),
+                "fidelity": float(np.mean(pred[i] == y_target)),
+            }
+    return out
+
+
+def _membership(name: str, data: _Data, cfg: Yang2022Config, ks, cached: dict, dice, log) -> dict:
+    """Membership through the surrogate (k = max) and attribute inference of Adult's race."""
+    from recourse_privacy.attacks.attribute import attribute_inference
+    from recourse_privacy.attacks.extraction import train_surrogate
+    from recourse_privacy.attacks.surrogate import surrogate_membership
+
+    X, y, sp, model, Qa = data.X, data.y, data.sp, data.model, data.Qa
     n_t = min(cfg.n_mi_targets, len(sp["train"]), len(sp["non"]))
-    Xt = np.vstack([Xtr[:n_t], X[sp["non"]][:n_t]])
-    yt = np.concatenate([ytr[:n_t], y[sp["non"]][:n_t]])
+    Xt = np.vstack([data.Xtr[:n_t], X[sp["non"]][:n_t]])
+    yt = np.concatenate([data.ytr[:n_t], y[sp["non"]][:n_t]])
     mem = np.r_[np.ones(n_t), np.zeros(n_t)]
 
     def shadow(Xs, ys, seed):
         return train_surrogate(Xs, ys, cfg.target_hidden, random_state=seed)
 
-    mi = {}
+    mi: dict = {}
     kmax = max(ks)
     for key, (cf, _) in cached.items():
         Xs = np.vstack([Qa, cf[:kmax]])
         ys = np.concatenate([model.predict(Qa), model.predict(cf[:kmax])])
         g = train_surrogate(Xs, ys, cfg.target_hidden, random_state=cfg.seed)
         r = surrogate_membership(
-            g.predict_proba, Xt, yt, mem, Qa, ya, make_shadow=shadow, n_shadows=2, random_state=cfg.seed
+            g.predict_proba, Xt, yt, mem, Qa, data.ya, make_shadow=shadow, n_shadows=2, random_state=cfg.seed
         )
         mi[key] = {"threshold": r.threshold.to_dict(), "learned": r.learned.to_dict()}
-        if name == "adult":
-            race = [i for i, n in enumerate(names) if n.startswith("race")]
-            if race:
-                ai = attribute_inference(
-                    g.predict_proba, Xtr[:n_t], ytr[:n_t], race[0], (0.0, 1.0), Qa, ya, random_state=cfg.seed
-                )
-                mi[key]["attribute_race"] = ai.to_dict()
-    # the audit's CFD attack on the rejected targets (distance of their released counterfactual)
+        race = [i for i, n in enumerate(data.names) if n.startswith("race")] if name == "adult" else []
+        if race:
+            ai = attribute_inference(
+                g.predict_proba, data.Xtr[:n_t], data.ytr[:n_t], race[0], (0.0, 1.0), Qa, data.ya, random_state=cfg.seed
+            )
+            mi[key]["attribute_race"] = ai.to_dict()
+    _cfd_audit(data, cfg, Xt, mem, dice, mi)
+    for key, v in mi.items():
+        log(f"[{name}] MI {key}: " + _mi_line(v))
+    return mi
+
+
+def _cfd_audit(data: _Data, cfg: Yang2022Config, Xt: np.ndarray, mem: np.ndarray, dice, mi: dict) -> None:
+    """The audit's CFD attack on the rejected targets (distance of their released counterfactual), into ``mi``."""
+    from recourse_privacy.attacks.distance import cfd_attack
+    from recourse_privacy.metrics.membership import attack_metrics
+
+    model = data.model
     rejected = model.predict(Xt) == 0
     for key, fitted in (("nondp", dice), ("dpc_faithful", None), ("dpc_hardened", None)):
         if fitted is not None:
             cf = fitted.generate(model, Xt[rejected]).counterfactuals
         else:
-            e = _dpc(key.split("_")[1], cfg.eps_extraction, cfg, cfg.seed, X.shape[1]).fit(Xtr, ytr, n_classes=2)
+            e = _dpc(key.split("_")[1], cfg.eps_extraction, cfg, cfg.seed, data.X.shape[1]).fit(
+                data.Xtr, data.ytr, n_classes=2
+            )
             cf = e.explain(
                 Xt[rejected],
                 _binary_logits(model),
@@ -440,39 +543,70 @@ def _run_dataset(name: str, cfg: Yang2022Config, log) -> dict:
             ).counterfactuals
         s = cfd_attack(np.abs(cf - Xt[rejected]).sum(1)).scores
         mi.setdefault(key, {})["cfd_audit"] = attack_metrics(mem[rejected], s, (0.01, 0.1)).to_dict()
-    out["membership"] = mi
-    for key, v in mi.items():
+
+
+def _mi_line(v: dict) -> str:
+    line = (
+        f"surrogate-threshold AUC {v['threshold']['auc']:.3f} TPR@1% "
+        f"{v['threshold']['tpr_at_fpr']['0.01']:.3f}; learned AUC {v['learned']['auc']:.3f} TPR@1% "
+        f"{v['learned']['tpr_at_fpr']['0.01']:.3f}; CFD (audit) AUC {v['cfd_audit']['auc']:.3f} "
+        f"TPR@1% {v['cfd_audit']['tpr_at_fpr']['0.01']:.3f}"
+    )
+    if "attribute_race" in v:
+        a = v["attribute_race"]
+        line += f"; race inference acc {a['accuracy']:.3f} (label-only {a['baseline_accuracy']:.3f})"
+    return line
+
+
+def _timing(data: _Data, cfg: Yang2022Config, dpc, log) -> dict:
+    """Figure 4 / timing: ``n_timing`` rejected queries batched, DPC against DiCE on the same model."""
+    from recourse_privacy.recourse import fit_for, make_recourse
+
+    model, X, sp = data.model, data.X, data.sp
+    pool = np.vstack([data.Qa, data.Xev, X[sp["non"]]])
+    Q = pool[model.predict(pool) == 0][: cfg.n_timing]
+    t = dpc.explain(Q, _binary_logits(model), targets=np.ones(len(Q), np.int64), predicted=np.zeros(len(Q), np.int64))
+    d = fit_for(make_recourse("dice", random_state=cfg.seed), data.Xtr, data.ytr, model).generate(model, Q)
+    log(
+        f"[adult] timing ({len(Q)} queries, batched): DPC {t.seconds / len(Q) * 1e3:.2f} ms/cf, "
+        f"DiCE (defaults, 4 cfs) {d.seconds / len(Q) * 1e3:.2f} ms/cf"
+    )
+    return {
+        "n_queries": int(len(Q)),
+        "dpc_sec_per_cf": t.seconds / len(Q),
+        "dice_sec_per_cf": d.seconds / len(Q),
+        "dpc_fr": t.flip_ratio,
+        "dice_fr": d.validity,
+    }
+
+
+def _log_table4(name: str, table4: dict, log) -> None:
+    for label, row in table4.items():
         log(
-            f"[{name}] MI {key}: surrogate-threshold AUC {v['threshold']['auc']:.3f} TPR@1% "
-            f"{v['threshold']['tpr_at_fpr']['0.01']:.3f}; learned AUC {v['learned']['auc']:.3f} TPR@1% "
-            f"{v['learned']['tpr_at_fpr']['0.01']:.3f}; CFD (audit) AUC {v['cfd_audit']['auc']:.3f} "
-            f"TPR@1% {v['cfd_audit']['tpr_at_fpr']['0.01']:.3f}"
-            + (
-                f"; race inference acc {v['attribute_race']['accuracy']:.3f} (label-only "
-                f"{v['attribute_race']['baseline_accuracy']:.3f})"
-                if "attribute_race" in v
-                else ""
+            f"[{name}] extraction {label}: "
+            + "; ".join(
+                f"k={k} {v['known']['accuracy'] * 100:.1f}/{v['unknown']['accuracy'] * 100:.1f}" for k, v in row.items()
             )
         )
 
-    # ---- Figure 4 / timing: n_timing queries batched, DPC vs DiCE on the same model
+
+def _run_dataset(name: str, cfg: Yang2022Config, log) -> dict:
+    """Every table of the paper on one dataset (the steps of the module docstring, in order)."""
+    data, out = _setup(name, cfg, log)
+    out["figure2"] = _figure2(name, data, cfg, log)
+    out["quality"], dpcs = _quality(name, data, cfg, log)
+    if data.yk is not None:
+        out["multiclass"] = _multiclass(name, data, cfg, log)
+    ks = tuple(k for k in cfg.ks if k <= len(data.Qa))
+    apis, cached, dice = _extraction_apis(name, data, cfg, ks, log)
+    table4 = _table4(name, data, cfg, ks, apis, cached, log)
+    if cfg.cca:
+        table4.update(_cca_columns(data, cfg, ks, cached["nondp"][0]))
+    out["table4"] = table4
+    _log_table4(name, table4, log)
+    out["membership"] = _membership(name, data, cfg, ks, cached, dice, log)
     if cfg.n_timing and name == "adult":
-        pool = np.vstack([Qa, Xev, X[sp["non"]]])
-        Q = pool[model.predict(pool) == 0][: cfg.n_timing]
-        e = dpcs[("faithful", "low")]
-        t = e.explain(Q, _binary_logits(model), targets=np.ones(len(Q), np.int64), predicted=np.zeros(len(Q), np.int64))
-        d = fit_for(make_recourse("dice", random_state=cfg.seed), Xtr, ytr, model).generate(model, Q)
-        out["timing"] = {
-            "n_queries": int(len(Q)),
-            "dpc_sec_per_cf": t.seconds / len(Q),
-            "dice_sec_per_cf": d.seconds / len(Q),
-            "dpc_fr": t.flip_ratio,
-            "dice_fr": d.validity,
-        }
-        log(
-            f"[{name}] timing ({len(Q)} queries, batched): DPC {t.seconds / len(Q) * 1e3:.2f} ms/cf, "
-            f"DiCE (defaults, 4 cfs) {d.seconds / len(Q) * 1e3:.2f} ms/cf"
-        )
+        out["timing"] = _timing(data, cfg, dpcs[("faithful", "low")], log)
     return out
 
 
