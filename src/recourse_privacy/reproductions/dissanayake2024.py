@@ -275,6 +275,7 @@ def run_dissanayake2024(
     "dissanayake2024",
     description="Dissanayake and Dutta 2024: surrogate fidelity against counterfactual queries on HELOC, Adult "
     "and COMPAS, the counterfactual clamping attack (CCA) beside the plain counterfactual surrogate",
+    expected_time="~15 min on 2 cores",  # estimated from reduced runs on a loaded machine (issue 22 note)
 )
 def _reproduce(out_dir: Path, *, seeds: list[int] | None = None, console=None) -> None:
     run_dissanayake2024(out_dir, seeds=seeds, console=console)

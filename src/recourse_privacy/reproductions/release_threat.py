@@ -246,6 +246,7 @@ def _line(r: StudyRow) -> str:
     "release-threat",
     description="released counterfactuals alone (no queries): dcr, DOMIAS, set-shadow, exact copies and "
     "Anonymeter for eight methods on Adult and HELOC; Golob et al.'s attack on MST at three epsilons",
+    expected_time="~40 min on 2 cores",  # estimated from reduced runs on a loaded machine (issue 22 note)
 )
 def _reproduce(out_dir: Path, *, seeds: list[int] | None = None, console=None) -> None:
     run_release_threat(out_dir, seeds=seeds, console=console)

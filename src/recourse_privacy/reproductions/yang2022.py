@@ -691,6 +691,7 @@ def run_yang2022(
     "yang2022",
     description="Yang et al. 2022 (DPC): flip ratio, distance, time, extraction over "
     "k, membership and attribute inference through the surrogate; faithful and hardened",
+    expected_time="~45 min on 2 cores",  # estimated from reduced runs on a loaded machine (issue 22 note)
 )
 def _reproduce(out_dir: Path, *, seeds: list[int] | None = None, console=None) -> None:
     run_yang2022(out_dir, seeds=seeds, console=console)
