@@ -63,170 +63,172 @@ def _load_data(dataset, data_dir, data, target, positive_label, categorical, imm
     return load_dataset(dataset, str(data_dir) if data_dir else None)
 
 
+def publish_command(
+    method: str = typer.Option(
+        ..., "--method", help="privrecourse, dpm (DP model), laplace (Laplace Recourse), dpc (DPC prototypes)"
+    ),
+    epsilon: float = typer.Option(..., "--epsilon", help="the release's epsilon (laplace: per answer)"),
+    delta: float = typer.Option(0.0, "--delta", help="the release's delta (privrecourse's nodes)"),
+    out: Path = typer.Option(..., "--out", help="the bundle directory to write"),
+    dataset: str = typer.Option("adult", "--dataset", help="a registered dataset (see `recourse-privacy datasets`)"),
+    data_dir: Path | None = typer.Option(None, "--data-dir", help="directory of the real datasets"),
+    data: Path | None = typer.Option(None, "--data", help="your own CSV/Parquet file instead of --dataset"),
+    target: str | None = typer.Option(None, "--target", help="label column of --data"),
+    positive_label: str | None = typer.Option(None, "--positive-label", help="the favourable value of --target"),
+    categorical: list[str] | None = typer.Option(None, "--categorical", help="categorical column(s) of --data"),
+    immutable: list[str] | None = typer.Option(None, "--immutable", help="column(s) recourse must not change"),
+    increasing: list[str] | None = typer.Option(None, "--increasing", help="column(s) that may only increase"),
+    bounds: list[str] | None = typer.Option(
+        None,
+        "--bounds",
+        help="COL=LO:HI public bounds of a numeric column (repeatable); others are read from "
+        "the data and the manifest says so",
+    ),
+    model_file: Path | None = typer.Option(
+        None,
+        "--model-file",
+        help="your fitted classifier/Pipeline on the --data columns (.skops; laplace, privrecourse, dpc): served "
+        "as its exact weights if its logit is affine in the one-hot/scaled columns, else refused",
+    ),
+    trust: list[str] | None = typer.Option(None, "--trust", help="a type in the .skops file you trust"),
+    n_clusters: int = typer.Option(100, "--n-clusters", min=2, max=100_000, help="privrecourse: graph nodes"),
+    seed: int = typer.Option(0, "--seed", help="seed of the training (not of the served noise)"),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="replace an earlier bundle in --out (only its own files are removed)"
+    ),
+) -> None:
+    """Train a private artefact and write a bundle (safe formats, manifest.json with the public schema)."""
+    import json
+
+    from recourse_privacy.service.bundle import METHODS, publish
+    from recourse_privacy.validation import check_choice
+
+    check_choice(method, "--method", METHODS)
+    user_model = None
+    if model_file is not None:
+        from recourse_privacy.models.files import load_model_file
+
+        if method == "dpm":
+            raise InvalidInputError("--model-file does not apply to --method dpm (its release is its DP model)")
+        if model_file.suffix.lower() != ".skops":
+            raise InvalidInputError(f"--model-file {model_file.name}: publish takes a .skops file (safe format)")
+        user_model = load_model_file(model_file, tuple(trust or ()))
+    elif trust:
+        raise InvalidInputError("--trust applies to --model-file")
+    parsed_bounds = _bounds(bounds)
+    ds = _load_data(dataset, data_dir, data, target, positive_label, categorical, immutable, increasing)
+    from recourse_privacy.output_dir import claim_output_dir
+
+    claim = claim_output_dir(out, "publish", overwrite=overwrite)  # refuses another run's or foreign files
+    man = publish(
+        ds, method=method, epsilon=epsilon, delta=delta, out=out, bounds=parsed_bounds, n_clusters=n_clusters,
+        seed=seed, model=user_model, positive_label=positive_label,
+        model_source=None if model_file is None else model_file.name,
+    )  # fmt: skip
+    claim.finish()
+    typer.echo(
+        json.dumps({k: man[k] for k in ("method", "epsilon", "delta", "epsilon_per_answer")} | {"out": str(out)})
+    )
+    if man["schema_notes"].get("warning"):
+        typer.echo(f"warning: {man['schema_notes']['warning']}: {', '.join(man['schema_notes']['read_from_data'])}",
+                   err=True)  # fmt: skip
+
+
+_FILE = typer.Option(..., "--file", help="the key file (JSON; only hashes are stored)")
+
+
+def keys_add(
+    name: str = typer.Argument(..., help="who the key is for"),
+    file: Path = _FILE,
+    budget: float = typer.Option(0.0, "--budget", help="the key's privacy budget (epsilon) for spending answers"),
+    query_cap: int | None = typer.Option(None, "--query-cap", min=1, help="the most answers the key gets"),
+) -> None:
+    """Make a key; print it alone on the last line (it is shown once and never stored)."""
+    from recourse_privacy.service.keys import KeyStore
+
+    key = KeyStore(file).add(name, budget=budget, query_cap=query_cap)
+    cap = "no cap" if query_cap is None else f"query cap {query_cap}"
+    typer.echo(f"key {name!r} added to {file} (budget epsilon {budget:g}, {cap}); it is shown only now:")
+    typer.echo(key)
+
+
+def keys_list(file: Path = _FILE, all_keys: bool = typer.Option(False, "--all", help="revoked keys too")) -> None:
+    """The keys: name, id (hash prefix), budget, cap, created, revoked."""
+    from recourse_privacy.errors import MissingFileError
+    from recourse_privacy.service.keys import KeyStore
+
+    if not file.exists():
+        raise MissingFileError(f"no key file {file}")
+    for k in KeyStore(file).load():
+        if k.revoked is None or all_keys:
+            cap = "-" if k.query_cap is None else str(k.query_cap)
+            typer.echo(
+                f"{k.name}\t{k.id}\tbudget={k.budget:g}\tcap={cap}\tcreated={k.created}\trevoked={k.revoked or '-'}"
+            )
+
+
+def keys_revoke(name: str = typer.Argument(..., help="the key's name"), file: Path = _FILE) -> None:
+    """Revoke the active key of NAME (a running server stops accepting it within a second)."""
+    from recourse_privacy.service.keys import KeyStore
+
+    n = KeyStore(file).revoke(name)
+    typer.echo(f"revoked {n} key{'s' if n != 1 else ''} named {name!r}")
+
+
+def serve_command(
+    bundle: Path = typer.Argument(..., help="a bundle directory written by publish"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address to listen on"),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, help="port to listen on"),
+    api_keys: Path = typer.Option(..., "--api-keys", help="the key file of `keys add`"),
+    ledger: str = typer.Option(..., "--ledger", help="FILE or sqlite:///FILE (this machine) or postgresql://..."),
+    workers: int = typer.Option(1, "--workers", min=1, max=64, help="uvicorn worker processes"),
+    log_applicants: bool = typer.Option(False, "--log-applicants", help="log the applicants' data too"),
+    log_file: Path | None = typer.Option(None, "--log-file", help="append the answer log here (default stderr)"),
+) -> None:
+    """Serve BUNDLE over HTTP: POST /v1/recourse, /v1/recourse/batch; GET /, /v1/manifest, /v1/budget, /health, /metrics."""
+    import json
+    import os
+    import tempfile
+
+    from recourse_privacy.errors import MissingFileError
+    from recourse_privacy.service.bundle import load_bundle
+    from recourse_privacy.service.ledger import open_ledger
+
+    try:
+        import uvicorn  # noqa: F401
+
+        import recourse_privacy.service.app  # noqa: F401
+    except ImportError as err:
+        raise InvalidInputError(f"serve needs the serve extra: pip install 'recourse-privacy[serve]' ({err})") from None
+    load_bundle(bundle)  # fail here, before the workers start
+    if not api_keys.is_file():
+        raise MissingFileError(f"no key file {api_keys}: make one with `recourse-privacy keys add NAME --file ...`")
+    open_ledger(ledger)
+    cfg = {"bundle": str(bundle), "api_keys": str(api_keys), "ledger": ledger, "log_applicants": log_applicants,
+           "log_file": str(log_file) if log_file else None}  # fmt: skip
+    os.environ["RECOURSE_PRIVACY_SERVE_CONFIG"] = json.dumps(cfg)
+    if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="rp-metrics-")
+    import uvicorn
+
+    uvicorn.run(
+        "recourse_privacy.service.app:app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+
+
 def register(app: typer.Typer, command) -> None:
     """Add the service commands to ``app``; ``command`` is the CLI's ``_command`` decorator factory."""
-
-    @command("publish")
-    def publish_command(
-        method: str = typer.Option(
-            ..., "--method", help="privrecourse, dpm (DP model), laplace (Laplace Recourse), dpc (DPC prototypes)"
-        ),
-        epsilon: float = typer.Option(..., "--epsilon", help="the release's epsilon (laplace: per answer)"),
-        delta: float = typer.Option(0.0, "--delta", help="the release's delta (privrecourse's nodes)"),
-        out: Path = typer.Option(..., "--out", help="the bundle directory to write"),
-        dataset: str = typer.Option(
-            "adult", "--dataset", help="a registered dataset (see `recourse-privacy datasets`)"
-        ),
-        data_dir: Path | None = typer.Option(None, "--data-dir", help="directory of the real datasets"),
-        data: Path | None = typer.Option(None, "--data", help="your own CSV/Parquet file instead of --dataset"),
-        target: str | None = typer.Option(None, "--target", help="label column of --data"),
-        positive_label: str | None = typer.Option(None, "--positive-label", help="the favourable value of --target"),
-        categorical: list[str] | None = typer.Option(None, "--categorical", help="categorical column(s) of --data"),
-        immutable: list[str] | None = typer.Option(None, "--immutable", help="column(s) recourse must not change"),
-        increasing: list[str] | None = typer.Option(None, "--increasing", help="column(s) that may only increase"),
-        bounds: list[str] | None = typer.Option(
-            None,
-            "--bounds",
-            help="COL=LO:HI public bounds of a numeric column (repeatable); others are read from "
-            "the data and the manifest says so",
-        ),
-        model_file: Path | None = typer.Option(
-            None,
-            "--model-file",
-            help="your fitted classifier/Pipeline on the --data columns (.skops; laplace, privrecourse, dpc): served "
-            "as its exact weights if its logit is affine in the one-hot/scaled columns, else refused",
-        ),
-        trust: list[str] | None = typer.Option(None, "--trust", help="a type in the .skops file you trust"),
-        n_clusters: int = typer.Option(100, "--n-clusters", min=2, max=100_000, help="privrecourse: graph nodes"),
-        seed: int = typer.Option(0, "--seed", help="seed of the training (not of the served noise)"),
-        overwrite: bool = typer.Option(
-            False, "--overwrite", help="replace an earlier bundle in --out (only its own files are removed)"
-        ),
-    ) -> None:
-        """Train a private artefact and write a bundle (safe formats, manifest.json with the public schema)."""
-        import json
-
-        from recourse_privacy.service.bundle import METHODS, publish
-        from recourse_privacy.validation import check_choice
-
-        check_choice(method, "--method", METHODS)
-        user_model = None
-        if model_file is not None:
-            from recourse_privacy.models.files import load_model_file
-
-            if method == "dpm":
-                raise InvalidInputError("--model-file does not apply to --method dpm (its release is its DP model)")
-            if model_file.suffix.lower() != ".skops":
-                raise InvalidInputError(f"--model-file {model_file.name}: publish takes a .skops file (safe format)")
-            user_model = load_model_file(model_file, tuple(trust or ()))
-        elif trust:
-            raise InvalidInputError("--trust applies to --model-file")
-        parsed_bounds = _bounds(bounds)
-        ds = _load_data(dataset, data_dir, data, target, positive_label, categorical, immutable, increasing)
-        from recourse_privacy.output_dir import claim_output_dir
-
-        claim = claim_output_dir(out, "publish", overwrite=overwrite)  # refuses another run's or foreign files
-        man = publish(
-            ds, method=method, epsilon=epsilon, delta=delta, out=out, bounds=parsed_bounds, n_clusters=n_clusters,
-            seed=seed, model=user_model, positive_label=positive_label,
-            model_source=None if model_file is None else model_file.name,
-        )  # fmt: skip
-        claim.finish()
-        typer.echo(
-            json.dumps({k: man[k] for k in ("method", "epsilon", "delta", "epsilon_per_answer")} | {"out": str(out)})
-        )
-        if man["schema_notes"].get("warning"):
-            typer.echo(f"warning: {man['schema_notes']['warning']}: {', '.join(man['schema_notes']['read_from_data'])}",
-                       err=True)  # fmt: skip
-
+    command("publish")(publish_command)
     keys_app = typer.Typer(no_args_is_help=True, help="API keys of `serve`: add, list, revoke (hashes only stored).")
     app.add_typer(keys_app, name="keys")
-    _FILE = typer.Option(..., "--file", help="the key file (JSON; only hashes are stored)")
-
-    @command("add", on=keys_app)
-    def keys_add(
-        name: str = typer.Argument(..., help="who the key is for"),
-        file: Path = _FILE,
-        budget: float = typer.Option(0.0, "--budget", help="the key's privacy budget (epsilon) for spending answers"),
-        query_cap: int | None = typer.Option(None, "--query-cap", min=1, help="the most answers the key gets"),
-    ) -> None:
-        """Make a key; print it alone on the last line (it is shown once and never stored)."""
-        from recourse_privacy.service.keys import KeyStore
-
-        key = KeyStore(file).add(name, budget=budget, query_cap=query_cap)
-        cap = "no cap" if query_cap is None else f"query cap {query_cap}"
-        typer.echo(f"key {name!r} added to {file} (budget epsilon {budget:g}, {cap}); it is shown only now:")
-        typer.echo(key)
-
-    @command("list", on=keys_app)
-    def keys_list(file: Path = _FILE, all_keys: bool = typer.Option(False, "--all", help="revoked keys too")) -> None:
-        """The keys: name, id (hash prefix), budget, cap, created, revoked."""
-        from recourse_privacy.errors import MissingFileError
-        from recourse_privacy.service.keys import KeyStore
-
-        if not file.exists():
-            raise MissingFileError(f"no key file {file}")
-        for k in KeyStore(file).load():
-            if k.revoked is None or all_keys:
-                cap = "-" if k.query_cap is None else str(k.query_cap)
-                typer.echo(
-                    f"{k.name}\t{k.id}\tbudget={k.budget:g}\tcap={cap}\tcreated={k.created}\trevoked={k.revoked or '-'}"
-                )
-
-    @command("revoke", on=keys_app)
-    def keys_revoke(name: str = typer.Argument(..., help="the key's name"), file: Path = _FILE) -> None:
-        """Revoke the active key of NAME (a running server stops accepting it within a second)."""
-        from recourse_privacy.service.keys import KeyStore
-
-        n = KeyStore(file).revoke(name)
-        typer.echo(f"revoked {n} key{'s' if n != 1 else ''} named {name!r}")
-
-    @command("serve")
-    def serve_command(
-        bundle: Path = typer.Argument(..., help="a bundle directory written by publish"),
-        host: str = typer.Option("127.0.0.1", "--host", help="address to listen on"),
-        port: int = typer.Option(8000, "--port", min=0, max=65535, help="port to listen on"),
-        api_keys: Path = typer.Option(..., "--api-keys", help="the key file of `keys add`"),
-        ledger: str = typer.Option(..., "--ledger", help="FILE or sqlite:///FILE (this machine) or postgresql://..."),
-        workers: int = typer.Option(1, "--workers", min=1, max=64, help="uvicorn worker processes"),
-        log_applicants: bool = typer.Option(False, "--log-applicants", help="log the applicants' data too"),
-        log_file: Path | None = typer.Option(None, "--log-file", help="append the answer log here (default stderr)"),
-    ) -> None:
-        """Serve BUNDLE over HTTP: POST /v1/recourse, /v1/recourse/batch; GET /, /v1/manifest, /v1/budget, /health, /metrics."""
-        import json
-        import os
-        import tempfile
-
-        from recourse_privacy.errors import MissingFileError
-        from recourse_privacy.service.bundle import load_bundle
-        from recourse_privacy.service.ledger import open_ledger
-
-        try:
-            import uvicorn  # noqa: F401
-
-            import recourse_privacy.service.app  # noqa: F401
-        except ImportError as err:
-            raise InvalidInputError(
-                f"serve needs the serve extra: pip install 'recourse-privacy[serve]' ({err})"
-            ) from None
-        load_bundle(bundle)  # fail here, before the workers start
-        if not api_keys.is_file():
-            raise MissingFileError(f"no key file {api_keys}: make one with `recourse-privacy keys add NAME --file ...`")
-        open_ledger(ledger)
-        cfg = {"bundle": str(bundle), "api_keys": str(api_keys), "ledger": ledger, "log_applicants": log_applicants,
-               "log_file": str(log_file) if log_file else None}  # fmt: skip
-        os.environ["RECOURSE_PRIVACY_SERVE_CONFIG"] = json.dumps(cfg)
-        if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-            os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="rp-metrics-")
-        import uvicorn
-
-        uvicorn.run(
-            "recourse_privacy.service.app:app_from_env",
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=5,
-        )
+    command("add", on=keys_app)(keys_add)
+    command("list", on=keys_app)(keys_list)
+    command("revoke", on=keys_app)(keys_revoke)
+    command("serve")(serve_command)
