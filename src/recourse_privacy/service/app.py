@@ -196,6 +196,132 @@ def _parse_json(body: bytes):
         raise ApplicantError("body", f"not valid JSON ({str(err)[:200]})") from None
 
 
+class _Service:
+    """What the endpoints share: the bundle, the keys, the ledger, the metrics and the group committer."""
+
+    def __init__(self, bundle, keys, ledger, *, log_applicants: bool, max_batch: int):
+        self.b, self.keys, self.led = bundle, keys, ledger
+        self.metrics = _Metrics()
+        self.eps_each = bundle.epsilon_per_answer
+        self.log_applicants, self.max_batch = log_applicants, max_batch
+        self.committer = GroupCommitter(ledger, self.answer_group)  # one noise stream, draws serialised by its lock
+
+    def answer_group(self, payloads: list[Applicants]) -> list[list[dict]]:
+        """The answers of a group of granted requests: one batched pass, split back per request."""
+        answers = self.b.answer(Applicants.concat(payloads))
+        out, k = [], 0
+        for p in payloads:
+            out.append(answers[k : k + len(p)])
+            k += len(p)
+        return out
+
+    def budget_doc(self, key, acct) -> dict:
+        """GET /v1/budget's body (also in every answer)."""
+        return {
+            "key": key.name,
+            "budget": key.budget,
+            "spent": acct.spent,
+            "remaining": max(key.budget - acct.spent, 0.0),
+            "answers": acct.answers,
+            "query_cap": key.query_cap,
+            "epsilon_per_answer": self.eps_each,
+        }
+
+    def authorise(self, request: Request):
+        """The caller's key, or None (counted as an auth refusal)."""
+        key = self.keys.get(request.headers.get("x-api-key"))
+        if key is None:
+            self.metrics.refusals.labels("auth").inc()
+        return key
+
+    def parse(self, body: bytes, batch: bool) -> tuple[Applicants, list]:
+        """The body's applicants, validated against the schema (an ApplicantError names the field)."""
+        doc = _parse_json(body)
+        field = "applicants" if batch else "applicant"
+        if not isinstance(doc, dict):
+            raise ApplicantError("body", f'must be a JSON object {{"{field}": ...}}')
+        extra = sorted(set(doc) - {field})
+        if extra:
+            raise ApplicantError(extra[0], f'unknown field; the body is {{"{field}": ...}}')
+        if field not in doc:
+            raise ApplicantError(field, "missing")
+        raw = doc[field]
+        if not batch:
+            return self.b.schema.parse_many([raw], "applicant", batch=False), [raw]
+        if not isinstance(raw, list):
+            raise ApplicantError("applicants", "must be a list of applicants")
+        if not 1 <= len(raw) <= self.max_batch:
+            raise ApplicantError("applicants", f"must hold 1 to {self.max_batch} applicants, got {len(raw)}")
+        return self.b.schema.parse_many(raw, "applicants"), raw
+
+    def recourse_request(self, headers: list, body: bytes, batch: bool) -> tuple[int, bytes]:
+        """POST /v1/recourse[/batch], in a worker thread: key, JSON, schema, spend + answer (group commit)."""
+        given = next((v for k, v in headers if k == b"x-api-key"), None)
+        given = None if given is None else given.decode("latin-1")
+        key = self.keys.get(given)
+        metrics = self.metrics
+        if key is None:
+            metrics.refusals.labels("auth").inc()
+            return 401, _dumps({"error": "missing X-API-Key header" if not given else "unknown or revoked API key"})
+        try:
+            apps, raw = self.parse(body, batch)
+        except ApplicantError as err:
+            metrics.refusals.labels("invalid").inc()
+            return 422, _dumps({"error": str(err), "field": err.field})
+        n, eps = len(apps), self.eps_each
+        acct, answers = self.committer.submit(SpendRequest(key.id, eps, n, key.budget, key.query_cap), apps)
+        if isinstance(acct, Refusal):
+            metrics.refusals.labels(acct.reason).inc()
+            return 429, _dumps(acct.to_dict())
+        metrics.answers.inc(n)
+        metrics.epsilon.inc(eps * n)
+        record = {"time": time.time(), "key": key.name, "answers": n, "epsilon": eps * n,
+                  "decisions": [a["decision"] for a in answers]}  # fmt: skip
+        if self.log_applicants:
+            record["applicants"] = raw
+        answers_log.info(_dumps(record).decode())
+        if batch:
+            return 200, _dumps({"answers": answers, "epsilon_spent": eps * n, "budget": self.budget_doc(key, acct)})
+        return 200, _dumps({**answers[0], "epsilon_spent": eps, "budget": self.budget_doc(key, acct)})
+
+
+def _add_routes(api: FastAPI, svc: _Service) -> None:
+    """The GET endpoints (the two POST ones are the guard's fast path; routed here so other methods get 405)."""
+    manifest, page = svc.b.manifest, render_page(svc.b.manifest)
+
+    @api.post("/v1/recourse")
+    @api.post("/v1/recourse/batch")
+    async def recourse_routes():
+        return _error(500, "internal error: the recourse endpoints are served by the guard")
+
+    @api.get("/v1/budget")
+    async def budget(request: Request):
+        key = svc.authorise(request)
+        if key is None:
+            msg = "missing X-API-Key header" if not request.headers.get("x-api-key") else "unknown or revoked API key"
+            return _error(401, msg)
+        acct = await run_in_threadpool(svc.led.account, key.id)
+        return svc.budget_doc(key, acct)
+
+    @api.get("/v1/manifest")
+    async def get_manifest():
+        return manifest
+
+    @api.get("/health")
+    async def health():
+        return {"status": "ok", "method": svc.b.method}
+
+    @api.get("/metrics")
+    async def get_metrics():
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        return Response(svc.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    @api.get("/", response_class=HTMLResponse)
+    async def index():
+        return HTMLResponse(page)
+
+
 def create_app(
     bundle: str | Path,
     api_keys: str | Path,
@@ -208,132 +334,15 @@ def create_app(
 ):
     """The ASGI application serving ``bundle`` with the keys of ``api_keys`` and the spends in ``ledger``."""
     b = load_bundle(bundle, random_state=random_state)
-    keys = _Keys(api_keys)
-    led = open_ledger(ledger)
-    metrics = _Metrics()
-    manifest = b.manifest
-    page = render_page(manifest)
-    eps_each = b.epsilon_per_answer
-
-    def answer_group(payloads: list[Applicants]) -> list[list[dict]]:
-        """The answers of a group of granted requests: one batched pass, split back per request."""
-        answers = b.answer(Applicants.concat(payloads))
-        out, k = [], 0
-        for p in payloads:
-            out.append(answers[k : k + len(p)])
-            k += len(p)
-        return out
-
-    committer = GroupCommitter(led, answer_group)  # one noise stream, draws serialised by the group lock
-
-    api = FastAPI(title="recourse-privacy", version=manifest.get("recourse_privacy_version", ""), docs_url=None,
+    svc = _Service(b, _Keys(api_keys), open_ledger(ledger), log_applicants=log_applicants, max_batch=max_batch)
+    api = FastAPI(title="recourse-privacy", version=b.manifest.get("recourse_privacy_version", ""), docs_url=None,
                   redoc_url=None, openapi_url=None)  # fmt: skip
-
-    def budget_doc(key, acct) -> dict:
-        return {
-            "key": key.name,
-            "budget": key.budget,
-            "spent": acct.spent,
-            "remaining": max(key.budget - acct.spent, 0.0),
-            "answers": acct.answers,
-            "query_cap": key.query_cap,
-            "epsilon_per_answer": eps_each,
-        }
-
-    def authorise(request: Request):
-        key = keys.get(request.headers.get("x-api-key"))
-        if key is None:
-            metrics.refusals.labels("auth").inc()
-        return key
-
-    def unauthorised(request: Request) -> JSONResponse:
-        msg = "missing X-API-Key header" if not request.headers.get("x-api-key") else "unknown or revoked API key"
-        return _error(401, msg)
-
-    def parse(body: bytes, batch: bool) -> tuple[Applicants, list]:
-        doc = _parse_json(body)
-        field = "applicants" if batch else "applicant"
-        if not isinstance(doc, dict):
-            raise ApplicantError("body", f'must be a JSON object {{"{field}": ...}}')
-        extra = sorted(set(doc) - {field})
-        if extra:
-            raise ApplicantError(extra[0], f'unknown field; the body is {{"{field}": ...}}')
-        if field not in doc:
-            raise ApplicantError(field, "missing")
-        raw = doc[field]
-        if not batch:
-            return b.schema.parse_many([raw], "applicant", batch=False), [raw]
-        if not isinstance(raw, list):
-            raise ApplicantError("applicants", "must be a list of applicants")
-        if not 1 <= len(raw) <= max_batch:
-            raise ApplicantError("applicants", f"must hold 1 to {max_batch} applicants, got {len(raw)}")
-        return b.schema.parse_many(raw, "applicants"), raw
-
-    def recourse_request(headers: list, body: bytes, batch: bool) -> tuple[int, bytes]:
-        """POST /v1/recourse[/batch], in a worker thread: key, JSON, schema, spend + answer (group commit)."""
-        given = next((v for k, v in headers if k == b"x-api-key"), None)
-        given = None if given is None else given.decode("latin-1")
-        key = keys.get(given)
-        if key is None:
-            metrics.refusals.labels("auth").inc()
-            return 401, _dumps({"error": "missing X-API-Key header" if not given else "unknown or revoked API key"})
-        try:
-            apps, raw = parse(body, batch)
-        except ApplicantError as err:
-            metrics.refusals.labels("invalid").inc()
-            return 422, _dumps({"error": str(err), "field": err.field})
-        n = len(apps)
-        acct, answers = committer.submit(SpendRequest(key.id, eps_each, n, key.budget, key.query_cap), apps)
-        if isinstance(acct, Refusal):
-            metrics.refusals.labels(acct.reason).inc()
-            return 429, _dumps(acct.to_dict())
-        metrics.answers.inc(n)
-        metrics.epsilon.inc(eps_each * n)
-        record = {"time": time.time(), "key": key.name, "answers": n, "epsilon": eps_each * n,
-                  "decisions": [a["decision"] for a in answers]}  # fmt: skip
-        if log_applicants:
-            record["applicants"] = raw
-        answers_log.info(_dumps(record).decode())
-        if batch:
-            return 200, _dumps({"answers": answers, "epsilon_spent": eps_each * n, "budget": budget_doc(key, acct)})
-        return 200, _dumps({**answers[0], "epsilon_spent": eps_each, "budget": budget_doc(key, acct)})
-
-    @api.post("/v1/recourse")
-    @api.post("/v1/recourse/batch")
-    async def recourse_routes():  # answered by the guard's fast path; routed here so other methods get 405
-        return _error(500, "internal error: the recourse endpoints are served by the guard")
-
-    @api.get("/v1/budget")
-    async def budget(request: Request):
-        key = authorise(request)
-        if key is None:
-            return unauthorised(request)
-        acct = await run_in_threadpool(led.account, key.id)
-        return budget_doc(key, acct)
-
-    @api.get("/v1/manifest")
-    async def get_manifest():
-        return manifest
-
-    @api.get("/health")
-    async def health():
-        return {"status": "ok", "method": b.method}
-
-    @api.get("/metrics")
-    async def get_metrics():
-        from prometheus_client import CONTENT_TYPE_LATEST
-
-        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
-
-    @api.get("/", response_class=HTMLResponse)
-    async def index():
-        return HTMLResponse(page)
-
+    _add_routes(api, svc)
     fast = {
-        "/v1/recourse": lambda headers, body: recourse_request(headers, body, batch=False),
-        "/v1/recourse/batch": lambda headers, body: recourse_request(headers, body, batch=True),
+        "/v1/recourse": lambda headers, body: svc.recourse_request(headers, body, batch=False),
+        "/v1/recourse/batch": lambda headers, body: svc.recourse_request(headers, body, batch=True),
     }
-    return _Guard(api, max_body, metrics, fast)
+    return _Guard(api, max_body, svc.metrics, fast)
 
 
 def app_from_env():
