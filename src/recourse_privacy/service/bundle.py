@@ -158,7 +158,6 @@ def publish(
     points of the schema; another model is refused. The user's model is not private: the manifest
     says so.
     """
-    from recourse_privacy import __version__
     from recourse_privacy.validation import check_choice, check_delta, check_epsilon, derive_seed
 
     check_choice(method, "--method", METHODS)
@@ -173,61 +172,76 @@ def publish(
     schema = schema_from_dataset(dataset, bounds)
     Z = schema.encode_frame(dataset.X)
     y = np.asarray(dataset.y)
-    d = Z.shape[1]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    files: dict[str, str] = {}
-    model_eps = None
-    privacy: dict = {}
-    if model is not None:
+    if user_model:
         coef, intercept = _user_linear_model(model, schema, dataset, positive_label, derive_seed(seed, 3))
-        model_eps = 0.0
-        privacy["model"] = {"epsilon": None, "dp": False, "kind": f"the user's {type(model).__name__} (not private)",
-                            "source": model_source}  # fmt: skip
-        model = _LinearModel(coef, intercept)
-    elif method in ("privrecourse", "dpm", "dpc"):
-        from recourse_privacy.models.dp import DPLogisticModel
-
-        model_eps = epsilon * _MODEL_SHARE[method]
-        model = DPLogisticModel(epsilon=model_eps, data_norm=math.sqrt(d), random_state=derive_seed(seed, 0)).fit(Z, y)
-        coef, intercept = model.coef_, model.intercept_
-        privacy["model"] = {"epsilon": model_eps, "delta": 0.0, "dp": True, "kind": "diffprivlib LogisticRegression"}
+        kind = f"the user's {type(model).__name__} (not private)"
+        privacy: dict = {"model": {"epsilon": None, "dp": False, "kind": kind, "source": model_source}}
+        model, model_eps = _LinearModel(coef, intercept), 0.0
     else:
-        from sklearn.linear_model import LogisticRegression
-
-        est = LogisticRegression(max_iter=1000).fit(Z, y)
-        coef, intercept = est.coef_.ravel(), float(est.intercept_[0])
-        privacy["model"] = {"epsilon": None, "dp": False, "kind": "scikit-learn LogisticRegression (not private)"}
-    np.savez(out / "model.npz", coef=np.asarray(coef, np.float64), intercept=np.asarray([intercept], np.float64))
-    files["model.npz"] = _sha256(out / "model.npz")
+        model, model_eps, privacy = _method_model(method, epsilon, Z, y, derive_seed(seed, 0))
+    coef, intercept = np.asarray(model.coef_, np.float64).ravel(), np.asarray(model.intercept_, np.float64).ravel()
+    np.savez(out / "model.npz", coef=coef, intercept=intercept[:1])
+    files = {"model.npz": _sha256(out / "model.npz")}
     if method == "privrecourse":
-        from recourse_privacy.privrecourse import PrivRecourse
-        from recourse_privacy.recourse.constraints import ActionSet
-
-        inc = schema.model_mask("increase")
-        imm = schema.model_mask("immutable")
-        pr = PrivRecourse(
-            n_clusters=min(n_clusters, len(Z)),
-            epsilon=epsilon - model_eps,
-            delta=delta,
-            clustering="diffprivlib",  # DP as run; the convergent k-means' default releases records (em_point)
-            action_set=ActionSet(imm, inc & ~imm, np.zeros(d), np.ones(d)),
-            random_state=derive_seed(seed, 1),
-        )
-        graph = pr.publish(Z, y, model, feature_names=tuple(schema.model_feature_names()))
-        nodes_dp = bool(graph.privacy.get("nodes", {}).get("is_dp"))
-        if not (nodes_dp if user_model else graph.privacy.get("is_dp")):  # a user's model is declared not covered
-            raise InvalidInputError(f"the PrivRecourse release is not DP as run: {graph.privacy}")
-        for f in graph.save(out / "graph"):
+        pr = _publish_privrecourse(schema, Z, y, model, epsilon - model_eps, delta, n_clusters, derive_seed(seed, 1))
+        nodes_dp = bool(pr.privacy.get("nodes", {}).get("is_dp"))
+        if not (nodes_dp if user_model else pr.privacy.get("is_dp")):  # a user's model is declared not covered
+            raise InvalidInputError(f"the PrivRecourse release is not DP as run: {pr.privacy}")
+        for f in pr.save(out / "graph"):
             files[f.name] = _sha256(f)
-        privacy["nodes"] = graph.privacy.get("nodes")
+        privacy["nodes"] = pr.privacy.get("nodes")
     if method == "dpc":
         files.update(_publish_dpc(Z, y, epsilon - model_eps, out, derive_seed(seed, 2)))
         privacy["autoencoder"] = {"epsilon": (epsilon - model_eps) / 2, "kind": "FM autoencoder (Yang et al. 2022)"}
         privacy["prototypes"] = {"epsilon": (epsilon - model_eps) / 2, "kind": "Laplace class sums and counts"}
     # laplace: each answer's noisy score is DP, the release as a whole is not (see the guarantee)
     privacy["is_dp"] = method != "laplace" and privacy["model"]["dp"]
-    manifest = {
+    manifest = _manifest(dataset, schema, method, epsilon, delta, model_eps, privacy, files, user_model=user_model)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, allow_nan=False))
+    return manifest
+
+
+def _method_model(method: str, epsilon: float, Z: np.ndarray, y: np.ndarray, seed: int):
+    """The method's default model: (model, its epsilon, the privacy dict's "model" entry)."""
+    if method in ("privrecourse", "dpm", "dpc"):
+        from recourse_privacy.models.dp import DPLogisticModel
+
+        eps = epsilon * _MODEL_SHARE[method]
+        model = DPLogisticModel(epsilon=eps, data_norm=math.sqrt(Z.shape[1]), random_state=seed).fit(Z, y)
+        entry = {"epsilon": eps, "delta": 0.0, "dp": True, "kind": "diffprivlib LogisticRegression"}
+        return model, eps, {"model": entry}
+    from sklearn.linear_model import LogisticRegression
+
+    est = LogisticRegression(max_iter=1000).fit(Z, y)
+    entry = {"epsilon": None, "dp": False, "kind": "scikit-learn LogisticRegression (not private)"}
+    return _LinearModel(est.coef_.ravel(), float(est.intercept_[0])), None, {"model": entry}
+
+
+def _publish_privrecourse(schema, Z, y, model, epsilon: float, delta: float, n_clusters: int, seed: int):
+    """PrivRecourse's graph on diffprivlib's k-means (DP as run), under the schema's action set."""
+    from recourse_privacy.privrecourse import PrivRecourse
+    from recourse_privacy.recourse.constraints import ActionSet
+
+    d = Z.shape[1]
+    inc, imm = schema.model_mask("increase"), schema.model_mask("immutable")
+    pr = PrivRecourse(
+        n_clusters=min(n_clusters, len(Z)),
+        epsilon=epsilon,
+        delta=delta,
+        clustering="diffprivlib",  # DP as run (the convergent k-means' em_point release publishes records)
+        action_set=ActionSet(imm, inc & ~imm, np.zeros(d), np.ones(d)),
+        random_state=seed,
+    )
+    return pr.publish(Z, y, model, feature_names=tuple(schema.model_feature_names()))
+
+
+def _manifest(dataset, schema, method, epsilon, delta, model_eps, privacy, files, *, user_model: bool) -> dict:
+    """manifest.json: the method, the guarantee, the privacy ledger, the files and the public schema."""
+    from recourse_privacy import __version__
+
+    return {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,
         "method": method,
@@ -247,8 +261,6 @@ def publish(
         "features": schema.to_list(),
         "schema_notes": schema.notes,
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, allow_nan=False))
-    return manifest
 
 
 #: an affine logit is accepted when the least-squares fit's largest residual is below this, relative to
