@@ -220,24 +220,8 @@ class DiverseCounterfactuals:
         a = self.action_set or ActionSet.unconstrained(d)
         vary = torch.as_tensor(~a.immutable)
         inc = torch.as_tensor(a.increasing)
-        # dice-ml's permitted range is the training range; an action set's ranges replace it
-        ulo = (
-            np.where(np.isfinite(a.lower), (a.lower - self.lower_) / self.scale_, 0.0)
-            if self.action_set
-            else np.zeros(d)
-        )
-        uhi = (
-            np.where(np.isfinite(a.upper), (a.upper - self.lower_) / self.scale_, 1.0)
-            if self.action_set
-            else np.ones(d)
-        )
-        ulo = torch.minimum(torch.as_tensor(ulo, dtype=dtype), u0)[:, None, :]  # widened to hold the query
-        uhi = torch.maximum(torch.as_tensor(uhi, dtype=dtype), u0)[:, None, :]
-        if self.init_near_query:
-            init = u0[:, None, :] + 0.01 * torch.arange(k, dtype=dtype)[None, :, None]
-        else:
-            init = torch.as_tensor(rng.uniform(0.0, 1.0, size=(m, k, d)), dtype=dtype)
-        u = torch.where(vary, init, u0[:, None, :]).requires_grad_(True)
+        ulo, uhi = self._box(a, u0)
+        u = torch.where(vary, self._init(u0, k, rng), u0[:, None, :]).requires_grad_(True)
         opt = torch.optim.Adam([u], lr=self.learning_rate)
         thr = self.stopping_threshold if self.stopping_threshold >= 0.5 else 0.75  # dice-ml's rule for class 1
         eye = 1e-4 * torch.eye(k, dtype=dtype)
@@ -301,6 +285,35 @@ class DiverseCounterfactuals:
         if self.action_set is not None:  # continuous here; the structure is applied in _search
             X_cf = self.action_set.actionability.project(X_cf, X[:, None, :])
         return X_cf, n_iter
+
+    def _box(self, a: ActionSet, u0):
+        """The permitted range in the scaled space, (m, 1, d) each: dice-ml's training range, or the action
+        set's ranges where it has them, widened to hold the query."""
+        import torch
+
+        d = u0.shape[1]
+        ulo = (
+            np.where(np.isfinite(a.lower), (a.lower - self.lower_) / self.scale_, 0.0)
+            if self.action_set
+            else np.zeros(d)
+        )
+        uhi = (
+            np.where(np.isfinite(a.upper), (a.upper - self.lower_) / self.scale_, 1.0)
+            if self.action_set
+            else np.ones(d)
+        )
+        ulo = torch.minimum(torch.as_tensor(ulo, dtype=u0.dtype), u0)[:, None, :]
+        uhi = torch.maximum(torch.as_tensor(uhi, dtype=u0.dtype), u0)[:, None, :]
+        return ulo, uhi
+
+    def _init(self, u0, k: int, rng: np.random.Generator):
+        """The k starting points per query: near the query (``init_near_query``) or uniform in the box."""
+        import torch
+
+        m, d = u0.shape
+        if self.init_near_query:
+            return u0[:, None, :] + 0.01 * torch.arange(k, dtype=u0.dtype)[None, :, None]
+        return torch.as_tensor(rng.uniform(0.0, 1.0, size=(m, k, d)), dtype=u0.dtype)
 
     def _loss(self, u, u0, z, w, eye, torch):
         """Per-point DiCE loss (dice-ml ``compute_loss`` without the categorical penalty)."""
