@@ -116,6 +116,30 @@ class ShadowData:
         """Whether the targets were in some reference models' training sets (LiRA's online setting)."""
         return self.keep_targets is not None
 
+    @property
+    def out_targets(self) -> np.ndarray:
+        """(targets x models): the models an offline attack may read for each target, those never trained on it.
+
+        Every model for offline shadow models; with online reference models serving as the offline set
+        (one set for both, as LiRA's are, Carlini et al. 2022), the models of the keep matrix's other half.
+        """
+        if self.keep_targets is None:
+            return np.ones(self.cfd_targets.shape, dtype=bool)
+        return ~self.keep_targets
+
+    @property
+    def game_calib(self) -> np.ndarray:
+        """(n_calib,) calibration rows of an offline attack's direction game (each model in turn the target).
+
+        Every row for offline shadow models (each pool row drawn into about half of them). For online
+        reference models, only the rows the keep matrix drew membership for (in some models, out of
+        others): the rest (pool rows no model trained on) come from another population, and as
+        pseudo-non-members they would decide the direction by that difference, not by membership.
+        """
+        if self.keep_targets is None:
+            return np.ones(len(self.keep_calib), dtype=bool)
+        return self.keep_calib.any(axis=1) & ~self.keep_calib.all(axis=1)
+
     def subset(self, columns) -> ShadowData:
         """The statistics of the reference models ``columns`` only (a smaller budget of the same models)."""
         cols = np.asarray(columns, dtype=np.intp)
@@ -187,6 +211,90 @@ def _one_shadow_counted(k, *args):
     return res, (artifacts.stats_dict() if artifacts is not None else {})
 
 
+def _training_set(X_pool, y_pool, X_targets, y_targets, online: bool, online_rows):
+    """(X_train, y_train, rows): what the models train on; online, pool rows ``rows`` then the targets."""
+    n_pool = len(X_pool)
+    if not online:
+        return X_pool, y_pool, None
+    rows = np.arange(n_pool) if online_rows is None else np.unique(np.asarray(online_rows, dtype=np.intp))
+    if rows.size and (rows[0] < 0 or rows[-1] >= n_pool):
+        raise InvalidInputError(f"online_rows must index the {n_pool} pool rows")
+    return np.vstack([X_pool[rows], X_targets]), np.concatenate([y_pool[rows], y_targets]), rows
+
+
+def _check_two_classes(y_train: np.ndarray, keep: np.ndarray) -> None:
+    """One clear error, before any training, where a model's training set would hold one class only."""
+    one_class = [k for k in range(keep.shape[1]) if np.unique(y_train[keep[:, k]]).size < 2]
+    if one_class:
+        k = one_class[0]
+        raise InvalidInputError(
+            f"shadow model {k} would train on {int(keep[:, k].sum())} rows of the adversary's pool of {len(y_train)} "
+            "(shadow_fraction of it), all of one class: give the adversary a larger pool (--n-adversary)"
+        )
+
+
+def _calibration_keep(keep: np.ndarray, calib: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """Which models trained on each calibration row (pool rows ``calib``); online, rows outside ``rows`` in none."""
+    if rows is None:
+        return keep[calib]
+    keep_calib = np.zeros((len(calib), keep.shape[1]), dtype=bool)
+    pos = np.searchsorted(rows, calib)
+    inside = (pos < len(rows)) & (rows[np.minimum(pos, len(rows) - 1)] == calib) if len(rows) else pos < 0
+    keep_calib[inside] = keep[pos[inside]]
+    return keep_calib
+
+
+class _EntryStore:
+    """Each finished model's statistics in ``cache/<prefix><k>.npz``, keyed by the exact inputs (None: no cache).
+
+    An entry whose key or digest does not match is recomputed, never used; written atomically.
+    """
+
+    def __init__(self, cache_dir, prefix: str, inputs_key: str, n_targets: int, n_calib: int):
+        self.cache = Path(cache_dir) if cache_dir is not None else None
+        if self.cache is not None:
+            self.cache.mkdir(parents=True, exist_ok=True)
+        self.prefix, self.key, self.shape = prefix, inputs_key, (n_targets, n_calib)
+
+    def read(self, k: int) -> dict | None:
+        if self.cache is None:
+            return None
+        return _read_entry(self.cache / f"{self.prefix}{k}.npz", self.key, *self.shape)
+
+    def write(self, k: int, res: dict) -> None:
+        if self.cache is None:
+            return
+        tmp = self.cache / f".{self.prefix}{k}.{os.getpid()}.tmp.npz"
+        np.savez(tmp, **res, _inputs=np.array(self.key), _digest=np.array(_entry_digest(res)))
+        os.replace(tmp, self.cache / f"{self.prefix}{k}.npz")
+
+
+def _train_and_query(todo, args, finish, *, batched: bool, n_jobs: int, artifacts) -> None:
+    """Train the models ``todo`` (batched MLPs together, else one by one or in ``n_jobs`` processes), then query
+    each for its statistics, handing them to ``finish(k, stats)``."""
+    make_model, _, _, X_train, y_train, keep = args[:6]
+    models = [make_model(k) for k in todo]
+    if batched and can_batch(models):
+        # all shadow networks trained at once (stacked weights), then queried one by one
+        train_sets = [np.flatnonzero(keep[:, k]) for k in todo]
+        fit_batch_cached(models, X_train, y_train, train_sets, artifacts, fit_mlps_batched, role="shadow models")
+        for k, model in zip(todo, models):
+            finish(k, _shadow_stats(k, model, *args[1:]))
+    elif n_jobs == 1 or len(todo) <= 1:
+        for k in todo:
+            finish(k, _one_shadow(k, *args))
+    else:
+        from joblib import Parallel, delayed
+
+        from recourse_privacy.processes import cap_to_cpus
+
+        par = Parallel(n_jobs=cap_to_cpus(n_jobs, "n_jobs")[0], return_as="generator")
+        for k, (res, counted) in zip(todo, par(delayed(_one_shadow_counted)(k, *args) for k in todo)):
+            if artifacts is not None:
+                artifacts.merge(counted)
+            finish(k, res)
+
+
 def run_shadow_models(
     make_model: Callable[[int], object],
     recourse,
@@ -225,45 +333,24 @@ def run_shadow_models(
     of the result says which. The caller picks ``online_rows`` so that each model's training set
     looks like the owner's (:func:`~recourse_privacy.audit.stages.train_online_models`). The
     calibration points are drawn from the whole pool, as offline; those outside ``online_rows``
-    are out of every model.
+    are out of every model. Such a set also serves the offline attacks (each target's out-models,
+    :attr:`ShadowData.out_targets`), so an audit of both kinds trains one set.
     """
     n_shadow = check_positive_int(n_shadow, "shadow_models")
     rng = as_generator(random_state)
     n_pool = len(X_pool)
-    X_train, y_train = X_pool, y_pool
-    if online:  # the reference models' training data: pool rows and the targets, rows [n_rows:] the targets
-        rows = np.arange(n_pool) if online_rows is None else np.unique(np.asarray(online_rows, dtype=np.intp))
-        if rows.size and (rows[0] < 0 or rows[-1] >= n_pool):
-            raise InvalidInputError(f"online_rows must index the {n_pool} pool rows")
-        X_train, y_train = np.vstack([X_pool[rows], X_targets]), np.concatenate([y_pool[rows], y_targets])
+    X_train, y_train, rows = _training_set(X_pool, y_pool, X_targets, y_targets, online, online_rows)
     keep = balanced_keep(len(X_train), n_shadow, fraction, rng)
-    one_class = [k for k in range(n_shadow) if np.unique(y_train[keep[:, k]]).size < 2]
-    if one_class:
-        k = one_class[0]
-        raise InvalidInputError(
-            f"shadow model {k} would train on {int(keep[:, k].sum())} rows of the adversary's pool of {len(X_train)} "
-            "(shadow_fraction of it), all of one class: give the adversary a larger pool (--n-adversary)"
-        )
+    _check_two_classes(y_train, keep)
     calib = np.sort(rng.choice(n_pool, size=min(n_calibration, n_pool), replace=False))
     X_c, y_c = X_pool[calib], y_pool[calib]
-    if online:  # a calibration row is in model k where it is one of online_rows that model k trained on
-        keep_calib = np.zeros((len(calib), n_shadow), dtype=bool)
-        pos = np.searchsorted(rows, calib)
-        inside = (pos < len(rows)) & (rows[np.minimum(pos, len(rows) - 1)] == calib) if len(rows) else pos < 0
-        keep_calib[inside] = keep[pos[inside]]
-        X_pool, y_pool = X_train, y_train  # what the models train on, below
-    else:
-        keep_calib = keep[calib]
-    cache = Path(cache_dir) if cache_dir is not None else None
-    if cache is not None:
-        cache.mkdir(parents=True, exist_ok=True)
-    args = (make_model, recourse, distance, X_pool, y_pool, keep, X_targets, y_targets, X_c, y_c, need_cfd, artifacts)
+    keep_calib = _calibration_keep(keep, calib, rows)
+    args = (make_model, recourse, distance, X_train, y_train, keep, X_targets, y_targets, X_c, y_c, need_cfd, artifacts)
 
-    # every entry is keyed by the exact inputs it was computed from and carries a digest of its
-    # own numbers; an entry whose key or digest does not match is recomputed, never used
+    # every entry is keyed by the exact inputs it was computed from and carries a digest of its own numbers
     inputs_key = sha256_arrays(
-        X_pool,
-        y_pool,
+        X_train,
+        y_train,
         X_targets,
         y_targets,
         keep,
@@ -271,51 +358,25 @@ def run_shadow_models(
         *((keep_calib,) if online else ()),
         np.frombuffer(repr((fraction, distance, need_cfd, n_calibration)).encode(), np.uint8),
     )
+    # online and offline entries may share a directory
+    store = _EntryStore(cache_dir, "online_" if online else "shadow_", inputs_key, len(X_targets), len(calib))
     results: dict[int, dict] = {}
-    todo = []
-    prefix = "online_" if online else "shadow_"  # online and offline entries may share a directory
-    for k in range(n_shadow):
-        cached = (
-            _read_entry(cache / f"{prefix}{k}.npz", inputs_key, len(X_targets), len(calib))
-            if cache is not None
-            else None
-        )
-        if cached is not None:
-            results[k] = cached
-            if on_done:
-                on_done(k)
-        else:
-            todo.append(k)
 
-    def finish(k, res):
+    def finish(k: int, res: dict, *, write: bool = True) -> None:
         results[k] = res
-        if cache is not None:
-            tmp = cache / f".{prefix}{k}.{os.getpid()}.tmp.npz"
-            np.savez(tmp, **res, _inputs=np.array(inputs_key), _digest=np.array(_entry_digest(res)))
-            os.replace(tmp, cache / f"{prefix}{k}.npz")
+        if write:
+            store.write(k, res)
         if on_done:
             on_done(k)
 
-    models = [make_model(k) for k in todo]
-    if batched and can_batch(models):
-        # all shadow networks trained at once (stacked weights), then queried one by one
-        train_sets = [np.flatnonzero(keep[:, k]) for k in todo]
-        fit_batch_cached(models, X_pool, y_pool, train_sets, artifacts, fit_mlps_batched, role="shadow models")
-        for k, model in zip(todo, models):
-            finish(k, _shadow_stats(k, model, *args[1:]))
-    elif n_jobs == 1 or len(todo) <= 1:
-        for k in todo:
-            finish(k, _one_shadow(k, *args))
-    else:
-        from joblib import Parallel, delayed
-
-        from recourse_privacy.processes import cap_to_cpus
-
-        par = Parallel(n_jobs=cap_to_cpus(n_jobs, "n_jobs")[0], return_as="generator")
-        for k, (res, counted) in zip(todo, par(delayed(_one_shadow_counted)(k, *args) for k in todo)):
-            if artifacts is not None:
-                artifacts.merge(counted)
-            finish(k, res)
+    todo = []
+    for k in range(n_shadow):
+        cached = store.read(k)
+        if cached is not None:
+            finish(k, cached, write=False)
+        else:
+            todo.append(k)
+    _train_and_query(todo, args, finish, batched=batched, n_jobs=n_jobs, artifacts=artifacts)
 
     stack = {name: np.stack([results[k][name] for k in range(n_shadow)], axis=-1) for name in _FIELDS}
     return ShadowData(

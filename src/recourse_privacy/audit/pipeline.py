@@ -197,17 +197,25 @@ def _play(
         else None
     )
     with workers_die_with_parent():  # no shadow-model worker outlives a killed run
-        shadow = stages.train_shadow_models(
-            config, make_model, method, game, targets, cache_dir=cache, progress=clock.progress, artifacts=artifacts
-        )
-    if shadow is not None:
-        clock.lap("shadow models", report=False)
-    with workers_die_with_parent():
         online = stages.train_online_models(
             config, make_model, method, game, targets, cache_dir=cache, progress=clock.progress, artifacts=artifacts
         )
     if online is not None:
         clock.lap("online reference models", report=False)
+    with workers_die_with_parent():  # the online models serve as the shadow set where they can (one set, not two)
+        shadow = stages.train_shadow_models(
+            config,
+            make_model,
+            method,
+            game,
+            targets,
+            cache_dir=cache,
+            progress=clock.progress,
+            artifacts=artifacts,
+            online=online,
+        )
+    if shadow is not None and shadow is not online:
+        clock.lap("shadow models", report=False)
 
     # further recourse queries (RMIA's population points) go to the owner's recourse, as the targets' did
     query_cfd = stages.owner_cfd_query(

@@ -51,6 +51,7 @@ __all__ = [
     "train_online_models",
     "train_owner",
     "train_shadow_models",
+    "shares_references",
 ]
 
 #: progress callback: (stage, completed, total)
@@ -206,10 +207,17 @@ def train_shadow_models(
     cache_dir: Path | None,
     progress: Progress,
     artifacts: ArtifactCache | None = None,
+    online: ShadowData | None = None,
 ) -> ShadowData | None:
-    """The adversary's shadow models and the targets' statistics under each; None when no attack needs them."""
+    """The adversary's shadow models and the targets' statistics under each; None when no attack needs them.
+
+    ``online``: the audit's online reference models, which serve as the shadow set where
+    :func:`shares_references` says they can (nothing more is trained).
+    """
     if not config.needs_shadow_models:
         return None
+    if online is not None and shares_references(config):
+        return online
     return _reference_models(
         config,
         lambda k: make_model(derive_seed(config.seed, 100 + k)),
@@ -224,6 +232,20 @@ def train_shadow_models(
         cache_dir=cache_dir,
         artifacts=artifacts,
     )
+
+
+def shares_references(config: AuditConfig) -> bool:
+    """Whether one set of reference models serves the offline attacks and the online ones.
+
+    LiRA's online reference models (Carlini et al. 2022) each train on half of the targets, so every
+    target has half of them as out-models: an offline attack that reads only those
+    (registered ``reads_out_targets``) needs no shadow set of its own. Shared where the audit runs
+    both kinds, every offline attack reads out-models only, and the shadow fraction is LiRA's half.
+    """
+    if not (config.needs_shadow_models and config.needs_online_shadow) or config.shadow_fraction != 0.5:
+        return False
+    offline = [a for a in config.attack_names if "shadow_models" in ATTACKS.get(a).needs]
+    return all(ATTACKS.get(a).meta.get("reads_out_targets", False) for a in offline)
 
 
 def _reference_models(
@@ -317,7 +339,7 @@ def train_online_models(
         stage="online reference models",
         progress=progress,
         fraction=0.5,
-        need_cfd=config.needs_online_recourse,
+        need_cfd=config.needs_online_recourse or (shares_references(config) and config.needs_shadow_recourse),
         random_state=derive_seed(config.seed, 7),
         cache_dir=cache_dir,
         artifacts=artifacts,
