@@ -319,13 +319,11 @@ def run_shadow_models(
 ) -> ShadowData:
     """Train ``n_shadow`` shadow models (seeded ``make_model(k)``) and collect their statistics.
 
-    With ``cache_dir``, each finished shadow's statistics are written atomically to
-    ``shadow_<k>.npz`` and reused on a rerun, so a killed run resumes where it stopped.
-    With ``batched`` (the default), MLP shadow models of one architecture train together
-    (:func:`~recourse_privacy.models.batched.fit_mlps_batched`); other models train one by
-    one, in ``n_jobs`` processes. With ``artifacts`` (:mod:`recourse_privacy.cache`), trained
-    shadow models and their recourse are read from that content-addressed store where another
-    audit or grid cell computed them, and stored there otherwise.
+    With ``cache_dir``, each finished shadow's statistics are written atomically to ``shadow_<k>.npz``
+    and reused on a rerun (a killed run resumes). With ``batched`` (the default), MLP shadow models of
+    one architecture train together (:func:`~recourse_privacy.models.batched.fit_mlps_batched`); other
+    models train one by one, in ``n_jobs`` processes. With ``artifacts`` (:mod:`recourse_privacy.cache`),
+    trained models and their recourse are read from that store where another run computed them.
 
     With ``online`` (LiRA's online setting) the models train on ``fraction`` of the pool rows
     ``online_rows`` (default all) and the targets together, by one balanced keep matrix over both
@@ -348,18 +346,12 @@ def run_shadow_models(
     args = (make_model, recourse, distance, X_train, y_train, keep, X_targets, y_targets, X_c, y_c, need_cfd, artifacts)
 
     # every entry is keyed by the exact inputs it was computed from and carries a digest of its own numbers
-    inputs_key = sha256_arrays(
-        X_train,
-        y_train,
-        X_targets,
-        y_targets,
-        keep,
-        calib,
-        *((keep_calib,) if online else ()),
-        np.frombuffer(repr((fraction, distance, need_cfd, n_calibration)).encode(), np.uint8),
+    settings = np.frombuffer(repr((fraction, distance, need_cfd, n_calibration)).encode(), np.uint8)
+    key = sha256_arrays(
+        X_train, y_train, X_targets, y_targets, keep, calib, *((keep_calib,) if online else ()), settings
     )
     # online and offline entries may share a directory
-    store = _EntryStore(cache_dir, "online_" if online else "shadow_", inputs_key, len(X_targets), len(calib))
+    store = _EntryStore(cache_dir, "online_" if online else "shadow_", key, len(X_targets), len(calib))
     results: dict[int, dict] = {}
 
     def finish(k: int, res: dict, *, write: bool = True) -> None:
@@ -369,13 +361,10 @@ def run_shadow_models(
         if on_done:
             on_done(k)
 
-    todo = []
-    for k in range(n_shadow):
-        cached = store.read(k)
-        if cached is not None:
-            finish(k, cached, write=False)
-        else:
-            todo.append(k)
+    cached = {k: store.read(k) for k in range(n_shadow)}
+    for k in (k for k, res in cached.items() if res is not None):
+        finish(k, cached[k], write=False)
+    todo = [k for k, res in cached.items() if res is None]
     _train_and_query(todo, args, finish, batched=batched, n_jobs=n_jobs, artifacts=artifacts)
 
     stack = {name: np.stack([results[k][name] for k in range(n_shadow)], axis=-1) for name in _FIELDS}
