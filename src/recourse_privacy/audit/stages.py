@@ -156,7 +156,7 @@ def prepare_game(config: AuditConfig, dataset: Dataset) -> GameData:
             f"no feature can change: every column is immutable ({', '.join(dataset.immutable)}; --immutable), so "
             "recourse cannot move any target; leave at least one column mutable"
         )
-    Xm, Xn, Xa = (pre.transform(dataset.X.iloc[idx]) for idx in (pools.members, pools.nonmembers, pools.adversary))
+    Xm, Xn, Xa = (transform_rows(pre, dataset.X, idx) for idx in (pools.members, pools.nonmembers, pools.adversary))
     y = dataset.y
     return GameData(
         dataset,
@@ -170,6 +170,24 @@ def prepare_game(config: AuditConfig, dataset: Dataset) -> GameData:
         y[pools.adversary],
         notes=(note,) if note else (),
     )
+
+
+def transform_rows(pre: Preprocessor, frame: pd.DataFrame, rows: np.ndarray, chunk: int = 1024) -> np.ndarray:
+    """``pre.transform(frame.iloc[rows])``, ``chunk`` rows at a time into one preallocated array.
+
+    The same numbers (every step of the transform is row-wise: encoding, scaling by fitted statistics,
+    column selection, row normalisation), with a transient of one chunk instead of the several
+    whole-pool copies one call makes (at d = 7,000 a 10,000-row pool is 560 MB per copy).
+    """
+    rows = np.asarray(rows)
+    if len(rows) <= chunk:
+        return pre.transform(frame.iloc[rows])
+    first = pre.transform(frame.iloc[rows[:chunk]])
+    out = np.empty((len(rows), first.shape[1]), dtype=first.dtype)
+    out[:chunk] = first
+    for start in range(chunk, len(rows), chunk):
+        out[start : start + chunk] = pre.transform(frame.iloc[rows[start : start + chunk]])
+    return out
 
 
 def train_owner(
