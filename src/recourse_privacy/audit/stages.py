@@ -172,7 +172,7 @@ def prepare_game(config: AuditConfig, dataset: Dataset) -> GameData:
     )
 
 
-def transform_rows(pre: Preprocessor, frame: pd.DataFrame, rows: np.ndarray, chunk: int = 1024) -> np.ndarray:
+def transform_rows(pre: Preprocessor, frame: pd.DataFrame, rows: np.ndarray, chunk: int = 512) -> np.ndarray:
     """``pre.transform(frame.iloc[rows])``, ``chunk`` rows at a time into one preallocated array.
 
     The same numbers (every step of the transform is row-wise: encoding, scaling by fitted statistics,
