@@ -66,6 +66,7 @@ def cfd_lrt_attack(
         "variance": variance,
         "cdf": cdf,
         "n_shadow": shadow.n_shadow,
+        "references": shadow.offline_references,
         "targets_on_fallback_reference": ref.n_fallback,
     }
     direction = resolve_direction(

@@ -44,6 +44,7 @@ def loss_lrt_attack(
         "variance": variance,
         "cdf": cdf,
         "n_shadow": shadow.n_shadow,
+        "references": shadow.offline_references,
     }
     direction = resolve_direction(
         direction,

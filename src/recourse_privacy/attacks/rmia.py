@@ -215,6 +215,7 @@ def rmia_cfd_attack(
         else "offline (Pr(x) = ((1 + a) Pr_OUT(x) + (1 - a)) / 2)",
         "gamma": float(options.gamma),
         "n_shadow": shadow.n_shadow,
+        "references": f"all {shadow.n_shadow} online reference models" if online else shadow.offline_references,
         "n_population": int(len(pick)),
         "population_decision_queries": int(n_asked),
         "population_recourse_queries": int(len(pick)),

@@ -128,6 +128,18 @@ class ShadowData:
         return ~self.keep_targets
 
     @property
+    def offline_references(self) -> str:
+        """What an offline attack's reference for a target is (said in its conventions)."""
+        if self.keep_targets is None:
+            return f"all {self.n_shadow} shadow models (none trained on any target)"
+        n_out = self.out_targets.sum(axis=1)
+        return (
+            f"the out-models among {self.n_shadow} online reference models (each target's "
+            f"{int(n_out.min()) if len(n_out) else 0}-{int(n_out.max()) if len(n_out) else 0} models that "
+            "never trained on it; one set for the offline and online attacks)"
+        )
+
+    @property
     def game_calib(self) -> np.ndarray:
         """(n_calib,) calibration rows of an offline attack's direction game (each model in turn the target).
 
