@@ -57,3 +57,23 @@ def test_float32_synthetic_frame_leaves_the_audit_unchanged_to_its_rounding():
         s = a.arrays.scores[name].scores
         eps = 1e-4 * np.abs(s).max()
         assert abs(a.attacks[name].auc - b.attacks[name].auc) <= _pairs_within(s, y, eps) / (n1 * n0), name
+
+
+def test_recourse_in_row_chunks_equals_one_call(monkeypatch):
+    import recourse_privacy.attacks.shadow as shadow
+    from recourse_privacy.models.registry import model_factory
+    from recourse_privacy.recourse.registry import make_recourse
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(700, 12))
+    y = (X[:, 0] + 0.5 * rng.normal(size=700) > 0).astype(int)
+    model = model_factory("logistic")(0).fit(X[:400], y[:400])
+    method = make_recourse("linear")
+    whole = method.generate(model, X)
+    monkeypatch.setattr(shadow, "CHUNK_BYTES", 8 * 12 * 64)  # 64 rows a chunk
+    parts = shadow.generate_in_row_chunks(lambda Z: method.generate(model, Z), X)
+    for field in ("factuals", "counterfactuals", "valid"):
+        np.testing.assert_array_equal(getattr(parts, field), getattr(whole, field))
+    cfd, valid = shadow._distance_and_validity(method, model, X, "l1")
+    np.testing.assert_array_equal(cfd, whole.distance("l1"))
+    np.testing.assert_array_equal(valid, whole.valid)

@@ -29,6 +29,7 @@ from recourse_privacy.models.base import logit_confidence
 from recourse_privacy.models.batched import can_batch, fit_mlps_batched
 from recourse_privacy.models.cached import fit_batch_cached, fit_cached
 from recourse_privacy.provenance import sha256_arrays
+from recourse_privacy.recourse.base import RecourseResult
 from recourse_privacy.recourse.cached import cached_fit_for
 from recourse_privacy.validation import as_generator, check_positive_int
 
@@ -186,6 +187,45 @@ def _read_entry(path: Path, inputs_key: str, n_targets: int, n_calib: int) -> di
     return res
 
 
+#: rows x features x 8 bytes above which recourse is generated in row chunks (each row's counterfactual is its own)
+CHUNK_BYTES = 2**26
+
+
+def generate_in_row_chunks(generate: Callable[[np.ndarray], RecourseResult], X: np.ndarray) -> RecourseResult:
+    """``generate(X)``, in row chunks of at most :data:`CHUNK_BYTES` of float64 where ``X`` is larger.
+
+    Recourse is per row (a counterfactual depends on its own factual only), so the rows are the same;
+    the transient arrays of one call (moves, bounds, projections: several copies of ``X``) shrink to
+    a chunk's (at d = 7,000, 5,000 targets are 280 MB per copy). Small inputs are one call, as before.
+    """
+    rows = max(1, CHUNK_BYTES // (8 * max(int(X.shape[1]) if X.ndim == 2 else 1, 1)))
+    if len(X) <= rows:
+        return generate(X)
+    parts = [generate(X[start : start + rows]) for start in range(0, len(X), rows)]
+    first = parts[0]
+    return RecourseResult(
+        factuals=np.vstack([p.factuals for p in parts]),
+        counterfactuals=np.vstack([p.counterfactuals for p in parts]),
+        valid=np.concatenate([p.valid for p in parts]),
+        method=first.method,
+        n_iter=None if any(p.n_iter is None for p in parts) else np.concatenate([p.n_iter for p in parts]),
+        seconds=float(sum(p.seconds for p in parts)),
+        info=first.info,
+        paths=None if any(p.paths is None for p in parts) else tuple(q for p in parts for q in p.paths),
+    )
+
+
+def _distance_and_validity(recourse, model, X: np.ndarray, distance: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's counterfactual distance and validity, generated in row chunks where ``X`` is large."""
+    rows = max(1, CHUNK_BYTES // (8 * max(X.shape[1], 1)))
+    cfd, valid = [], []
+    for start in range(0, len(X), rows):
+        res = recourse.generate(model, X[start : start + rows])
+        cfd.append(res.distance(distance))
+        valid.append(res.valid)
+    return np.concatenate(cfd), np.concatenate(valid)
+
+
 def _shadow_stats(
     k, model, recourse, distance, X_pool, y_pool, keep, X_t, y_t, X_c, y_c, need_cfd, artifacts=None, train=None
 ):
@@ -202,9 +242,8 @@ def _shadow_stats(
         cfd = np.zeros(len(X))
         usable = np.zeros(len(X), dtype=bool)
         if need_cfd and rejected.any():
-            res = recourse.generate(model, X[rejected])
-            cfd[rejected] = res.distance(distance)
-            usable[rejected] = res.valid & (cfd[rejected] > 0)
+            cfd[rejected], valid = _distance_and_validity(recourse, model, X[rejected], distance)
+            usable[rejected] = valid & (cfd[rejected] > 0)
         out[f"cfd_{tag}"] = cfd
         out[f"usable_{tag}"] = usable
         out[f"conf_{tag}"] = logit_confidence(model, X, y)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.attacks.registry import ATTACKS, AttackInputs, LRTOptions, RMIAOptions, run_attack
-from recourse_privacy.attacks.shadow import ShadowData, run_shadow_models
+from recourse_privacy.attacks.shadow import ShadowData, generate_in_row_chunks, run_shadow_models
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.defenses import Defense
 from recourse_privacy.audit.summaries import AttackResult, RecourseSummary, ShadowSummary, VersusScores
@@ -316,7 +316,10 @@ def owner_recourse(
     read from ``artifacts`` where an audit of the same model, method and targets computed it.
     """
     if type(defense).owner_recourse is Defense.owner_recourse:
-        res = cached_generate(method, targets.model, fit_X, fit_y, targets.X, artifacts, role="owner recourse")
+        res = generate_in_row_chunks(  # row chunks where the targets are large (d = 7,000): the same rows
+            lambda X: cached_generate(method, targets.model, fit_X, fit_y, X, artifacts, role="owner recourse"),
+            targets.X,
+        )
         return res, None
     return defense.owner_recourse(config, method, targets.model, fit_X, fit_y, targets.X)
 
