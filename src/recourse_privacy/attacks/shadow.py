@@ -201,10 +201,13 @@ def generate_in_row_chunks(generate: Callable[[np.ndarray], RecourseResult], X: 
     rows = max(1, CHUNK_BYTES // (8 * max(int(X.shape[1]) if X.ndim == 2 else 1, 1)))
     if len(X) <= rows:
         return generate(X)
-    parts = [generate(X[start : start + rows]) for start in range(0, len(X), rows)]
+    starts = range(0, len(X), rows)
+    parts = [generate(X[start : start + rows]) for start in starts]
     first = parts[0]
+    # the factuals are the input rows (no second copy of them) where every part returned its rows unchanged
+    same = all(np.array_equal(p.factuals, X[start : start + rows]) for p, start in zip(parts, starts))
     return RecourseResult(
-        factuals=np.vstack([p.factuals for p in parts]),
+        factuals=np.asarray(X, dtype=np.float64) if same else np.vstack([p.factuals for p in parts]),
         counterfactuals=np.vstack([p.counterfactuals for p in parts]),
         valid=np.concatenate([p.valid for p in parts]),
         method=first.method,
