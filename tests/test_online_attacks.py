@@ -166,3 +166,112 @@ def test_reference_budget_quick_writes_table_and_plot(tmp_path):
     assert (tmp_path / "reference_budget.csv").exists() and (tmp_path / "reference_budget.png").exists()
     again = run_reference_budget(tmp_path, study)  # resumed from scores.npz, same numbers
     np.testing.assert_array_equal(table["auc"].to_numpy(), again["auc"].to_numpy())
+
+
+# ---- one set of reference models for the offline and the online attacks (issue 28, item 4) ----
+
+OFFLINE = ("cfd-lrt", "loss-lrt", "rmia-cfd")
+
+
+def _offline_scores(game, shadow):
+    cfg, data, t, method, _, online = game
+    cfg = replace(cfg, attacks=OFFLINE)
+    res = method.generate(t.model, t.X)
+    query = stages.owner_cfd_query(lambda X: method.generate(t.model, X), cfg.distance)
+    inputs = stages.attack_inputs(cfg, data, t, res, res.distance("l1"), shadow, online, query)
+    return stages.run_attacks(cfg, inputs)
+
+
+class _Recorder:
+    """A logistic model that remembers the rows it was fitted on (to check which targets each model saw)."""
+
+    fitted: dict = {}
+
+    def __init__(self, k):
+        self.k, self.inner = k, model_factory("logistic")(k)
+
+    def fit(self, X, y):
+        _Recorder.fitted[self.k] = {row.tobytes() for row in np.asarray(X)}
+        self.inner.fit(X, y)
+        return self
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_offline_attacks_on_shared_references_use_only_models_whose_pools_exclude_the_target(game):
+    # the offline attacks' inputs: for each target, the models it reads never trained on that target (the target's
+    # row is absent from every such model's training pool), and each target still has half of the models
+    cfg, data, targets, method, _, _ = game
+    _Recorder.fitted = {}
+    shared = stages.train_online_models(cfg, _Recorder, method, data, targets, cache_dir=None, progress=lambda *a: None)
+    assert stages.shares_references(cfg)
+    assert (
+        stages.train_shadow_models(
+            cfg, _Recorder, method, data, targets, cache_dir=None, progress=lambda *a: None, online=shared
+        )
+        is shared
+    )
+    out = shared.out_targets
+    assert not (out & shared.keep_targets).any() and (out.sum(axis=1) == shared.n_shadow // 2).all()
+    from recourse_privacy.validation import derive_seed
+
+    rows = [_Recorder.fitted[derive_seed(cfg.seed, 300 + k)] for k in range(shared.n_shadow)]  # model k's seed
+    seen = np.array([[x.tobytes() in rows[k] for k in range(shared.n_shadow)] for x in targets.X])
+    np.testing.assert_array_equal(seen, shared.keep_targets)  # the keep matrix is what the models trained on
+    assert not (seen & out).any()
+    # the offline direction game: only calibration rows the keep matrix drew (in some models, out of the others)
+    game_rows = shared.game_calib
+    assert (
+        game_rows.any() and (shared.keep_calib[game_rows].any(axis=1) & ~shared.keep_calib[game_rows].all(axis=1)).all()
+    )
+
+
+def test_offline_attacks_on_shared_references_never_read_a_target_under_a_model_trained_on_it(game):
+    # garbage in every (target, in-model) entry leaves the offline attacks' scores exactly as they were
+    _, _, _, _, _, online = game
+    rng = np.random.default_rng(3)
+    k = online.keep_targets
+    spoiled = replace(
+        online,
+        cfd_targets=np.where(k, rng.exponential(50.0, k.shape), online.cfd_targets),
+        conf_targets=np.where(k, rng.normal(0, 30, k.shape), online.conf_targets),
+        rejected_targets=np.where(k, rng.random(k.shape) < 0.5, online.rejected_targets),
+        usable_targets=np.where(k, rng.random(k.shape) < 0.5, online.usable_targets),
+    )
+    a, b = _offline_scores(game, online), _offline_scores(game, spoiled)
+    for name in OFFLINE:
+        np.testing.assert_array_equal(a[name].scores, b[name].scores, err_msg=name)
+
+
+def _hanley_mcneil_var(auc, n1, n0):
+    """The AUC's variance (Hanley and McNeil 1982)."""
+    q1, q2 = auc / (2 - auc), 2 * auc**2 / (1 + auc)
+    return (auc * (1 - auc) + (n1 - 1) * (q1 - auc**2) + (n0 - 1) * (q2 - auc**2)) / (n1 * n0)
+
+
+def test_offline_attacks_on_shared_references_match_a_separate_shadow_set(game):
+    # same seed, same targets: the offline attacks' AUCs with the shared set (4 out-models per target) and with
+    # 8 shadow models of their own differ by less than 3 standard errors of an AUC difference (independent bound)
+    from sklearn.metrics import roc_auc_score
+
+    _, _, targets, _, offline, online = game
+    y = targets.is_member
+    n1, n0 = int(y.sum()), int((y == 0).sum())
+    sep, shared = _offline_scores(game, offline), _offline_scores(game, online)
+    for name in OFFLINE:
+        a, b = roc_auc_score(y, sep[name].scores), roc_auc_score(y, shared[name].scores)
+        se = np.sqrt(_hanley_mcneil_var(a, n1, n0) + _hanley_mcneil_var(b, n1, n0))
+        assert abs(a - b) <= 3 * se, (name, a, b, se)
+
+
+def test_audit_of_both_kinds_trains_one_set_of_reference_models(monkeypatch):
+    calls = []
+    real = stages.run_shadow_models
+    monkeypatch.setattr(stages, "run_shadow_models", lambda *a, **k: calls.append(k.get("online")) or real(*a, **k))
+    result = run_audit(n_features=50, n_members=100, shadow_models=4, attacks=("cfd-lrt", "cfd-lrt-online"))
+    assert calls == [True]
+    assert "online reference models" in result.timing_seconds and "shadow models" not in result.timing_seconds
+    # an offline attack that does not declare reads_out_targets keeps a shadow set of its own
+    assert not stages.shares_references(AuditConfig(attacks=("cfd-lrt", "cfd-lrt-online"), shadow_fraction=0.4))
+    assert not stages.shares_references(AuditConfig(attacks=("cfd-lrt",)))

@@ -49,7 +49,8 @@ def cfd_lrt_attack(
     """One-sided offline LRT on log c(x, x') (Pawelczyk et al. 2023, Algorithm 1).
 
     Each target's out-distribution is fitted to its log-distances under the shadow models that
-    reject it (valid recourse or not, as the targets themselves are scored). ``direction="auto"``
+    reject it (valid recourse or not, as the targets themselves are scored) and never trained on it
+    (:attr:`ShadowData.out_targets`: all of them offline; half, where online reference models serve). ``direction="auto"``
     decides the tail on the adversary's own shadow game (Pawelczyk et al. 2023 found the reverse
     direction for CCHVAE).
     """
@@ -58,20 +59,21 @@ def cfd_lrt_attack(
     # both sides conditioned alike: every target the owner rejects is scored, valid recourse or not, so the
     # reference keeps every shadow that rejects it (with a non-zero distance), valid recourse or not
     ref_mask, calib_mask = _rejected(shadow)
-    ref = fit_reference(log_ref, ref_mask, center=center, variance=variance)
+    ref = fit_reference(log_ref, ref_mask & shadow.out_targets, center=center, variance=variance)
     conventions = {
         "statistic": "log c(x, x') under shadow models that reject x",
         "center": center,
         "variance": variance,
         "cdf": cdf,
         "n_shadow": shadow.n_shadow,
+        "references": shadow.offline_references,
         "targets_on_fallback_reference": ref.n_fallback,
     }
     direction = resolve_direction(
         direction,
         conventions,
         np.log(np.maximum(shadow.cfd_calib, _TINY)),
-        calib_mask,
+        calib_mask & shadow.game_calib[:, None],
         calib_mask,
         shadow.keep_calib,
         center=center,
@@ -90,7 +92,7 @@ def _cfd(inputs: AttackInputs) -> AttackScores:
 
 
 def _cfd_lrt_variant(name: str, variance: str | None, description: str) -> None:
-    @register_attack(name, description=description, needs=("shadow_models", "shadow_recourse"))
+    @register_attack(name, description=description, needs=("shadow_models", "shadow_recourse"), reads_out_targets=True)
     def attack(inputs: AttackInputs) -> AttackScores:
         o = inputs.lrt
         return cfd_lrt_attack(

@@ -33,21 +33,24 @@ def loss_lrt_attack(
     variance: str = "per-example",
     cdf: str = "normal",
 ) -> AttackScores:
-    """Offline one-sided LRT on the logit-scaled confidence log(p_y / (1 - p_y)) (Carlini et al., offline)."""
-    all_shadows = np.ones_like(shadow.conf_targets, dtype=bool)
-    ref = fit_reference(shadow.conf_targets, all_shadows, center=center, variance=variance)
+    """Offline one-sided LRT on the logit-scaled confidence log(p_y / (1 - p_y)) (Carlini et al., offline).
+
+    Each target's reference: the shadow models that never trained on it (:attr:`ShadowData.out_targets`).
+    """
+    ref = fit_reference(shadow.conf_targets, shadow.out_targets, center=center, variance=variance)
     conventions = {
         "statistic": "logit-scaled confidence of the true label",
         "center": center,
         "variance": variance,
         "cdf": cdf,
         "n_shadow": shadow.n_shadow,
+        "references": shadow.offline_references,
     }
     direction = resolve_direction(
         direction,
         conventions,
         shadow.conf_calib,
-        shadow.rejected_calib,
+        shadow.rejected_calib & shadow.game_calib[:, None],
         np.ones_like(shadow.conf_calib, dtype=bool),
         shadow.keep_calib,
         center=center,
@@ -71,6 +74,7 @@ def _loss(inputs: AttackInputs) -> AttackScores:
     description="offline one-sided LRT on the logit-scaled confidence (Carlini et al. 2022)",
     needs=("shadow_models",),
     signal="score",
+    reads_out_targets=True,
 )
 def _loss_lrt(inputs: AttackInputs) -> AttackScores:
     o = inputs.lrt

@@ -180,6 +180,44 @@ def equal_out_references(out: np.ndarray, n_keep: int, rng: np.random.Generator)
     return out & (rank < n_keep)
 
 
+def _common_out_count(keep: np.ndarray, target_mask: np.ndarray) -> tuple[np.ndarray, int]:
+    """(out-shadows among the others per (point, k), the common number of out-references of the game).
+
+    The fewest out-shadows of any pseudo-target; raised to 2 (a per-example fit needs two) when at least
+    half the pseudo-members and half the pseudo-non-members have two, the others then taking no part.
+    """
+    counts = (~keep).sum(axis=1)[:, None] - (~keep)
+    in_game = target_mask & (counts >= 1)
+    n_out = int(counts[in_game].min()) if in_game.any() else 0
+    if 0 < n_out < 2 and all(
+        np.mean(counts[in_game & (keep == lab)] >= 2) >= 0.5 for lab in (True, False) if (in_game & (keep == lab)).any()
+    ):
+        n_out = 2
+    return counts, n_out
+
+
+def _stratified_auc(labels: list[np.ndarray], scores: list[np.ndarray], z: float) -> tuple[float, float]:
+    """(AUC, null half-width) of the game, stratified by shadow; (nan, nan) where no shadow has both labels.
+
+    Each shadow's game has its own scale (its own ||w||, its own clamping spike), so pooling the scores of
+    all shadows would mix those scales with the labels; the AUC is the mean of the per-shadow AUCs weighted
+    by n1 n0, and its null band the matching combination of Mann-Whitney variances.
+    """
+    from sklearn.metrics import roc_auc_score  # ~1 s: imported on first use, so the CLI starts fast
+
+    aucs, weights, variances = [], [], []
+    for lab, sc in zip(labels, scores):
+        n1, n0 = int(lab.sum()), int((~lab).sum())
+        if n1 and n0:
+            aucs.append(roc_auc_score(lab, sc))
+            weights.append(n1 * n0)
+            variances.append((n1 + n0 + 1) / (12.0 * n1 * n0))
+    if not aucs:
+        return float("nan"), float("nan")
+    w = np.asarray(weights, dtype=np.float64) / np.sum(weights)
+    return float(w @ np.asarray(aucs)), float(z * np.sqrt(w**2 @ np.asarray(variances)))
+
+
 def calibrate_direction(
     stat: np.ndarray,
     target_mask: np.ndarray,
@@ -217,16 +255,7 @@ def calibrate_direction(
     if n_shadow < 2:
         raise InvalidInputError("direction calibration needs at least 2 shadow models")
     rng = as_generator(random_state)
-    # the common number of out-references: the fewest out-shadows (among the others) of any pseudo-target;
-    # raised to 2 (a per-example fit needs two) when at least half the pseudo-members and half the
-    # pseudo-non-members have two, the others then taking no part in the game
-    counts = (~keep).sum(axis=1)[:, None] - (~keep)  # out-shadows among the others, per (point, k)
-    in_game = target_mask & (counts >= 1)
-    n_out = int(counts[in_game].min()) if in_game.any() else 0
-    if 0 < n_out < 2 and all(
-        np.mean(counts[in_game & (keep == lab)] >= 2) >= 0.5 for lab in (True, False) if (in_game & (keep == lab)).any()
-    ):
-        n_out = 2
+    counts, n_out = _common_out_count(keep, target_mask)
     scores, labels = [], []
     for k in range(n_shadow):
         rows = target_mask[:, k] & (counts[:, k] >= n_out)
@@ -240,29 +269,13 @@ def calibrate_direction(
         ref = fit_reference(stat[rows][:, others], mask, center=center, variance=variance)
         scores.append(lrt_scores(stat[rows, k], ref, direction="greater", cdf=cdf))
         labels.append(keep[rows, k])
-    y = np.concatenate(labels) if labels else np.zeros(0, bool)
-    if y.size == 0 or y.all() or not y.any():
-        return DirectionDecision(default, float("nan"), int(y.size), float("nan"), True, n_out)
-    from sklearn.metrics import roc_auc_score  # ~1 s: imported on first use, so the CLI starts fast
-
-    # stratified by shadow: each shadow's game has its own scale (its own ||w||, its own clamping spike), so
-    # pooling the scores of all shadows would mix those scales with the labels; the AUC is the mean of the
-    # per-shadow AUCs weighted by n1 n0, and its null band the matching combination of Mann-Whitney variances
-    aucs, weights, variances = [], [], []
-    for lab, sc in zip(labels, scores):
-        n1, n0 = int(lab.sum()), int((~lab).sum())
-        if n1 and n0:
-            aucs.append(roc_auc_score(lab, sc))
-            weights.append(n1 * n0)
-            variances.append((n1 + n0 + 1) / (12.0 * n1 * n0))
-    if not aucs:
-        return DirectionDecision(default, float("nan"), int(y.size), float("nan"), True, n_out)
-    w = np.asarray(weights, dtype=np.float64) / np.sum(weights)
-    auc = float(w @ np.asarray(aucs))
-    half = float(z * np.sqrt(w**2 @ np.asarray(variances)))
+    n_pseudo = int(sum(len(lab) for lab in labels))
+    auc, half = _stratified_auc(labels, scores, z)
+    if not np.isfinite(auc):
+        return DirectionDecision(default, float("nan"), n_pseudo, float("nan"), True, n_out)
     if abs(auc - 0.5) <= half:
-        return DirectionDecision(default, auc, int(y.size), half, True, n_out)
-    return DirectionDecision("greater" if auc > 0.5 else "less", auc, int(y.size), half, False, n_out)
+        return DirectionDecision(default, auc, n_pseudo, half, True, n_out)
+    return DirectionDecision("greater" if auc > 0.5 else "less", auc, n_pseudo, half, False, n_out)
 
 
 def resolve_direction(

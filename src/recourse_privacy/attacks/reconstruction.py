@@ -112,7 +112,7 @@ def reconstruction_attack(
             {"statistic": "no released move or no linear shadow model: nothing to rebuild"},
         )
     d = rebuilt.distance(X)
-    ref_mask = shadow.rejected_targets & (shadow.margin_targets > 0)
+    ref_mask = shadow.rejected_targets & (shadow.margin_targets > 0) & shadow.out_targets
     ref = fit_reference(np.log(np.maximum(shadow.margin_targets, _TINY)), ref_mask, center=center, variance=variance)
     conventions = {
         "statistic": "log |u.x + b/||w|| |: the non-private distance rebuilt from the release (u from a move, "
@@ -131,7 +131,7 @@ def reconstruction_attack(
         "auto",
         conventions,
         np.log(np.maximum(shadow.margin_calib, _TINY)),
-        calib_mask,
+        calib_mask & shadow.game_calib[:, None],
         calib_mask,
         shadow.keep_calib,
         center=center,
@@ -149,6 +149,7 @@ def reconstruction_attack(
     "released moves and the adversary's pool, then CFD-LRT on the exact distance (Pawelczyk et al. "
     "2023, Algorithm 1, against Huang et al. 2023's mechanism)",
     needs=("shadow_models",),
+    reads_out_targets=True,
 )
 def _lr_reconstruction(inputs: AttackInputs) -> AttackScores:
     o = inputs.lrt

@@ -112,11 +112,26 @@ class AttackInputs:
         return int(len(self.cfd))
 
 
-def register_attack(name: str, *, description: str, needs=(), signal: str = "distance", replace: bool = False):
-    """Decorator: register ``fn(inputs: AttackInputs) -> AttackScores`` as attack ``name``."""
+def register_attack(
+    name: str,
+    *,
+    description: str,
+    needs=(),
+    signal: str = "distance",
+    replace: bool = False,
+    reads_out_targets: bool = False,
+):
+    """Decorator: register ``fn(inputs: AttackInputs) -> AttackScores`` as attack ``name``.
+
+    ``reads_out_targets``: an offline attack (``shadow_models``) that reads each target's statistics only
+    under :attr:`ShadowData.out_targets`, so online reference models may serve as its shadow set (the
+    audit then trains one set for both kinds); an attack without it gets offline shadow models of its own.
+    """
     if signal not in SIGNALS:
         raise InvalidInputError(f"signal must be one of {', '.join(SIGNALS)}; got {signal!r}")
-    return ATTACKS.register(name, description=description, needs=needs, replace=replace, signal=signal)
+    return ATTACKS.register(
+        name, description=description, needs=needs, replace=replace, signal=signal, reads_out_targets=reads_out_targets
+    )
 
 
 def check_attack_names(names) -> tuple[str, ...]:

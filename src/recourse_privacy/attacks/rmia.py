@@ -120,6 +120,60 @@ def _scales(cfd_z: np.ndarray, rejected_z: np.ndarray, fallback: np.ndarray) -> 
     return np.maximum(med, _TINY)
 
 
+def _check_options(shadow: ShadowData, options: RMIAOptions, online: bool, name: str) -> None:
+    """One clear error for inputs the attack cannot use, before any query."""
+    if online and shadow.keep_targets is None:
+        raise InvalidInputError(f"attack {name!r} needs online reference models (ShadowData.keep_targets)")
+    if shadow.calib_index is None:
+        raise InvalidInputError(f"attack {name!r} needs the pool rows of the calibration points (calib_index)")
+    if not online and options.a is not None and not 0.0 <= float(options.a) <= 1.0:
+        raise InvalidInputError(f"RMIA's a must be in [0, 1]; got {options.a!r}")
+    if int(options.n_population) < 1:
+        raise InvalidInputError(f"n_population must be a positive integer; got {options.n_population!r}")
+
+
+def _population(shadow: ShadowData, X_pool, predict, n_pop: int, online: bool, seed: int, name: str):
+    """(pick, n_asked): calibration rows the owner's model rejects, in a seeded random order, and the decisions asked.
+
+    Offline, a z needs at least one out-model for Pr_OUT(z).
+    """
+    order = as_generator(derive_seed(seed, 41)).permutation(len(shadow.calib_index))
+    if not online:
+        order = order[(~shadow.keep_calib[order]).any(axis=1)]
+    decided = np.asarray(predict(X_pool[shadow.calib_index[order]])) == 0
+    pick = order[decided][:n_pop]
+    if not len(pick):
+        raise InvalidInputError(f"attack {name!r}: the owner's model rejects none of the population candidates")
+    return pick, len(order)
+
+
+def _game(shadow: ShadowData, online: bool):
+    """The direction's game: offline, the calibration points of the pool (those of the offline game,
+    :attr:`ShadowData.game_calib`); online, the targets themselves, labelled by the adversary's own keep
+    matrix (which reference models it trained on them), never by their membership."""
+    if online:
+        rej = shadow.rejected_targets if shadow.rejected_targets is not None else shadow.cfd_targets > 0
+        return shadow.cfd_targets, rej & (shadow.cfd_targets > 0), shadow.keep_targets
+    mask = shadow.rejected_calib & (shadow.cfd_calib > 0) & shadow.game_calib[:, None]
+    return shadow.cfd_calib, mask, shadow.keep_calib
+
+
+def _offline_a(shadow: ShadowData, options: RMIAOptions, s_ref, direction: str, y_pool, conventions: dict) -> float:
+    """RMIA's a as fixed by the caller, or tuned on the adversary's shadow game (recorded in ``conventions``)."""
+    if options.a is not None:
+        conventions["a_source"] = "fixed by the caller"
+        a = float(options.a)
+    else:
+        y_calib = None if y_pool is None else np.asarray(y_pool)[shadow.calib_index]
+        game = shadow.game_calib[:, None]
+        a, game_auc = tune_offline_a(
+            shadow.cfd_calib, shadow.rejected_calib & game, shadow.keep_calib, s_ref, direction, y_calib
+        )
+        conventions["a_source"] = f"tuned on the adversary's shadow game over {list(A_GRID)} (mean AUC {game_auc:.4f})"
+    conventions["a"] = float(a)
+    return float(a)
+
+
 def rmia_cfd_attack(
     cfd: np.ndarray,
     shadow: ShadowData,
@@ -142,32 +196,15 @@ def rmia_cfd_attack(
 
     ``predict(X)`` are the owner's decisions, ``query_cfd(X)`` its recourse's distances (queries);
     ``shadow`` the reference models' statistics: offline ones (targets never in them) for
-    ``online=False``, online ones (``keep_targets``) for ``online=True``. ``X_pool`` is the adversary's
-    pool (the population z are drawn from its calibration rows).
+    ``online=False`` (or online ones, of which each target's out-models are read), online ones
+    (``keep_targets``) for ``online=True``. ``X_pool`` is the adversary's pool (the population z are
+    drawn from its calibration rows).
     """
     name = name or ("rmia-cfd-online" if online else "rmia-cfd")
     if y is None or y_pool is None:  # labels for the targets and the population, or for neither
         y = y_pool = None
-    if online and shadow.keep_targets is None:
-        raise InvalidInputError(f"attack {name!r} needs online reference models (ShadowData.keep_targets)")
-    if shadow.calib_index is None:
-        raise InvalidInputError(f"attack {name!r} needs the pool rows of the calibration points (calib_index)")
-    if not online and options.a is not None and not 0.0 <= float(options.a) <= 1.0:
-        raise InvalidInputError(f"RMIA's a must be in [0, 1]; got {options.a!r}")
-    a = None if online else options.a  # None offline: tuned below, once the direction is known
-    n_pop = int(options.n_population)
-    if n_pop < 1:
-        raise InvalidInputError(f"n_population must be a positive integer; got {options.n_population!r}")
-
-    # the population: calibration rows the owner's model rejects, in a seeded random order
-    rng = as_generator(derive_seed(seed, 41))
-    order = rng.permutation(len(shadow.calib_index))
-    if not online:  # offline: a z needs at least one out-model for Pr_OUT(z)
-        order = order[(~shadow.keep_calib[order]).any(axis=1)]
-    decided = np.asarray(predict(X_pool[shadow.calib_index[order]])) == 0
-    pick = order[decided][:n_pop]
-    if not len(pick):
-        raise InvalidInputError(f"attack {name!r}: the owner's model rejects none of the population candidates")
+    _check_options(shadow, options, online, name)
+    pick, n_asked = _population(shadow, X_pool, predict, int(options.n_population), online, seed, name)
     cfd_z_owner = np.asarray(query_cfd(X_pool[shadow.calib_index[pick]]), dtype=np.float64)
 
     conventions = {
@@ -178,52 +215,26 @@ def rmia_cfd_attack(
         else "offline (Pr(x) = ((1 + a) Pr_OUT(x) + (1 - a)) / 2)",
         "gamma": float(options.gamma),
         "n_shadow": shadow.n_shadow,
+        "references": f"all {shadow.n_shadow} online reference models" if online else shadow.offline_references,
         "n_population": int(len(pick)),
-        "population_decision_queries": int(len(order)),
+        "population_decision_queries": int(n_asked),
         "population_recourse_queries": int(len(pick)),
-        "query_cost": f"{len(pick)} recourse queries (population z) and {len(order)} decisions, "
+        "query_cost": f"{len(pick)} recourse queries (population z) and {n_asked} decisions, "
         "beyond the targets' released recourse",
     }
-    # the direction's game: offline, the calibration points of the pool; online, the targets themselves, labelled
-    # by the adversary's own keep matrix (which reference models it trained on them), never by their membership
-    if online:
-        game_cfd, game_rej, game_keep = shadow.cfd_targets, shadow.rejected_targets, shadow.keep_targets
-        if game_rej is None:
-            game_rej = shadow.cfd_targets > 0
-    else:
-        game_cfd, game_rej, game_keep = shadow.cfd_calib, shadow.rejected_calib, shadow.keep_calib
-    game_mask = game_rej & (game_cfd > 0)
-    direction = resolve_direction(
-        direction,
-        conventions,
-        np.log(np.maximum(game_cfd, _TINY)),
-        game_mask,
-        game_mask,
-        game_keep,
-        center=center,
-        variance=variance,
-        cdf=cdf,
-    )
+    game_cfd, game_mask, game_keep = _game(shadow, online)
+    fit = dict(center=center, variance=variance, cdf=cdf)
+    log_game = np.log(np.maximum(game_cfd, _TINY))
+    direction = resolve_direction(direction, conventions, log_game, game_mask, game_mask, game_keep, **fit)
 
     # per-model scales: the owner's from its answers on z, each reference model's from its own distances of z
+    # (the fallback, where a model rejects no z: its median target distance, offline over its out-targets only)
     cfd_z_ref, rej_z_ref = shadow.cfd_calib[pick], shadow.rejected_calib[pick]
-    fallback = _nanmedian(np.where(shadow.cfd_targets > 0, shadow.cfd_targets, np.nan), axis=0)
+    seen = shadow.cfd_targets > 0 if online else (shadow.cfd_targets > 0) & shadow.out_targets
+    fallback = _nanmedian(np.where(seen, shadow.cfd_targets, np.nan), axis=0)
     s_ref = _scales(cfd_z_ref, rej_z_ref, np.where(np.isfinite(fallback), fallback, 1.0))
     s_owner = _scales(cfd_z_owner[:, None], np.ones((len(pick), 1), bool), np.array([np.median(cfd)]))[0]
-
-    if not online:
-        if a is None:
-            y_calib = None if y_pool is None else np.asarray(y_pool)[shadow.calib_index]
-            a, game_auc = tune_offline_a(
-                shadow.cfd_calib, shadow.rejected_calib, shadow.keep_calib, s_ref, direction, y_calib
-            )
-            conventions["a_source"] = (
-                f"tuned on the adversary's shadow game over {list(A_GRID)} (mean AUC {game_auc:.4f})"
-            )
-        else:
-            conventions["a_source"] = "fixed by the caller"
-        a = float(a)
-        conventions["a"] = a
+    a = None if online else _offline_a(shadow, options, s_ref, direction, y_pool, conventions)
 
     y_z = None if y_pool is None or y is None else np.asarray(y_pool)[shadow.calib_index[pick]]
 
@@ -232,6 +243,11 @@ def rmia_cfd_attack(
 
     rej_t = shadow.rejected_targets if shadow.rejected_targets is not None else shadow.cfd_targets > 0
     pr_x = marginal(ref_signal(shadow.cfd_targets, rej_t, y), shadow.keep_targets, a=a)
+    if not online:  # a target no reference model is out of (possible with one or two of a shared set)
+        no_out = ~np.isfinite(pr_x)
+        conventions["targets_on_fallback_marginal"] = int(no_out.sum())
+        if no_out.any():  # Pr(x) of the targets that have out-models, pooled (as fit_reference's fallback)
+            pr_x = np.where(no_out, np.nanmean(pr_x) if (~no_out).any() else 1.0, pr_x)
     pr_z = marginal(ref_signal(cfd_z_ref, rej_z_ref, y_z), shadow.keep_calib[pick], a=a)
     p_x = cfd_probability(cfd, s_owner, direction, y)
     p_z = cfd_probability(cfd_z_owner, s_owner, direction, y_z)
@@ -287,7 +303,7 @@ def tune_offline_a(
 def _register(name: str, online: bool, description: str) -> None:
     needs = ("online_shadow" if online else "shadow_models", "shadow_recourse", "recourse_queries")
 
-    @register_attack(name, description=description, needs=needs)
+    @register_attack(name, description=description, needs=needs, reads_out_targets=not online)
     def attack(inputs: AttackInputs) -> AttackScores:
         o = inputs.lrt
         return rmia_cfd_attack(

@@ -29,6 +29,7 @@ from recourse_privacy.models.base import logit_confidence
 from recourse_privacy.models.batched import can_batch, fit_mlps_batched
 from recourse_privacy.models.cached import fit_batch_cached, fit_cached
 from recourse_privacy.provenance import sha256_arrays
+from recourse_privacy.recourse.base import RecourseResult
 from recourse_privacy.recourse.cached import cached_fit_for
 from recourse_privacy.validation import as_generator, check_positive_int
 
@@ -116,6 +117,42 @@ class ShadowData:
         """Whether the targets were in some reference models' training sets (LiRA's online setting)."""
         return self.keep_targets is not None
 
+    @property
+    def out_targets(self) -> np.ndarray:
+        """(targets x models): the models an offline attack may read for each target, those never trained on it.
+
+        Every model for offline shadow models; with online reference models serving as the offline set
+        (one set for both, as LiRA's are, Carlini et al. 2022), the models of the keep matrix's other half.
+        """
+        if self.keep_targets is None:
+            return np.ones(self.cfd_targets.shape, dtype=bool)
+        return ~self.keep_targets
+
+    @property
+    def offline_references(self) -> str:
+        """What an offline attack's reference for a target is (said in its conventions)."""
+        if self.keep_targets is None:
+            return f"all {self.n_shadow} shadow models (none trained on any target)"
+        n_out = self.out_targets.sum(axis=1)
+        return (
+            f"the out-models among {self.n_shadow} online reference models (each target's "
+            f"{int(n_out.min()) if len(n_out) else 0}-{int(n_out.max()) if len(n_out) else 0} models that "
+            "never trained on it; one set for the offline and online attacks)"
+        )
+
+    @property
+    def game_calib(self) -> np.ndarray:
+        """(n_calib,) calibration rows of an offline attack's direction game (each model in turn the target).
+
+        Every row for offline shadow models (each pool row drawn into about half of them). For online
+        reference models, only the rows the keep matrix drew membership for (in some models, out of
+        others): the rest (pool rows no model trained on) come from another population, and as
+        pseudo-non-members they would decide the direction by that difference, not by membership.
+        """
+        if self.keep_targets is None:
+            return np.ones(len(self.keep_calib), dtype=bool)
+        return self.keep_calib.any(axis=1) & ~self.keep_calib.all(axis=1)
+
     def subset(self, columns) -> ShadowData:
         """The statistics of the reference models ``columns`` only (a smaller budget of the same models)."""
         cols = np.asarray(columns, dtype=np.intp)
@@ -150,20 +187,66 @@ def _read_entry(path: Path, inputs_key: str, n_targets: int, n_calib: int) -> di
     return res
 
 
-def _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, X_t, y_t, X_c, y_c, need_cfd, artifacts=None):
-    idx = np.flatnonzero(keep[:, k])
-    recourse = cached_fit_for(
-        recourse, X_pool[idx], y_pool[idx], model, artifacts, role="shadow recourse", norms=(distance,)
+#: rows x features x 8 bytes above which recourse is generated in row chunks (each row's counterfactual is its own)
+CHUNK_BYTES = 2**26
+
+
+def generate_in_row_chunks(generate: Callable[[np.ndarray], RecourseResult], X: np.ndarray) -> RecourseResult:
+    """``generate(X)``, in row chunks of at most :data:`CHUNK_BYTES` of float64 where ``X`` is larger.
+
+    Recourse is per row (a counterfactual depends on its own factual only), so the rows are the same;
+    the transient arrays of one call (moves, bounds, projections: several copies of ``X``) shrink to
+    a chunk's (at d = 7,000, 5,000 targets are 280 MB per copy). Small inputs are one call, as before.
+    """
+    rows = max(1, CHUNK_BYTES // (8 * max(int(X.shape[1]) if X.ndim == 2 else 1, 1)))
+    if len(X) <= rows:
+        return generate(X)
+    starts = range(0, len(X), rows)
+    parts = [generate(X[start : start + rows]) for start in starts]
+    first = parts[0]
+    # the factuals are the input rows (no second copy of them) where every part returned its rows unchanged
+    same = all(np.array_equal(p.factuals, X[start : start + rows]) for p, start in zip(parts, starts))
+    return RecourseResult(
+        factuals=np.asarray(X, dtype=np.float64) if same else np.vstack([p.factuals for p in parts]),
+        counterfactuals=np.vstack([p.counterfactuals for p in parts]),
+        valid=np.concatenate([p.valid for p in parts]),
+        method=first.method,
+        n_iter=None if any(p.n_iter is None for p in parts) else np.concatenate([p.n_iter for p in parts]),
+        seconds=float(sum(p.seconds for p in parts)),
+        info=first.info,
+        paths=None if any(p.paths is None for p in parts) else tuple(q for p in parts for q in p.paths),
     )
-    out = {"train_accuracy": np.array(np.mean(model.predict(X_pool[idx]) == y_pool[idx]))}
+
+
+def _distance_and_validity(recourse, model, X: np.ndarray, distance: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's counterfactual distance and validity, generated in row chunks where ``X`` is large."""
+    rows = max(1, CHUNK_BYTES // (8 * max(X.shape[1], 1)))
+    cfd, valid = [], []
+    for start in range(0, len(X), rows):
+        res = recourse.generate(model, X[start : start + rows])
+        cfd.append(res.distance(distance))
+        valid.append(res.valid)
+    return np.concatenate(cfd), np.concatenate(valid)
+
+
+def _shadow_stats(
+    k, model, recourse, distance, X_pool, y_pool, keep, X_t, y_t, X_c, y_c, need_cfd, artifacts=None, train=None
+):
+    """Model k's statistics of the targets and calibration points; ``train``: its training rows (X, y), if
+    already gathered (one copy of them, not one per use: 280 MB at 5,000 x 7,000)."""
+    if train is None:
+        idx = np.flatnonzero(keep[:, k])
+        train = X_pool[idx], y_pool[idx]
+    X_k, y_k = train
+    recourse = cached_fit_for(recourse, X_k, y_k, model, artifacts, role="shadow recourse", norms=(distance,))
+    out = {"train_accuracy": np.array(np.mean(model.predict(X_k) == y_k))}
     for tag, X, y in (("targets", X_t, y_t), ("calib", X_c, y_c)):
         rejected = model.predict(X) == 0
         cfd = np.zeros(len(X))
         usable = np.zeros(len(X), dtype=bool)
         if need_cfd and rejected.any():
-            res = recourse.generate(model, X[rejected])
-            cfd[rejected] = res.distance(distance)
-            usable[rejected] = res.valid & (cfd[rejected] > 0)
+            cfd[rejected], valid = _distance_and_validity(recourse, model, X[rejected], distance)
+            usable[rejected] = valid & (cfd[rejected] > 0)
         out[f"cfd_{tag}"] = cfd
         out[f"usable_{tag}"] = usable
         out[f"conf_{tag}"] = logit_confidence(model, X, y)
@@ -176,8 +259,9 @@ def _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, X_t, y_t, 
 
 def _one_shadow(k, make_model, recourse, distance, X_pool, y_pool, keep, *rest):
     idx = np.flatnonzero(keep[:, k])
-    model = fit_cached(make_model(k), X_pool[idx], y_pool[idx], rest[-1], role="shadow models")
-    return _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, *rest)
+    train = X_pool[idx], y_pool[idx]
+    model = fit_cached(make_model(k), *train, rest[-1], role="shadow models")
+    return _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, *rest, train=train)
 
 
 def _one_shadow_counted(k, *args):
@@ -185,6 +269,90 @@ def _one_shadow_counted(k, *args):
     artifacts = args[-1].child() if args[-1] is not None else None
     res = _one_shadow(k, *args[:-1], artifacts)
     return res, (artifacts.stats_dict() if artifacts is not None else {})
+
+
+def _training_set(X_pool, y_pool, X_targets, y_targets, online: bool, online_rows):
+    """(X_train, y_train, rows): what the models train on; online, pool rows ``rows`` then the targets."""
+    n_pool = len(X_pool)
+    if not online:
+        return X_pool, y_pool, None
+    rows = np.arange(n_pool) if online_rows is None else np.unique(np.asarray(online_rows, dtype=np.intp))
+    if rows.size and (rows[0] < 0 or rows[-1] >= n_pool):
+        raise InvalidInputError(f"online_rows must index the {n_pool} pool rows")
+    return np.vstack([X_pool[rows], X_targets]), np.concatenate([y_pool[rows], y_targets]), rows
+
+
+def _check_two_classes(y_train: np.ndarray, keep: np.ndarray) -> None:
+    """One clear error, before any training, where a model's training set would hold one class only."""
+    one_class = [k for k in range(keep.shape[1]) if np.unique(y_train[keep[:, k]]).size < 2]
+    if one_class:
+        k = one_class[0]
+        raise InvalidInputError(
+            f"shadow model {k} would train on {int(keep[:, k].sum())} rows of the adversary's pool of {len(y_train)} "
+            "(shadow_fraction of it), all of one class: give the adversary a larger pool (--n-adversary)"
+        )
+
+
+def _calibration_keep(keep: np.ndarray, calib: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """Which models trained on each calibration row (pool rows ``calib``); online, rows outside ``rows`` in none."""
+    if rows is None:
+        return keep[calib]
+    keep_calib = np.zeros((len(calib), keep.shape[1]), dtype=bool)
+    pos = np.searchsorted(rows, calib)
+    inside = (pos < len(rows)) & (rows[np.minimum(pos, len(rows) - 1)] == calib) if len(rows) else pos < 0
+    keep_calib[inside] = keep[pos[inside]]
+    return keep_calib
+
+
+class _EntryStore:
+    """Each finished model's statistics in ``cache/<prefix><k>.npz``, keyed by the exact inputs (None: no cache).
+
+    An entry whose key or digest does not match is recomputed, never used; written atomically.
+    """
+
+    def __init__(self, cache_dir, prefix: str, inputs_key: str, n_targets: int, n_calib: int):
+        self.cache = Path(cache_dir) if cache_dir is not None else None
+        if self.cache is not None:
+            self.cache.mkdir(parents=True, exist_ok=True)
+        self.prefix, self.key, self.shape = prefix, inputs_key, (n_targets, n_calib)
+
+    def read(self, k: int) -> dict | None:
+        if self.cache is None:
+            return None
+        return _read_entry(self.cache / f"{self.prefix}{k}.npz", self.key, *self.shape)
+
+    def write(self, k: int, res: dict) -> None:
+        if self.cache is None:
+            return
+        tmp = self.cache / f".{self.prefix}{k}.{os.getpid()}.tmp.npz"
+        np.savez(tmp, **res, _inputs=np.array(self.key), _digest=np.array(_entry_digest(res)))
+        os.replace(tmp, self.cache / f"{self.prefix}{k}.npz")
+
+
+def _train_and_query(todo, args, finish, *, batched: bool, n_jobs: int, artifacts) -> None:
+    """Train the models ``todo`` (batched MLPs together, else one by one or in ``n_jobs`` processes), then query
+    each for its statistics, handing them to ``finish(k, stats)``."""
+    make_model, _, _, X_train, y_train, keep = args[:6]
+    models = [make_model(k) for k in todo]
+    if batched and can_batch(models):
+        # all shadow networks trained at once (stacked weights), then queried one by one
+        train_sets = [np.flatnonzero(keep[:, k]) for k in todo]
+        fit_batch_cached(models, X_train, y_train, train_sets, artifacts, fit_mlps_batched, role="shadow models")
+        for k, model in zip(todo, models):
+            finish(k, _shadow_stats(k, model, *args[1:]))
+    elif n_jobs == 1 or len(todo) <= 1:
+        for k in todo:
+            finish(k, _one_shadow(k, *args))
+    else:
+        from joblib import Parallel, delayed
+
+        from recourse_privacy.processes import cap_to_cpus
+
+        par = Parallel(n_jobs=cap_to_cpus(n_jobs, "n_jobs")[0], return_as="generator")
+        for k, (res, counted) in zip(todo, par(delayed(_one_shadow_counted)(k, *args) for k in todo)):
+            if artifacts is not None:
+                artifacts.merge(counted)
+            finish(k, res)
 
 
 def run_shadow_models(
@@ -211,13 +379,11 @@ def run_shadow_models(
 ) -> ShadowData:
     """Train ``n_shadow`` shadow models (seeded ``make_model(k)``) and collect their statistics.
 
-    With ``cache_dir``, each finished shadow's statistics are written atomically to
-    ``shadow_<k>.npz`` and reused on a rerun, so a killed run resumes where it stopped.
-    With ``batched`` (the default), MLP shadow models of one architecture train together
-    (:func:`~recourse_privacy.models.batched.fit_mlps_batched`); other models train one by
-    one, in ``n_jobs`` processes. With ``artifacts`` (:mod:`recourse_privacy.cache`), trained
-    shadow models and their recourse are read from that content-addressed store where another
-    audit or grid cell computed them, and stored there otherwise.
+    With ``cache_dir``, each finished shadow's statistics are written atomically to ``shadow_<k>.npz``
+    and reused on a rerun (a killed run resumes). With ``batched`` (the default), MLP shadow models of
+    one architecture train together (:func:`~recourse_privacy.models.batched.fit_mlps_batched`); other
+    models train one by one, in ``n_jobs`` processes. With ``artifacts`` (:mod:`recourse_privacy.cache`),
+    trained models and their recourse are read from that store where another run computed them.
 
     With ``online`` (LiRA's online setting) the models train on ``fraction`` of the pool rows
     ``online_rows`` (default all) and the targets together, by one balanced keep matrix over both
@@ -225,97 +391,41 @@ def run_shadow_models(
     of the result says which. The caller picks ``online_rows`` so that each model's training set
     looks like the owner's (:func:`~recourse_privacy.audit.stages.train_online_models`). The
     calibration points are drawn from the whole pool, as offline; those outside ``online_rows``
-    are out of every model.
+    are out of every model. Such a set also serves the offline attacks (each target's out-models,
+    :attr:`ShadowData.out_targets`), so an audit of both kinds trains one set.
     """
     n_shadow = check_positive_int(n_shadow, "shadow_models")
     rng = as_generator(random_state)
     n_pool = len(X_pool)
-    X_train, y_train = X_pool, y_pool
-    if online:  # the reference models' training data: pool rows and the targets, rows [n_rows:] the targets
-        rows = np.arange(n_pool) if online_rows is None else np.unique(np.asarray(online_rows, dtype=np.intp))
-        if rows.size and (rows[0] < 0 or rows[-1] >= n_pool):
-            raise InvalidInputError(f"online_rows must index the {n_pool} pool rows")
-        X_train, y_train = np.vstack([X_pool[rows], X_targets]), np.concatenate([y_pool[rows], y_targets])
+    X_train, y_train, rows = _training_set(X_pool, y_pool, X_targets, y_targets, online, online_rows)
     keep = balanced_keep(len(X_train), n_shadow, fraction, rng)
-    one_class = [k for k in range(n_shadow) if np.unique(y_train[keep[:, k]]).size < 2]
-    if one_class:
-        k = one_class[0]
-        raise InvalidInputError(
-            f"shadow model {k} would train on {int(keep[:, k].sum())} rows of the adversary's pool of {len(X_train)} "
-            "(shadow_fraction of it), all of one class: give the adversary a larger pool (--n-adversary)"
-        )
+    _check_two_classes(y_train, keep)
     calib = np.sort(rng.choice(n_pool, size=min(n_calibration, n_pool), replace=False))
     X_c, y_c = X_pool[calib], y_pool[calib]
-    if online:  # a calibration row is in model k where it is one of online_rows that model k trained on
-        keep_calib = np.zeros((len(calib), n_shadow), dtype=bool)
-        pos = np.searchsorted(rows, calib)
-        inside = (pos < len(rows)) & (rows[np.minimum(pos, len(rows) - 1)] == calib) if len(rows) else pos < 0
-        keep_calib[inside] = keep[pos[inside]]
-        X_pool, y_pool = X_train, y_train  # what the models train on, below
-    else:
-        keep_calib = keep[calib]
-    cache = Path(cache_dir) if cache_dir is not None else None
-    if cache is not None:
-        cache.mkdir(parents=True, exist_ok=True)
-    args = (make_model, recourse, distance, X_pool, y_pool, keep, X_targets, y_targets, X_c, y_c, need_cfd, artifacts)
+    keep_calib = _calibration_keep(keep, calib, rows)
+    args = (make_model, recourse, distance, X_train, y_train, keep, X_targets, y_targets, X_c, y_c, need_cfd, artifacts)
 
-    # every entry is keyed by the exact inputs it was computed from and carries a digest of its
-    # own numbers; an entry whose key or digest does not match is recomputed, never used
-    inputs_key = sha256_arrays(
-        X_pool,
-        y_pool,
-        X_targets,
-        y_targets,
-        keep,
-        calib,
-        *((keep_calib,) if online else ()),
-        np.frombuffer(repr((fraction, distance, need_cfd, n_calibration)).encode(), np.uint8),
+    # every entry is keyed by the exact inputs it was computed from and carries a digest of its own numbers
+    settings = np.frombuffer(repr((fraction, distance, need_cfd, n_calibration)).encode(), np.uint8)
+    key = sha256_arrays(
+        X_train, y_train, X_targets, y_targets, keep, calib, *((keep_calib,) if online else ()), settings
     )
+    # online and offline entries may share a directory
+    store = _EntryStore(cache_dir, "online_" if online else "shadow_", key, len(X_targets), len(calib))
     results: dict[int, dict] = {}
-    todo = []
-    prefix = "online_" if online else "shadow_"  # online and offline entries may share a directory
-    for k in range(n_shadow):
-        cached = (
-            _read_entry(cache / f"{prefix}{k}.npz", inputs_key, len(X_targets), len(calib))
-            if cache is not None
-            else None
-        )
-        if cached is not None:
-            results[k] = cached
-            if on_done:
-                on_done(k)
-        else:
-            todo.append(k)
 
-    def finish(k, res):
+    def finish(k: int, res: dict, *, write: bool = True) -> None:
         results[k] = res
-        if cache is not None:
-            tmp = cache / f".{prefix}{k}.{os.getpid()}.tmp.npz"
-            np.savez(tmp, **res, _inputs=np.array(inputs_key), _digest=np.array(_entry_digest(res)))
-            os.replace(tmp, cache / f"{prefix}{k}.npz")
+        if write:
+            store.write(k, res)
         if on_done:
             on_done(k)
 
-    models = [make_model(k) for k in todo]
-    if batched and can_batch(models):
-        # all shadow networks trained at once (stacked weights), then queried one by one
-        train_sets = [np.flatnonzero(keep[:, k]) for k in todo]
-        fit_batch_cached(models, X_pool, y_pool, train_sets, artifacts, fit_mlps_batched, role="shadow models")
-        for k, model in zip(todo, models):
-            finish(k, _shadow_stats(k, model, *args[1:]))
-    elif n_jobs == 1 or len(todo) <= 1:
-        for k in todo:
-            finish(k, _one_shadow(k, *args))
-    else:
-        from joblib import Parallel, delayed
-
-        from recourse_privacy.processes import cap_to_cpus
-
-        par = Parallel(n_jobs=cap_to_cpus(n_jobs, "n_jobs")[0], return_as="generator")
-        for k, (res, counted) in zip(todo, par(delayed(_one_shadow_counted)(k, *args) for k in todo)):
-            if artifacts is not None:
-                artifacts.merge(counted)
-            finish(k, res)
+    cached = {k: store.read(k) for k in range(n_shadow)}
+    for k in (k for k, res in cached.items() if res is not None):
+        finish(k, cached[k], write=False)
+    todo = [k for k, res in cached.items() if res is None]
+    _train_and_query(todo, args, finish, batched=batched, n_jobs=n_jobs, artifacts=artifacts)
 
     stack = {name: np.stack([results[k][name] for k in range(n_shadow)], axis=-1) for name in _FIELDS}
     return ShadowData(

@@ -270,13 +270,15 @@ def _reference_stage(run: _Run, resume_dir: Path | None) -> None:
     )
     common = {"cache_dir": cache, "progress": clock.progress, "artifacts": run.artifacts}
     with workers_die_with_parent():  # no shadow-model worker outlives a killed run
-        run.shadow = stages.train_shadow_models(config, run.recipe.make, run.method, game, run.targets, **common)
-    if run.shadow is not None:
-        clock.lap("shadow models", report=False)
-    with workers_die_with_parent():
         run.online = stages.train_online_models(config, run.recipe.make, run.method, game, run.targets, **common)
     if run.online is not None:
         clock.lap("online reference models", report=False)
+    with workers_die_with_parent():  # the online models serve as the shadow set where they can (one set, not two)
+        run.shadow = stages.train_shadow_models(
+            config, run.recipe.make, run.method, game, run.targets, **common, online=run.online
+        )
+    if run.shadow is not None and run.shadow is not run.online:
+        clock.lap("shadow models", report=False)
 
 
 def _attack_stage(run: _Run) -> None:

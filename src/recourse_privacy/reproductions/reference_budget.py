@@ -4,8 +4,9 @@ Offline CFD-LRT (Pawelczyk et al. 2023, Algorithm 1), online CFD-LRT (LiRA's two
 Carlini et al. 2022), RMIA on counterfactual distances offline and online (Zarifzadeh, Liu, Shokri
 2024) and Loss-LRT offline and online, at 1, 2, 4, 8, 16 and 32 reference models, on synthetic data
 (d = 5,000, logistic regression, exact linear recourse: Figure 2's setting) and HELOC (the paper's MLP,
-SCFE: Table 2's setting). A budget of B means B trained reference models: B offline shadow models
-for the offline attacks, B online reference models (each target in B/2) for the online ones.
+SCFE: Table 2's setting). A budget of B means B trained reference models: B online reference models
+(each target in B/2), which also serve the offline attacks (each target's B/2 out-models;
+``stages.shares_references``).
 
 Per dataset, the largest budget is trained once (offline and online sets) and the smaller budgets
 use its first B models (the keep matrices come in complementary pairs, so every target stays in
@@ -174,10 +175,13 @@ def _dataset_scores(name: str, fields: dict, study: BudgetStudy, out: Path, say)
     lap("data, owner model, recourse")
     cache = out / name / ".cache"
     quiet = lambda *a: None  # noqa: E731
-    shadow = stages.train_shadow_models(config, make_model, method, game, targets, cache_dir=cache, progress=quiet)
-    lap("offline reference models")
     online = stages.train_online_models(config, make_model, method, game, targets, cache_dir=cache, progress=quiet)
     lap("online reference models")
+    # the online models serve as the offline set too (each target's out-half), where stages.shares_references
+    shadow = stages.train_shadow_models(
+        config, make_model, method, game, targets, cache_dir=cache, progress=quiet, online=online
+    )
+    lap("offline reference models")
     query = stages.owner_cfd_query(
         lambda X: defense.owner_recourse(config, method, targets.model, game.X_members, game.y_members, X)[0],
         config.distance,

@@ -1,0 +1,79 @@
+"""Figure 2 at d = 7,000 under 2 GB (issue 28, item 5): the pools transformed in row chunks give the same
+numbers, and the float32 synthetic frame is the float64 draws rounded, exact enough for the audit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from recourse_privacy import run_audit
+from recourse_privacy.audit.stages import transform_rows
+from recourse_privacy.data import Preprocessor
+from recourse_privacy.data.datasets import SYNTHETIC_FLOAT32_BYTES
+from recourse_privacy.data.synthetic import make_synthetic
+
+
+def test_transform_in_row_chunks_equals_one_transform():
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(1100, 6)) * [1, 10, 100, 1, 1, 1], columns=[f"c{j}" for j in range(6)])
+    frame["c5"] = frame["c0"] * 2 + 1e-3 * rng.normal(size=1100)  # dropped by the correlation filter
+    frame["cat"] = rng.choice(["a", "b", "c"], size=1100)
+    rows = rng.permutation(1100)[:1037]
+    for normalize in (False, True):
+        pre = Preprocessor(normalize_rows=normalize).fit(frame.iloc[rows[:400]])
+        whole = pre.transform(frame.iloc[rows])
+        for chunk in (100, 512, 1036):
+            np.testing.assert_array_equal(transform_rows(pre, frame, rows, chunk=chunk), whole)
+
+
+def test_float32_synthetic_frame_is_the_float64_draws_rounded():
+    a = make_synthetic(2100, 30, random_state=3, flip_y=0.1)
+    b = make_synthetic(2100, 30, random_state=3, flip_y=0.1, dtype="float32")
+    x64, x32 = a.X.to_numpy(), b.X.to_numpy()
+    assert x32.dtype == np.float32 and x64.dtype == np.float64
+    np.testing.assert_array_equal(x32, x64.astype(np.float32))  # round to nearest: the same draws
+    assert np.abs(x32.astype(np.float64) - x64).max() <= 2.0**-24 * np.abs(x64).max()
+    np.testing.assert_array_equal(a.y, b.y)
+    assert 20_000 * 7_000 * 8 > SYNTHETIC_FLOAT32_BYTES > 15_000 * 1_000 * 8  # Figure 2's d = 5,000 and 7,000 only
+
+
+def _pairs_within(scores, y, eps):
+    """Member / non-member pairs whose scores lie within eps: the only pairs a perturbation of eps can swap."""
+    s1, s0 = scores[y == 1], scores[y == 0]
+    return int((np.abs(s1[:, None] - s0[None, :]) <= eps).sum())
+
+
+def test_float32_synthetic_frame_leaves_the_audit_unchanged_to_its_rounding():
+    # inputs within 2^-24 relative: the owner's model, the targets and the distances move by rounding only, and an
+    # attack's AUC can change only through the member / non-member pairs whose scores lie that close
+    kw = dict(n_features=400, n_members=300, shadow_models=4, attacks=("cfd", "cfd-lrt", "loss-lrt"), cache="off")
+    a = run_audit(**kw, data_params={"dtype": "float64"})
+    b = run_audit(**kw, data_params={"dtype": "float32"})
+    y = a.arrays.is_member
+    np.testing.assert_array_equal(y, b.arrays.is_member)
+    np.testing.assert_allclose(b.arrays.cfd, a.arrays.cfd, rtol=1e-4)  # lbfgs stops at tol 1e-4
+    n1, n0 = int(y.sum()), int((y == 0).sum())
+    for name in kw["attacks"]:
+        s = a.arrays.scores[name].scores
+        eps = 1e-4 * np.abs(s).max()
+        assert abs(a.attacks[name].auc - b.attacks[name].auc) <= _pairs_within(s, y, eps) / (n1 * n0), name
+
+
+def test_recourse_in_row_chunks_equals_one_call(monkeypatch):
+    import recourse_privacy.attacks.shadow as shadow
+    from recourse_privacy.models.registry import model_factory
+    from recourse_privacy.recourse.registry import make_recourse
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(700, 12))
+    y = (X[:, 0] + 0.5 * rng.normal(size=700) > 0).astype(int)
+    model = model_factory("logistic")(0).fit(X[:400], y[:400])
+    method = make_recourse("linear")
+    whole = method.generate(model, X)
+    monkeypatch.setattr(shadow, "CHUNK_BYTES", 8 * 12 * 64)  # 64 rows a chunk
+    parts = shadow.generate_in_row_chunks(lambda Z: method.generate(model, Z), X)
+    for field in ("factuals", "counterfactuals", "valid"):
+        np.testing.assert_array_equal(getattr(parts, field), getattr(whole, field))
+    cfd, valid = shadow._distance_and_validity(method, model, X, "l1")
+    np.testing.assert_array_equal(cfd, whole.distance("l1"))
+    np.testing.assert_array_equal(valid, whole.valid)
