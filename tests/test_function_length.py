@@ -1,4 +1,4 @@
-"""No function over 80 lines in the engine, the reproductions, the evaluations and the modules split into steps.
+"""No function over 80 lines anywhere in the package.
 
 A long function is split into named steps (issue 22); this keeps them so. ``PENDING`` names the
 functions of modules another change is rewriting; the test fails once one is short enough, so the
@@ -14,20 +14,8 @@ import recourse_privacy
 
 ROOT = Path(recourse_privacy.__file__).parent
 LIMIT = 80
-#: packages and modules held to the limit
-CHECKED = (
-    "experiments",
-    "evaluation",
-    "reproductions",
-    "data/preprocessing.py",
-    "data/tabular.py",
-    "metrics/plots.py",
-    "cli/recourse.py",
-    "cli/tradeoff.py",
-    "cli/grid.py",
-    "cli/listing.py",
-    "catalog.py",
-)
+#: packages and modules held to the limit: the whole package (issue 22: "no function over 80 lines in the package")
+CHECKED = (".",)
 #: module path -> function: long functions of modules another change owns (reproductions/yang2022.py)
 PENDING: set[tuple[str, str]] = set()
 
