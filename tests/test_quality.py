@@ -291,3 +291,15 @@ def test_recourse_command(tmp_path):
         app, ["recourse", "--dataset", "breast_cancer", "--methods", "nope", "--out", str(tmp_path)]
     )
     assert bad.exit_code == 2 and "unknown recourse method" in bad.output
+
+
+def test_a_model_that_accepts_almost_no_one_is_named_in_the_warning():
+    """Diabetes' readmission label: a logistic model accepts almost no training row, so data-driven methods
+    find nothing; the run says why instead of leaving a bare validity 0."""
+    from recourse_privacy.evaluation.quality import _FEW_ACCEPTED, _warning
+
+    text = _warning(100, 100, 0.004)
+    assert text is not None and "accepts 0.4% of the training rows" in text and "REVISE" in text
+    assert _warning(100, 100, _FEW_ACCEPTED) is None
+    both = _warning(40, 100, 0.0)
+    assert "only 40 held-out rows" in both and "accepts 0% " in both

@@ -204,8 +204,9 @@ def run_quality(
         **_fit_facts(clf, split, kde),
         "total_seconds": round(time.perf_counter() - t_start, 3),
     }
-    if len(X_query) < n_points:
-        run["warning"] = f"only {len(X_query)} held-out rows are rejected; fewer query points than requested"
+    warning = _warning(len(X_query), n_points, run["accepted_share"])
+    if warning:
+        run["warning"] = warning
     out = QualityResult(table, results, skipped, run)
     if user is not None:
         out.counterfactuals = _user_counterfactuals(split, query_rows, results)
@@ -402,11 +403,30 @@ def _run_facts(split: _Split, X_query, actionable: bool, bounds_from_data: bool,
     }
 
 
+#: below this share of accepted training rows the recourse command warns that data-driven methods may find nothing
+_FEW_ACCEPTED = 0.02
+
+
+def _warning(n_query: int, n_points: int, accepted_share: float) -> str | None:
+    """What the run should tell its user: too few query points, or a model that accepts almost no one."""
+    out = []
+    if n_query < n_points:
+        out.append(f"only {n_query} held-out rows are rejected; fewer query points than requested")
+    if accepted_share < _FEW_ACCEPTED:
+        out.append(
+            f"the model accepts {100 * accepted_share:.2g}% of the training rows: methods that search among or "
+            "near accepted training data (FACE, C-CHVAE, REVISE, DPC, PrivRecourse and its baselines) may find no "
+            "valid counterfactual, and their validity 0 says so rather than an error"
+        )
+    return "; ".join(out) or None
+
+
 def _fit_facts(clf, split: _Split, kde) -> dict:
     """The model's accuracy, PDensity's bandwidth and the metrics' conventions (part of ``quality_run.json``)."""
     return {
         "train_accuracy": accuracy(clf, split.X_train, split.y_train),
         "heldout_accuracy": accuracy(clf, split.X_held, split.y_held),
+        "accepted_share": float(np.mean(clf.predict(split.X_train) == 1)),
         "kde_bandwidth": float(kde.bandwidth_),
         "conventions": "costs, redundancy, yNN, violations and path metrics are means over valid counterfactuals "
         "(CARLA); validity and seconds_per_cf over all query points; L2 is not squared",
