@@ -269,3 +269,14 @@ def test_student_t_scores_are_calibrated_for_a_new_draw():
     p = np.exp(lrt_scores(rng.normal(size=n_rows), ref, cdf="t"))
     se = np.sqrt(0.05 * 0.95 / n_rows)
     assert abs(np.mean(p <= 0.05) - 0.05) < 4 * se  # MLE sigma with t(3) would give about 0.09
+
+
+def test_a_direction_game_that_could_not_be_played_says_why_without_nan():
+    """One out-reference per pseudo-target (two reference models shared by offline and online attacks):
+    the conventions say the game could not be played, not "AUC nan"."""
+    from recourse_privacy.attacks.lrt import DirectionDecision
+
+    text = DirectionDecision("greater", float("nan"), 50, fallback=True, n_out_references=1).describe()
+    assert "could not be played" in text and "1 out-references" in text and "nan" not in text
+    played = DirectionDecision("less", 0.62, 50, null_halfwidth=0.05, n_out_references=4).describe()
+    assert played.startswith("shadow calibration: AUC 0.6200")

@@ -163,6 +163,11 @@ class DirectionDecision:
     n_out_references: int = 0
 
     def describe(self) -> str:
+        if not np.isfinite(self.shadow_auc):  # e.g. one out-reference per pseudo-target: no game to play
+            return (
+                f"the paper's direction ({self.direction}): the shadow game could not be played "
+                f"({self.n_out_references} out-references per pseudo-target; more reference models give it one)"
+            )
         game = (
             f"AUC {self.shadow_auc:.4f} of the 'greater' direction on {self.n_pseudo_targets} pseudo-targets "
             f"of the adversary's own shadow game ({self.n_out_references} out-references each), null band "

@@ -414,7 +414,7 @@ def _conventions_table(attacks: Mapping[str, AttackResult]) -> str:
             cells.append(f"<td{cls}>{_fmt(v, '.4g')}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return (
-        "<table>" + head + "".join(rows) + "</table>"
+        '<div style="overflow-x:auto"><table>' + head + "".join(rows) + "</table></div>"
         '<p class="small">&ldquo;greater&rdquo;: a larger statistic means &ldquo;member&rdquo; (e.g. '
         "counterfactual distance, Pawelczyk et al. 2023, eq. 3); &ldquo;less&rdquo;: a smaller one does "
         "(e.g. loss, eq. 2). Variance / center / cdf describe how likelihood-ratio attacks model the "
