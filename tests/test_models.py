@@ -129,3 +129,28 @@ def test_batched_mlp_training_equals_one_at_a_time():
         np.testing.assert_allclose(a.decision_function(X), b.decision_function(X), atol=1e-5)
     assert not can_batch([make_model("mlp", epochs=1), make_model("mlp", epochs=2)])
     assert not can_batch([make_model("logistic"), make_model("logistic")])
+
+
+def test_a_new_model_is_one_registration_shown_by_list_and_played_by_an_audit():
+    """The contract of 'a new model is one file': one registered factory, then `list model` and a tiny audit see it."""
+    from typer.testing import CliRunner
+
+    from recourse_privacy.audit import AuditConfig, run_audit
+    from recourse_privacy.cli import app
+    from recourse_privacy.models.logistic import LogisticModel
+    from recourse_privacy.models.registry import MODELS, register_model
+
+    @register_model("throwaway-logistic", description="a strongly regularised logistic regression (contract test)",
+                    capabilities=("linear", "gradients"))  # fmt: skip
+    def make(random_state=None, **params):
+        return LogisticModel(C=0.1, random_state=random_state, **params)
+
+    try:
+        listed = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["list", "model"], terminal_width=400)
+        assert listed.exit_code == 0 and "throwaway-logistic" in listed.output
+        cfg = AuditConfig(model="throwaway-logistic", n_features=10, n_members=60, attacks=("cfd",), shadow_models=2)
+        result = run_audit(cfg, None)
+        assert result.config.model == "throwaway-logistic"
+        assert result.attacks["cfd"].n_members > 0 and 0.0 <= result.attacks["cfd"].auc <= 1.0
+    finally:
+        MODELS.remove("throwaway-logistic")
