@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from recourse_privacy.errors import InvalidInputError
-from recourse_privacy.reproductions.registry import register_reproduction
+from recourse_privacy.reproductions.registry import printer, register_reproduction
 from recourse_privacy.validation import as_generator, check_positive_int, derive_seed
 
 __all__ = ["PAPER", "Dissanayake2024Config", "FidelityRow", "closest_counterfactuals", "run_dissanayake2024"]
@@ -242,11 +242,7 @@ def run_dissanayake2024(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    def log(msg: str) -> None:
-        if console is not None:
-            console.print(msg, markup=False, highlight=False)
-        else:
-            print(msg, flush=True)
+    log = printer(console)
 
     rows: list[FidelityRow] = []
     for name in cfg.datasets:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.registry import Registry
 
-__all__ = ["REPRODUCTIONS", "expected_time", "register_reproduction"]
+__all__ = ["REPRODUCTIONS", "expected_time", "printer", "register_reproduction"]
 
 #: name -> fn(out_dir, *, seeds, console)
 REPRODUCTIONS: Registry[Callable[..., None]] = Registry(
@@ -54,3 +54,15 @@ def register_reproduction(
 def expected_time(name: str) -> str:
     """The expected time of the registered reproduction ``name`` ("not stated" where it has none)."""
     return REPRODUCTIONS.get(name).meta.get("expected_time") or "not stated"
+
+
+def printer(console=None) -> Callable[[str], None]:
+    """A reproduction's progress printer: to the rich ``console`` the CLI passes, else to stdout (flushed)."""
+
+    def log(msg: str) -> None:
+        if console is not None:
+            console.print(msg, markup=False, highlight=False)
+        else:
+            print(msg, flush=True)
+
+    return log

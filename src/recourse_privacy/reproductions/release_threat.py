@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from recourse_privacy.errors import RecoursePrivacyError
-from recourse_privacy.reproductions.registry import register_reproduction
+from recourse_privacy.reproductions.registry import printer, register_reproduction
 
 __all__ = ["METHODS", "MstRow", "ReleaseThreatConfig", "StudyRow", "mst_attack_table", "run_release_threat"]
 
@@ -205,11 +205,7 @@ def run_release_threat(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    def log(msg: str) -> None:
-        if console is not None:
-            console.print(msg, markup=False, highlight=False)
-        else:
-            print(msg, flush=True)
+    log = printer(console)
 
     rows: list[StudyRow] = []
     for dataset in cfg.datasets:

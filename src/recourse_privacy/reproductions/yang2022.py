@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from recourse_privacy import strict_json
-from recourse_privacy.reproductions.registry import register_reproduction
+from recourse_privacy.reproductions.registry import printer, register_reproduction
 from recourse_privacy.validation import derive_seed
 
 __all__ = ["PAPER", "Yang2022Config", "run_yang2022"]
@@ -667,11 +667,7 @@ def run_yang2022(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    def log(msg: str) -> None:
-        if console is not None:
-            console.print(msg, markup=False, highlight=False)
-        else:
-            print(msg, flush=True)
+    log = printer(console)
 
     log("Yang et al. 2022 (DPC) at reduced sizes; wall times on a shared, loaded 2-core machine.")
     results = {}
