@@ -1,7 +1,7 @@
 """Pentyala et al.'s (2023, sec. 5.3) baselines: the nodes of the graph from per-record Laplace noise or from MST.
 
 Both publish ``n`` points in [0, 1]^d under (epsilon, delta) and return them with a
-:class:`~recourse_privacy.privrecourse.ledger.BudgetLedger`; the graph is then built on them
+:class:`~recourse_privacy.accounting.ReleaseBudget`; the graph is then built on them
 exactly as on PrivRecourse's centres.
 
 - :func:`laplace_noisy_data`: every record, every feature, Laplace noise of scale d / epsilon
@@ -23,8 +23,8 @@ import math
 
 import numpy as np
 
+from recourse_privacy.accounting import ReleaseBudget
 from recourse_privacy.errors import InvalidInputError
-from recourse_privacy.privrecourse.ledger import BudgetLedger
 from recourse_privacy.validation import (
     as_generator,
     check_choice,
@@ -44,7 +44,7 @@ def laplace_noisy_data(X: np.ndarray, *, epsilon: float, clip: bool = False, ran
     eps = check_epsilon(epsilon)
     d = X.shape[1]
     out = X + as_generator(random_state).laplace(0.0, d / eps, X.shape)
-    led = BudgetLedger(eps, 0.0)
+    led = ReleaseBudget(eps, 0.0)
     led.spend("per-record Laplace noise", eps, note=f"scale d/eps = {d / eps:g} per feature; records in parallel")
     return (np.clip(out, 0.0, 1.0) if clip else out), led
 
@@ -120,7 +120,7 @@ def mst_synthetic_data(
         np.random.set_state(state)
     codes = np.column_stack([np.asarray(syn.to_dict()[a] if hasattr(syn, "to_dict") else syn.data[a]) for a in names])
     out = (codes + (0.5 if decode == "midpoint" else rng.random(codes.shape))) / bins
-    led = BudgetLedger(eps, dlt)
+    led = ReleaseBudget(eps, dlt)
     led.spend(
         "MST (1-way marginals, spanning tree, tree marginals)",
         eps,

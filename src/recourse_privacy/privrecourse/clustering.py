@@ -21,7 +21,7 @@ leaves open (spec sec. 3.3.2) is a parameter with the spec's default:
 7. empty cluster: centre kept; fewer points than ``internal_k`` in a zone: fewer sub-zones; an
    empty zone: the whole cluster.
 
-The :class:`~recourse_privacy.privrecourse.ledger.BudgetLedger` (``ledger_``) records every
+The :class:`~recourse_privacy.accounting.ReleaseBudget` (``ledger_``) records every
 spend; steps that are not DP as run (an EM whose candidates are the data records themselves,
 raw counts, a raw sum, released records) are recorded with ``dp=False``. The whole round is
 vectorised over clusters (one batched sub-zone k-means, Gumbel-max sampling per cluster).
@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from recourse_privacy.accounting import ReleaseBudget
 from recourse_privacy.errors import InvalidInputError
-from recourse_privacy.privrecourse.ledger import BudgetLedger
 from recourse_privacy.validation import (
     as_generator,
     check_choice,
@@ -147,10 +147,10 @@ class ConvergentDPKMeans:
                 eps_rel = self.lap_frac * eps_p if self.release != "em_point" else 0.0
         return eps_p, self.em_frac * eps_p, self.lap_frac * eps_p, eps_rel
 
-    def planned_ledger(self, n_rounds: int | None = None) -> BudgetLedger:
+    def planned_ledger(self, n_rounds: int | None = None) -> ReleaseBudget:
         """The ledger the configuration spends over ``n_rounds`` (default ``rounds``); raises on overspend."""
         n_rounds = self.rounds if n_rounds is None else n_rounds
-        led = BudgetLedger(self.epsilon, self.delta, allow_overspend=self.allow_overspend)
+        led = ReleaseBudget(self.epsilon, self.delta, allow_overspend=self.allow_overspend)
         _, eps_e, eps_l, eps_rel = self._budget()
         for t in range(1, n_rounds + 1):
             led.spend(
@@ -345,7 +345,7 @@ class DiffprivlibKMeans:
         C = np.clip(np.asarray(km.cluster_centers_, np.float64), 0.0, 1.0)
         C = C[np.isfinite(C).all(axis=1)]
         self.cluster_centers_ = np.unique(C, axis=0) if self.drop_empty else C
-        self.ledger_ = BudgetLedger(self.epsilon, self.delta)
+        self.ledger_ = ReleaseBudget(self.epsilon, self.delta)
         self.ledger_.spend("diffprivlib KMeans", self.epsilon, note="Su et al. 2016 DPLloyd, public bounds [0,1]^d")
         self.n_rounds_ = None
         return self

@@ -17,13 +17,13 @@ import time
 
 import numpy as np
 
+from recourse_privacy.accounting import ReleaseBudget
 from recourse_privacy.errors import InvalidInputError, NotFittedError
 from recourse_privacy.models.dp import DPLogisticModel
 from recourse_privacy.privrecourse.artefact import PublishedGraph
 from recourse_privacy.privrecourse.baselines import laplace_noisy_data, mst_synthetic_data
 from recourse_privacy.privrecourse.clustering import CLUSTERINGS
 from recourse_privacy.privrecourse.graph import WEIGHTS, build_graph
-from recourse_privacy.privrecourse.ledger import BudgetLedger
 from recourse_privacy.privrecourse.scaling import check_unit_box
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, generate_recourse
 from recourse_privacy.recourse.registry import register_recourse
@@ -67,7 +67,7 @@ def _mst_nodes(method: PrivRecourse, Z: np.ndarray, seed: int):
 
 def _data_nodes(method: PrivRecourse, Z: np.ndarray, seed: int):
     """FACE's nodes: the raw records (not private)."""
-    ledger = BudgetLedger(method.epsilon, method.delta)
+    ledger = ReleaseBudget(method.epsilon, method.delta)
     ledger.spend("raw training records as nodes", 0.0, dp=False, note="non-private FACE (Poyiadzi et al. 2020)")
     return Z.copy(), ledger, {}
 

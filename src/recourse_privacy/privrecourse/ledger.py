@@ -1,8 +1,8 @@
 """The budget ledger of a PrivRecourse release: :class:`~recourse_privacy.accounting.ReleaseBudget`.
 
 The class lives in :mod:`recourse_privacy.accounting` with the other privacy accounting (it is also
-DPC's); ``BudgetLedger`` and ``LedgerEntry`` are its former names here, kept for the modules and
-users that import them.
+DPC's); ``BudgetLedger`` and ``LedgerEntry`` are its former names here, kept for users that
+import them.
 """
 
 from __future__ import annotations

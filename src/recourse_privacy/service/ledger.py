@@ -16,7 +16,7 @@ Backends, chosen by the URL:
 - a path or ``sqlite:///PATH`` (the default): an SQLite file in WAL mode with
   ``synchronous = FULL`` (``sqlite:///PATH?synchronous=normal``: no fsync per commit; safe
   against a kill -9 of the server, not against an OS crash or power loss: :func:`open_ledger`); a spend is one ``BEGIN IMMEDIATE`` transaction (the database's write
-  lock, as :class:`~recourse_privacy.defenses.accounting.BudgetLedger`), so threads, workers and
+  lock, as :class:`~recourse_privacy.accounting.QueryLedger`), so threads, workers and
   processes on one machine can never overspend together, and a committed spend survives a crash;
 - ``postgresql://...``: PostgreSQL through psycopg, for several servers on several machines; a
   spend locks the key's row (``SELECT ... FOR UPDATE``) inside one transaction.
