@@ -120,7 +120,11 @@ def test_fm_logistic_regression_converges_to_the_non_private_fit_as_epsilon_grow
 
 # ---------------------------------------------------------------- the FM autoencoder and DPC
 
-from recourse_privacy.dpc.autoencoder import FMAutoencoder, fm_autoencoder_sensitivity  # noqa: E402
+from recourse_privacy.dpc.autoencoder import (  # noqa: E402
+    DEFAULT_MIN_STEPS,
+    FMAutoencoder,
+    fm_autoencoder_sensitivity,
+)
 from recourse_privacy.dpc.core import DPCExplainer, class_prototypes  # noqa: E402
 
 
@@ -154,6 +158,26 @@ def test_autoencoder_sensitivity_and_reconstruction_error_over_epsilon(digits):
     assert mse[1e-3] > mse[1.0] > mse[math.inf]
     ae = FMAutoencoder(encoder_layers=(32, 16), epsilon=0.5, epochs=1, random_state=0).fit(X[:100])
     assert ae.noise_scale_ == pytest.approx(8 * 64 / 0.5)
+
+
+def test_the_default_autoencoder_learns_more_than_the_feature_means_on_a_small_training_set(digits):
+    """360 rows in batches of 256: 50 epochs were 100 Adam steps, after which the autoencoder still predicted every
+    feature's mean (held-out MSE equal to the means', codes one point), so every DPC counterfactual was the same
+    decoded point and reproduction yang2022's flip ratio was 0 or 1. The default now trains at least 1,000 steps."""
+    X, labels = digits
+    train, held = X[:360], X[900:]
+    means_mse = float(np.mean((held - train.mean(0)) ** 2))
+    ae = FMAutoencoder(epsilon=math.inf, random_state=0).fit(train)
+    assert ae.n_steps_ >= DEFAULT_MIN_STEPS and ae.epochs_ * 2 == ae.n_steps_  # 360 rows: 2 batches per epoch
+    # a learned code: well below the means' error (before: their ratio was 1.00) and codes that vary per row
+    assert ae.reconstruction_mse(held) < 0.5 * means_mse
+    assert ae.encode(held).std(0).mean() > 0.1  # before: 0.02
+    # the two classes' prototypes (DPC's class means of the codes) decode to different points
+    protos = class_prototypes(ae.encode(train), (labels[:360] > 4).astype(int), 2)
+    decoded = ae.decode(protos.centers)
+    assert np.abs(decoded[0] - decoded[1]).max() > 0.1
+    # a given number of epochs is kept as given
+    assert FMAutoencoder(epsilon=1.0, epochs=1, random_state=0).fit(train).n_steps_ == 2
 
 
 def test_bad_input_is_refused_before_training(digits):

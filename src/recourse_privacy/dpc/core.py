@@ -118,7 +118,9 @@ class DPCExplainer:
     rows' min/max, leaky, faithful mode only). ``prototype_labels``: "true" (y, default) or
     "predicted"... only "true" (the ground truth y, dpc.md Eq. 14 default) is implemented. With
     ``bounds="data"`` queries outside the training range are clipped into it. Search: ``alpha, beta, gamma`` (1.0, 0.5, 0.1), ``norm`` "l2", Adam ``lr``
-    0.05, ``max_iter`` 300.
+    0.05, ``max_iter`` 300. Autoencoder: ``ae_epochs`` None (default) trains 50 epochs and at least
+    1,000 Adam steps (:class:`~recourse_privacy.dpc.autoencoder.FMAutoencoder`: fewer leave a small
+    training set's autoencoder predicting the feature means, and every counterfactual the same point).
     """
 
     def __init__(
@@ -131,7 +133,7 @@ class DPCExplainer:
         encoder_layers: Sequence[int] | None = None,
         sensitivity_mode: str = "8d",
         d_mode: str = "safe",
-        ae_epochs: int = 50,
+        ae_epochs: int | None = None,
         ae_batch_size: int = 256,
         ae_lr: float = 5e-3,
         alpha: float = 1.0,

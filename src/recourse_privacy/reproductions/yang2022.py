@@ -112,7 +112,9 @@ class Yang2022Config:
     eps_extraction: float = 1.0
     target_hidden: tuple[int, ...] = (64,)
     target_epochs: int = 60
-    ae_epochs: int = 40
+    #: None: DPC's default, 50 epochs and at least 1,000 Adam steps (40 epochs of 1,000 rows were 160 steps: an
+    #: autoencoder still predicting the feature means, every counterfactual one point, flip ratio 0 or 1)
+    ae_epochs: int | None = None
     dpc_max_iter: int = 200
     n_timing: int = 1000
     fig2_epsilons: tuple[float, ...] = (5e-4, 1e-2, 1.0, 10.0, 100.0, math.inf)
