@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -121,6 +122,7 @@ def test_fm_logistic_regression_converges_to_the_non_private_fit_as_epsilon_grow
 # ---------------------------------------------------------------- the FM autoencoder and DPC
 
 from recourse_privacy.dpc.autoencoder import (  # noqa: E402
+    COLLAPSED_SPREAD,
     DEFAULT_MIN_STEPS,
     FMAutoencoder,
     fm_autoencoder_sensitivity,
@@ -167,7 +169,11 @@ def test_the_default_autoencoder_learns_more_than_the_feature_means_on_a_small_t
     X, labels = digits
     train, held = X[:360], X[900:]
     means_mse = float(np.mean((held - train.mean(0)) ** 2))
-    ae = FMAutoencoder(epsilon=math.inf, random_state=0).fit(train)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ae = FMAutoencoder(epsilon=math.inf, random_state=0).fit(train)
+    assert not [w for w in caught if "nearly one point" in str(w.message)]
+    assert ae.decoder_spread_ >= COLLAPSED_SPREAD
     assert ae.n_steps_ >= DEFAULT_MIN_STEPS and ae.epochs_ * 2 == ae.n_steps_  # 360 rows: 2 batches per epoch
     # a learned code: well below the means' error (before: their ratio was 1.00) and codes that vary per row
     assert ae.reconstruction_mse(held) < 0.5 * means_mse
@@ -176,8 +182,10 @@ def test_the_default_autoencoder_learns_more_than_the_feature_means_on_a_small_t
     protos = class_prototypes(ae.encode(train), (labels[:360] > 4).astype(int), 2)
     decoded = ae.decode(protos.centers)
     assert np.abs(decoded[0] - decoded[1]).max() > 0.1
-    # a given number of epochs is kept as given
-    assert FMAutoencoder(epsilon=1.0, epochs=1, random_state=0).fit(train).n_steps_ == 2
+    # a given number of epochs is kept as given, and a decoder that is still one point says so
+    with pytest.warns(UserWarning, match="nearly one point.*trained 2 Adam steps on 360 rows"):
+        short = FMAutoencoder(epsilon=math.inf, epochs=1, random_state=0).fit(train)
+    assert short.n_steps_ == 2 and short.decoder_spread_ < COLLAPSED_SPREAD
 
 
 def test_bad_input_is_refused_before_training(digits):
