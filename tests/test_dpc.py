@@ -271,6 +271,27 @@ def test_dpc_multiclass_specific_and_nonspecific_targets(digits, digits_model):
     np.testing.assert_array_equal(again.counterfactuals, spec.counterfactuals)
 
 
+def test_flip_ratio_counts_any_changed_class_for_nonspecific_targets(digits, digits_model):
+    """Yang et al. (2022), Eq. 20: n/spec. flips when the model's class changes, whichever the new class; spec. when
+    it is the given class. Before, both counted only the rows reaching the search's target class (``valid``), so
+    an n/spec. counterfactual that changed the class but not to the nearest other prototype's was not counted."""
+    X, y = digits
+    Q = X[1200:1300]
+    pred = digits_model.predict(Q)
+    # a short search from a barely trained autoencoder: many counterfactuals change class without reaching the target
+    e = DPCExplainer(epsilon=math.inf, encoder_layers=(48, 24), ae_epochs=2, max_iter=5, random_state=0)
+    with pytest.warns(UserWarning, match="nearly one point"):
+        e.fit(X[:1200], y[:1200], n_classes=10)
+    non = e.explain(Q, digits_model.logits_fn, targets="nonspecific", predicted=pred)
+    cf_class = digits_model.predict(non.counterfactuals)
+    np.testing.assert_array_equal(non.cf_predicted, cf_class)
+    assert non.flip_ratio == pytest.approx(np.mean(cf_class != pred))
+    assert non.flip_ratio > non.valid.mean()  # the case tells the two rules apart
+    spec = e.explain(Q, digits_model.logits_fn, targets=(pred + 3) % 10, predicted=pred)
+    assert spec.flip_ratio == pytest.approx(np.mean(digits_model.predict(spec.counterfactuals) == (pred + 3) % 10))
+    assert spec.flip_ratio == pytest.approx(spec.valid.mean())  # spec.: reaching the target is the flip
+
+
 def test_dpc_is_a_registered_recourse_method_on_a_binary_model(digits):
     from recourse_privacy.models.mlp import MLPModel
     from recourse_privacy.recourse import fit_for
