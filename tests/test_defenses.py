@@ -148,6 +148,50 @@ def test_simulated_laplace_draws_independent_noise_per_shadow_world():
     assert not np.allclose(a1, b)
 
 
+def test_laplace_defense_draws_fresh_noise_per_answer_and_replays_from_the_seed():
+    # Huang et al. (2023) draw fresh noise for every answer: the targets' batch, the extraction adversary's
+    # queries and any later batch must not repeat one noise sequence (before: every call reseeded the same).
+    from recourse_privacy.defenses.registry import DEFENSES
+    from recourse_privacy.validation import derive_seed
+
+    eps, n = 50.0, 2000
+    b = 1.0 / eps  # Laplace scale: sensitivity 1 over epsilon
+    cfg = AuditConfig(**SMALL, defense="laplace", epsilon=eps)
+    defense = DEFENSES.get("laplace").obj
+    model = _linear_model(w=(0.3, 0.4), b=0.0)
+    X = np.random.default_rng(0).uniform(-0.5, 0.5, size=(n, 2))  # |w.x| <= 0.35: p in [0.41, 0.59]
+    p = model.predict_proba(X)[:, 1]
+
+    def game(config):
+        method = defense.shadow_recourse(config, None)  # one per game
+        return [
+            defense.owner_recourse(config, method, model, None, None, X)[0].info["noisy_probability"] - p
+            for _ in range(3)
+        ]
+
+    noise = game(cfg)
+    # two calls on the same inputs: independent draws (correlation within 5 / sqrt(n) of 0; before: exactly 1)
+    for a, c in ((0, 1), (1, 2), (0, 2)):
+        assert not np.allclose(noise[a], noise[c])
+        assert abs(np.corrcoef(noise[a], noise[c])[0, 1]) < 5 / np.sqrt(n)
+    # the same seed in a new game replays every call; another seed does not
+    again = game(cfg)
+    for a, c in zip(noise, again):
+        np.testing.assert_array_equal(a, c)
+    assert not np.allclose(game(AuditConfig(**{**SMALL, "seed": 1}, defense="laplace", epsilon=eps))[0], noise[0])
+    # the first answer is the one a fresh generator of the owner's seed gives (the targets' numbers are unchanged)
+    first = LaplaceRecourse(epsilon=eps, random_state=derive_seed(cfg.seed, 6)).generate(model, X)
+    np.testing.assert_array_equal(first.info["noisy_probability"] - p, noise[0])
+    # the scale still matches Laplace(1 / epsilon): nothing clamped (P(|noise| > 0.41) = e^-20.5); variance
+    # 2 b^2 with the sample variance's sd sqrt(20 / m) b^2 (fourth moment 24 b^4), mean |noise| b with sd
+    # b / sqrt(m); 5 standard deviations each
+    pooled = np.concatenate(noise)
+    m = pooled.size
+    assert abs(pooled.mean()) < 5 * np.sqrt(2) * b / np.sqrt(m)
+    assert abs(pooled.var() - 2 * b**2) < 5 * np.sqrt(20 / m) * b**2
+    assert abs(np.abs(pooled).mean() - b) < 5 * b / np.sqrt(m)
+
+
 # ----------------------------------------------------------------------------- accounting
 def test_a_query_stream_exhausts_the_budget_and_the_next_query_is_refused():
     model = _linear_model()

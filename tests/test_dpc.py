@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -120,7 +121,12 @@ def test_fm_logistic_regression_converges_to_the_non_private_fit_as_epsilon_grow
 
 # ---------------------------------------------------------------- the FM autoencoder and DPC
 
-from recourse_privacy.dpc.autoencoder import FMAutoencoder, fm_autoencoder_sensitivity  # noqa: E402
+from recourse_privacy.dpc.autoencoder import (  # noqa: E402
+    COLLAPSED_SPREAD,
+    DEFAULT_MIN_STEPS,
+    FMAutoencoder,
+    fm_autoencoder_sensitivity,
+)
 from recourse_privacy.dpc.core import DPCExplainer, class_prototypes  # noqa: E402
 
 
@@ -154,6 +160,32 @@ def test_autoencoder_sensitivity_and_reconstruction_error_over_epsilon(digits):
     assert mse[1e-3] > mse[1.0] > mse[math.inf]
     ae = FMAutoencoder(encoder_layers=(32, 16), epsilon=0.5, epochs=1, random_state=0).fit(X[:100])
     assert ae.noise_scale_ == pytest.approx(8 * 64 / 0.5)
+
+
+def test_the_default_autoencoder_learns_more_than_the_feature_means_on_a_small_training_set(digits):
+    """360 rows in batches of 256: 50 epochs were 100 Adam steps, after which the autoencoder still predicted every
+    feature's mean (held-out MSE equal to the means', codes one point), so every DPC counterfactual was the same
+    decoded point and reproduction yang2022's flip ratio was 0 or 1. The default now trains at least 1,000 steps."""
+    X, labels = digits
+    train, held = X[:360], X[900:]
+    means_mse = float(np.mean((held - train.mean(0)) ** 2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ae = FMAutoencoder(epsilon=math.inf, random_state=0).fit(train)
+    assert not [w for w in caught if "nearly one point" in str(w.message)]
+    assert ae.decoder_spread_ >= COLLAPSED_SPREAD
+    assert ae.n_steps_ >= DEFAULT_MIN_STEPS and ae.epochs_ * 2 == ae.n_steps_  # 360 rows: 2 batches per epoch
+    # a learned code: well below the means' error (before: their ratio was 1.00) and codes that vary per row
+    assert ae.reconstruction_mse(held) < 0.5 * means_mse
+    assert ae.encode(held).std(0).mean() > 0.1  # before: 0.02
+    # the two classes' prototypes (DPC's class means of the codes) decode to different points
+    protos = class_prototypes(ae.encode(train), (labels[:360] > 4).astype(int), 2)
+    decoded = ae.decode(protos.centers)
+    assert np.abs(decoded[0] - decoded[1]).max() > 0.1
+    # a given number of epochs is kept as given, and a decoder that is still one point says so
+    with pytest.warns(UserWarning, match="nearly one point.*trained 2 Adam steps on 360 rows"):
+        short = FMAutoencoder(epsilon=math.inf, epochs=1, random_state=0).fit(train)
+    assert short.n_steps_ == 2 and short.decoder_spread_ < COLLAPSED_SPREAD
 
 
 def test_bad_input_is_refused_before_training(digits):
@@ -237,6 +269,27 @@ def test_dpc_multiclass_specific_and_nonspecific_targets(digits, digits_model):
     np.testing.assert_array_equal(digits_model.predict(spec.counterfactuals)[spec.valid], spec.targets[spec.valid])
     again = e.explain(Q, digits_model.logits_fn, targets=(pred + 3) % 10, predicted=pred)
     np.testing.assert_array_equal(again.counterfactuals, spec.counterfactuals)
+
+
+def test_flip_ratio_counts_any_changed_class_for_nonspecific_targets(digits, digits_model):
+    """Yang et al. (2022), Eq. 20: n/spec. flips when the model's class changes, whichever the new class; spec. when
+    it is the given class. Before, both counted only the rows reaching the search's target class (``valid``), so
+    an n/spec. counterfactual that changed the class but not to the nearest other prototype's was not counted."""
+    X, y = digits
+    Q = X[1200:1300]
+    pred = digits_model.predict(Q)
+    # a short search from a barely trained autoencoder: many counterfactuals change class without reaching the target
+    e = DPCExplainer(epsilon=math.inf, encoder_layers=(48, 24), ae_epochs=2, max_iter=5, random_state=0)
+    with pytest.warns(UserWarning, match="nearly one point"):
+        e.fit(X[:1200], y[:1200], n_classes=10)
+    non = e.explain(Q, digits_model.logits_fn, targets="nonspecific", predicted=pred)
+    cf_class = digits_model.predict(non.counterfactuals)
+    np.testing.assert_array_equal(non.cf_predicted, cf_class)
+    assert non.flip_ratio == pytest.approx(np.mean(cf_class != pred))
+    assert non.flip_ratio > non.valid.mean()  # the case tells the two rules apart
+    spec = e.explain(Q, digits_model.logits_fn, targets=(pred + 3) % 10, predicted=pred)
+    assert spec.flip_ratio == pytest.approx(np.mean(digits_model.predict(spec.counterfactuals) == (pred + 3) % 10))
+    assert spec.flip_ratio == pytest.approx(spec.valid.mean())  # spec.: reaching the target is the flip
 
 
 def test_dpc_is_a_registered_recourse_method_on_a_binary_model(digits):

@@ -26,6 +26,7 @@ from recourse_privacy.report import (
     verdict_of,
     write_html_report,
 )
+from recourse_privacy.results.summaries import VERSUS_CHOICE
 
 SMALL = {"n_features": 20, "n_members": 200, "shadow_models": 2}
 ATTACK_NAMES = ("cfd", "cfd-lrt", "loss", "loss-lrt", "random")
@@ -273,10 +274,15 @@ def test_verdict_leakage_names_the_attack():
     assert v.controls == ("random",) and "random-guessing control" in v.text
 
 
-def test_verdict_strongest_attack_is_by_tpr_at_one_percent_fpr():
-    v = make_verdict(_attacks(_attack("cfd", 0.8, tpr01=0.02), _attack("cfd-lrt", 0.6, tpr01=0.2)))
-    assert v.attack == "cfd-lrt" and v.tpr_at_1pct_fpr == pytest.approx(0.2)
-    assert set(v.significant) == {"cfd", "cfd-lrt"}
+def test_verdict_names_the_lead_attack_of_a_fixed_order_not_the_best_on_the_targets():
+    # Before: the attack of best TPR at 1% FPR, then AUC, on the targets (cfd here), a choice made with the
+    # targets' membership labels whose numbers are optimistic. Now the lead of the fixed order (cfd-lrt before
+    # cfd) is named with its own numbers, and the other detection is listed by name.
+    v = make_verdict(_attacks(_attack("cfd", 0.8, tpr01=0.2), _attack("cfd-lrt", 0.6, tpr01=0.02)))
+    assert v.attack == "cfd-lrt" and v.auc == pytest.approx(0.6) and v.tpr_at_1pct_fpr == pytest.approx(0.02)
+    assert set(v.significant) == {"cfd", "cfd-lrt"} and v.recourse.lead == "cfd-lrt"
+    assert "leakage detected by 2 of 2 attack(s) (cfd, cfd-lrt). The lead attack, cfd-lrt, has AUC 0.600" in v.text
+    assert "never the targets' AUC" in v.text  # the report says how the named attack was chosen
 
 
 def test_verdict_band_edges_and_reversed_attacks():
@@ -369,8 +375,8 @@ def _ci_attack(name, signal, auc, auc_ci, tpr01, tpr_ci, versus=None, n=1000):
     )
 
 
-def _versus(diff, lo, hi, against="loss-lrt"):
-    return {"attack": against, "auc_difference": diff, "ci_low": lo, "ci_high": hi}
+def _versus(diff, lo, hi, against="loss-lrt", choice=VERSUS_CHOICE):
+    return {"attack": against, "auc_difference": diff, "ci_low": lo, "ci_high": hi, "choice": choice}
 
 
 def test_verdict_no_leak_says_what_the_sample_size_rules_out():
@@ -385,7 +391,7 @@ def test_verdict_no_leak_says_what_the_sample_size_rules_out():
     assert v.scores.level == v.recourse.level == "noleak" and v.beyond.outcome == "no-recourse-leak"
     assert v.controls == ("random",)  # signal "none": a control, whatever its numbers
     assert "rule out an AUC above 0.530 and a TPR above 2% at that FPR" in v.recourse.text
-    assert v.recourse.strongest == "cfd-lrt" and v.scores.strongest == "loss-lrt"
+    assert v.recourse.lead == "cfd-lrt" and v.scores.lead == "loss-lrt"
     d = v.detectable
     assert d.auc == pytest.approx(minimum_detectable_auc(1000, 1000))
     assert d.tpr["0.01"] == pytest.approx(minimum_detectable_tpr(1000, 1000, 0.01))
@@ -401,7 +407,7 @@ def test_verdict_score_leak_only():
     )
     assert v.level == "leak" and v.scores.leaks and not v.recourse.leaks
     assert v.headline == "The model's scores leak membership; recourse adds no measurable leakage."
-    assert v.scores.detected == ("loss-lrt",) and "The strongest, loss-lrt, has AUC 0.700 [0.680, 0.720]" in v.text
+    assert v.scores.detected == ("loss-lrt",) and "The lead attack, loss-lrt, has AUC 0.700 [0.680, 0.720]" in v.text
     assert v.beyond.outcome == "no-recourse-leak" and not v.beyond.beyond
 
 
@@ -411,7 +417,10 @@ def test_verdict_recourse_leaks_beyond_the_scores_by_auc_or_low_fpr():
     v = make_verdict(_attacks(score, beyond))
     assert v.beyond.outcome == "beyond" and v.beyond.by == "auc" and v.beyond.attack == "cfd-lrt"
     assert v.headline == "Recourse leaks membership beyond what the model's scores already leak."
-    assert "cfd-lrt's AUC exceeds that of the strongest score attack, loss-lrt, by 0.080 [0.050, 0.110]" in v.text
+    assert (
+        "cfd-lrt's AUC exceeds that of loss-lrt, the lead score attack, the first that ran of a fixed order chosen "
+        "before any score was seen, by 0.080 [0.050, 0.110]" in v.text
+    )
     # The same AUCs but a paired interval through 0: the low-FPR rule decides (TPR interval above the scores').
     low = _ci_attack("cfd-lrt", "distance", 0.61, (0.585, 0.635), 0.09, (0.073, 0.11), _versus(0.01, -0.01, 0.03))
     v = make_verdict(_attacks(score, low))
@@ -425,7 +434,7 @@ def test_verdict_recourse_leaks_but_not_beyond_the_scores():
     v = make_verdict(_attacks(score, dist))
     assert v.beyond.outcome == "not-beyond" and v.recourse.leaks and v.scores.leaks
     assert v.headline == "Recourse leaks membership, but not measurably more than the model's own scores."
-    assert "beats the scores' strongest attack by at most 0.010 AUC" in v.beyond.text
+    assert "beats that score attack by at most 0.010 AUC" in v.beyond.text
     # Without a score attack the question cannot be answered, and the verdict says so.
     alone = make_verdict(_attacks(dist))
     assert alone.beyond.outcome == "no-score-attack" and "no attack read the model's scores" in alone.text

@@ -29,7 +29,6 @@ from recourse_privacy.audit.summaries import AttackResult
 from recourse_privacy.data import Dataset
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics.exposure import (
-    RANKING_PREFERENCE,
     ExposedRecord,
     ExposureSummary,
     GroupExposure,
@@ -37,6 +36,7 @@ from recourse_privacy.metrics.exposure import (
     group_exposure,
     identified_at_fpr,
     nonmember_percentiles,
+    preferred_attack,
 )
 from recourse_privacy.validation import derive_seed
 
@@ -51,25 +51,16 @@ LR_NOTE = (
 )
 
 
-_SIGNAL_ORDER = {"distance": 0, "score": 1, "none": 3}
-
-
 def ranking_attack(attacks: Mapping[str, AttackResult]) -> str:
-    """The attack whose scores rank the most exposed records: the first of :data:`RANKING_PREFERENCE` that ran.
+    """The attack whose scores rank the most exposed records: the first of :data:`~recourse_privacy.metrics.exposure.RANKING_PREFERENCE` that ran.
 
-    The rule reads only the attacks' names and signals, never their metrics on the targets (an AUC is
-    computed from the targets' membership labels); an unlisted attack follows the listed ones of its
-    signal, a control (signal ``none``) comes last.
+    The rule (:func:`~recourse_privacy.metrics.exposure.preferred_attack`) reads only the attacks' names and
+    signals, never their metrics on the targets (an AUC is computed from the targets' membership labels); an
+    unlisted attack follows the listed ones of its signal, a control (signal ``none``) comes last.
     """
     if not attacks:
         raise InvalidInputError("no attack ran: nothing ranks the records")
-    order = {n: i for i, n in enumerate(RANKING_PREFERENCE)}
-    names = list(attacks)
-
-    def key(n: str) -> tuple[int, int, int]:
-        return (_SIGNAL_ORDER.get(attacks[n].signal, 2), order.get(n, len(order)), names.index(n))
-
-    return min(names, key=key)
+    return preferred_attack({n: a.signal for n, a in attacks.items()})
 
 
 def _is_lr(s: AttackScores) -> bool:

@@ -7,6 +7,7 @@ reference (shadow) models -> every attack's scores -> their metrics. :func:`run_
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from recourse_privacy.data import Dataset, Pools, Preprocessor, load_dataset, sp
 from recourse_privacy.data.tabular import read_table, validate_frame
 from recourse_privacy.defenses.registry import Defense
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.metrics.exposure import preferred_attack
 from recourse_privacy.metrics.intervals import paired_auc_difference
 from recourse_privacy.metrics.membership import attack_metrics
 from recourse_privacy.models.base import BaseClassifier
@@ -31,7 +33,13 @@ from recourse_privacy.models.cached import fit_cached
 from recourse_privacy.provenance import sha256_arrays
 from recourse_privacy.recourse.base import RecourseResult
 from recourse_privacy.recourse.cached import cached_generate
-from recourse_privacy.results.summaries import AttackResult, RecourseSummary, ShadowSummary, VersusScores
+from recourse_privacy.results.summaries import (
+    VERSUS_CHOICE,
+    AttackResult,
+    RecourseSummary,
+    ShadowSummary,
+    VersusScores,
+)
 from recourse_privacy.validation import as_generator, derive_seed
 
 __all__ = [
@@ -437,20 +445,23 @@ def measure_attacks(
     """Each attack's metrics (AUC, balanced accuracy, TPR at low FPR, with intervals), and the warnings they raised.
 
     Every bootstrap draws the same resamples of the targets (one seed derived from ``seed``), and each
-    distance attack's AUC is set against the strongest score attack's on those resamples (paired).
+    distance attack's AUC is set against the lead score attack's on those resamples (paired): the first score
+    attack that ran of a fixed order (:func:`~recourse_privacy.metrics.exposure.preferred_attack`), never the
+    one of highest AUC, which would be chosen with the targets' membership labels.
     """
     boot_seed = derive_seed(seed, 11)
     signals = {name: attack_signal(name) for name in scores}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         metrics = {name: attack_metrics(is_member, s.scores, seed=boot_seed) for name, s in scores.items()}
-    score_attacks = [n for n in scores if signals[n] == "score"]
-    best = max(score_attacks, key=lambda n: metrics[n].auc) if score_attacks else None
+    best = preferred_attack({n: signals[n] for n in scores if math.isfinite(metrics[n].auc)}, "score")
     versus: dict[str, VersusScores] = {}
     for name in scores:
         if best is not None and signals[name] == "distance":
             d = paired_auc_difference(is_member, scores[name].scores, scores[best].scores, seed=boot_seed)
-            versus[name] = VersusScores(best, d.difference, d.ci_low, d.ci_high, d.ci_level, d.n_boot)
+            versus[name] = VersusScores(
+                best, d.difference, d.ci_low, d.ci_high, d.ci_level, d.n_boot, choice=VERSUS_CHOICE
+            )
     results = {
         name: AttackResult.from_scores(metrics[name], s, signal=signals[name], versus_scores=versus.get(name))
         for name, s in scores.items()

@@ -9,7 +9,10 @@ and the claim (with the direction attack that reads the released moves) goes int
 from __future__ import annotations
 
 import warnings
+import weakref
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from recourse_privacy.attacks.direction import direction_attack
 from recourse_privacy.defenses.accounting import RecourseSession
@@ -28,7 +31,28 @@ from recourse_privacy.validation import derive_seed
 if TYPE_CHECKING:
     from recourse_privacy.audit.config import AuditConfig
 
-__all__ = ["DPMLaplaceDefense", "LaplaceDefense"]
+__all__ = ["DPMLaplaceDefense", "LaplaceDefense", "owner_noise"]
+
+#: the owner's noise stream of each game: keyed by the game's recourse method object (one per game, made by
+#: ``shadow_recourse``), then by the seed; weak, so a finished game's stream goes with its method
+_OWNER_STREAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def owner_noise(config: AuditConfig, method) -> np.random.Generator:
+    """The owner's one Laplace noise stream for the game whose recourse method is ``method``, advanced by every answer.
+
+    Huang et al. (2023) draw fresh noise for every released answer: the game's targets, the extraction
+    adversary's queries and any later batch each draw the next numbers of one generator seeded by
+    ``derive_seed(config.seed, 6)``, so no two calls repeat their noise while the whole game stays
+    reproducible from its seed (its calls come in a fixed order). The first call draws what a fresh
+    generator of that seed draws. ``method`` identifies the game (each game makes its own); it must
+    accept a weak reference.
+    """
+    streams = _OWNER_STREAMS.setdefault(method, {})
+    seed = int(config.seed)
+    if seed not in streams:
+        streams[seed] = np.random.default_rng(derive_seed(seed, 6))
+    return streams[seed]
 
 
 @register_defense(
@@ -71,7 +95,8 @@ class LaplaceDefense(DPDefense):
         )
 
     def owner_recourse(self, config, method, model, X_members, y_members, X_targets):
-        lr = LaplaceRecourse(epsilon=config.epsilon, random_state=derive_seed(config.seed, 6), **config.recourse_params)
+        # fresh noise for every answer: each call advances the game's one stream (never a reseeded generator)
+        lr = LaplaceRecourse(epsilon=config.epsilon, random_state=owner_noise(config, method), **config.recourse_params)
         session = RecourseSession(lr, model, budget=len(X_targets) * config.epsilon)
         return session.answer(X_targets), session
 

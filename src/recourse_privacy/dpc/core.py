@@ -97,7 +97,12 @@ def class_prototypes(
 
 @dataclass(frozen=True)
 class DPCExplanation:
-    """Counterfactuals for a batch of queries, row-aligned; ``valid``: the model predicts the target."""
+    """Counterfactuals for a batch of queries, row-aligned; ``valid``: the model predicts the search's target class.
+
+    ``predicted``: the model's labels of the queries; ``cf_predicted``: of the counterfactuals returned;
+    ``specific``: the targets were given (spec.), not chosen per query (n/spec., the nearest other
+    prototype's class).
+    """
 
     counterfactuals: np.ndarray
     targets: np.ndarray
@@ -105,10 +110,24 @@ class DPCExplanation:
     n_iter: np.ndarray
     seconds: float
     info: dict = field(default_factory=dict)
+    predicted: np.ndarray | None = None
+    cf_predicted: np.ndarray | None = None
+    specific: bool = True
 
     @property
     def flip_ratio(self) -> float:
-        return float(self.valid.mean()) if len(self.valid) else float("nan")
+        """Yang et al. (2022), Eq. 20: |Q_flip| / |Q|, the share of queries whose counterfactual gets the required outcome.
+
+        spec.: the model predicts the given class k; n/spec.: it predicts any class other than the
+        query's, whichever (the search aims at the nearest other prototype's class, but reaching another
+        changed class flips the decision too). Without the labels recorded: the share reaching the target.
+        """
+        if not len(self.valid):
+            return float("nan")
+        if self.cf_predicted is None or self.predicted is None:
+            return float(self.valid.mean())
+        hit = self.cf_predicted == self.targets if self.specific else self.cf_predicted != self.predicted
+        return float(np.mean(hit))
 
 
 class DPCExplainer:
@@ -118,7 +137,9 @@ class DPCExplainer:
     rows' min/max, leaky, faithful mode only). ``prototype_labels``: "true" (y, default) or
     "predicted"... only "true" (the ground truth y, dpc.md Eq. 14 default) is implemented. With
     ``bounds="data"`` queries outside the training range are clipped into it. Search: ``alpha, beta, gamma`` (1.0, 0.5, 0.1), ``norm`` "l2", Adam ``lr``
-    0.05, ``max_iter`` 300.
+    0.05, ``max_iter`` 300. Autoencoder: ``ae_epochs`` None (default) trains 50 epochs and at least
+    1,000 Adam steps (:class:`~recourse_privacy.dpc.autoencoder.FMAutoencoder`: fewer leave a small
+    training set's autoencoder predicting the feature means, and every counterfactual the same point).
     """
 
     def __init__(
@@ -131,7 +152,7 @@ class DPCExplainer:
         encoder_layers: Sequence[int] | None = None,
         sensitivity_mode: str = "8d",
         d_mode: str = "safe",
-        ae_epochs: int = 50,
+        ae_epochs: int | None = None,
         ae_batch_size: int = 256,
         ae_lr: float = 5e-3,
         alpha: float = 1.0,
@@ -310,6 +331,8 @@ class DPCExplainer:
             missing = torch.as_tensor(n_iter < 0)
             out[missing] = up[missing]
         cf = self.bounds_.from_unit(out.numpy())
+        with torch.no_grad():
+            cf_pred = logits_fn(torch.as_tensor(cf)).argmax(1).numpy()
         return DPCExplanation(
             cf,
             tgt,
@@ -317,6 +340,9 @@ class DPCExplainer:
             n_iter,
             time.perf_counter() - t0,
             info={"mode": self.mode, "ledger": self.ledger.to_dict()},
+            predicted=np.asarray(predicted).astype(np.int64),
+            cf_predicted=cf_pred,
+            specific=not isinstance(targets, str),
         )
 
     def _adam(self, ae, c, delta, opt, logits_fn, lo, span, u0, tt, best, out, n_iter, p):

@@ -53,7 +53,7 @@ class DPC:
         encoder_layers: Sequence[int] | None = None,
         sensitivity_mode: str = "8d",
         d_mode: str = "safe",
-        ae_epochs: int = 50,
+        ae_epochs: int | None = None,
         ae_batch_size: int = 256,
         ae_lr: float = 5e-3,
         alpha: float = 1.0,

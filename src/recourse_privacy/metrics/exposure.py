@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -30,6 +31,7 @@ from recourse_privacy.metrics.membership import attack_metrics, fpr_key
 __all__ = [
     "RANKING_PREFERENCE",
     "RANKING_RULE",
+    "SIGNAL_PREFERENCE",
     "ExposedRecord",
     "ExposureSummary",
     "GroupExposure",
@@ -39,10 +41,12 @@ __all__ = [
     "holm",
     "identified_at_fpr",
     "nonmember_percentiles",
+    "preferred_attack",
 ]
 
-#: the order in which the report's ranking attack is chosen among those that ran, fixed before any score is
-#: seen (never the targets' AUC, which reads their membership labels): recourse attacks before score attacks
+#: the order in which the report's ranking attack, the verdict's lead attack of each signal and the score attack
+#: a recourse attack is compared with are chosen among those that ran (:func:`preferred_attack`), fixed before any
+#: score is seen (never the targets' AUC, which reads their membership labels): recourse attacks before score attacks
 #: (the audit is of recourse), reference-model tests before plain thresholds, online before offline (Carlini
 #: et al. 2022; Zarifzadeh et al. 2024). An attack not listed (a plugin) follows the listed ones of its signal.
 RANKING_PREFERENCE = (
@@ -55,16 +59,43 @@ RANKING_PREFERENCE = (
     "lr-reconstruction",
     "lr-direction",
     "cfd",
-    "label-only",
     "loss-lrt-online",
     "loss-lrt",
     "loss",
+    "label-only",
 )
+#: the signals in the order the lead attack is taken from (an attack of another recorded signal follows them,
+#: a control, signal "none", comes last)
+SIGNAL_PREFERENCE = ("distance", "score")
 RANKING_RULE = (
     "the first that ran of a fixed preference order (recourse attacks before score attacks, reference-model "
     "tests before thresholds, online before offline), never the targets' AUC: choosing by it would read their "
     "membership labels; each attack's scores are ranked in its own calibrated direction, never flipped"
 )
+
+
+def preferred_attack(signals: Mapping[str, str], signal: str | None = None) -> str | None:
+    """The lead attack among ``signals`` (attack name -> the signal it reads): the first that ran of a fixed order.
+
+    Signals in :data:`SIGNAL_PREFERENCE` order (recourse before scores, then other signals, controls last),
+    within a signal :data:`RANKING_PREFERENCE` (an unlisted attack, a plugin, after the listed ones, in the
+    order given). With ``signal``, only the attacks reading it compete. The rule reads the names and signals
+    alone, never a metric measured on the targets: the max over attacks of an AUC measured with the
+    targets' membership labels is optimistic (the winner's curse). None when no attack competes.
+    """
+    names = [n for n in signals if signal is None or signals[n] == signal]
+    if not names:
+        return None
+    order = {n: i for i, n in enumerate(RANKING_PREFERENCE)}
+    by_signal = {s: i for i, s in enumerate(SIGNAL_PREFERENCE)}
+
+    def key(n: str) -> tuple[int, int, int]:
+        s = signals[n]
+        return (3 if s == "none" else by_signal.get(s, 2), order.get(n, len(order)), names.index(n))
+
+    return min(names, key=key)
+
+
 #: the group test's name, as the report and groups.csv print it
 GROUP_TEST = "one-sided z-test of the group's AUC against the rest's (DeLong variances), Holm-corrected"
 

@@ -222,7 +222,10 @@ def _verdict_box(v: Verdict) -> str:
     key = ""
     if v.attack is not None:
         s = v.assessments.get(v.attack)
-        bits = [f"strongest attack <strong>{_e(v.attack)}</strong>"]
+        bits = [
+            f"lead attack <strong>{_e(v.attack)}</strong> "
+            '<span class="small">(first of a fixed order, not the best on these targets)</span>'
+        ]
         if v.tpr_at_1pct_fpr is not None:
             rel = " (unreliable)" if v.tpr_reliable is False else ""
             ci = _ci(s.tpr_ci, ".3g") if s is not None else ""
@@ -253,7 +256,7 @@ def _question_table(attacks: Mapping[str, AttackResult], v: Verdict, finding: Si
         '<tr><th>attack</th><th>AUC <span class="small">[95% interval]</span></th>'
         '<th>TPR at FPR &le; 1% <span class="small">[95% interval]</span></th>'
         '<th>achieved FPR <span class="small">[95% interval]</span></th>'
-        + ('<th>AUC &minus; strongest score attack\'s <span class="small">[paired 95%]</span></th>' if versus else "")
+        + ('<th>AUC &minus; lead score attack\'s <span class="small">[paired 95%]</span></th>' if versus else "")
         + "<th>leakage detected?</th></tr>"
     )
     rows = []
@@ -276,7 +279,9 @@ def _question_table(attacks: Mapping[str, AttackResult], v: Verdict, finding: Si
             vs = a.versus_scores
             cells.append(
                 f'<td class="num">{_fmt(vs.auc_difference, "+.3f")}{_ci((vs.ci_low, vs.ci_high), "+.3f")} '
-                f'<span class="small">vs {_e(vs.attack)}</span></td>'
+                f'<span class="small">vs {_e(vs.attack)}'
+                + ("" if vs.choice else ", chosen by its AUC on these targets (an older file): optimistic")
+                + "</span></td>"
                 if vs is not None
                 else '<td class="num">&mdash;</td>'
             )
@@ -666,11 +671,18 @@ estimate too; the upper end bounds its true FPR). An attack detects leakage when
 excludes 0.5 or its TPR interval lies above the FPR&rsquo;s.</li>
 <li><strong>Scores versus recourse.</strong> Attacks are split by what they read, as each declares it:
 the model&rsquo;s own outputs (loss, confidence: what the model leaks anyway) or the released
-counterfactuals. Recourse is said to leak <em>beyond</em> the scores when a recourse attack detects
-leakage and either the paired bootstrap interval of its AUC minus the strongest score attack&rsquo;s
+counterfactuals. Recourse is said to leak <em>beyond</em> the scores when the lead recourse attack detects
+leakage and either the paired bootstrap interval of its AUC minus the lead score attack&rsquo;s
 (same resampled targets for both) lies above 0, or its TPR interval at 1% FPR lies above every score
 attack&rsquo;s. This compares single attacks: information that only a combination of both signals
 reveals is not measured.</li>
+<li><strong>Which attack is named.</strong> Each statement names its <em>lead attack</em>: the first
+that ran of a fixed order, chosen before any score is seen (recourse attacks before score attacks,
+reference-model tests before thresholds, online before offline; the order is
+<code>metrics.exposure.RANKING_PREFERENCE</code>), and the lead score attack is the one the recourse
+attacks are compared with. The attack of highest AUC on the targets is never chosen: its AUC is measured
+with the targets&rsquo; membership labels, so the maximum over several attacks is optimistic (the
+winner&rsquo;s curse). No attack&rsquo;s direction is flipped after its scores are seen.</li>
 <li><strong>Balanced accuracy (BA)</strong> is (TPR + 1 &minus; FPR) / 2 at the <em>best</em>
 threshold, i.e. it assumes the attacker knows the optimal threshold, as in Pawelczyk et al. 2023.
 It is therefore optimistic for the attacker and never below 0.5.</li>

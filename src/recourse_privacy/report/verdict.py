@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from recourse_privacy.metrics.exposure import RANKING_RULE, preferred_attack
 from recourse_privacy.metrics.intervals import minimum_detectable_auc, minimum_detectable_tpr, tpr_detected
 from recourse_privacy.metrics.membership import auc_null_halfwidth
 from recourse_privacy.report.dp_verdict import BoundCheck, BoundComparison, compare_with_bound, dp_bound_rows
@@ -35,16 +36,18 @@ __all__ = [
     "Detectable",
     "SignalFinding",
     "Verdict",
+    "LEAD_RULE",
     "assess_attack",
     "compare_with_bound",
     "detectable_effects",
+    "lead_attack",
     "make_verdict",
     "signal_of",
     "tpr_reliable",
     "verdict_of",
 ]
 
-#: the FPR key the verdict reads the strongest attack at (TPR at 1% FPR)
+#: the FPR key the verdict reads each attack at (TPR at 1% FPR)
 LOW_FPR = "0.01"
 
 
@@ -140,11 +143,6 @@ class AttackAssessment:
         """Significant with an AUC below 0.5."""
         return bool(self.auc_detected) and self.auc is not None and self.auc < 0.5
 
-    @property
-    def strength(self) -> tuple[float, float]:
-        """Sort key of the strongest attack: TPR at 1% FPR, then AUC (missing values last)."""
-        return (self.tpr_low_fpr if self.tpr_low_fpr is not None else -1.0, self.auc if self.auc is not None else -1.0)
-
 
 def assess_attack(attack: AttackResult) -> AttackAssessment:
     """Compare ``attack``'s AUC and TPR at 1% FPR with random guessing, through their intervals."""
@@ -214,15 +212,17 @@ class SignalFinding:
     """One question of the verdict: what the attacks reading one signal (the scores, the recourse) detect.
 
     ``attacks`` are the attacks reading ``signal``; ``detected`` those whose AUC or TPR at 1% FPR
-    leaves chance (:class:`AttackAssessment`); ``strongest`` the strongest of them (by TPR at 1% FPR,
-    then AUC); ``level`` is "leak", "noleak" or "undetermined" (sample sizes missing).
+    leaves chance (:class:`AttackAssessment`); ``lead`` the attack whose numbers the finding states:
+    the first of them in a fixed order (:func:`lead_attack`), never the one of best AUC or TPR on the
+    targets, whose numbers would be optimistic (chosen with the targets' membership labels);
+    ``level`` is "leak", "noleak" or "undetermined" (sample sizes missing).
     """
 
     signal: str
     label: str
     attacks: tuple[str, ...]
     detected: tuple[str, ...]
-    strongest: str | None
+    lead: str | None
     level: str
     text: str
 
@@ -232,27 +232,49 @@ class SignalFinding:
         return self.level == "leak"
 
 
+#: how the verdict chooses the attack whose numbers it states, in the report's words
+LEAD_RULE = (
+    "The attack each statement names (the lead attack) is " + RANKING_RULE + "; the other attacks' detections are "
+    "listed by name."
+)
+
+
+def lead_attack(group: Iterable[AttackAssessment]) -> AttackAssessment | None:
+    """The lead attack of ``group``: the first of a fixed order (:func:`~recourse_privacy.metrics.exposure.preferred_attack`).
+
+    Reads the attacks' names and signals only: the one of best AUC or TPR would be chosen with the
+    targets' membership labels, and its numbers would be optimistic (the winner's curse). None when empty.
+    """
+    by_name = {a.name: a for a in group}
+    name = preferred_attack({n: a.signal for n, a in by_name.items()})
+    return None if name is None else by_name[name]
+
+
+def _numbers(a: AttackAssessment, achieved: Mapping[str, float | None]) -> str:
+    """An attack's AUC and TPR at 1% FPR with their intervals, in words."""
+    return f"{_auc_txt(a)}" + (f" and {_tpr_txt(a, achieved[a.name])}" if a.tpr_low_fpr is not None else "")
+
+
 def _signal_finding(signal: str, group: list[AttackAssessment], achieved: Mapping[str, float | None]) -> SignalFinding:
     label = SIGNAL_LABELS.get(signal, signal)
     names = tuple(a.name for a in group)
     if not group:
         return SignalFinding(signal, label, (), (), None, "none", f"{label.capitalize()}: no attack read this signal.")
     detected = [a for a in group if a.significant]
-    pool = detected or group
-    best = max(pool, key=lambda a: a.strength)
-    what = f"{_auc_txt(best)}" + (f" and {_tpr_txt(best, achieved[best.name])}" if best.tpr_low_fpr is not None else "")
+    lead = lead_attack(group)
+    what = _numbers(lead, achieved)
     if detected:
         level = "leak"
         text = (
-            f"{label.capitalize()}: leakage detected by {len(detected)} of {len(group)} attack(s). "
-            f"The strongest, {best.name}, has {what}"
+            f"{label.capitalize()}: leakage detected by {len(detected)} of {len(group)} attack(s) "
+            f"({', '.join(a.name for a in detected)}). The lead attack, {lead.name}, has {what}"
         )
-        if best.tpr_low_fpr is not None:
+        if lead.tpr_low_fpr is not None and lead.significant:
             text += (
-                f": it identifies {_pct(best.tpr_low_fpr)} of members while wrongly flagging "
-                f"{_pct(achieved[best.name]) if achieved[best.name] is not None else '1%'} of non-members"
+                f": it identifies {_pct(lead.tpr_low_fpr)} of members while wrongly flagging "
+                f"{_pct(achieved[lead.name]) if achieved[lead.name] is not None else '1%'} of non-members"
             )
-        text += "."
+        text += "." if lead.significant else "; it does not itself leave chance."
         rev = [a.name for a in detected if a.reversed]
         if rev:
             text += (
@@ -261,17 +283,17 @@ def _signal_finding(signal: str, group: list[AttackAssessment], achieved: Mappin
             )
     elif any(a.significant is None for a in group):
         level = "undetermined"
-        text = f"{label.capitalize()}: could not be fully assessed; the strongest attack, {best.name}, has {what}."
+        text = f"{label.capitalize()}: could not be fully assessed; the lead attack, {lead.name}, has {what}."
     else:
         level = "noleak"
-        text = f"{label.capitalize()}: no measurable leakage. The strongest attack, {best.name}, has {what}"
+        text = f"{label.capitalize()}: no measurable leakage. The lead attack, {lead.name}, has {what}"
         outs = []
-        if best.auc_ci is not None:
-            outs.append(f"an AUC above {_g(best.auc_ci[1], '.3f')}")
-        if best.tpr_ci is not None:
-            outs.append(f"a TPR above {_pct(best.tpr_ci[1])} at that FPR")
+        if lead.auc_ci is not None:
+            outs.append(f"an AUC above {_g(lead.auc_ci[1], '.3f')}")
+        if lead.tpr_ci is not None:
+            outs.append(f"a TPR above {_pct(lead.tpr_ci[1])} at that FPR")
         text += f"; these intervals rule out {' and '.join(outs)} for it (95%)." if outs else "."
-    return SignalFinding(signal, label, names, tuple(a.name for a in detected), best.name, level, text)
+    return SignalFinding(signal, label, names, tuple(a.name for a in detected), lead.name, level, text)
 
 
 @dataclass(frozen=True)
@@ -325,30 +347,29 @@ def _beyond(
     if not scores.attacks:
         return BeyondFinding(
             "no-score-attack",
-            f"Recourse leaks ({recourse.strongest}), but no attack read the model's scores, so whether it leaks "
-            "beyond them was not measured.",
-            attack=recourse.strongest,
+            f"Recourse leaks ({', '.join(recourse.detected)}), but no attack read the model's scores, so whether it "
+            "leaks beyond them was not measured.",
+            attack=recourse.lead,
         )
-    leaking = [assessed[n] for n in recourse.detected if not assessed[n].reversed]
-    versus = {a.name: attacks[a.name].versus_scores for a in leaking}
-    by_auc = [a for a in leaking if versus[a.name] is not None and _float(versus[a.name].ci_low) is not None]
-    # rule (a): the paired interval of AUC(distance) - AUC(strongest score attack) lies above 0
-    above = [a for a in by_auc if versus[a.name].ci_low > 0]
-    if above:
-        a = max(above, key=lambda a: versus[a.name].ci_low)
-        v = versus[a.name]
+    # one comparison, fixed before any score was seen: the lead recourse attack against the lead score attack
+    # (recorded at audit time), never the recourse attack whose comparison came out best on these targets
+    a = assessed[recourse.lead]
+    v = attacks[a.name].versus_scores
+    if a.reversed:
+        return BeyondFinding("unknown", _no_paired_text(recourse, a, v), attack=a.name)
+    paired = v is not None and _float(v.ci_low) is not None and _float(v.ci_high) is not None
+    # rule (a): the paired interval of AUC(lead recourse attack) - AUC(lead score attack) lies above 0
+    if a.significant and paired and v.ci_low > 0:
         text = (
-            f"Recourse leaks beyond the model's scores: {a.name}'s AUC exceeds that of the strongest score attack, "
-            f"{v.attack}, by {_diff_txt(v)} (paired bootstrap on the same targets, 95%)."
+            f"Recourse leaks beyond the model's scores: {a.name}'s AUC exceeds that of {v.attack}, {_choice(v)}, "
+            f"by {_diff_txt(v)} (paired bootstrap on the same targets, 95%)."
         )
         return _versus_finding("beyond", text, a.name, v, "auc")
-    # rule (b): at 1% FPR, the distance attack's TPR interval lies above every score attack's
+    # rule (b): at 1% FPR, the lead recourse attack's TPR interval lies above every score attack's
     score_tprs = [assessed[n] for n in scores.attacks if assessed[n].tpr_ci is not None]
-    if score_tprs and len(score_tprs) == len(scores.attacks):
-        top = max(score_tprs, key=lambda s: s.tpr_ci[1])
-        over = [a for a in leaking if a.tpr_ci is not None and a.tpr_ci[0] > top.tpr_ci[1]]
-        if over:
-            a = max(over, key=lambda a: a.tpr_ci[0])
+    if a.significant and a.tpr_ci is not None and score_tprs and len(score_tprs) == len(scores.attacks):
+        top = max(score_tprs, key=lambda s: s.tpr_ci[1])  # the highest upper end: the comparison every one passes
+        if a.tpr_ci[0] > top.tpr_ci[1]:
             return BeyondFinding(
                 "beyond",
                 f"Recourse leaks beyond the model's scores at low FPR: at FPR ≤ 1%, {a.name} identifies "
@@ -358,39 +379,43 @@ def _beyond(
                 top.name,
                 by="tpr",
             )
-    if not by_auc:
-        return BeyondFinding("unknown", _no_paired_text(recourse, leaking, versus), attack=recourse.strongest)
-    a = max(by_auc, key=lambda a: versus[a.name].ci_high)
-    v = versus[a.name]
+    if not paired:
+        return BeyondFinding("unknown", _no_paired_text(recourse, a, v), attack=a.name)
+    quiet = "" if a.significant else f" (the lead recourse attack {a.name} does not itself leave chance)"
     text = (
-        f"Recourse leaks, but not measurably more than the model's scores: {a.name}'s AUC minus that of the "
-        f"strongest score attack, {v.attack}, is {_diff_txt(v)} (paired bootstrap, 95%): "
+        f"Recourse leaks, but not measurably more than the model's scores{quiet}: {a.name}'s AUC "
+        f"minus that of {v.attack}, {_choice(v)}, is {_diff_txt(v)} (paired bootstrap, 95%): "
         + (
-            f"it beats the scores' strongest attack by at most {_g(v.ci_high, '.3f')} AUC."
+            f"it beats that score attack by at most {_g(v.ci_high, '.3f')} AUC."
             if round(v.ci_high, 3) > 0
-            else "the scores' strongest attack is at least as strong."
+            else "that score attack is at least as strong."
         )
     )
     return _versus_finding("not-beyond", text, a.name, v)
 
 
-def _no_paired_text(recourse: SignalFinding, leaking: list, versus: Mapping[str, Any]) -> str:
+def _choice(v: Any) -> str:
+    """How the score attack of a recorded comparison was chosen ("" in files of schema 1 reads as the old rule)."""
+    return str(getattr(v, "choice_text", "") or "")
+
+
+def _no_paired_text(recourse: SignalFinding, lead: AttackAssessment, v: Any) -> str:
     """Why no paired comparison with the scores decides "beyond": say which case, never guess the schema."""
-    if not leaking:  # every detection scores members the wrong way round (AUC below 0.5)
+    if lead.reversed:  # the lead attack scores members the wrong way round (AUC significantly below 0.5)
         return (
-            f"Recourse's attacks leave chance only reversed ({', '.join(recourse.detected)}: AUC below 0.5, "
-            "members scored as non-members), so no paired comparison with the model's scores applies and "
-            "whether recourse leaks beyond them is not known."
+            f"Recourse's lead attack, {lead.name}, leaves chance only reversed (AUC below 0.5, members scored as "
+            "non-members), so no paired comparison with the model's scores applies and whether recourse leaks "
+            "beyond them is not known."
         )
-    recorded = [a.name for a in leaking if versus[a.name] is not None]
-    if recorded:
+    if v is not None:
         return (
-            f"Recourse leaks, but the paired comparison with the model's scores is undefined for "
-            f"{', '.join(recorded)} (no finite bootstrap interval), so whether it leaks beyond them is not known."
+            f"Recourse leaks ({', '.join(recourse.detected)}), but the paired comparison of its lead attack, "
+            f"{lead.name}, with the model's scores is undefined (no finite bootstrap interval), so whether it leaks "
+            "beyond them is not known."
         )
     return (
-        f"Recourse leaks, but this file records no paired comparison of {', '.join(a.name for a in leaking)} "
-        "with the model's scores, so whether it leaks beyond them is not known."
+        f"Recourse leaks ({', '.join(recourse.detected)}), but this file records no paired comparison of its lead "
+        f"attack, {lead.name}, with the model's scores, so whether it leaks beyond them is not known."
     )
 
 
@@ -450,9 +475,12 @@ class Verdict:
 
     ``level`` is "leak" (some attack leaves chance: its AUC interval excludes 0.5, or its TPR at 1%
     FPR lies above the FPR's interval), "noleak", "undetermined" (sample sizes missing) or "none"
-    (no attack with an AUC). ``attack`` names the strongest attack (by TPR at 1% FPR, then AUC;
-    controls, the attacks of signal "none", are not counted); ``explanation`` is its plain-text
-    reasoning, one sentence per item. ``assessments`` has every attack, controls included.
+    (no attack with an AUC). ``attack`` names the lead attack behind the headline (the lead recourse
+    attack where the headline is about recourse, the lead score attack where it is about the scores,
+    else the first of the fixed order; :func:`lead_attack`, never the attack of best AUC or TPR on the
+    targets; controls, the attacks of signal "none", are not counted), and ``auc`` etc. are its numbers;
+    ``explanation`` is its plain-text reasoning, one sentence per item. ``assessments`` has every
+    attack, controls included.
 
     The analyst's question is answered in three parts: ``scores`` (what the model's own scores
     leak: the attacks of signal "score"), ``recourse`` (what the attacks reading the counterfactuals
@@ -524,9 +552,12 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
     are controls, shown but not counted. The headline answers whether recourse leaks membership
     *beyond* the scores, by this rule: recourse adds measurable leakage when some distance attack
     detects leakage (above chance) AND either (a) the paired bootstrap interval of its AUC minus the
-    AUC of the strongest score attack (recorded at audit time as ``versus_scores``, the same
+    AUC of the lead score attack (recorded at audit time as ``versus_scores``, the same
     resampled targets for both) lies above 0, or (b) at 1% FPR the lower end of its TPR's interval
-    exceeds the upper end of every score attack's. Both are comparisons of single attacks: a
+    exceeds the upper end of every score attack's. The recourse attack is the lead one (the first of a
+    fixed order that ran, :func:`lead_attack`) and the score attack the lead score attack, so the
+    comparison is fixed before any score is seen: never the pair that came out best on these targets.
+    Both are comparisons of single attacks: a
     recourse attack weaker than the score attacks whose information is complementary is not
     detected as "beyond". Each statement names the attack behind it; the explanation ends with what
     the sample size can detect (:func:`detectable_effects`) and the DP bound of a defense.
@@ -541,7 +572,6 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
     controls = [a for a in scored if a.is_control and a not in candidates]
     sig = [a for a in candidates if a.significant]
     unknown = [a for a in candidates if a.significant is None]
-    best = max(candidates, key=lambda a: a.strength)
     src = {str(n): a for n, a in attacks.items()}
     achieved = {n: _float(a.achieved_fpr.get(LOW_FPR)) for n, a in src.items()}
 
@@ -555,12 +585,13 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
     recourse = _signal_finding("distance", [a for a in candidates if a.signal == "distance"], achieved)
     beyond = _beyond(src, scores, recourse, assessed)
     head = _headline(level, scores, recourse, beyond)
+    best = _headline_attack(candidates, scores, recourse, beyond)
 
     parts: list[str] = [scores.text, recourse.text, beyond.text]
     parts += _other_signals([a for a in candidates if a.signal not in SIGNAL_LABELS])
     rel = tpr_reliable(src[best.name], LOW_FPR)
     caveats, detectable = _caveats(best, rel, candidates, unknown, controls)
-    parts += caveats + (_dp_texts(dp, comparison) if dp is not None else [])
+    parts += caveats + [LEAD_RULE] + (_dp_texts(dp, comparison) if dp is not None else [])
     hws = [a.halfwidth for a in candidates if a.halfwidth is not None]
     band = max(hws) if hws else None
     t01, ach = best.tpr_low_fpr, achieved[best.name]
@@ -583,6 +614,18 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
         beyond=beyond,
         detectable=detectable,
     )
+
+
+def _headline_attack(
+    candidates: list[AttackAssessment], scores: SignalFinding, recourse: SignalFinding, beyond: BeyondFinding
+) -> AttackAssessment:
+    """The lead attack behind the headline: recourse's where it speaks of recourse, the scores' where of them."""
+    by_name = {a.name: a for a in candidates}
+    if beyond.outcome in ("beyond", "not-beyond", "no-score-attack", "unknown") and recourse.lead is not None:
+        return by_name[recourse.lead]
+    if scores.leaks and scores.lead is not None:
+        return by_name[scores.lead]
+    return lead_attack(candidates)
 
 
 def _other_signals(other: list[AttackAssessment]) -> list[str]:

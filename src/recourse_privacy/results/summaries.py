@@ -34,6 +34,8 @@ __all__ = [
     "Provenance",
     "RecourseSummary",
     "ShadowSummary",
+    "VERSUS_CHOICE",
+    "VERSUS_CHOICES",
     "VersusScores",
     "plain",
     "take",
@@ -145,13 +147,31 @@ def _json_pair(pair: tuple[float, float]) -> list[float | None]:
     return [None if math.isnan(x) else float(x) for x in pair]
 
 
+#: how this version chooses the score attack a recourse attack is compared with (``VersusScores.choice``): the
+#: lead score attack, the first that ran of a fixed order
+#: (:func:`~recourse_privacy.metrics.exposure.preferred_attack`), never the one of highest AUC on the targets
+VERSUS_CHOICE = "fixed-order"
+
+#: what each recorded ``VersusScores.choice`` means, in the report's words ("": files written before the choice
+#: was recorded, which took the score attack of highest AUC on the targets: an optimistic pick)
+VERSUS_CHOICES = MappingProxyType(
+    {
+        VERSUS_CHOICE: "the lead score attack, the first that ran of a fixed order chosen before any score was seen",
+        "": "the score attack of highest AUC on these targets, as files of this schema chose it: a choice made with "
+        "the targets' membership labels, so that attack's AUC is optimistic",
+    }
+)
+
+
 @dataclass(frozen=True)
 class VersusScores:
-    """A distance attack against the strongest score attack on the same targets.
+    """A distance attack against the lead score attack on the same targets.
 
     ``auc_difference`` is AUC(this attack) - AUC(``attack``), ``attack`` being the score attack
-    (the model's outputs) with the highest AUC; ``ci_low`` / ``ci_high`` its paired bootstrap
-    interval at ``ci_level`` (:func:`~recourse_privacy.metrics.intervals.paired_auc_difference`).
+    (the model's outputs) chosen as ``choice`` says (:data:`VERSUS_CHOICES`: this version writes
+    :data:`VERSUS_CHOICE`, the first that ran of a fixed order; "" in older files, the highest AUC);
+    ``ci_low`` / ``ci_high`` its paired bootstrap interval at ``ci_level``
+    (:func:`~recourse_privacy.metrics.intervals.paired_auc_difference`).
     """
 
     attack: str
@@ -160,6 +180,12 @@ class VersusScores:
     ci_high: float
     ci_level: float = 0.95
     n_bootstrap: int = 0
+    choice: str = ""
+
+    @property
+    def choice_text(self) -> str:
+        """How ``attack`` was chosen, in words."""
+        return VERSUS_CHOICES.get(self.choice, f"chosen by {self.choice!r}")
 
 
 @dataclass(frozen=True)
@@ -175,7 +201,7 @@ class AttackResult:
     Intervals at ``ci_level`` are [lo, hi] pairs (nan ends when absent): ``auc_ci`` a bootstrap of
     ``n_bootstrap`` replicates, ``tpr_at_fpr_ci`` and ``achieved_fpr_ci`` exact Clopper-Pearson
     intervals on the members and non-members. ``versus_scores``: for a distance attack, its AUC
-    against the strongest score attack's (None otherwise).
+    against the lead score attack's (None otherwise).
     """
 
     name: str
