@@ -141,3 +141,16 @@ def test_an_older_file_says_its_score_attack_was_chosen_by_auc():
     }
     v = make_verdict(attacks)
     assert v.beyond.outcome == "beyond" and "highest AUC on these targets" in v.beyond.text
+
+
+def test_recourse_over_labels_compares_the_lead_recourse_attack_not_the_luckiest():
+    """The labels-alone sentence names the lead recourse attack (cfd-lrt before cfd), even when cfd's AUC is higher."""
+    from recourse_privacy.attacks.threat_report import QueryPoint, ThreatReport
+
+    pts = (
+        QueryPoint("cfd", 1, "recourse", 0.80, 0.2, 0.1, 0.3),
+        QueryPoint("cfd-lrt", 1, "recourse", 0.60, 0.05, 0.02, 0.1),
+        QueryPoint("label-only", 50, "decisions", 0.55, 0.02, 0.0, 0.05),
+    )
+    text = ThreatReport(threats=("membership",), queries=pts).recourse_over_labels()
+    assert text is not None and text.startswith("cfd-lrt reaches AUC 0.600")

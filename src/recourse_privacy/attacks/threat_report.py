@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from recourse_privacy.attacks.query_extraction import ExtractionCurve
 from recourse_privacy.attacks.release_report import ReleaseSummary
+from recourse_privacy.metrics.exposure import preferred_attack
 
 __all__ = ["AttributeSummary", "QueryPoint", "ThreatReport"]
 
@@ -93,12 +94,17 @@ class ThreatReport:
     release: ReleaseSummary | None = None
 
     def recourse_over_labels(self) -> str | None:
-        """What recourse adds over decisions alone at equal queries, from the query curve (None without label-only)."""
+        """What recourse adds over decisions alone at equal queries, from the query curve (None without label-only).
+
+        The recourse attack compared is the lead one of a fixed order (:func:`preferred_attack`), never the
+        best AUC on the targets, which would read their membership labels.
+        """
         lab = [p for p in self.queries if p.access == "decisions"]
         rec = [p for p in self.queries if p.access == "recourse"]
         if not lab or not rec:
             return None
-        best = max(rec, key=lambda p: p.auc)
+        lead = preferred_attack({p.attack: "recourse" for p in rec})
+        best = max((p for p in rec if p.attack == lead), key=lambda p: p.queries_per_target)
         match = [p for p in sorted(lab, key=lambda p: p.queries_per_target) if p.auc >= best.auc]
         top = max(lab, key=lambda p: p.queries_per_target)
         reach = (
