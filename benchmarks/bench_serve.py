@@ -99,6 +99,26 @@ def _start(bundle, keys, ledger, workers) -> tuple[subprocess.Popen, str]:
     raise SystemExit("the server did not start")
 
 
+def _cpu_seconds(pgid: int) -> float:
+    """User + system CPU seconds of every live process of the process group ``pgid`` (the server and its workers),
+    read from ``/proc`` (Linux; NaN elsewhere): the server's own cost per answer, whatever the machine's load."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0.0
+    try:
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:  # field 5 of stat: the process group
+                total += (int(fields[11]) + int(fields[12])) / tick  # fields 14, 15: utime, stime
+    except OSError:
+        return float("nan")
+    return total
+
+
 def _stop(proc, sig=signal.SIGTERM) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, sig)
@@ -156,7 +176,7 @@ def _load(url, key, docs, clients, seconds, path="/v1/recourse", field="applican
     for c in conns:
         c.close()
     lat = np.asarray(lat) * 1000
-    return len(lat) / wall, float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), len(errors)
+    return len(lat) / wall, float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), len(errors), len(lat)
 
 
 def _kill9(ds, tmp, workers, ledger, label):
@@ -241,7 +261,9 @@ def main() -> None:
     sync = "" if args.ledger_sync == "full" else "?synchronous=normal"
     print(f"dataset {args.dataset}, {args.workers} worker(s), {os.cpu_count()} CPUs, {args.seconds:g} s per cell, "
           f"SQLite ledger synchronous={args.ledger_sync}")  # fmt: skip
-    print(f"{'bundle':<14}{'clients':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
+    print(f"uptime: {Path('/proc/loadavg').read_text().split()[:3] if Path('/proc/loadavg').exists() else '?'}; "
+          "CPU ms/answer: the server's CPU time (all its processes) per applicant answered")  # fmt: skip
+    print(f"{'bundle':<14}{'clients':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'CPU ms/answer':>15}")
     for method in args.methods.split(","):
         t0 = time.perf_counter()
         publish(ds, method=method, epsilon=1.0, out=tmp / method, bounds={"hours-per-week": (0, 100)})
@@ -249,11 +271,15 @@ def main() -> None:
         proc, url = _start(tmp / method, tmp / "keys.json", f"sqlite:///{tmp / method}.db{sync}", args.workers)
         try:
             for c in map(int, args.clients.split(",")):
-                rps, p50, p99, err = _load(url, key, docs, c, args.seconds)
-                print(f"{method:<14}{c:>8}{rps:>9.0f}{p50:>9.1f}{p99:>9.1f}{err:>8}", flush=True)
+                cpu0 = _cpu_seconds(proc.pid)
+                rps, p50, p99, err, n = _load(url, key, docs, c, args.seconds)
+                ms = (_cpu_seconds(proc.pid) - cpu0) / max(n, 1) * 1000
+                print(f"{method:<14}{c:>8}{rps:>9.0f}{p50:>9.1f}{p99:>9.1f}{err:>8}{ms:>15.2f}", flush=True)
             batches = [docs * 2][0][:1000]
-            rps, p50, p99, err = _load(url, key, [batches], 2, args.seconds, "/v1/recourse/batch", "applicants")
-            print(f"{method:<14}{'batch':>8}{rps * 1000:>9.0f}{p50:>9.1f}{p99:>9.1f}{err:>8}  (applicants/s, "
+            cpu0 = _cpu_seconds(proc.pid)
+            rps, p50, p99, err, n = _load(url, key, [batches], 2, args.seconds, "/v1/recourse/batch", "applicants")
+            ms = (_cpu_seconds(proc.pid) - cpu0) / max(n * len(batches), 1) * 1000
+            print(f"{method:<14}{'batch':>8}{rps * 1000:>9.0f}{p50:>9.1f}{p99:>9.1f}{err:>8}{ms:>15.3f}  (applicants/s, "
                   "batches of 1,000, 2 clients)")  # fmt: skip
         finally:
             _stop(proc)

@@ -166,7 +166,9 @@ def test_dpc_bundle_is_hardened_dpc_with_its_budget_split(bundles):
 
 
 def test_dpc_answers_equal_the_explainer_searching_from_the_published_release(bundles):
-    """The server's numpy search equals DPC's torch explainer (autograd, torch's Adam) on the loaded release."""
+    """The server's compiled search and its numpy reference equal DPC's torch explainer (autograd, torch's Adam) on
+    the loaded release. All three run the same float64 operations in different orders (last-bit differences),
+    which 300 Adam steps amplify far below the 1e-6 asked here."""
     import torch
 
     b = load_bundle(bundles[1]["dpc"])
@@ -181,11 +183,36 @@ def test_dpc_answers_equal_the_explainer_searching_from_the_published_release(bu
     )  # fmt: skip
     cf, valid = b.graph.search(Z, b.model.coef_, c)
     assert np.abs(cf - ex.counterfactuals).max() < 1e-6 and np.array_equal(valid, ex.valid)
+    cf_np, valid_np = b.graph.search_numpy(Z, b.model.coef_, c)
+    assert np.abs(cf_np - ex.counterfactuals).max() < 1e-6 and np.array_equal(valid_np, ex.valid)
     assert 0 < valid.sum()  # the search does reach the favourable side
     answers = b.answer(a)
     rejected = b.model.predict(Z) == 0
     expected = b.schema.as_dicts(b.schema.decode(ex.counterfactuals[rejected], a.take(np.flatnonzero(rejected))))
     assert _close([x["counterfactual"] for x, r in zip(answers, rejected) if r], expected)
+
+
+def test_dpc_compiled_search_in_chunks_and_padded_equals_the_numpy_search(bundles, monkeypatch):
+    """Chunking and padding change nothing: 11 seeded points in chunks of 4 (the last padded from 3 to 4 with copies
+    of its last row) give the numpy loop's answers, and a row alone gives its answer within the batch; from the
+    unfavourable prototype too (target 0, the sign flipped)."""
+    from recourse_privacy.service import latent_search
+
+    g = load_bundle(bundles[1]["dpc"]).graph
+    w = np.random.default_rng(1).normal(size=g.decoder[-1][0].shape[0])
+    U = np.random.default_rng(2).random((11, len(w)))
+    monkeypatch.setattr(latent_search, "CHUNK", 4)
+    for target, sign in ((1, 1.0), (0, -1.0)):
+        # the boundary just past the prototype's decoded point: the search starts on the wrong side and must cross
+        start = latent_search._forward(g.decoder, g.prototypes[target][None])[-1][0]
+        b = -float(start @ w) - 0.05 * sign
+        cf, valid = g.search(U, w, b, target)
+        cf_np, valid_np = g.search_numpy(U, w, b, target)
+        assert np.abs(cf - cf_np).max() < 1e-6 and np.array_equal(valid, valid_np)
+        assert 0 < valid.sum() and np.array_equal(valid, sign * (cf @ w + b) > 0)
+        one, one_valid = g.search(U[5:6], w, b, target)
+        assert np.abs(one - cf[5:6]).max() < 1e-9 and one_valid[0] == valid[5]
+    assert g.search(U[:0], w, 0.0)[0].shape == (0, len(w))
 
 
 # ------------------------------------------------------------------ schema
