@@ -29,6 +29,8 @@ torch's autograd spends milliseconds per step on its own bookkeeping at these si
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,12 +94,12 @@ class LatentSearch:
 
         The compiled loop (module docstring), chunk by chunk; the same answers as :meth:`search_numpy`."""
         U = np.asarray(U, np.float64)
-        n = len(U)
-        out, found = np.empty_like(U), np.empty(n, bool)
-        for lo in range(0, n, CHUNK):
-            part = U[lo : lo + CHUNK]
-            out[lo : lo + len(part)], found[lo : lo + len(part)] = self._compiled(part, coef, intercept, target)
-        return out, found
+        starts = range(0, len(U), CHUNK)
+        if len(starts) <= 1:
+            return self._compiled(U, coef, intercept, target)
+        # XLA runs a program on the calling thread without the GIL: the chunks share the machine's cores
+        parts = list(_pool().map(lambda lo: self._compiled(U[lo : lo + CHUNK], coef, intercept, target), starts))
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
     def warm(self, max_rows: int = CHUNK) -> None:
         """Compile the search for every padded batch size up to ``max_rows`` now (a server, before it answers)."""
@@ -162,13 +164,17 @@ class LatentSearch:
         return out, found
 
 
-_KERNEL = []
+@functools.cache
+def _pool():
+    """One thread per core for the chunks of large batches (made on first use)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="dpc-search")
 
 
+@functools.cache
 def _kernel():
     """The jitted search over a features-by-rows batch (built once per process; jax imported here, not at import)."""
-    if _KERNEL:
-        return _KERNEL[0]
     import jax
     import jax.numpy as jnp
     from jax import lax
@@ -234,8 +240,7 @@ def _kernel():
         _, out, found = keep(up, s, loss, best, out, found)
         return jnp.where(found, out, up), found
 
-    _KERNEL.append(jax.jit(search, static_argnames=("p",)))
-    return _KERNEL[0]
+    return jax.jit(search, static_argnames=("p",))
 
 
 def load_latent_search(path: Path, meta: dict) -> LatentSearch:
