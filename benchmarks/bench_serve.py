@@ -90,7 +90,8 @@ def _start(bundle, keys, ledger, workers) -> tuple[subprocess.Popen, str]:
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
+    deadline = time.monotonic() + 300  # a DPC server compiles its search before it answers (seconds; more under load)
+    while time.monotonic() < deadline:
         try:
             if httpx.get(url + "/health", timeout=1).status_code == 200:
                 return proc, url
