@@ -240,6 +240,31 @@ def _kill9(ds, tmp, workers, ledger, label):
           f"clients received {sum(received):g}; never above the budget 40: {final.spent <= 40 + 1e-9}")  # fmt: skip
 
 
+def _compare_dpc(ds, tmp: Path, n: int) -> None:
+    """The answers of ``n`` seeded applicants with DPC's compiled search and with its numpy reference, compared as the
+    JSON the server sends (same bundle, same applicants)."""
+    import dataclasses
+    import json
+    from types import SimpleNamespace
+
+    from recourse_privacy.service.bundle import load_bundle
+
+    b = load_bundle(tmp / "dpc")
+    apps = b.schema.parse_many(_applicants(ds, n, 2), "applicants")
+    compiled = b.answer(apps)
+    reference = dataclasses.replace(b, graph=SimpleNamespace(search=b.graph.search_numpy)).answer(apps)
+    same = sum(json.dumps(x) == json.dumps(y) for x, y in zip(compiled, reference))
+    rejected = sum(x["decision"] == "rejected" for x in reference)
+    print(f"\nDPC's compiled search against its numpy reference: {same} of {n} answers byte-identical as JSON "
+          f"({rejected} rejected applicants, each searched)")  # fmt: skip
+    for i, (x, y) in enumerate(zip(compiled, reference)):
+        if json.dumps(x) != json.dumps(y):
+            cx, cy = x.get("counterfactual") or {}, y.get("counterfactual") or {}
+            diff = {k: (cx[k], cy.get(k)) for k in cx if cx[k] != cy.get(k)}
+            print(f"  applicant {i}: counterfactual values that differ (compiled, numpy): {diff}; "
+                  f"changes {x['reasons']} / {y['reasons']}")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="adult")
@@ -250,6 +275,8 @@ def main() -> None:
     ap.add_argument("--ledger-sync", default="full", choices=("full", "normal"), help="the SQLite ledger's synchronous")
     ap.add_argument("--postgres", action="store_true", help="also kill -9 on a PostgreSQL ledger")
     ap.add_argument("--no-kill", action="store_true", help="skip the kill -9 checks")
+    ap.add_argument("--compare-dpc", type=int, default=0, metavar="N",
+                    help="also answer N seeded applicants with DPC's compiled and numpy searches and compare the JSON")  # fmt: skip
     ap.add_argument("--work", help="publish the bundles into this folder, or reuse those already there (a before / "
                     "after comparison on the same bundles; DPC's takes a minute to publish)")  # fmt: skip
     args = ap.parse_args()
@@ -292,6 +319,8 @@ def main() -> None:
                   "batches of 1,000, 2 clients)")  # fmt: skip
         finally:
             _stop(proc)
+    if args.compare_dpc and "dpc" in args.methods.split(","):
+        _compare_dpc(ds, tmp, args.compare_dpc)
     if args.no_kill:
         return
     _kill9(ds, tmp, args.workers, f"sqlite:///{tmp / 'lk.db'}{sync}", f"SQLite (synchronous={args.ledger_sync})")
