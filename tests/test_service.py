@@ -235,6 +235,32 @@ def test_dpc_served_answers_are_the_same_with_the_numpy_search(bundles):
     assert _close(compiled, reference, 1e-6 * max(hi - lo for lo, hi in BOUNDS.values()))
 
 
+def test_dpc_warm_compiles_the_padded_sizes_so_that_answers_compile_nothing(bundles, caplog):
+    """After ``warm(2)`` (sizes 1 and 2) searching 1 or 2 rows compiles nothing, while 3 rows (padded to 4, not
+    warmed) does compile: what a server does at start so that no caller waits for a compilation. The kernel is
+    made anew first, so that no other test's compilations count."""
+    import logging
+
+    import jax
+
+    from recourse_privacy.service import latent_search
+
+    latent_search._kernel.cache_clear()
+    g = load_bundle(bundles[1]["dpc"]).graph
+    U = np.random.default_rng(4).random((20, g.decoder[-1][0].shape[0]))
+    w = np.ones(U.shape[1])
+    g.warm(2)
+
+    def compiles(n: int) -> int:
+        caplog.clear()
+        with jax.log_compiles(True), caplog.at_level(logging.WARNING):
+            g.search(U[:n], w, 0.0)
+        return sum("Compiling" in r.getMessage() for r in caplog.records)
+
+    assert compiles(1) == 0 and compiles(2) == 0
+    assert compiles(3) >= 1
+
+
 # ------------------------------------------------------------------ schema
 @pytest.mark.parametrize(
     ("applicant_doc", "field"),

@@ -346,7 +346,7 @@ def _publish_dpc(Z: np.ndarray, y: np.ndarray, epsilon: float, out: Path, seed: 
 
 def load_dpc_explainer(path: str | Path):
     """A DPC bundle's release as a fitted :class:`~recourse_privacy.dpc.DPCExplainer` (torch; to audit or compare with
-    the server's numpy search, :mod:`recourse_privacy.service.latent_search`)."""
+    the server's compiled search, :mod:`recourse_privacy.service.latent_search`)."""
     path = Path(path)
     import torch
 

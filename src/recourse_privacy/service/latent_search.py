@@ -102,11 +102,14 @@ class LatentSearch:
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
     def warm(self, max_rows: int = CHUNK) -> None:
-        """Compile the search for every padded batch size up to ``max_rows`` now (a server, before it answers); the
-        sizes compile side by side on the cores (XLA compiles without the GIL)."""
+        """Compile the search for every padded batch size up to ``max_rows`` now (a server, before it answers).
+
+        One size after the other: compiled side by side from two threads, a size was once compiled
+        again by a later call (a test saw it), which in a server would stall the callers of that
+        moment for seconds."""
         row = np.full((1, self.decoder[-1][0].shape[0]), 0.5)  # one row of the model space's width
-        sizes = [1 << k for k in range((min(max_rows, CHUNK) - 1).bit_length() + 1)]  # to max_rows's padded size
-        list(_pool().map(lambda n: self._compiled(np.repeat(row, n, 0), np.zeros(row.shape[1]), 0.0, 1), sizes))
+        for k in range((min(max_rows, CHUNK) - 1).bit_length() + 1):  # up to max_rows's padded size
+            self._compiled(np.repeat(row, 1 << k, 0), np.zeros(row.shape[1]), 0.0, 1)
 
     def _compiled(self, U: np.ndarray, coef, intercept: float, target: int) -> tuple[np.ndarray, np.ndarray]:
         """One chunk (at most CHUNK rows) through the jitted loop, padded to a power of two with its last row."""
