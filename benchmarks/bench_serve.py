@@ -90,13 +90,34 @@ def _start(bundle, keys, ledger, workers) -> tuple[subprocess.Popen, str]:
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
+    deadline = time.monotonic() + 300  # a DPC server compiles its search before it answers (seconds; more under load)
+    while time.monotonic() < deadline:
         try:
             if httpx.get(url + "/health", timeout=1).status_code == 200:
                 return proc, url
         except httpx.HTTPError:
             time.sleep(0.2)
     raise SystemExit("the server did not start")
+
+
+def _cpu_seconds(pgid: int) -> float:
+    """User + system CPU seconds of every live process of the process group ``pgid`` (the server and its workers),
+    read from ``/proc`` (Linux; NaN elsewhere): the server's own cost per answer, whatever the machine's load."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0.0
+    try:
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:  # field 5 of stat: the process group
+                total += (int(fields[11]) + int(fields[12])) / tick  # fields 14, 15: utime, stime
+    except OSError:
+        return float("nan")
+    return total
 
 
 def _stop(proc, sig=signal.SIGTERM) -> None:
@@ -156,7 +177,7 @@ def _load(url, key, docs, clients, seconds, path="/v1/recourse", field="applican
     for c in conns:
         c.close()
     lat = np.asarray(lat) * 1000
-    return len(lat) / wall, float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), len(errors)
+    return len(lat) / wall, float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), len(errors), len(lat)
 
 
 def _kill9(ds, tmp, workers, ledger, label):
@@ -219,6 +240,31 @@ def _kill9(ds, tmp, workers, ledger, label):
           f"clients received {sum(received):g}; never above the budget 40: {final.spent <= 40 + 1e-9}")  # fmt: skip
 
 
+def _compare_dpc(ds, tmp: Path, n: int) -> None:
+    """The answers of ``n`` seeded applicants with DPC's compiled search and with its numpy reference, compared as the
+    JSON the server sends (same bundle, same applicants)."""
+    import dataclasses
+    import json
+    from types import SimpleNamespace
+
+    from recourse_privacy.service.bundle import load_bundle
+
+    b = load_bundle(tmp / "dpc")
+    apps = b.schema.parse_many(_applicants(ds, n, 2), "applicants")
+    compiled = b.answer(apps)
+    reference = dataclasses.replace(b, graph=SimpleNamespace(search=b.graph.search_numpy)).answer(apps)
+    same = sum(json.dumps(x) == json.dumps(y) for x, y in zip(compiled, reference))
+    rejected = sum(x["decision"] == "rejected" for x in reference)
+    print(f"\nDPC's compiled search against its numpy reference: {same} of {n} answers byte-identical as JSON "
+          f"({rejected} rejected applicants, each searched)")  # fmt: skip
+    for i, (x, y) in enumerate(zip(compiled, reference)):
+        if json.dumps(x) != json.dumps(y):
+            cx, cy = x.get("counterfactual") or {}, y.get("counterfactual") or {}
+            diff = {k: (cx[k], cy.get(k)) for k in cx if cx[k] != cy.get(k)}
+            print(f"  applicant {i}: counterfactual values that differ (compiled, numpy): {diff}; "
+                  f"changes {x['reasons']} / {y['reasons']}")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="adult")
@@ -229,34 +275,52 @@ def main() -> None:
     ap.add_argument("--ledger-sync", default="full", choices=("full", "normal"), help="the SQLite ledger's synchronous")
     ap.add_argument("--postgres", action="store_true", help="also kill -9 on a PostgreSQL ledger")
     ap.add_argument("--no-kill", action="store_true", help="skip the kill -9 checks")
+    ap.add_argument("--compare-dpc", type=int, default=0, metavar="N",
+                    help="also answer N seeded applicants with DPC's compiled and numpy searches and compare the JSON")  # fmt: skip
+    ap.add_argument("--work", help="publish the bundles into this folder, or reuse those already there (a before / "
+                    "after comparison on the same bundles; DPC's takes a minute to publish)")  # fmt: skip
     args = ap.parse_args()
     from recourse_privacy.data import load_dataset
     from recourse_privacy.service.bundle import publish
     from recourse_privacy.service.keys import KeyStore
 
     ds = load_dataset(args.dataset)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-serve-"))
-    key = KeyStore(tmp / "keys.json").add("bench", budget=1.0)
+    tmp = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    key = KeyStore(tmp / "keys.json").add(f"bench-{os.getpid()}", budget=1.0)  # a new name each run (--work)
     docs = _applicants(ds, 500)
     sync = "" if args.ledger_sync == "full" else "?synchronous=normal"
     print(f"dataset {args.dataset}, {args.workers} worker(s), {os.cpu_count()} CPUs, {args.seconds:g} s per cell, "
           f"SQLite ledger synchronous={args.ledger_sync}")  # fmt: skip
-    print(f"{'bundle':<14}{'clients':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}")
+    print(f"uptime: {Path('/proc/loadavg').read_text().split()[:3] if Path('/proc/loadavg').exists() else '?'}; "
+          "CPU ms/answer: the server's CPU time (all its processes) per applicant answered")  # fmt: skip
+    print(f"{'bundle':<14}{'clients':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'CPU ms/answer':>15}")
     for method in args.methods.split(","):
         t0 = time.perf_counter()
-        publish(ds, method=method, epsilon=1.0, out=tmp / method, bounds={"hours-per-week": (0, 100)})
-        print(f"  (published {method} in {time.perf_counter() - t0:.0f} s)", flush=True)
+        if not (tmp / method / "manifest.json").exists():
+            publish(ds, method=method, epsilon=1.0, out=tmp / method, bounds={"hours-per-week": (0, 100)})
+            print(f"  (published {method} in {time.perf_counter() - t0:.0f} s)", flush=True)
+        t0 = time.perf_counter()
         proc, url = _start(tmp / method, tmp / "keys.json", f"sqlite:///{tmp / method}.db{sync}", args.workers)
+        print(f"  ({method}: the server answered /health {time.perf_counter() - t0:.1f} s after its start)", flush=True)
         try:
+            _load(url, key, docs, 8, 0.5)  # unmeasured: the first requests' one-time costs (imports, caches)
+            _load(url, key, [docs[:100]], 1, 0.5, "/v1/recourse/batch", "applicants")
             for c in map(int, args.clients.split(",")):
-                rps, p50, p99, err = _load(url, key, docs, c, args.seconds)
-                print(f"{method:<14}{c:>8}{rps:>9.0f}{p50:>9.1f}{p99:>9.1f}{err:>8}", flush=True)
+                cpu0 = _cpu_seconds(proc.pid)
+                rps, p50, p99, err, n = _load(url, key, docs, c, args.seconds)
+                ms = (_cpu_seconds(proc.pid) - cpu0) / max(n, 1) * 1000
+                print(f"{method:<14}{c:>8}{rps:>9.0f}{p50:>9.1f}{p99:>9.1f}{err:>8}{ms:>15.2f}", flush=True)
             batches = [docs * 2][0][:1000]
-            rps, p50, p99, err = _load(url, key, [batches], 2, args.seconds, "/v1/recourse/batch", "applicants")
-            print(f"{method:<14}{'batch':>8}{rps * 1000:>9.0f}{p50:>9.1f}{p99:>9.1f}{err:>8}  (applicants/s, "
+            cpu0 = _cpu_seconds(proc.pid)
+            rps, p50, p99, err, n = _load(url, key, [batches], 2, args.seconds, "/v1/recourse/batch", "applicants")
+            ms = (_cpu_seconds(proc.pid) - cpu0) / max(n * len(batches), 1) * 1000
+            print(f"{method:<14}{'batch':>8}{rps * 1000:>9.0f}{p50:>9.1f}{p99:>9.1f}{err:>8}{ms:>15.3f}  (applicants/s, "
                   "batches of 1,000, 2 clients)")  # fmt: skip
         finally:
             _stop(proc)
+    if args.compare_dpc and "dpc" in args.methods.split(","):
+        _compare_dpc(ds, tmp, args.compare_dpc)
     if args.no_kill:
         return
     _kill9(ds, tmp, args.workers, f"sqlite:///{tmp / 'lk.db'}{sync}", f"SQLite (synchronous={args.ledger_sync})")

@@ -166,7 +166,9 @@ def test_dpc_bundle_is_hardened_dpc_with_its_budget_split(bundles):
 
 
 def test_dpc_answers_equal_the_explainer_searching_from_the_published_release(bundles):
-    """The server's numpy search equals DPC's torch explainer (autograd, torch's Adam) on the loaded release."""
+    """The server's compiled search and its numpy reference equal DPC's torch explainer (autograd, torch's Adam) on
+    the loaded release. All three run the same float64 operations in different orders (last-bit differences),
+    which 300 Adam steps amplify far below the 1e-6 asked here."""
     import torch
 
     b = load_bundle(bundles[1]["dpc"])
@@ -181,11 +183,82 @@ def test_dpc_answers_equal_the_explainer_searching_from_the_published_release(bu
     )  # fmt: skip
     cf, valid = b.graph.search(Z, b.model.coef_, c)
     assert np.abs(cf - ex.counterfactuals).max() < 1e-6 and np.array_equal(valid, ex.valid)
+    cf_np, valid_np = b.graph.search_numpy(Z, b.model.coef_, c)
+    assert np.abs(cf_np - ex.counterfactuals).max() < 1e-6 and np.array_equal(valid_np, ex.valid)
     assert 0 < valid.sum()  # the search does reach the favourable side
     answers = b.answer(a)
     rejected = b.model.predict(Z) == 0
     expected = b.schema.as_dicts(b.schema.decode(ex.counterfactuals[rejected], a.take(np.flatnonzero(rejected))))
     assert _close([x["counterfactual"] for x, r in zip(answers, rejected) if r], expected)
+
+
+def test_dpc_compiled_search_in_chunks_and_padded_equals_the_numpy_search(bundles, monkeypatch):
+    """Chunking and padding change nothing: 11 seeded points in chunks of 4 (the last padded from 3 to 4 with copies
+    of its last row) give the numpy loop's answers, and a row alone gives its answer within the batch; from the
+    unfavourable prototype too (target 0, the sign flipped)."""
+    from recourse_privacy.service import latent_search
+
+    g = load_bundle(bundles[1]["dpc"]).graph
+    w = np.random.default_rng(1).normal(size=g.decoder[-1][0].shape[0])
+    U = np.random.default_rng(2).random((11, len(w)))
+    monkeypatch.setattr(latent_search, "CHUNK", 4)
+    for target, sign in ((1, 1.0), (0, -1.0)):
+        # the boundary just past the prototype's decoded point: the search starts on the wrong side and must cross
+        start = latent_search._forward(g.decoder, g.prototypes[target][None])[-1][0]
+        b = -float(start @ w) - 0.05 * sign
+        cf, valid = g.search(U, w, b, target)
+        cf_np, valid_np = g.search_numpy(U, w, b, target)
+        assert np.abs(cf - cf_np).max() < 1e-6 and np.array_equal(valid, valid_np)
+        assert 0 < valid.sum() and np.array_equal(valid, sign * (cf @ w + b) > 0)
+        one, one_valid = g.search(U[5:6], w, b, target)
+        assert np.abs(one - cf[5:6]).max() < 1e-9 and one_valid[0] == valid[5]
+    assert g.search(U[:0], w, 0.0)[0].shape == (0, len(w))
+
+
+def test_dpc_served_answers_are_the_same_with_the_numpy_search(bundles):
+    """What an applicant receives does not depend on which implementation searched: 40 seeded applicants' answers
+    (decision, changed features and their order, categories, sentences) are equal with the compiled loop and with
+    the numpy loop, and every number agrees to 1e-6 of the widest public range (the searches agree to 1e-6 in the
+    model space, where each numeric feature's unit is its range)."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    b = load_bundle(bundles[1]["dpc"])
+    rng = np.random.default_rng(3)
+    docs = [applicant(age=int(a), hours=int(h), income=float(i), job=str(j)) for a, h, i, j in zip(
+        rng.integers(18, 80, 40), rng.integers(0, 60, 40), rng.uniform(0, 120, 40).round(2),
+        rng.choice(["clerk", "manager", "worker"], 40))]  # fmt: skip
+    a = b.schema.parse_many(docs)
+    compiled = b.answer(a)
+    reference = dataclasses.replace(b, graph=SimpleNamespace(search=b.graph.search_numpy)).answer(a)
+    assert sum(x["decision"] == "rejected" and x["changes"] != [] for x in compiled) >= 10
+    assert _close(compiled, reference, 1e-6 * max(hi - lo for lo, hi in BOUNDS.values()))
+
+
+def test_dpc_warm_compiles_the_padded_sizes_so_that_answers_compile_nothing(bundles, caplog):
+    """After ``warm(2)`` (sizes 1 and 2) searching 1 or 2 rows compiles nothing, while 3 rows (padded to 4, not
+    warmed) does compile: what a server does at start so that no caller waits for a compilation. The kernel is
+    made anew first, so that no other test's compilations count."""
+    import logging
+
+    import jax
+
+    from recourse_privacy.service import latent_search
+
+    latent_search._kernel.cache_clear()
+    g = load_bundle(bundles[1]["dpc"]).graph
+    U = np.random.default_rng(4).random((20, g.decoder[-1][0].shape[0]))
+    w = np.ones(U.shape[1])
+    g.warm(2)
+
+    def compiles(n: int) -> int:
+        caplog.clear()
+        with jax.log_compiles(True), caplog.at_level(logging.WARNING):
+            g.search(U[:n], w, 0.0)
+        return sum("Compiling" in r.getMessage() for r in caplog.records)
+
+    assert compiles(1) == 0 and compiles(2) == 0
+    assert compiles(3) >= 1
 
 
 # ------------------------------------------------------------------ schema
@@ -212,14 +285,15 @@ def test_schema_parse_names_the_field(bundles, applicant_doc, field):
     assert err.value.field == field
 
 
-def _close(a, b) -> bool:
-    """Equal JSON documents, floats up to rounding (a batched matrix product may differ in the last bits)."""
+def _close(a, b, tol: float = 1e-9) -> bool:
+    """Equal JSON documents, floats up to ``tol`` (relative or absolute; a batched matrix product may differ in the
+    last bits)."""
     if isinstance(a, float) or isinstance(b, float):
-        return isinstance(a, int | float) and isinstance(b, int | float) and a == pytest.approx(b, rel=1e-9, abs=1e-9)
+        return isinstance(a, int | float) and isinstance(b, int | float) and a == pytest.approx(b, rel=tol, abs=tol)
     if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_close(a[k], b[k], tol) for k in a)
     if isinstance(a, list):
-        return isinstance(b, list) and len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+        return isinstance(b, list) and len(a) == len(b) and all(_close(x, y, tol) for x, y in zip(a, b))
     return a == b
 
 

@@ -334,6 +334,7 @@ def create_app(
 ):
     """The ASGI application serving ``bundle`` with the keys of ``api_keys`` and the spends in ``ledger``."""
     b = load_bundle(bundle, random_state=random_state)
+    b.warm()  # compile DPC's search now, not in the first callers' time
     svc = _Service(b, _Keys(api_keys), open_ledger(ledger), log_applicants=log_applicants, max_batch=max_batch)
     api = FastAPI(title="recourse-privacy", version=b.manifest.get("recourse_privacy_version", ""), docs_url=None,
                   redoc_url=None, openapi_url=None)  # fmt: skip

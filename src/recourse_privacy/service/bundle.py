@@ -346,7 +346,7 @@ def _publish_dpc(Z: np.ndarray, y: np.ndarray, epsilon: float, out: Path, seed: 
 
 def load_dpc_explainer(path: str | Path):
     """A DPC bundle's release as a fitted :class:`~recourse_privacy.dpc.DPCExplainer` (torch; to audit or compare with
-    the server's numpy search, :mod:`recourse_privacy.service.latent_search`)."""
+    the server's compiled search, :mod:`recourse_privacy.service.latent_search`)."""
     path = Path(path)
     import torch
 
@@ -420,6 +420,12 @@ class Bundle:
             self.graph.prepare()
         self._numeric = {f.name for f in self.schema.features if f.type == "numeric"}
         self._wm = np.where(self._move_mask(), self.model.coef_, 0.0)
+
+    def warm(self) -> None:
+        """Make the first answers as fast as the next ones: compile the DPC search for every batch size it pads to
+        (:meth:`~recourse_privacy.service.latent_search.LatentSearch.warm`); nothing for the other methods."""
+        if hasattr(self.graph, "warm"):
+            self.graph.warm()
 
     def _move_mask(self) -> np.ndarray:
         """Features a linear move may change: numeric, mutable, and not an increase-only one the move would lower."""
