@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from recourse_privacy import run_audit
 from recourse_privacy.audit.stages import transform_rows
 from recourse_privacy.data import Preprocessor
 from recourse_privacy.data.datasets import SYNTHETIC_FLOAT32_BYTES
 from recourse_privacy.data.synthetic import make_synthetic
+from recourse_privacy.errors import InvalidInputError
 
 
 def test_transform_in_row_chunks_equals_one_transform():
@@ -77,3 +79,84 @@ def test_recourse_in_row_chunks_equals_one_call(monkeypatch):
     cfd, valid = shadow._distance_and_validity(method, model, X, "l1")
     np.testing.assert_array_equal(cfd, whole.distance("l1"))
     np.testing.assert_array_equal(valid, whole.valid)
+
+
+def _reference_fit(frame: pd.DataFrame, scaling: str) -> np.ndarray:
+    """scikit-learn's own fit_transform of the Preprocessor's unfitted pipeline: what ``fit`` scaled before
+    it fitted the steps one after the other."""
+    pre = Preprocessor(scaling=scaling, corr_threshold=None)
+    X, _, _ = pre._fit_columns(frame, None)
+    return np.asarray(pre._new_pipeline().fit_transform(pre._prepare(X)), dtype=np.float64)
+
+
+def test_preprocessor_fitted_step_by_step_scales_as_the_pipeline_does():
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame(rng.normal(size=(300, 5)) * [1, 10, 1e3, 1, 1e-3], columns=[f"c{j}" for j in range(5)])
+    frame["c4"] = frame["c4"].astype(np.float32)
+    frame["cat"] = rng.choice(["a", "b", "c"], size=300)
+    frame["two"] = rng.choice(["u", "v"], size=300)
+    for scaling in ("standard", "minmax", "none"):
+        ref = _reference_fit(frame, scaling)
+        pre = Preprocessor(scaling=scaling, corr_threshold=None).fit(frame)
+        np.testing.assert_array_equal(pre.transform(frame), ref)  # transform: the fitted pipeline
+        np.testing.assert_array_equal(pre.lower_, ref.min(axis=0))
+        np.testing.assert_array_equal(pre.upper_, ref.max(axis=0))
+
+
+def test_preprocessor_names_the_infinite_column():
+    frame = pd.DataFrame({"a": [0.0, 1.0, 2.0], "b": [1.0, 2.0, 3.0]})
+    pre = Preprocessor(corr_threshold=None).fit(frame)
+    bad = frame.assign(b=[1.0, np.inf, 3.0])
+    with pytest.raises(InvalidInputError, match="'b' has infinite values"):
+        pre.transform(bad)
+
+
+def test_float32_pools_are_the_float64_encoding_rounded(monkeypatch):
+    import recourse_privacy.audit.stages as stages
+    from recourse_privacy.audit.config import AuditConfig
+
+    data = make_synthetic(400, 30, random_state=5, dtype="float32")
+    config = AuditConfig(dataset="synthetic", n_features=30, n_members=100, n_nonmembers=100, n_adversary=200)
+    small = stages.prepare_game(config, data)
+    assert small.X_pool.dtype == np.float64  # a small frame: float64 pools, as before
+    monkeypatch.setattr(stages, "LARGE_FRAME_BYTES", 1000)
+    large = stages.prepare_game(config, data)
+    assert stages.stores_float32(data) and large.X_pool.dtype == np.float32
+    for name in ("X_members", "X_nonmembers", "X_pool"):
+        np.testing.assert_array_equal(getattr(large, name), getattr(small, name).astype(np.float32))
+    from recourse_privacy.models.registry import model_factory
+
+    targets = stages.select_targets(stages.train_owner(model_factory("logistic"), small, 0).model, large)
+    assert targets.X.dtype == np.float64  # the targets widened once, exactly
+    float64_frame = make_synthetic(400, 30, random_state=5, dtype="float64")
+    assert not stages.stores_float32(float64_frame)  # a float64 frame keeps float64 pools, however large
+
+
+def test_a_large_frame_no_stage_reads_is_released_and_the_audit_is_unchanged(monkeypatch):
+    import recourse_privacy.audit.stages as stages
+    from recourse_privacy.audit.config import AuditConfig
+
+    kw = dict(n_features=40, n_members=300, shadow_models=2, attacks=("cfd", "cfd-lrt", "loss"), cache="off")
+    kw["data_params"] = {"dtype": "float64"}  # float64 pools: only the release differs
+    before = run_audit(**kw)
+    seen = []
+    real = stages.release_frame
+
+    def spy(config, game):
+        out = real(config, game)
+        seen.append(out.dataset)
+        return out
+
+    monkeypatch.setattr(stages, "LARGE_FRAME_BYTES", 1000)
+    monkeypatch.setattr(stages, "release_frame", spy)
+    after = run_audit(**kw)
+    (kept,) = seen
+    assert kept.X.shape == (before.data.n_rows, 0) and kept.n_rows == before.data.n_rows
+    assert after.data.n_rows == before.data.n_rows
+    for name in kw["attacks"]:
+        np.testing.assert_array_equal(after.arrays.scores[name].scores, before.arrays.scores[name].scores)
+        assert after.attacks[name].auc == before.attacks[name].auc
+    # a stage that reads the raw frame keeps it
+    assert stages.reads_raw_frame(AuditConfig(groups=("x0",)))
+    assert stages.reads_raw_frame(AuditConfig(threats=("membership", "extraction")))
+    assert not stages.reads_raw_frame(AuditConfig())
