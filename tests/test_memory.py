@@ -3,6 +3,8 @@ numbers, and the float32 synthetic frame is the float64 draws rounded, exact eno
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -79,6 +81,21 @@ def test_recourse_in_row_chunks_equals_one_call(monkeypatch):
     cfd, valid = shadow._distance_and_validity(method, model, X, "l1")
     np.testing.assert_array_equal(cfd, whole.distance("l1"))
     np.testing.assert_array_equal(valid, whole.valid)
+    rows = np.flatnonzero(rng.random(700) < 0.4)  # a subset, gathered a chunk at a time: as the gathered subset
+    cfd, valid = shadow._distance_and_validity(method, model, X, "l1", rows)
+    cfd_gathered, valid_gathered = shadow._distance_and_validity(method, model, X[rows], "l1")
+    np.testing.assert_array_equal(cfd, cfd_gathered)
+    np.testing.assert_array_equal(valid, valid_gathered)
+    np.testing.assert_allclose(cfd, whole.distance("l1")[rows], rtol=1e-14)  # other batch shapes: BLAS rounding
+
+    # a method that moves some factuals (a projection onto the valid set): the chunks' own factuals are kept
+    def moved(Z):
+        res = method.generate(model, Z)
+        return replace(res, factuals=res.factuals + (Z[:, :1] > 1.5))
+
+    parts = shadow.generate_in_row_chunks(moved, X)
+    np.testing.assert_array_equal(parts.factuals, X + (X[:, :1] > 1.5))
+    np.testing.assert_array_equal(parts.counterfactuals, whole.counterfactuals)
 
 
 def _reference_fit(frame: pd.DataFrame, scaling: str) -> np.ndarray:
