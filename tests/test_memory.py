@@ -177,3 +177,23 @@ def test_a_large_frame_no_stage_reads_is_released_and_the_audit_is_unchanged(mon
     assert stages.reads_raw_frame(AuditConfig(groups=("x0",)))
     assert stages.reads_raw_frame(AuditConfig(threats=("membership", "extraction")))
     assert not stages.reads_raw_frame(AuditConfig())
+
+
+def test_float32_pools_leave_the_audit_unchanged_to_their_rounding(monkeypatch):
+    # a float32 frame above LARGE_FRAME_BYTES: float32 pools (each value the float64 encoding rounded) and the
+    # frame released; against the float64 audit, the attacks' AUCs move only through the member / non-member
+    # pairs whose scores lie within the rounding's reach (as for the float32 frame above)
+    import recourse_privacy.audit.stages as stages
+
+    kw = dict(n_features=400, n_members=300, shadow_models=2, attacks=("cfd", "cfd-lrt", "loss-lrt"), cache="off")
+    a = run_audit(**kw, data_params={"dtype": "float64"})
+    monkeypatch.setattr(stages, "LARGE_FRAME_BYTES", 1000)
+    b = run_audit(**kw, data_params={"dtype": "float32"})
+    y = a.arrays.is_member
+    np.testing.assert_array_equal(y, b.arrays.is_member)
+    np.testing.assert_allclose(b.arrays.cfd, a.arrays.cfd, rtol=1e-4)  # lbfgs stops at tol 1e-4
+    n1, n0 = int(y.sum()), int((y == 0).sum())
+    for name in kw["attacks"]:
+        s = a.arrays.scores[name].scores
+        eps = 1e-4 * np.abs(s).max()
+        assert abs(a.attacks[name].auc - b.attacks[name].auc) <= _pairs_within(s, y, eps) / (n1 * n0), name
