@@ -197,3 +197,15 @@ def test_float32_pools_leave_the_audit_unchanged_to_their_rounding(monkeypatch):
         s = a.arrays.scores[name].scores
         eps = 1e-4 * np.abs(s).max()
         assert abs(a.attacks[name].auc - b.attacks[name].auc) <= _pairs_within(s, y, eps) / (n1 * n0), name
+
+
+def test_check_matrix_keeps_a_float64_input_and_still_names_the_bad_columns():
+    from recourse_privacy.validation import check_matrix
+
+    X = np.arange(12.0).reshape(3, 4)
+    assert check_matrix(X) is X  # no copy, one finiteness mask only
+    X32 = X.astype(np.float32)
+    np.testing.assert_array_equal(check_matrix(X32), X)  # float32 widened exactly
+    X[1, 2], X[2, 0] = np.nan, np.inf
+    with pytest.raises(InvalidInputError, match=r"2 NaN or infinite values \(feature columns \[0, 2\]\)"):
+        check_matrix(X)

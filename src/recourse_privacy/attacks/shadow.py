@@ -273,8 +273,7 @@ def _shadow_stats(
 
 def _one_shadow(k, make_model, recourse, distance, X_pool, y_pool, keep, *rest):
     idx = np.flatnonzero(keep[:, k])
-    # float64 once (the model reads float64; float32 pools, audit.stages.stores_float32): no float32 copy beside it
-    train = np.asarray(X_pool[idx], dtype=np.float64), y_pool[idx]
+    train = X_pool[idx], y_pool[idx]
     model = fit_cached(make_model(k), *train, rest[-1], role="shadow models")
     return _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, *rest, train=train)
 
