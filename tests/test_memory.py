@@ -209,3 +209,28 @@ def test_check_matrix_keeps_a_float64_input_and_still_names_the_bad_columns():
     X[1, 2], X[2, 0] = np.nan, np.inf
     with pytest.raises(InvalidInputError, match=r"2 NaN or infinite values \(feature columns \[0, 2\]\)"):
         check_matrix(X)
+
+
+def test_shadow_models_on_float32_pools_read_the_rows_widened(monkeypatch):
+    # float32 pools (stores_float32): each shadow model's rows gathered as float64 a chunk at a time, and
+    # freed once read; every statistic equals the one on the float64 pool holding the same values
+    import recourse_privacy.attacks.shadow as shadow
+    from recourse_privacy.models.registry import model_factory
+    from recourse_privacy.recourse.registry import make_recourse
+
+    rng = np.random.default_rng(2)
+    X32 = rng.normal(size=(400, 9)).astype(np.float32)
+    y = (X32[:, 0] + 0.3 * rng.normal(size=400) > 0).astype(int)
+    Xt, yt = rng.normal(size=(60, 9)) - 1.0, np.zeros(60, int)
+    idx = np.flatnonzero(rng.random(400) < 0.5)
+    monkeypatch.setattr(shadow, "CHUNK_BYTES", 8 * 9 * 16)  # 16 rows a chunk
+    gathered = shadow._rows_float64(X32, idx)
+    assert gathered.dtype == np.float64
+    np.testing.assert_array_equal(gathered, X32[idx].astype(np.float64))
+    kw = dict(n_shadow=3, n_calibration=50, random_state=0)
+    runs = [
+        shadow.run_shadow_models(model_factory("logistic"), make_recourse("linear"), X, y, Xt, yt, **kw)
+        for X in (X32, X32.astype(np.float64))
+    ]
+    for name in ("cfd_targets", "conf_targets", "margin_targets", "cfd_calib", "train_accuracy"):
+        np.testing.assert_array_equal(getattr(runs[0], name), getattr(runs[1], name), err_msg=name)

@@ -254,6 +254,9 @@ def _shadow_stats(
     X_k, y_k = train
     recourse = cached_fit_for(recourse, X_k, y_k, model, artifacts, role="shadow recourse", norms=(distance,))
     out = {"train_accuracy": np.array(np.mean(model.predict(X_k) == y_k))}
+    if isinstance(train, list):  # the caller's rows, read: they go before the targets' recourse
+        train.clear()
+    del X_k, y_k
     for tag, X, y in (("targets", X_t, y_t), ("calib", X_c, y_c)):
         rejected = model.predict(X) == 0
         cfd = np.zeros(len(X))
@@ -271,9 +274,21 @@ def _shadow_stats(
     return out
 
 
+def _rows_float64(X: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``X[idx]`` as float64, gathered in row chunks where ``X`` is narrower (float32 pools,
+    ``audit.stages.stores_float32``): the model reads float64, and no float32 copy of the rows sits beside it."""
+    if X.dtype == np.float64:
+        return X[idx]
+    out = np.empty((len(idx), *X.shape[1:]), dtype=np.float64)
+    step = max(1, CHUNK_BYTES // (8 * max(int(np.prod(X.shape[1:])), 1)))
+    for start in range(0, len(idx), step):
+        out[start : start + step] = X[idx[start : start + step]]
+    return out
+
+
 def _one_shadow(k, make_model, recourse, distance, X_pool, y_pool, keep, *rest):
     idx = np.flatnonzero(keep[:, k])
-    train = X_pool[idx], y_pool[idx]
+    train = [_rows_float64(X_pool, idx), y_pool[idx]]  # a list _shadow_stats empties once it has read the rows
     model = fit_cached(make_model(k), *train, rest[-1], role="shadow models")
     return _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, *rest, train=train)
 
