@@ -234,3 +234,17 @@ def test_shadow_models_on_float32_pools_read_the_rows_widened(monkeypatch):
     ]
     for name in ("cfd_targets", "conf_targets", "margin_targets", "cfd_calib", "train_accuracy"):
         np.testing.assert_array_equal(getattr(runs[0], name), getattr(runs[1], name), err_msg=name)
+
+
+def test_distances_in_row_chunks_equal_one_pass(monkeypatch):
+    import recourse_privacy.recourse.base as base
+
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(301, 17))
+    X_cf = X + rng.normal(size=X.shape) * (rng.random(X.shape) < 0.3)  # some features unchanged (l0)
+    whole = {norm: base.distances(X, X_cf, norm) for norm in base.NORMS}
+    monkeypatch.setattr(base, "_DISTANCE_CHUNK", 17 * 10)  # 10 rows a chunk, the last one short
+    for norm in base.NORMS:
+        np.testing.assert_array_equal(base.distances(X, X_cf, norm), whole[norm], err_msg=norm)
+    with pytest.raises(InvalidInputError, match="unknown norm 'l3'"):
+        base.distances(X, X_cf, "l3")
