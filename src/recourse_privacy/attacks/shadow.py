@@ -196,34 +196,48 @@ def generate_in_row_chunks(generate: Callable[[np.ndarray], RecourseResult], X: 
 
     Recourse is per row (a counterfactual depends on its own factual only), so the rows are the same;
     the transient arrays of one call (moves, bounds, projections: several copies of ``X``) shrink to
-    a chunk's (at d = 7,000, 5,000 targets are 280 MB per copy). Small inputs are one call, as before.
+    a chunk's (at d = 7,000, 5,000 targets are 280 MB per copy), and each chunk's counterfactuals go
+    straight into the one output array. Small inputs are one call, as before.
     """
     rows = max(1, CHUNK_BYTES // (8 * max(int(X.shape[1]) if X.ndim == 2 else 1, 1)))
     if len(X) <= rows:
         return generate(X)
-    starts = range(0, len(X), rows)
-    parts = [generate(X[start : start + rows]) for start in starts]
-    first = parts[0]
-    # the factuals are the input rows (no second copy of them) where every part returned its rows unchanged
-    same = all(np.array_equal(p.factuals, X[start : start + rows]) for p, start in zip(parts, starts))
+    counterfactuals, factual_parts, parts, method, info = None, [], [], None, None
+    same = True  # the factuals are the input rows (no second copy) where every chunk returned its rows unchanged
+    for start in range(0, len(X), rows):
+        part = generate(X[start : start + rows])
+        if counterfactuals is None:
+            method, info = part.method, part.info
+            counterfactuals = np.empty((len(X), *part.counterfactuals.shape[1:]), dtype=part.counterfactuals.dtype)
+        counterfactuals[start : start + rows] = part.counterfactuals
+        same = same and np.array_equal(part.factuals, X[start : start + rows])
+        factual_parts.append(None if same else part.factuals)
+        parts.append((part.valid, part.n_iter, part.seconds, part.paths))  # a chunk's arrays go, not its summary
+    if not same:
+        factual_parts = [X[i * rows : (i + 1) * rows] if f is None else f for i, f in enumerate(factual_parts)]
+    valid, n_iter, seconds, paths = zip(*parts)
     return RecourseResult(
-        factuals=np.asarray(X, dtype=np.float64) if same else np.vstack([p.factuals for p in parts]),
-        counterfactuals=np.vstack([p.counterfactuals for p in parts]),
-        valid=np.concatenate([p.valid for p in parts]),
-        method=first.method,
-        n_iter=None if any(p.n_iter is None for p in parts) else np.concatenate([p.n_iter for p in parts]),
-        seconds=float(sum(p.seconds for p in parts)),
-        info=first.info,
-        paths=None if any(p.paths is None for p in parts) else tuple(q for p in parts for q in p.paths),
+        factuals=np.asarray(X, dtype=np.float64) if same else np.vstack(factual_parts),
+        counterfactuals=counterfactuals,
+        valid=np.concatenate(valid),
+        method=method,
+        n_iter=None if any(n is None for n in n_iter) else np.concatenate(n_iter),
+        seconds=float(sum(seconds)),
+        info=info,
+        paths=None if any(p is None for p in paths) else tuple(q for p in paths for q in p),
     )
 
 
-def _distance_and_validity(recourse, model, X: np.ndarray, distance: str) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's counterfactual distance and validity, generated in row chunks where ``X`` is large."""
-    rows = max(1, CHUNK_BYTES // (8 * max(X.shape[1], 1)))
+def _distance_and_validity(
+    recourse, model, X: np.ndarray, distance: str, rows: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's (of ``X[rows]``, default all) counterfactual distance and validity, generated in row
+    chunks where ``X`` is large; each chunk's rows gathered on their own (no copy of all of ``X[rows]``)."""
+    rows = np.arange(len(X)) if rows is None else np.asarray(rows)
+    step = max(1, CHUNK_BYTES // (8 * max(X.shape[1], 1)))
     cfd, valid = [], []
-    for start in range(0, len(X), rows):
-        res = recourse.generate(model, X[start : start + rows])
+    for start in range(0, len(rows), step):
+        res = recourse.generate(model, X[rows[start : start + step]])
         cfd.append(res.distance(distance))
         valid.append(res.valid)
     return np.concatenate(cfd), np.concatenate(valid)
@@ -240,12 +254,15 @@ def _shadow_stats(
     X_k, y_k = train
     recourse = cached_fit_for(recourse, X_k, y_k, model, artifacts, role="shadow recourse", norms=(distance,))
     out = {"train_accuracy": np.array(np.mean(model.predict(X_k) == y_k))}
+    if isinstance(train, list):  # the caller's rows, read: they go before the targets' recourse
+        train.clear()
+    del X_k, y_k
     for tag, X, y in (("targets", X_t, y_t), ("calib", X_c, y_c)):
         rejected = model.predict(X) == 0
         cfd = np.zeros(len(X))
         usable = np.zeros(len(X), dtype=bool)
         if need_cfd and rejected.any():
-            cfd[rejected], valid = _distance_and_validity(recourse, model, X[rejected], distance)
+            cfd[rejected], valid = _distance_and_validity(recourse, model, X, distance, np.flatnonzero(rejected))
             usable[rejected] = valid & (cfd[rejected] > 0)
         out[f"cfd_{tag}"] = cfd
         out[f"usable_{tag}"] = usable
@@ -257,9 +274,21 @@ def _shadow_stats(
     return out
 
 
+def _rows_float64(X: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``X[idx]`` as float64, gathered in row chunks where ``X`` is narrower (float32 pools,
+    ``audit.stages.stores_float32``): the model reads float64, and no float32 copy of the rows sits beside it."""
+    if X.dtype == np.float64:
+        return X[idx]
+    out = np.empty((len(idx), *X.shape[1:]), dtype=np.float64)
+    step = max(1, CHUNK_BYTES // (8 * max(int(np.prod(X.shape[1:])), 1)))
+    for start in range(0, len(idx), step):
+        out[start : start + step] = X[idx[start : start + step]]
+    return out
+
+
 def _one_shadow(k, make_model, recourse, distance, X_pool, y_pool, keep, *rest):
     idx = np.flatnonzero(keep[:, k])
-    train = X_pool[idx], y_pool[idx]
+    train = [_rows_float64(X_pool, idx), y_pool[idx]]  # a list _shadow_stats empties once it has read the rows
     model = fit_cached(make_model(k), *train, rest[-1], role="shadow models")
     return _shadow_stats(k, model, recourse, distance, X_pool, y_pool, keep, *rest, train=train)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +51,10 @@ __all__ = [
     "measure_attacks",
     "owner_recourse",
     "prepare_game",
+    "reads_raw_frame",
+    "release_frame",
+    "stores_float32",
+    "transform_rows",
     "run_attacks",
     "select_targets",
     "shadow_summary",
@@ -164,7 +168,10 @@ def prepare_game(config: AuditConfig, dataset: Dataset) -> GameData:
             f"no feature can change: every column is immutable ({', '.join(dataset.immutable)}; --immutable), so "
             "recourse cannot move any target; leave at least one column mutable"
         )
-    Xm, Xn, Xa = (transform_rows(pre, dataset.X, idx) for idx in (pools.members, pools.nonmembers, pools.adversary))
+    dtype = np.float32 if stores_float32(dataset) else np.float64
+    Xm, Xn, Xa = (
+        transform_rows(pre, dataset.X, idx, dtype=dtype) for idx in (pools.members, pools.nonmembers, pools.adversary)
+    )
     y = dataset.y
     return GameData(
         dataset,
@@ -180,18 +187,73 @@ def prepare_game(config: AuditConfig, dataset: Dataset) -> GameData:
     )
 
 
-def transform_rows(pre: Preprocessor, frame: pd.DataFrame, rows: np.ndarray, chunk: int = 512) -> np.ndarray:
-    """``pre.transform(frame.iloc[rows])``, ``chunk`` rows at a time into one preallocated array.
+#: a raw frame above this many bytes is large: its encoded pools are stored in float32 where it is float32
+#: (:func:`stores_float32`), and it is released after encoding where no later stage reads it (:func:`reads_raw_frame`)
+LARGE_FRAME_BYTES = 2**28
+
+
+def _large(dataset: Dataset) -> bool:
+    return int(dataset.X.memory_usage(index=False, deep=False).sum()) > LARGE_FRAME_BYTES
+
+
+def stores_float32(dataset: Dataset) -> bool:
+    """Whether the encoded pools are stored in float32: a large frame whose every column is float32 already.
+
+    The synthetic frame of Figure 2 at d = 5,000 and 7,000 is float32 (the float64 draws rounded,
+    :func:`~recourse_privacy.data.synthetic.make_synthetic`); its encoded pools are the float64 encoding
+    rounded once more to float32 (2^-24 relative), half the memory (560 MB, not 1.1 GB, at d = 7,000).
+    Every model and recourse method reads them widened to float64 (exactly).
+    """
+    return _large(dataset) and all(dt == np.float32 for dt in dataset.X.dtypes)
+
+
+def reads_raw_frame(config: AuditConfig) -> bool:
+    """Whether a stage after the encoding reads the raw frame: a user's table (the counterfactuals' table),
+    a deployed model, ``groups`` columns, threats beyond membership, or the label-only attack (its threat stage)."""
+    return bool(
+        config.data is not None
+        or config.deployed
+        or config.groups
+        or tuple(config.threats) != ("membership",)
+        or "label-only" in config.attack_names
+    )
+
+
+def release_frame(config: AuditConfig, game: GameData) -> GameData:
+    """``game`` without its dataset's raw frame where the frame is large and no later stage reads it
+    (:func:`reads_raw_frame`; 538 MB at Figure 2's d = 7,000): the dataset keeps its rows and no raw column,
+    so a reader of a column would fail by name, never read stale values; ``n_rows``, ``y``, the name and the
+    domain are kept, and every encoded pool."""
+    if reads_raw_frame(config) or not _large(game.dataset):
+        return game
+    dataset = game.dataset
+    kept = Dataset(
+        name=dataset.name,
+        X=pd.DataFrame(index=pd.RangeIndex(dataset.n_rows)),
+        y=dataset.y,
+        target=dataset.target,
+        description=dataset.description,
+        label_values=dataset.label_values,
+        domain=dataset.domain,
+    )
+    return replace(game, dataset=kept)
+
+
+def transform_rows(
+    pre: Preprocessor, frame: pd.DataFrame, rows: np.ndarray, chunk: int = 512, *, dtype=np.float64
+) -> np.ndarray:
+    """``pre.transform(frame.iloc[rows])``, ``chunk`` rows at a time into one preallocated array of ``dtype``.
 
     The same numbers (every step of the transform is row-wise: encoding, scaling by fitted statistics,
     column selection, row normalisation), with a transient of one chunk instead of the several
-    whole-pool copies one call makes (at d = 7,000 a 10,000-row pool is 560 MB per copy).
+    whole-pool copies one call makes (at d = 7,000 a 10,000-row pool is 560 MB per copy). ``dtype``
+    float32: each value the float64 transform's rounded to nearest.
     """
     rows = np.asarray(rows)
     if len(rows) <= chunk:
-        return pre.transform(frame.iloc[rows])
+        return pre.transform(frame.iloc[rows]).astype(dtype, copy=False)
     first = pre.transform(frame.iloc[rows[:chunk]])
-    out = np.empty((len(rows), first.shape[1]), dtype=first.dtype)
+    out = np.empty((len(rows), first.shape[1]), dtype=dtype)
     out[:chunk] = first
     for start in range(chunk, len(rows), chunk):
         out[start : start + chunk] = pre.transform(frame.iloc[rows[start : start + chunk]])
@@ -216,7 +278,8 @@ def select_targets(model: BaseClassifier, game: GameData) -> Targets:
             f"{int(rej_n.sum())} of the {len(rej_n)} non-members (--n-nonmembers); the game needs rejected points "
             "of both kinds: give the side with none more rows"
         )
-    X = np.vstack([game.X_members[rej_m], game.X_nonmembers[rej_n]])
+    # float64 (the pools may be stored in float32, stores_float32): the one copy the recourse and the attacks read
+    X = np.vstack([game.X_members[rej_m], game.X_nonmembers[rej_n]], dtype=np.float64)
     y = np.concatenate([game.y_members[rej_m], game.y_nonmembers[rej_n]])
     is_member = np.concatenate([np.ones(rej_m.sum(), int), np.zeros(rej_n.sum(), int)])
     rows = np.concatenate([game.pools.members[rej_m], game.pools.nonmembers[rej_n]])
