@@ -299,3 +299,34 @@ def test_release_threat_study_writes_both_tables(tmp_path):
     assert ((study.auc_low <= study.auc) & (study.auc <= study.auc_high)).all()
     assert set(pd.read_csv(tmp_path / "mst_attack.csv").attack) == {"golob-mst", "domias", "dcr"}
     assert all(r.anonymeter.startswith("skipped") for r in rows) or all("[" in r.anonymeter for r in rows)
+
+
+def test_release_threat_study_resumes_and_runs_failed_methods_again(tmp_path, monkeypatch):
+    """One method per process: a (dataset, method) already written is kept, a failed one runs again, and a run
+    without MST epsilons leaves an earlier mst_attack.csv alone."""
+    from recourse_privacy.reproductions import release_threat as rt
+
+    calls: list[tuple[str, str]] = []
+    fail = {("adult", "DPC")}
+
+    def fake(dataset, label, cfg):
+        calls.append((dataset, label))
+        note = "failed: no release" if (dataset, label) in fail else ""
+        return [
+            rt.StudyRow(dataset, label, a, 0.5, 0.4, 0.6, 0.01, 3, 0, 10, "cfd", 0.55, "skipped", note)
+            for a in ("dcr", "domias")
+        ]
+
+    monkeypatch.setattr(rt, "_method_rows", fake)
+    (tmp_path / "mst_attack.csv").write_text("epsilon,attack\n1,golob-mst\n")
+    cfg = rt.ReleaseThreatConfig(datasets=("adult",), methods=("FACE", "DPC"), mst_epsilons=())
+    rt.run_release_threat(tmp_path, config=cfg)
+    assert calls == [("adult", "FACE"), ("adult", "DPC")]
+    fail.clear()
+    rows, _ = rt.run_release_threat(tmp_path, config=rt.ReleaseThreatConfig(datasets=("adult",), mst_epsilons=()))
+    rerun = calls[2:]  # every method but FACE (kept), the failed DPC included
+    assert sorted(rerun) == sorted(("adult", m) for m in rt.METHODS if m != "FACE")
+    study = pd.read_csv(tmp_path / "release_threat.csv")
+    assert len(study) == 2 * len(rt.METHODS) and not study.note.astype(str).str.startswith("failed").any()
+    assert [r.method for r in rows[:2]] == ["FACE", "FACE"] and rows[0].exact_copies == 3
+    assert (tmp_path / "mst_attack.csv").read_text() == "epsilon,attack\n1,golob-mst\n"

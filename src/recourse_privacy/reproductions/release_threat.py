@@ -25,7 +25,7 @@ minutes on 2 cores; the intervals say how little that resolves.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +59,8 @@ class ReleaseThreatConfig:
     n_members: int = 100
     release_size: int = 60
     query_attacks: tuple[str, ...] = ("cfd", "loss")
+    #: dataset -> the column whose inference Anonymeter's inference risk measures (where the extra imports)
+    sensitive: tuple[tuple[str, str], ...] = (("adult", "sex"), ("heloc", "ExternalRiskEstimate"))
     mst_epsilons: tuple[float, ...] = (1.0, 10.0, 1000.0)
     mst_members: int = 200
     mst_features: int = 6
@@ -120,7 +122,7 @@ def _method_rows(dataset: str, label: str, cfg: ReleaseThreatConfig) -> list[Stu
 
     recourse, params, defense, epsilon = METHODS[label]
     if recourse == "privrecourse":  # Pentyala et al.'s K = 500 centres need more rows than the small game has
-        params = {**params, "n_clusters": max(2, min(500, cfg.n_members // 5))}
+        params = {**params, "n_clusters": max(2, min(500, cfg.n_members // 2))}
     try:
         res = run_audit(
             dataset=dataset,
@@ -133,6 +135,7 @@ def _method_rows(dataset: str, label: str, cfg: ReleaseThreatConfig) -> list[Stu
             n_members=cfg.n_members,
             shadow_models=2,
             threats=("release",),
+            sensitive=dict(cfg.sensitive).get(dataset),
             release_size=cfg.release_size,
             seed=cfg.seed,
             out_dir=None,
@@ -191,10 +194,31 @@ def mst_attack_table(cfg: ReleaseThreatConfig) -> list[MstRow]:
     return rows
 
 
+def _finished(path: Path) -> list[StudyRow]:
+    """The rows of an earlier run's ``release_threat.csv`` (resume), less the failed ones (they run again)."""
+    import pandas as pd
+
+    if not path.exists():
+        return []
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    kinds = {f.name: f.type for f in fields(StudyRow)}
+    rows = []
+    for rec in frame.to_dict("records"):
+        rec = {k: ("" if kinds[k] == "str" and isinstance(v, float) else v) for k, v in rec.items() if k in kinds}
+        if not str(rec.get("note", "")).startswith("failed"):
+            rows.append(StudyRow(**rec))
+    return rows
+
+
 def run_release_threat(
     out_dir: Path, *, seeds: list[int] | None = None, console=None, config: ReleaseThreatConfig | None = None
 ) -> tuple[list[StudyRow], list[MstRow]]:
-    """Run both tables, write ``release_threat.csv`` and ``mst_attack.csv`` into ``out_dir`` and print them."""
+    """Run both tables, write ``release_threat.csv`` and ``mst_attack.csv`` into ``out_dir`` and print them.
+
+    Resumes: a (dataset, method) already in ``out_dir``'s ``release_threat.csv`` (and not failed) is kept and
+    not run again, so the study can run one method per process and a killed run loses only its current method;
+    with no MST epsilons an existing ``mst_attack.csv`` is kept.
+    """
     import warnings
 
     import pandas as pd
@@ -206,18 +230,23 @@ def run_release_threat(
     out_dir.mkdir(parents=True, exist_ok=True)
 
     log = printer(console)
-
-    rows: list[StudyRow] = []
+    csv = out_dir / "release_threat.csv"
+    rows: list[StudyRow] = _finished(csv)
     for dataset in cfg.datasets:
         for label in cfg.methods:
+            if any(r.dataset == dataset and r.method == label for r in rows):
+                log(f"  {dataset:6s} {label:18s} already in {csv} (kept; delete its rows to run it again)")
+                continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                rows += _method_rows(dataset, label, cfg)
-            pd.DataFrame([r.to_dict() for r in rows]).to_csv(out_dir / "release_threat.csv", index=False)
-            for r in rows[-4:]:
-                if r.dataset == dataset and r.method == label:
-                    log(_line(r))
-    mst = mst_attack_table(cfg) if cfg.mst_epsilons else []
+                new = _method_rows(dataset, label, cfg)
+            rows += new
+            pd.DataFrame([r.to_dict() for r in rows]).to_csv(csv, index=False)
+            for r in new:
+                log(_line(r))
+    if not cfg.mst_epsilons:
+        return rows, []
+    mst = mst_attack_table(cfg)
     pd.DataFrame([r.to_dict() for r in mst]).to_csv(out_dir / "mst_attack.csv", index=False)
     log("Golob et al. (2024) on the privrecourse-mst generator's data (Adult), beside DOMIAS and dcr:")
     for r in mst:
