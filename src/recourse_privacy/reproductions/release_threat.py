@@ -60,7 +60,7 @@ class ReleaseThreatConfig:
     release_size: int = 60
     query_attacks: tuple[str, ...] = ("cfd", "loss")
     #: dataset -> the column whose inference Anonymeter's inference risk measures (where the extra imports)
-    sensitive: tuple[tuple[str, str], ...] = (("adult", "sex"), ("heloc", "ExternalRiskEstimate"))
+    sensitive: tuple[tuple[str, str], ...] = (("adult", "sex"), ("heloc", "NumTrades60Ever2DerogPubRec"))
     mst_epsilons: tuple[float, ...] = (1.0, 10.0, 1000.0)
     mst_members: int = 200
     mst_features: int = 6
@@ -87,6 +87,8 @@ class StudyRow:
     query_auc: float
     anonymeter: str
     note: str = ""
+    #: distinct training rows among the published counterfactuals (-1: not recorded, a row of an older run)
+    copied_rows: int = -1
 
     def to_dict(self) -> dict:
         """The CSV row."""
@@ -161,6 +163,7 @@ def _method_rows(dataset: str, label: str, cfg: ReleaseThreatConfig) -> list[Stu
             float(best.auc),
             _anonymeter_text(rel),
             "; ".join(rel.notes),
+            len(rel.copied_row_ids),
         )
         for r in rel.rows
     ]
@@ -260,10 +263,11 @@ def run_release_threat(
 def _line(r: StudyRow) -> str:
     if r.note.startswith("failed"):
         return f"  {r.dataset:6s} {r.method:18s} {r.note}"
+    rows = f" ({r.copied_rows} distinct training rows)" if r.copied_rows > 0 else ""
     q = "" if math.isnan(r.query_auc) else f"; strongest query attack {r.query_attack} AUC {r.query_auc:.3f}"
     return (
         f"  {r.dataset:6s} {r.method:18s} {r.attack:10s} AUC {r.auc:.3f} [{r.auc_low:.3f}, {r.auc_high:.3f}] "
-        f"TPR@1% {r.tpr_at_1pct_fpr:.3f} copies {r.exact_copies}/{r.n_published} members {r.copied_members}{q}"
+        f"TPR@1% {r.tpr_at_1pct_fpr:.3f} copies {r.exact_copies}/{r.n_published}{rows} members {r.copied_members}{q}"
     )
 
 
