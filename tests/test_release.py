@@ -182,6 +182,27 @@ def test_cli_refuses_release_options_before_any_work(tmp_path, args, message):
     assert not (tmp_path / "o").exists()
 
 
+def test_cli_refuses_bad_input_where_click_is_not_installed(tmp_path, monkeypatch):
+    """typer >= 0.17 vendors its own click and no longer installs click: a fresh environment (the Anonymeter one)
+    has none, and the command must still refuse bad input with exit 2 rather than fail on ``import click``."""
+    import builtins
+
+    from recourse_privacy.cli import app
+
+    real = builtins.__import__
+
+    def refuse(name, *args, **kwargs):
+        if name == "click" or name.startswith("click."):
+            raise ModuleNotFoundError("No module named 'click'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", refuse)
+    out = tmp_path / "o"
+    r = CliRunner().invoke(app, ["audit", "--dataset", "synthetic", "--out", str(out), "--release-size", "10"])
+    assert r.exit_code == 2, r.output
+    assert "--release-size applies to the release threat" in " ".join(r.output.split())
+
+
 def test_anonymeter_risks_have_intervals():
     ok, why = anonymeter_available()
     if not ok:
