@@ -343,6 +343,11 @@ def test_release_threat_study_resumes_and_runs_failed_methods_again(tmp_path, mo
     cfg = rt.ReleaseThreatConfig(datasets=("adult",), methods=("FACE", "DPC"), mst_epsilons=())
     rt.run_release_threat(tmp_path, config=cfg)
     assert calls == [("adult", "FACE"), ("adult", "DPC")]
+    rt.run_release_threat(
+        tmp_path, config=rt.ReleaseThreatConfig(datasets=("adult",), methods=("FACE",), mst_epsilons=())
+    )
+    kept = pd.read_csv(tmp_path / "release_threat.csv", keep_default_na=False)
+    assert len(calls) == 2 and (kept.method == "DPC").sum() == 2  # FACE not run again, DPC's failure kept
     fail.clear()
     rows, _ = rt.run_release_threat(tmp_path, config=rt.ReleaseThreatConfig(datasets=("adult",), mst_epsilons=()))
     rerun = calls[2:]  # every method but FACE (kept), the failed DPC included

@@ -18,8 +18,9 @@ docs/release-threat.md. Two tables:
    defaults: 10 bins, midpoint decoding, delta 1e-9) at three epsilons, beside DOMIAS and ``dcr``,
    on Adult's first ``mst_features`` encoded features.
 
-Small defaults (a logistic owner model, 100 members, 60 published answers) so that it finishes in
-minutes on 2 cores; the intervals say how little that resolves.
+Defaults: a logistic owner model, 300 members (237 rejected member targets on Adult, 157 on HELOC) and
+the issue's 1,000 published answers; AUC intervals are about +-0.05 wide (Adult) to +-0.06 (HELOC).
+Each (dataset, method) can run in a process of its own: the run resumes from ``release_threat.csv``.
 """
 
 from __future__ import annotations
@@ -51,13 +52,13 @@ METHODS: dict[str, tuple[str, dict, str, float | None]] = {
 
 @dataclass(frozen=True)
 class ReleaseThreatConfig:
-    """Sizes of the study (defaults: minutes on 2 cores)."""
+    """Sizes of the study (defaults: the study in docs/release-threat.md, about 40 minutes on 2 loaded cores)."""
 
     datasets: tuple[str, ...] = ("adult", "heloc")
     methods: tuple[str, ...] = tuple(METHODS)
     model: str = "logistic"
-    n_members: int = 100
-    release_size: int = 60
+    n_members: int = 300
+    release_size: int = 1000
     query_attacks: tuple[str, ...] = ("cfd", "loss")
     #: dataset -> the column whose inference Anonymeter's inference risk measures (where the extra imports)
     sensitive: tuple[tuple[str, str], ...] = (("adult", "sex"), ("heloc", "NumTrades60Ever2DerogPubRec"))
@@ -123,7 +124,9 @@ def _method_rows(dataset: str, label: str, cfg: ReleaseThreatConfig) -> list[Stu
     from recourse_privacy.audit import run_audit
 
     recourse, params, defense, epsilon = METHODS[label]
-    if recourse == "privrecourse":  # Pentyala et al.'s K = 500 centres need more rows than the small game has
+    if (
+        recourse == "privrecourse"
+    ):  # K = 500 (Pentyala et al.) exceeds the game's rows; at n_members / 5 Adult got none valid
         params = {**params, "n_clusters": max(2, min(500, cfg.n_members // 2))}
     try:
         res = run_audit(
@@ -197,20 +200,18 @@ def mst_attack_table(cfg: ReleaseThreatConfig) -> list[MstRow]:
     return rows
 
 
-def _finished(path: Path) -> list[StudyRow]:
-    """The rows of an earlier run's ``release_threat.csv`` (resume), less the failed ones (they run again)."""
+def _earlier(path: Path) -> list[StudyRow]:
+    """The rows of an earlier run's ``release_threat.csv`` (to resume), failed ones included."""
     import pandas as pd
 
     if not path.exists():
         return []
     frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
     kinds = {f.name: f.type for f in fields(StudyRow)}
-    rows = []
-    for rec in frame.to_dict("records"):
-        rec = {k: ("" if kinds[k] == "str" and isinstance(v, float) else v) for k, v in rec.items() if k in kinds}
-        if not str(rec.get("note", "")).startswith("failed"):
-            rows.append(StudyRow(**rec))
-    return rows
+    return [
+        StudyRow(**{k: ("" if kinds[k] == "str" and isinstance(v, float) else v) for k, v in rec.items() if k in kinds})
+        for rec in frame.to_dict("records")
+    ]
 
 
 def run_release_threat(
@@ -220,7 +221,8 @@ def run_release_threat(
 
     Resumes: a (dataset, method) already in ``out_dir``'s ``release_threat.csv`` (and not failed) is kept and
     not run again, so the study can run one method per process and a killed run loses only its current method;
-    with no MST epsilons an existing ``mst_attack.csv`` is kept.
+    a failed one runs again (its rows replaced), the rows of methods not run now are kept, and with no MST
+    epsilons an existing ``mst_attack.csv`` is kept.
     """
     import warnings
 
@@ -234,16 +236,17 @@ def run_release_threat(
 
     log = printer(console)
     csv = out_dir / "release_threat.csv"
-    rows: list[StudyRow] = _finished(csv)
+    rows: list[StudyRow] = _earlier(csv)
+    done = {(r.dataset, r.method) for r in rows if not r.note.startswith("failed")}
     for dataset in cfg.datasets:
         for label in cfg.methods:
-            if any(r.dataset == dataset and r.method == label for r in rows):
+            if (dataset, label) in done:
                 log(f"  {dataset:6s} {label:18s} already in {csv} (kept; delete its rows to run it again)")
                 continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 new = _method_rows(dataset, label, cfg)
-            rows += new
+            rows = [r for r in rows if (r.dataset, r.method) != (dataset, label)] + new
             pd.DataFrame([r.to_dict() for r in rows]).to_csv(csv, index=False)
             for r in new:
                 log(_line(r))
@@ -275,7 +278,9 @@ def _line(r: StudyRow) -> str:
     "release-threat",
     description="released counterfactuals alone (no queries): dcr, DOMIAS, set-shadow, exact copies and "
     "Anonymeter for eight methods on Adult and HELOC; Golob et al.'s attack on MST at three epsilons",
-    expected_time="~40 min on 2 cores",  # estimated from reduced runs on a loaded machine (issue 22 note)
+    # measured at these defaults on a loaded 2-core machine (load 10-24): Adult 15 min, HELOC 25 min, one
+    # process per method; the MST table adds a few minutes
+    expected_time="~45 min on 2 cores",
 )
 def _reproduce(out_dir: Path, *, seeds: list[int] | None = None, console=None) -> None:
     run_release_threat(out_dir, seeds=seeds, console=console)
