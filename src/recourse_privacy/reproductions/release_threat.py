@@ -124,9 +124,8 @@ def _method_rows(dataset: str, label: str, cfg: ReleaseThreatConfig) -> list[Stu
     from recourse_privacy.audit import run_audit
 
     recourse, params, defense, epsilon = METHODS[label]
-    if (
-        recourse == "privrecourse"
-    ):  # K = 500 (Pentyala et al.) exceeds the game's rows; at n_members / 5 Adult got none valid
+    # K = 500 (Pentyala et al.) exceeds the game's rows; at K = n_members / 5 no Adult applicant got a valid answer
+    if recourse == "privrecourse":
         params = {**params, "n_clusters": max(2, min(500, cfg.n_members // 2))}
     try:
         res = run_audit(
