@@ -142,7 +142,7 @@ def test_anonymeter_hint_when_it_does_not_import(monkeypatch):
     assert not ok
     assert ar.INSTALL_HINT in why
     assert "python -m venv" in ar.INSTALL_HINT and "-c constraints.txt" in ar.INSTALL_HINT
-    assert "'.[anonymeter]'" in ar.INSTALL_HINT and "numpy" in why
+    assert "'.[anonymeter]'" in ar.INSTALL_HINT and "--no-deps anonymeter==" in ar.INSTALL_HINT and "numpy" in why
 
 
 def test_the_adversary_gets_laplace_recourses_noisy_answers_unchecked():

@@ -182,6 +182,27 @@ def test_cli_refuses_release_options_before_any_work(tmp_path, args, message):
     assert not (tmp_path / "o").exists()
 
 
+def test_cli_refuses_bad_input_where_click_is_not_installed(tmp_path, monkeypatch):
+    """typer >= 0.17 vendors its own click and no longer installs click: a fresh environment (the Anonymeter one)
+    has none, and the command must still refuse bad input with exit 2 rather than fail on ``import click``."""
+    import builtins
+
+    from recourse_privacy.cli import app
+
+    real = builtins.__import__
+
+    def refuse(name, *args, **kwargs):
+        if name == "click" or name.startswith("click."):
+            raise ModuleNotFoundError("No module named 'click'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", refuse)
+    out = tmp_path / "o"
+    r = CliRunner().invoke(app, ["audit", "--dataset", "synthetic", "--out", str(out), "--release-size", "10"])
+    assert r.exit_code == 2, r.output
+    assert "--release-size applies to the release threat" in " ".join(r.output.split())
+
+
 def test_anonymeter_risks_have_intervals():
     ok, why = anonymeter_available()
     if not ok:
@@ -299,3 +320,39 @@ def test_release_threat_study_writes_both_tables(tmp_path):
     assert ((study.auc_low <= study.auc) & (study.auc <= study.auc_high)).all()
     assert set(pd.read_csv(tmp_path / "mst_attack.csv").attack) == {"golob-mst", "domias", "dcr"}
     assert all(r.anonymeter.startswith("skipped") for r in rows) or all("[" in r.anonymeter for r in rows)
+
+
+def test_release_threat_study_resumes_and_runs_failed_methods_again(tmp_path, monkeypatch):
+    """One method per process: a (dataset, method) already written is kept, a failed one runs again, and a run
+    without MST epsilons leaves an earlier mst_attack.csv alone."""
+    from recourse_privacy.reproductions import release_threat as rt
+
+    calls: list[tuple[str, str]] = []
+    fail = {("adult", "DPC")}
+
+    def fake(dataset, label, cfg):
+        calls.append((dataset, label))
+        note = "failed: no release" if (dataset, label) in fail else ""
+        return [
+            rt.StudyRow(dataset, label, a, 0.5, 0.4, 0.6, 0.01, 3, 0, 10, "cfd", 0.55, "skipped", note)
+            for a in ("dcr", "domias")
+        ]
+
+    monkeypatch.setattr(rt, "_method_rows", fake)
+    (tmp_path / "mst_attack.csv").write_text("epsilon,attack\n1,golob-mst\n")
+    cfg = rt.ReleaseThreatConfig(datasets=("adult",), methods=("FACE", "DPC"), mst_epsilons=())
+    rt.run_release_threat(tmp_path, config=cfg)
+    assert calls == [("adult", "FACE"), ("adult", "DPC")]
+    rt.run_release_threat(
+        tmp_path, config=rt.ReleaseThreatConfig(datasets=("adult",), methods=("FACE",), mst_epsilons=())
+    )
+    kept = pd.read_csv(tmp_path / "release_threat.csv", keep_default_na=False)
+    assert len(calls) == 2 and (kept.method == "DPC").sum() == 2  # FACE not run again, DPC's failure kept
+    fail.clear()
+    rows, _ = rt.run_release_threat(tmp_path, config=rt.ReleaseThreatConfig(datasets=("adult",), mst_epsilons=()))
+    rerun = calls[2:]  # every method but FACE (kept), the failed DPC included
+    assert sorted(rerun) == sorted(("adult", m) for m in rt.METHODS if m != "FACE")
+    study = pd.read_csv(tmp_path / "release_threat.csv")
+    assert len(study) == 2 * len(rt.METHODS) and not study.note.astype(str).str.startswith("failed").any()
+    assert [r.method for r in rows[:2]] == ["FACE", "FACE"] and rows[0].exact_copies == 3
+    assert (tmp_path / "mst_attack.csv").read_text() == "epsilon,attack\n1,golob-mst\n"

@@ -6,9 +6,13 @@ data's columns: singling out (univariate predicates), linkability over a split o
 into two halves, and inference of ``--sensitive`` from the other columns, each a risk with its 95%
 interval as Anonymeter reports it (the attack's success over the control's, a Wilson interval).
 
-``anonymeter`` is an optional extra, but it cannot share an environment with numpy 2 (anonymeter 1.x
-requires numpy < 1.27) and this package's environment usually has numpy 2: install it in an environment of
-its own (:data:`INSTALL_HINT`); without it the risks are absent and the note says so. It is imported here only.
+``anonymeter`` is an optional extra that pip cannot resolve beside this package: anonymeter 1.x's
+metadata pins numpy < 1.27 (and pyarrow < 22), while diffprivlib 0.6.6, a core dependency, needs
+numpy >= 2. Its code runs on numpy 2 (anonymeter 1.1.0 with numpy 2.4.6, numba 0.68.1 and pyarrow 26:
+the tests pass), so it is installed without its pins, in an environment of its own so that ``pip
+check`` stays clean in the main one (:data:`INSTALL_HINT`; the ``anonymeter`` extra brings its other
+dependencies, numba and polars). Without it the risks are absent and the note says so. It is
+imported here only.
 """
 
 from __future__ import annotations
@@ -26,13 +30,14 @@ __all__ = ["INSTALL_HINT", "MAX_ATTACKS", "anonymeter_available", "anonymeter_ri
 
 #: Anonymeter's attacks per risk (capped by the released set and the control set)
 MAX_ATTACKS = 500
-#: the remedy where ``anonymeter`` does not import: anonymeter 1.x pins numpy < 1.27, so installing it beside
-#: numpy 2 would downgrade numpy under everything else; its own environment, from a checkout of this
-#: repository (constraints.txt pins torch's CPU wheel and scikit-learn), resolves numpy 1.26 for both
+#: the remedy where ``anonymeter`` does not import: anonymeter 1.x pins numpy < 1.27 in its metadata but runs on
+#: numpy 2, which diffprivlib needs; so the extra installs its dependencies (numba, polars) and anonymeter itself
+#: goes in with --no-deps, in an environment of its own (pip check would report the pins in the main one)
 INSTALL_HINT = (
-    "install it in its own environment (anonymeter requires numpy < 1.27, which cannot share an environment "
-    "with numpy 2): from a checkout of recourse-privacy, python -m venv .venv-anon && "
-    ".venv-anon/bin/pip install -c constraints.txt '.[anonymeter]', then run the audit with .venv-anon/bin/python "
+    "install it in its own environment (anonymeter 1.x's metadata pins numpy < 1.27, which pip cannot resolve "
+    "beside diffprivlib's numpy >= 2; its code runs on numpy 2): from a checkout of recourse-privacy, "
+    "python -m venv .venv-anon && .venv-anon/bin/pip install -c constraints.txt -e '.[anonymeter]' && "
+    ".venv-anon/bin/pip install --no-deps anonymeter==1.1.0, then run the audit with .venv-anon/bin/python "
     "-m recourse_privacy.cli"
 )
 

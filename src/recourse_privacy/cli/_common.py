@@ -87,12 +87,10 @@ def _command(*args, on=None, **kwargs):
     def decorate(fn):
         @functools.wraps(fn)
         def wrapped(*a, **k):
-            import click
-
             try:
                 _check_utf8(fn, k)
                 return fn(*a, **k)
-            except (typer.Exit, click.exceptions.Exit, click.exceptions.ClickException, click.exceptions.Abort):
+            except _exits():
                 raise
             except RecoursePrivacyError as err:
                 _fail(err)
@@ -225,6 +223,25 @@ def _name_list(text: str, option: str) -> tuple[str, ...]:
     if not out:
         raise InvalidInputError(f"{option} is empty: give at least one name (comma-separated)")
     return out
+
+
+def _exits() -> tuple[type[BaseException], ...]:
+    """The exceptions that carry typer's own exit: typer >= 0.17 runs on its own copy of click and no longer
+    installs click, which is then not there to import (click's too where it is)."""
+    out: list[type[BaseException]] = [typer.Exit]
+    try:
+        from typer._click.exceptions import ClickException
+
+        out.append(ClickException)
+    except ImportError:
+        pass
+    try:
+        import click
+
+        out += [click.exceptions.Exit, click.exceptions.ClickException, click.exceptions.Abort]
+    except ImportError:
+        pass
+    return tuple(out)
 
 
 def _given_options() -> set[str]:

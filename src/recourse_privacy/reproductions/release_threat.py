@@ -18,14 +18,15 @@ docs/release-threat.md. Two tables:
    defaults: 10 bins, midpoint decoding, delta 1e-9) at three epsilons, beside DOMIAS and ``dcr``,
    on Adult's first ``mst_features`` encoded features.
 
-Small defaults (a logistic owner model, 100 members, 60 published answers) so that it finishes in
-minutes on 2 cores; the intervals say how little that resolves.
+Defaults: a logistic owner model, 300 members (237 rejected member targets on Adult, 157 on HELOC) and
+the issue's 1,000 published answers; AUC intervals are about +-0.05 wide (Adult) to +-0.06 (HELOC).
+Each (dataset, method) can run in a process of its own: the run resumes from ``release_threat.csv``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -51,14 +52,16 @@ METHODS: dict[str, tuple[str, dict, str, float | None]] = {
 
 @dataclass(frozen=True)
 class ReleaseThreatConfig:
-    """Sizes of the study (defaults: minutes on 2 cores)."""
+    """Sizes of the study (defaults: the study in docs/release-threat.md, about 40 minutes on 2 loaded cores)."""
 
     datasets: tuple[str, ...] = ("adult", "heloc")
     methods: tuple[str, ...] = tuple(METHODS)
     model: str = "logistic"
-    n_members: int = 100
-    release_size: int = 60
+    n_members: int = 300
+    release_size: int = 1000
     query_attacks: tuple[str, ...] = ("cfd", "loss")
+    #: dataset -> the column whose inference Anonymeter's inference risk measures (where the extra imports)
+    sensitive: tuple[tuple[str, str], ...] = (("adult", "sex"), ("heloc", "NumTrades60Ever2DerogPubRec"))
     mst_epsilons: tuple[float, ...] = (1.0, 10.0, 1000.0)
     mst_members: int = 200
     mst_features: int = 6
@@ -85,6 +88,8 @@ class StudyRow:
     query_auc: float
     anonymeter: str
     note: str = ""
+    #: distinct training rows among the published counterfactuals (-1: not recorded, a row of an older run)
+    copied_rows: int = -1
 
     def to_dict(self) -> dict:
         """The CSV row."""
@@ -119,8 +124,9 @@ def _method_rows(dataset: str, label: str, cfg: ReleaseThreatConfig) -> list[Stu
     from recourse_privacy.audit import run_audit
 
     recourse, params, defense, epsilon = METHODS[label]
-    if recourse == "privrecourse":  # Pentyala et al.'s K = 500 centres need more rows than the small game has
-        params = {**params, "n_clusters": max(2, min(500, cfg.n_members // 5))}
+    # K = 500 (Pentyala et al.) exceeds the game's rows; at K = n_members / 5 no Adult applicant got a valid answer
+    if recourse == "privrecourse":
+        params = {**params, "n_clusters": max(2, min(500, cfg.n_members // 2))}
     try:
         res = run_audit(
             dataset=dataset,
@@ -133,6 +139,7 @@ def _method_rows(dataset: str, label: str, cfg: ReleaseThreatConfig) -> list[Stu
             n_members=cfg.n_members,
             shadow_models=2,
             threats=("release",),
+            sensitive=dict(cfg.sensitive).get(dataset),
             release_size=cfg.release_size,
             seed=cfg.seed,
             out_dir=None,
@@ -158,6 +165,7 @@ def _method_rows(dataset: str, label: str, cfg: ReleaseThreatConfig) -> list[Stu
             float(best.auc),
             _anonymeter_text(rel),
             "; ".join(rel.notes),
+            len(rel.copied_row_ids),
         )
         for r in rel.rows
     ]
@@ -191,10 +199,30 @@ def mst_attack_table(cfg: ReleaseThreatConfig) -> list[MstRow]:
     return rows
 
 
+def _earlier(path: Path) -> list[StudyRow]:
+    """The rows of an earlier run's ``release_threat.csv`` (to resume), failed ones included."""
+    import pandas as pd
+
+    if not path.exists():
+        return []
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    kinds = {f.name: f.type for f in fields(StudyRow)}
+    return [
+        StudyRow(**{k: ("" if kinds[k] == "str" and isinstance(v, float) else v) for k, v in rec.items() if k in kinds})
+        for rec in frame.to_dict("records")
+    ]
+
+
 def run_release_threat(
     out_dir: Path, *, seeds: list[int] | None = None, console=None, config: ReleaseThreatConfig | None = None
 ) -> tuple[list[StudyRow], list[MstRow]]:
-    """Run both tables, write ``release_threat.csv`` and ``mst_attack.csv`` into ``out_dir`` and print them."""
+    """Run both tables, write ``release_threat.csv`` and ``mst_attack.csv`` into ``out_dir`` and print them.
+
+    Resumes: a (dataset, method) already in ``out_dir``'s ``release_threat.csv`` (and not failed) is kept and
+    not run again, so the study can run one method per process and a killed run loses only its current method;
+    a failed one runs again (its rows replaced), the rows of methods not run now are kept, and with no MST
+    epsilons an existing ``mst_attack.csv`` is kept.
+    """
     import warnings
 
     import pandas as pd
@@ -206,18 +234,24 @@ def run_release_threat(
     out_dir.mkdir(parents=True, exist_ok=True)
 
     log = printer(console)
-
-    rows: list[StudyRow] = []
+    csv = out_dir / "release_threat.csv"
+    rows: list[StudyRow] = _earlier(csv)
+    done = {(r.dataset, r.method) for r in rows if not r.note.startswith("failed")}
     for dataset in cfg.datasets:
         for label in cfg.methods:
+            if (dataset, label) in done:
+                log(f"  {dataset:6s} {label:18s} already in {csv} (kept; delete its rows to run it again)")
+                continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                rows += _method_rows(dataset, label, cfg)
-            pd.DataFrame([r.to_dict() for r in rows]).to_csv(out_dir / "release_threat.csv", index=False)
-            for r in rows[-4:]:
-                if r.dataset == dataset and r.method == label:
-                    log(_line(r))
-    mst = mst_attack_table(cfg) if cfg.mst_epsilons else []
+                new = _method_rows(dataset, label, cfg)
+            rows = [r for r in rows if (r.dataset, r.method) != (dataset, label)] + new
+            pd.DataFrame([r.to_dict() for r in rows]).to_csv(csv, index=False)
+            for r in new:
+                log(_line(r))
+    if not cfg.mst_epsilons:
+        return rows, []
+    mst = mst_attack_table(cfg)
     pd.DataFrame([r.to_dict() for r in mst]).to_csv(out_dir / "mst_attack.csv", index=False)
     log("Golob et al. (2024) on the privrecourse-mst generator's data (Adult), beside DOMIAS and dcr:")
     for r in mst:
@@ -231,10 +265,11 @@ def run_release_threat(
 def _line(r: StudyRow) -> str:
     if r.note.startswith("failed"):
         return f"  {r.dataset:6s} {r.method:18s} {r.note}"
+    rows = f" ({r.copied_rows} distinct training rows)" if r.copied_rows > 0 else ""
     q = "" if math.isnan(r.query_auc) else f"; strongest query attack {r.query_attack} AUC {r.query_auc:.3f}"
     return (
         f"  {r.dataset:6s} {r.method:18s} {r.attack:10s} AUC {r.auc:.3f} [{r.auc_low:.3f}, {r.auc_high:.3f}] "
-        f"TPR@1% {r.tpr_at_1pct_fpr:.3f} copies {r.exact_copies}/{r.n_published} members {r.copied_members}{q}"
+        f"TPR@1% {r.tpr_at_1pct_fpr:.3f} copies {r.exact_copies}/{r.n_published}{rows} members {r.copied_members}{q}"
     )
 
 
@@ -242,7 +277,9 @@ def _line(r: StudyRow) -> str:
     "release-threat",
     description="released counterfactuals alone (no queries): dcr, DOMIAS, set-shadow, exact copies and "
     "Anonymeter for eight methods on Adult and HELOC; Golob et al.'s attack on MST at three epsilons",
-    expected_time="~40 min on 2 cores",  # estimated from reduced runs on a loaded machine (issue 22 note)
+    # measured at these defaults on a loaded 2-core machine (load 10-24): Adult 15 min, HELOC 25 min, one
+    # process per method; the MST table adds a few minutes
+    expected_time="~45 min on 2 cores",
 )
 def _reproduce(out_dir: Path, *, seeds: list[int] | None = None, console=None) -> None:
     run_release_threat(out_dir, seeds=seeds, console=console)
