@@ -10,8 +10,9 @@ docs/release-threat.md. Two tables:
    and publishes the valid counterfactuals; the released-set attacks (``dcr``, ``domias``,
    ``set-shadow``) score the membership game's targets (AUC with its bootstrap interval, TPR at FPR
    1%), the released counterfactuals that are training rows verbatim and the targets among them,
-   Anonymeter's risks where the ``anonymeter`` extra imports, and the strongest query attack of the
-   same audit (highest AUC among ``query_attacks``) beside each.
+   Anonymeter's risks where the ``anonymeter`` extra imports, and the lead query attack of the
+   same audit (the first of ``query_attacks`` in the fixed order of
+   :func:`~recourse_privacy.metrics.exposure.preferred_attack`, not the best AUC) beside each.
 2. ``mst_attack.csv``: Golob et al.'s (2024) attack on MST synthetic data
    (:mod:`~recourse_privacy.attacks.mst_marginals`) against the ``privrecourse-mst`` baseline's
    generator (:func:`~recourse_privacy.privrecourse.baselines.mst_synthetic_data` with its
@@ -32,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from recourse_privacy.errors import RecoursePrivacyError
+from recourse_privacy.metrics.exposure import preferred_attack
 from recourse_privacy.reproductions.registry import printer, register_reproduction
 
 __all__ = ["METHODS", "MstRow", "ReleaseThreatConfig", "StudyRow", "mst_attack_table", "run_release_threat"]
@@ -147,7 +149,8 @@ def _method_rows(dataset: str, label: str, cfg: ReleaseThreatConfig) -> list[Stu
     except RecoursePrivacyError as err:
         nan = float("nan")
         return [StudyRow(dataset, label, "-", nan, nan, nan, nan, 0, 0, 0, "-", nan, "-", f"failed: {err}")]
-    best = max(res.attacks.values(), key=lambda a: a.auc)
+    # the lead attack of a fixed order, never the best AUC on the targets (which reads their labels)
+    best = res.attacks[preferred_attack({n: a.signal for n, a in res.attacks.items()})]
     rel = res.threats.release
     return [
         StudyRow(
@@ -266,7 +269,7 @@ def _line(r: StudyRow) -> str:
     if r.note.startswith("failed"):
         return f"  {r.dataset:6s} {r.method:18s} {r.note}"
     rows = f" ({r.copied_rows} distinct training rows)" if r.copied_rows > 0 else ""
-    q = "" if math.isnan(r.query_auc) else f"; strongest query attack {r.query_attack} AUC {r.query_auc:.3f}"
+    q = "" if math.isnan(r.query_auc) else f"; lead query attack {r.query_attack} AUC {r.query_auc:.3f}"
     return (
         f"  {r.dataset:6s} {r.method:18s} {r.attack:10s} AUC {r.auc:.3f} [{r.auc_low:.3f}, {r.auc_high:.3f}] "
         f"TPR@1% {r.tpr_at_1pct_fpr:.3f} copies {r.exact_copies}/{r.n_published}{rows} members {r.copied_members}{q}"
