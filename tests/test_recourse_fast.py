@@ -264,6 +264,21 @@ def test_a_vae_with_immutable_features_has_no_linear_head(mlp):
     assert vae.linear_head() is None
 
 
+@pytest.mark.parametrize("immutable", [False, True])
+def test_search_decode_gives_decodes_values(mlp, immutable):
+    """The unchecked decode of a search's latents equals :meth:`VAE.decode` bit for bit; factuals only where needed."""
+    model, X, y, Xr = mlp
+    aset = None
+    if immutable:
+        aset = ActionSet(np.eye(6, dtype=bool)[5], np.zeros(6, bool), np.full(6, -np.inf), np.full(6, np.inf))
+    vae = fit_for(CCHVAE(action_set=aset, random_state=0), X, y, model).vae_
+    assert vae.has_immutables == immutable
+    Z = vae.encode(Xr[:50]) + np.random.default_rng(5).laplace(size=(50, vae.latent_dim))
+    np.testing.assert_array_equal(vae.search_decode(Z, Xr[:50] if immutable else None), vae.decode(Z, Xr[:50]))
+    if immutable:  # the immutable feature is the factual's
+        np.testing.assert_array_equal(vae.search_decode(Z, Xr[:50])[:, 5], Xr[:50, 5])
+
+
 def test_face_kde_is_the_exact_gaussian_kde():
     from scipy.special import logsumexp
     from sklearn.neighbors import KernelDensity

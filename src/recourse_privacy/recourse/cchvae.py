@@ -87,10 +87,12 @@ class CCHVAE(VAEBackedMethod):
             return SearchOutput(X.copy(), np.zeros(0, dtype=np.int64), info=info)
         aset = self.action_set  # None: no projection (the unconstrained one is the identity)
 
+        need_x = aset is not None or vae.has_immutables  # else the decoder needs the latents only
+
         def candidates(rows, latents):
             m, s, k = latents.shape
-            x = np.repeat(X[rows], s, axis=0)
-            out = vae.decode(latents.reshape(m * s, k), x)
+            x = np.repeat(X[rows], s, axis=0) if need_x else None
+            out = vae.search_decode(latents.reshape(m * s, k), x)
             return (out if aset is None else aset.project(out, x)).reshape(m, s, X.shape[1])
 
         codes = vae.encode(X)

@@ -212,6 +212,25 @@ class VAE:
         with torch.no_grad():
             return self.decode_tensor(torch.as_tensor(Z, dtype=torch.float64), xt).numpy()
 
+    def search_decode(self, Z: np.ndarray, X: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`decode` without its checks, for latents a search built itself: the same values.
+
+        ``X`` (the factual of each row) is needed only where a feature is immutable
+        (:attr:`has_immutables`); a search decodes hundreds of thousands of latents per shell, and
+        repeating and checking the factuals for each was a third of C-CHVAE's decoding time.
+        """
+        import torch
+
+        xt = None if X is None else torch.from_numpy(np.ascontiguousarray(X, dtype=np.float64))
+        with torch.no_grad():
+            return self.decode_tensor(torch.from_numpy(np.ascontiguousarray(Z, dtype=np.float64)), xt).numpy()
+
+    @property
+    def has_immutables(self) -> bool:
+        """Whether some features are immutable (copied from the factual and conditioning the decoder)."""
+        self._check_fitted()
+        return bool(len(self._imm))
+
     # ------------------------------------------------------------------ the decoder as code -> affine head
     def linear_head(self) -> tuple[np.ndarray, np.ndarray] | None:
         """``(A, a0)`` with ``decode(Z) = hidden(Z) @ A.T + a0`` in the data's units; None when a feature is immutable.
