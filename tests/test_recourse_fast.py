@@ -13,7 +13,13 @@ import pytest
 import torch
 
 from recourse_privacy.models import TorchModel, make_model
-from recourse_privacy.models.torch_utils import chain_logits, chain_rounding_bound, linear_chain
+from recourse_privacy.models.torch_utils import (
+    GATHER_SHARE,
+    chain_logits,
+    chain_rounding_bound,
+    folded_hidden_logits,
+    linear_chain,
+)
 from recourse_privacy.recourse import CCHVAE, ActionSet, GrowingSpheres, fit_for
 from recourse_privacy.recourse.base import NORM_ORD
 from recourse_privacy.recourse.cchvae import _decoded_screen
@@ -124,6 +130,46 @@ def test_shifted_logits_are_within_their_bound(mlp, kind):
     assert (err <= bound[:, None]).all()
     assert err.max() > 0 or kind == "logistic"  # float32: the two ways of computing differ, within the bound
     assert bound.max() < 1e-2 * np.abs(exact).max()  # and the bound is small next to the logits
+
+
+def test_folded_hidden_logits_are_the_plain_sum_on_every_kind_of_row():
+    """Stable units folded into one product, unstable ones gathered or computed whole: ``b + w . relu(A_i + Bt[:, j])``.
+
+    The rows are built to reach every case: all units active (``A`` above the samples' range),
+    none active (below it), a few unstable (gathered: fewer than ``GATHER_SHARE`` of the units)
+    and most unstable (the whole row). The float32 result is within ``gamma_{h+4}`` times the sum
+    of the terms' magnitudes (Higham 2002, section 3.1: a sum of ``h + 3`` terms, in any order,
+    and the products' rounding) of the float64 sum of the same float32 inputs. A unit dropped or
+    counted twice moves a logit by ``|w_k| |A + B|``, which is far larger.
+    """
+    rng = np.random.default_rng(5)
+    h, s = 64, 200
+    Bt = rng.uniform(-1, 1, size=(h, s)).astype(np.float32)
+    A = np.empty((22, h), dtype=np.float32)
+    A[0] = 5 + rng.random(h)  # every unit active at every sample
+    A[1] = -5 - rng.random(h)  # none
+    A[2:12] = rng.choice([-1.5, 1.5], size=(10, h))  # stable, but for ...
+    few = rng.random((10, h)) < 0.15
+    A[2:12][few] = rng.uniform(-0.5, 0.5, size=few.sum())  # ... a few units inside the range
+    A[12:] = rng.uniform(-0.5, 0.5, size=(10, h))  # every unit unstable
+    lo, hi = Bt.min(1), Bt.max(1)
+    k = rng.permutation(h)[:8]  # units just inside either end of the range (one sample on the other side of 0)
+    A[2:7, k[:4]] = -lo[k[:4]] - rng.uniform(1e-3, 0.05, size=(5, 4))
+    A[7:12, k[4:]] = -hi[k[4:]] + rng.uniform(1e-3, 0.05, size=(5, 4))
+    w = rng.normal(size=h).astype(np.float32)
+    b = np.float32(0.3)
+    share = ((A < -lo) & (A > -hi)).mean(1)
+    assert share[0] == share[1] == 0 and (share[2:12] > 0).all()
+    assert (share[2:12] < GATHER_SHARE).all() and (share[12:] >= GATHER_SHARE).all()  # both branches run
+
+    got = folded_hidden_logits(*(torch.as_tensor(v) for v in (A, Bt, w, np.array([b])))).double().numpy()
+    A64, B64, w64 = A.astype(np.float64), Bt.astype(np.float64), w.astype(np.float64)
+    exact = b + np.einsum("k,ikj->ij", w64, np.maximum(A64[:, :, None] + B64[None], 0.0))
+    u = np.finfo(np.float32).eps / 2
+    gamma = (h + 4) * u / (1 - (h + 4) * u)
+    mag = abs(b) + (np.abs(A64) @ np.abs(w64))[:, None] + (np.abs(w64) @ np.abs(B64))[None, :]
+    assert (np.abs(got - exact) <= gamma * mag).all()
+    assert np.abs(exact).max() > 1e3 * (gamma * mag).max()  # the tolerance is far below the logits' size
 
 
 @pytest.mark.parametrize("norm", ["l2", "l1"])

@@ -193,20 +193,23 @@ def _shifted_chain_logits(layers, X: np.ndarray, offsets: np.ndarray) -> tuple[n
     n, s = len(x), len(o)
     W, b = layers[0]
     A = torch.addmm(b, x, W.T)  # (n, width)
-    B = o @ W.T  # (s, width)
-    # magnitudes for the error bound: |W1| |x| + |W1| max_j |o_j| + |b1|, then through |W| of every layer
-    mag = x.abs() @ W.abs().T + (o.abs() @ W.abs().T).amax(0) + b.abs()
+    # magnitudes for the error bound: |W1| |x| + |W1| max_j |o_j| + |b1| (the max taken per coordinate, which
+    # bounds it from above), then through |W| of every layer
+    mag = x.abs() @ W.abs().T + W.abs() @ o.abs().amax(0) + b.abs()
     u = torch.finfo(dtype).eps / 2
     gamma = 0.0
     k = W.shape[1] + 4  # terms of the first layer, the offset's sum and the inputs' rounding
     for W_, b_ in layers[1:]:
         gamma += k * u / (1 - k * u)
         mag = mag @ W_.abs().T + b_.abs()
-        k = W_.shape[1] + 2
+        k = W_.shape[1] + 4  # its fan-in, the bias, and (one hidden layer) the folded sum's three parts
     gamma += k * u / (1 - k * u)
     bound = (4.0 * gamma * mag.reshape(n)).double().cpu().numpy()  # twice the bound of each of the two computations
     if len(layers) == 1:  # a single Linear(d, 1)
-        return (A + B.T).double().cpu().numpy(), bound
+        return (A + (o @ W.T).T).double().cpu().numpy(), bound
+    if len(layers) == 2 and device.type == "cpu":  # one hidden layer (the paper's MLP): stable units folded
+        return folded_hidden_logits(A, W @ o.T, layers[1][0][0], layers[1][1]).double().numpy(), bound
+    B = o @ W.T  # (s, width)
 
     width = max(W_.shape[0] for W_, _ in layers)
     rows = max(1, BLOCK_ELEMENTS // (width * max(s, 1)))
@@ -218,6 +221,52 @@ def _shifted_chain_logits(layers, X: np.ndarray, offsets: np.ndarray) -> tuple[n
         h = torch.add(A[lo : lo + m, None, :], B[None], out=buf[:m]).reshape(m * s, -1)
         _chain_rest(layers, h, out[lo : lo + m].reshape(m * s, 1), bufs)
     return out.reshape(n, s).double().cpu().numpy(), bound
+
+
+#: a row's unstable units are gathered (and only they computed) where they are fewer than this share of the layer:
+#: a gathered unit costs three passes over its samples (gather, add-ReLU, product), an ungathered one two
+GATHER_SHARE = 0.6
+
+
+def folded_hidden_logits(A: torch.Tensor, Bt: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``b + sum_k w_k relu(A[i, k] + Bt[k, j])`` (n, s): one hidden ReLU layer's logits at every row of ``A`` and column of ``Bt``.
+
+    Growing Spheres' pre-activations at ``x_i + o_j`` are ``A[i] + Bt[:, j]`` (:func:`shifted_chain_logits`).
+    Over one shell's offsets, ``Bt[k]`` lies in ``[lo_k, hi_k]`` (its least and largest value); a unit
+    with ``A[i, k] >= -lo_k`` is active at every sample of row i and one with ``A[i, k] <= -hi_k`` at
+    none (the stable ReLUs of Tjeng et al. 2019; in floating point too, as rounding is
+    monotone). The active ones are linear, ``w_k (A[i, k] + B[j, k])``: all rows' share is one matrix
+    product ``(w * active) @ Bt``; the inactive ones add nothing. Only each row's unstable units
+    are computed elementwise (``relu(A + B)``, fused), gathered where they are fewer than
+    :data:`GATHER_SHARE` of the layer. The same terms as the module's sum, in another order: within
+    the rounding bound of :func:`shifted_chain_logits` (fan-in + 4 terms for the last layer).
+    """
+    n, h = A.shape
+    s = Bt.shape[1]
+    lo, hi = torch.aminmax(Bt, dim=1)
+    active = A >= -lo
+    unstable = ~active & (A > -hi)
+    w_act = torch.where(active, w, 0.0)
+    out = torch.addmm(b + (w_act * A).sum(1, keepdim=True), w_act, Bt)  # the stable part of every row
+    counts = unstable.sum(1)
+    gathered = counts < GATHER_SHARE * h
+    rows, units = torch.nonzero(unstable & gathered[:, None], as_tuple=True)  # row-major: each row's units in a run
+    sizes = counts[gathered].tolist()
+    per_row = zip(units.split(sizes), A[rows, units].split(sizes), w[units].split(sizes))
+    buf = torch.empty(h * s, dtype=A.dtype)  # one row's (units, samples) block, allocated once
+    add_relu = torch.ops.aten._add_relu.out  # relu(x + y) in one pass
+    out_rows = out.unbind(0)
+    for i, (U, a, wu) in zip(torch.nonzero(gathered)[:, 0].tolist(), per_row):
+        if len(U):
+            G = torch.index_select(Bt, 0, U, out=buf[: len(U) * s].view(len(U), s))
+            torch.addmv(out_rows[i], add_relu(G, a[:, None], out=G).T, wu, out=out_rows[i])
+    full = torch.nonzero(~gathered)[:, 0].tolist()  # most units unstable: all of them, the active ones weighted 0
+    if full:
+        w_rest = torch.where(active[full], 0.0, w)
+        for i, wr in zip(full, w_rest):
+            G = add_relu(Bt, A[i, :, None], out=buf.view(h, s))
+            torch.addmv(out_rows[i], G.T, wr, out=out_rows[i])
+    return out
 
 
 def chain_rounding_bound(layers, X) -> np.ndarray:
