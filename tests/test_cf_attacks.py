@@ -195,6 +195,24 @@ def test_yang2022_runs_end_to_end_at_tiny_sizes(tmp_path):
     assert res["quality"]["dpc_hardened_low"]["epsilon_total"] == pytest.approx(2 * cfg.eps_low)
 
 
+@pytest.mark.slow
+def test_yang2022_only_table4_runs_the_target_and_table4_alone(tmp_path):
+    import json
+
+    from recourse_privacy.reproductions.yang2022 import Yang2022Config, run_yang2022
+
+    cfg = Yang2022Config(
+        datasets=("digits",), n_train=300, n_nonmembers=200, n_adv=300, n_eval=300, ks=(100, 200),
+        target_epochs=20, ae_epochs=5, dpc_max_iter=30, n_timing=0, only_table4=True,
+        dice_params={"total_cfs": 1, "max_iter": 100, "min_iter": 10},
+    )  # fmt: skip
+    run_yang2022(tmp_path, config=cfg, console=None)
+    res = json.loads((tmp_path / "results.json").read_text())["results"]["digits"]
+    assert not {"figure2", "quality", "multiclass", "membership", "timing"} & set(res)
+    assert set(res["table4"]) >= {"base", "nondp", "dpc_faithful", "nondp_cca", "nondp_cf_torch"}
+    assert set(res["table4"]["nondp_cca"]) == {"100", "200"}
+
+
 def _yang_data(n=240, d=4, seed=0):
     """A tiny _Data for the yang2022 steps: a linear target on uniform points in [0, 1]^d."""
     from recourse_privacy.models.mlp import MLPModel
