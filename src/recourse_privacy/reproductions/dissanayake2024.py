@@ -609,7 +609,8 @@ def run_dissanayake2024(
     "dissanayake2024",
     description="Dissanayake and Dutta 2024: surrogate fidelity against counterfactual queries on HELOC, Adult "
     "and COMPAS, the counterfactual clamping attack (CCA) beside the plain counterfactual surrogate",
-    expected_time="~15 min on 2 cores",  # estimated from reduced runs on a loaded machine (issue 22 note)
+    # 30 pairs, Model 0 only, took 113 CPU s (1,929 s wall at load 13-20); 100 pairs and two surrogates: ~6.7x that
+    expected_time="~15 min on 2 cores",
 )
 def _reproduce(out_dir: Path, *, seeds: list[int] | None = None, console=None) -> None:
     run_dissanayake2024(out_dir, seeds=seeds, console=console)
