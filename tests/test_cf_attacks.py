@@ -195,6 +195,24 @@ def test_yang2022_runs_end_to_end_at_tiny_sizes(tmp_path):
     assert res["quality"]["dpc_hardened_low"]["epsilon_total"] == pytest.approx(2 * cfg.eps_low)
 
 
+@pytest.mark.slow
+def test_yang2022_only_table4_runs_the_target_and_table4_alone(tmp_path):
+    import json
+
+    from recourse_privacy.reproductions.yang2022 import Yang2022Config, run_yang2022
+
+    cfg = Yang2022Config(
+        datasets=("digits",), n_train=300, n_nonmembers=200, n_adv=300, n_eval=300, ks=(100, 200),
+        target_epochs=20, ae_epochs=5, dpc_max_iter=30, n_timing=0, only_table4=True,
+        dice_params={"total_cfs": 1, "max_iter": 100, "min_iter": 10},
+    )  # fmt: skip
+    run_yang2022(tmp_path, config=cfg, console=None)
+    res = json.loads((tmp_path / "results.json").read_text())["results"]["digits"]
+    assert not {"figure2", "quality", "multiclass", "membership", "timing"} & set(res)
+    assert set(res["table4"]) >= {"base", "nondp", "dpc_faithful", "nondp_cca", "nondp_cf_torch"}
+    assert set(res["table4"]["nondp_cca"]) == {"100", "200"}
+
+
 def _yang_data(n=240, d=4, seed=0):
     """A tiny _Data for the yang2022 steps: a linear target on uniform points in [0, 1]^d."""
     from recourse_privacy.models.mlp import MLPModel
@@ -261,18 +279,44 @@ def test_dissanayake2024_rows_are_typed_ordered_and_count_counterfactuals():
     X = rng.random((900, 4))
     y = (X @ W > 0.5 * W.sum() - 0.3).astype(np.int64)
     cfg = Dissanayake2024Config(
-        n_target_train=300, n_pool=200, n_ref=300, batch=20, max_queries=60, n_pairs=3,
+        n_target_train=150, n_pool=60, n_ref=100, batch=20, max_queries=60, n_pairs=3,
         target_epochs=100, surrogate_epochs=100, cf_steps=80,
     )  # fmt: skip
     rows = run_dataset(X, y, "toy", cfg)
     assert all(isinstance(r, FidelityRow) for r in rows)
-    assert [(r.attack, r.queries) for r in rows] == [(a, b) for b in (20, 40, 60) for a in ("cf", "cca")]
+    assert [(r.queries, r.surrogate, r.attack) for r in rows] == [
+        (b, s, a) for b in (20, 40, 60) for s in ("M0", "M1") for a in ("cf", "cca")
+    ]
     for r in rows:
         assert 0 <= r.fidelity_low <= r.fidelity <= r.fidelity_high <= 1 and r.n_pairs == 3
-    cfs = [r.counterfactuals for r in rows if r.attack == "cf"]
+        assert np.isnan(r.paper)  # no paper figure for a toy dataset
+    cfs = [r.counterfactuals for r in rows if r.attack == "cf" and r.surrogate == "M0"]
     assert cfs == sorted(cfs) and cfs[-1] <= 60  # one counterfactual per rejected query at most, never fewer later
-    # both surrogates see the same answers at each budget
-    assert [r.counterfactuals for r in rows if r.attack == "cca"] == cfs
+    # every surrogate sees the same answers at each budget
+    for s, a in (("M0", "cca"), ("M1", "cf"), ("M1", "cca")):
+        assert [r.counterfactuals for r in rows if r.attack == a and r.surrogate == s] == cfs
+
+
+def test_dissanayake2024_split_is_the_authors_balanced_one():
+    from recourse_privacy.reproductions.dissanayake2024 import Dissanayake2024Config, paper_split
+
+    y = np.r_[np.zeros(300, np.int64), np.ones(100, np.int64)]
+    train, ref, pool = paper_split(y, Dissanayake2024Config(max_queries=40, batch=20), seed=0)
+    # per class: half, a quarter and the rest of the smaller class's 100 rows
+    assert [np.bincount(y[p], minlength=2).tolist() for p in (train, ref, pool)] == [[50, 50], [25, 25], [25, 25]]
+    assert len(np.unique(np.r_[train, ref, pool])) == 200  # disjoint
+
+
+def test_dissanayake2024_paper_figures_are_the_authors_means():
+    from recourse_privacy.reproductions.dissanayake2024 import PAPER, PAPER_BUDGETS, paper_fidelity
+
+    assert len(PAPER) == 12 and all(len(v) == len(PAPER_BUDGETS) == 20 for v in PAPER.values())
+    assert paper_fidelity("heloc", "M0", "cca", 400) == PAPER["heloc", "M0", "cca"][-1]
+    assert np.isnan(paper_fidelity("heloc", "M0", "cca", 50)) and np.isnan(paper_fidelity("diabetes", "M0", "cf", 20))
+    # the paper's claim, in its own figures: CCA at least the baseline on the test rows at 400 queries
+    assert all(
+        PAPER[d, m, "cca"][-1] >= PAPER[d, m, "cf"][-1] for d in ("heloc", "adult", "compas") for m in ("M0", "M1")
+    )
 
 
 def test_dissanayake2024_refuses_a_budget_beyond_its_pool():
@@ -280,6 +324,8 @@ def test_dissanayake2024_refuses_a_budget_beyond_its_pool():
 
     with pytest.raises(InvalidInputError, match="max_queries"):
         Dissanayake2024Config(n_pool=100, max_queries=400)
+    with pytest.raises(InvalidInputError, match="surrogates"):
+        Dissanayake2024Config(surrogates=("M2",))
 
 
 def test_new_reproductions_are_registered():

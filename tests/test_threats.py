@@ -30,18 +30,22 @@ def _linear(d=6, seed=0):
     return w, b, (lambda Z: (np.asarray(Z) @ w + b >= 0).astype(np.int64))
 
 
-def test_cca_loss_is_bce_clamped_at_the_threshold():
+def test_cca_loss_is_the_divergence_from_the_threshold_clamped_on_the_right_side():
     torch = pytest.importorskip("torch")
-    z = torch.tensor([-3.0, -0.5, 0.0, 0.5, 3.0])
-    y = torch.ones(5)
+    z = torch.tensor([-3.0, -0.5, 0.0, 0.5, 3.0], dtype=torch.float64)
+    y = torch.ones(5, dtype=torch.float64)
     bce = torch.nn.functional.binary_cross_entropy_with_logits(z, y, reduction="none")
     clamped = cca_loss(z, y, torch.ones(5, dtype=torch.bool))
     assert torch.allclose(cca_loss(z, y, torch.zeros(5, dtype=torch.bool)), bce)
-    # below the threshold: BCE minus its value at p = 0.5; at and beyond it: 0
-    assert torch.allclose(clamped[:2], bce[:2] - np.log(2.0))
+    # below the threshold: Dissanayake and Dutta's KL(0.5 || p) = 0.5 log(0.5 / p) + 0.5 log(0.5 / (1 - p))
+    p = torch.sigmoid(z[:2])
+    assert torch.allclose(clamped[:2], 0.5 * torch.log(0.5 / p) + 0.5 * torch.log(0.5 / (1 - p)))
+    assert torch.all(clamped[:2] > 0) and clamped[0] > clamped[1]
+    # at and beyond the threshold: 0
     assert torch.all(clamped[2:] == 0)
-    # for a counterfactual of class 0 the clamp works on the other side
-    assert cca_loss(torch.tensor([-1.0]), torch.zeros(1), torch.ones(1, dtype=torch.bool)).item() == 0.0
+    # for a counterfactual of class 0 the clamp works on the other side, with the same divergence
+    neg = cca_loss(-z, torch.zeros(5, dtype=torch.float64), torch.ones(5, dtype=torch.bool))
+    assert torch.allclose(neg, clamped)
 
 
 def test_batched_surrogates_learn_each_their_own_set():

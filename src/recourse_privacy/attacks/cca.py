@@ -6,15 +6,16 @@ boundary: labelling it with the far side's label and fitting it by cross-entropy
 surrogate's score toward 1 there and drags the surrogate's boundary past the target's. Their
 counterfactual clamping attack (CCA) keeps the ordinary queries' binary cross-entropy and, for
 a counterfactual, penalises the surrogate only while it is on the wrong side of the threshold
-0.5. We use the continuous form of that clamp, the cross-entropy toward the counterfactual's
-side clamped at the threshold::
+k = 0.5, by the binary cross-entropy toward the soft label k less its minimum (the Kullback-Leibler
+divergence from k; their CCA loss, the ``onesidemod`` loss of the authors' code)::
 
-    loss(x_cf) = max(0, -log p_side(x_cf) - log 2) = max(0, log 0.5 - log p_side(x_cf)),
+    loss(x_cf) = 1[p_side(x_cf) <= k] * (k log(k / p_side) + (1 - k) log((1 - k) / (1 - p_side))),
 
-zero (with zero gradient) once the surrogate puts x_cf on its side (p_side >= 0.5), the binary
-cross-entropy minus its value at the threshold below it. ``p_side`` is the surrogate's
-probability of the class the counterfactual claims (the favourable class for the counterfactual
-of a rejected query; the unfavourable one for an accepted query's).
+zero at the threshold with zero slope there, and zero (with zero gradient) once the surrogate puts
+x_cf on its side. ``p_side`` is the surrogate's probability of the class the counterfactual
+claims (the favourable class for the counterfactual of a rejected query; the unfavourable one for
+an accepted query's). At k = 0.5 the divergence is symmetric in p and 1 - p, so the loss is the
+cross-entropy toward 0.5 less log 2, on whichever side the counterfactual claims.
 
 :func:`fit_surrogates` trains K small ReLU networks at once (one stacked set of weights, torch
 ``bmm``), each on its own transfer set, padded to a common length with zero-weight rows, full
@@ -59,14 +60,18 @@ class TransferSet:
 
 
 def cca_loss(logits, y, clamp):
-    """Per-row loss (torch): binary cross-entropy, clamped at the threshold where ``clamp`` (module docstring)."""
+    """Per-row loss (torch): binary cross-entropy, or where ``clamp`` Dissanayake and Dutta's (2024) clamped
+    divergence from the threshold 0.5 (module docstring)."""
     import torch
     import torch.nn.functional as F
 
     bce = F.binary_cross_entropy_with_logits(logits, y, reduction="none")
-    # -log p_side is the BCE toward the row's label; the clamp subtracts its value at p = 0.5 and stops at 0
-    clamped = torch.clamp(bce + _LOG_HALF, min=0.0)
-    return torch.where(clamp, clamped, bce)
+    # KL(0.5 || p) = BCE(0.5, p) - log 2, symmetric in p and 1 - p; active while the row's side has p <= 0.5
+    kl = torch.clamp(
+        F.binary_cross_entropy_with_logits(logits, torch.full_like(y, 0.5), reduction="none") + _LOG_HALF, min=0.0
+    )
+    wrong_side = torch.where(y > 0.5, logits <= 0, logits >= 0)
+    return torch.where(clamp, torch.where(wrong_side, kl, torch.zeros_like(kl)), bce)
 
 
 @dataclass(frozen=True)
