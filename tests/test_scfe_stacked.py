@@ -17,15 +17,15 @@ torch = pytest.importorskip("torch")
 
 @pytest.fixture(scope="module")
 def worlds():
-    """Five small MLPs of one architecture on different halves of one data set, and each one's rejected rows."""
+    """Four small MLPs of one architecture on different halves of one data set, and each one's rejected rows."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(400, 6))
     y = (X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.normal(size=400) > 0).astype(int)
-    rows = [np.sort(rng.choice(400, 200, replace=False)) for _ in range(5)]
+    rows = [np.sort(rng.choice(400, 200, replace=False)) for _ in range(4)]
     models = fit_mlps_batched(
-        [make_model("mlp", hidden_layers=(32,), epochs=10, lr=1e-2, random_state=k) for k in range(5)], X, y, rows
+        [make_model("mlp", hidden_layers=(32,), epochs=10, lr=1e-2, random_state=k) for k in range(4)], X, y, rows
     )
-    queries = [[X[:150][m.predict(X[:150]) == 0], X[150:220][m.predict(X[150:220]) == 0]] for m in models]
+    queries = [[X[:100][m.predict(X[:100]) == 0], X[100:150][m.predict(X[100:150]) == 0]] for m in models]
     return models, queries
 
 
@@ -62,7 +62,7 @@ def test_stacked_search_follows_each_world_alone(worlds, kw):
         found = a.n_iter >= 0
         np.testing.assert_allclose(b.counterfactuals[found], a.counterfactuals[found], atol=1e-4)
         n_found, n_lost = n_found + found.sum(), n_lost + (~found).sum()
-    assert n_found > 100
+    assert n_found > 80
     if kw.get("max_iter") == 25:
         assert n_lost > 0 and len({int(i) for a, _ in pairs for i in a.n_iter if i >= 25}) > 0  # later rounds ran
     other = SCFE(**{**kw, "lam": 0.2}).generate(models[0], queries[0][0])

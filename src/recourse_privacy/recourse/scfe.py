@@ -10,10 +10,9 @@ from recourse_privacy.hyperparams import Float, Int
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, check_norm, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.registry import register_recourse
+from recourse_privacy.recourse.scfe_stacked import ONE_THREAD_ELEMENTS, WorldPlan
 from recourse_privacy.validation import check_positive_int
 
-#: a batch of at most this many first-layer activations (rows x widest layer) is searched in one thread
-ONE_THREAD_ELEMENTS = 1 << 20
 
 
 @register_recourse(
@@ -90,8 +89,6 @@ class SCFE:
         ``generate(models[k], queries[k][i])`` then reads its rows of the stacked search; any other call
         searches as this method does. The copy has the same parameters (and cache key).
         """
-        from recourse_privacy.recourse.scfe_stacked import WorldPlan
-
         twin = copy.copy(self)
         twin._plan = WorldPlan(self, models, queries)
         return twin

@@ -24,8 +24,11 @@ import numpy as np
 
 from recourse_privacy.recourse.base import SearchOutput
 
-__all__ = ["search_stacked", "stack_chains", "WorldPlan"]
+__all__ = ["ONE_THREAD_ELEMENTS", "WorldPlan", "search_stacked", "stack_chains"]
 
+#: a batch of at most this many first-layer activations (rows x widest layer) is searched in one thread (SCFE's
+#: small batches: its products take microseconds, and a second thread only waits for a core)
+ONE_THREAD_ELEMENTS = 1 << 20
 #: rows x widest layer x worlds of one forward-and-backward block (64 MiB of float32 activations)
 BLOCK_ELEMENTS = 1 << 24
 #: worlds x padded rows x features held at once (x, its start, its gradient, Adam's two moments, the output)
@@ -141,8 +144,6 @@ class _Batch:
 def _search_group(method, layers, Xs: list[np.ndarray]) -> list[SearchOutput]:
     """:meth:`SCFE._adam` for every world's rows ``Xs[k]`` under the stacked network ``layers`` (K worlds)."""
     import torch
-
-    from recourse_privacy.recourse.scfe import ONE_THREAD_ELEMENTS
 
     w0 = layers[0][0]
     dev, dtype = w0.device, w0.dtype
