@@ -14,7 +14,6 @@ from recourse_privacy.recourse.scfe_stacked import ONE_THREAD_ELEMENTS, WorldPla
 from recourse_privacy.validation import check_positive_int
 
 
-
 @register_recourse(
     "scfe", description="Wachter et al. gradient search (Adam, BCE + lam * L1), batched", needs=("gradients",)
 )
