@@ -158,3 +158,22 @@ def test_reference_worlds_read_the_stacked_search(monkeypatch):
     np.testing.assert_allclose(stacked.cfd_targets, alone.cfd_targets, atol=1e-3)
     np.testing.assert_allclose(stacked.cfd_calib, alone.cfd_calib, atol=1e-3)
     assert stacked.usable_targets.sum() > 50
+
+
+def test_large_worlds_are_searched_each_alone_in_threads(worlds, monkeypatch):
+    """Above STACK_BELOW the plan runs each world's own search (two Python threads): the same iterations, and
+    counterfactuals equal to float32 rounding (one unit in the last place, 1.2e-7 at magnitude 1; 2% of
+    entries differ by that much, as a product's kernel may differ in another thread)."""
+    import recourse_privacy.recourse.scfe_stacked as stacked
+
+    models, queries = worlds
+    monkeypatch.setattr(stacked, "STACK_BELOW", 0)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        pairs = _compare(SCFE(max_iter=100), models, queries)
+    finally:
+        torch.set_num_threads(before)
+    for a, b in pairs:
+        np.testing.assert_allclose(b.counterfactuals, a.counterfactuals, rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(b.n_iter, a.n_iter)
