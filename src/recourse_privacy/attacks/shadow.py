@@ -358,6 +358,14 @@ class _EntryStore:
         os.replace(tmp, self.cache / f"{self.prefix}{k}.npz")
 
 
+def _for_worlds(recourse, models, X_t, X_c):
+    """``recourse`` searching every model's rejected targets and calibration points at once, where the method
+    can (``for_worlds``: SCFE over stacked networks, :mod:`recourse_privacy.recourse.scfe_stacked`); else itself."""
+    if not callable(getattr(recourse, "for_worlds", None)):
+        return recourse
+    return recourse.for_worlds(models, [[X[m.predict(X) == 0] for X in (X_t, X_c)] for m in models])
+
+
 def _train_and_query(todo, args, finish, *, batched: bool, n_jobs: int, artifacts) -> None:
     """Train the models ``todo`` (batched MLPs together, else one by one or in ``n_jobs`` processes), then query
     each for its statistics, handing them to ``finish(k, stats)``."""
@@ -367,8 +375,9 @@ def _train_and_query(todo, args, finish, *, batched: bool, n_jobs: int, artifact
         # all shadow networks trained at once (stacked weights), then queried one by one
         train_sets = [np.flatnonzero(keep[:, k]) for k in todo]
         fit_batch_cached(models, X_train, y_train, train_sets, artifacts, fit_mlps_batched, role="shadow models")
+        recourse = _for_worlds(args[1], models, args[6], args[8]) if args[10] else args[1]
         for k, model in zip(todo, models):
-            finish(k, _shadow_stats(k, model, *args[1:]))
+            finish(k, _shadow_stats(k, model, recourse, *args[2:]))
     elif n_jobs == 1 or len(todo) <= 1:
         for k in todo:
             finish(k, _one_shadow(k, *args))

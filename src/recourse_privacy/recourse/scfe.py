@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from recourse_privacy.hyperparams import Float, Int
 from recourse_privacy.recourse.base import RecourseResult, SearchOutput, check_norm, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.registry import register_recourse
+from recourse_privacy.recourse.scfe_stacked import ONE_THREAD_ELEMENTS, WorldPlan
 from recourse_privacy.validation import check_positive_int
-
-#: a batch of at most this many first-layer activations (rows x widest layer) is searched in one thread
-ONE_THREAD_ELEMENTS = 1 << 20
 
 
 @register_recourse(
@@ -80,6 +80,18 @@ class SCFE:
             },
         )
 
+    def for_worlds(self, models, queries) -> SCFE:
+        """A copy of this method whose searches for ``models[k]`` on the rows ``queries[k][i]`` run for all
+        worlds at once (:class:`~recourse_privacy.recourse.scfe_stacked.WorldPlan`, on first use).
+
+        For the reference models of an audit (one architecture, many weights): each call of
+        ``generate(models[k], queries[k][i])`` then reads its rows of the stacked search; any other call
+        searches as this method does. The copy has the same parameters (and cache key).
+        """
+        twin = copy.copy(self)
+        twin._plan = WorldPlan(self, models, queries)
+        return twin
+
     def _project(self, x, x0, torch):
         a = self.action_set
         if a is None:
@@ -102,6 +114,10 @@ class SCFE:
         """
         from recourse_privacy.models.torch_utils import torch_threads
 
+        plan = getattr(self, "_plan", None)
+        planned = plan.lookup(model, X) if plan is not None else None
+        if planned is not None:
+            return planned
         p = next(module.parameters(), None)
         width = max((m.out_features for m in module.modules() if hasattr(m, "out_features")), default=1)
         if p is not None and p.device.type == "cpu" and len(X) * width <= ONE_THREAD_ELEMENTS:
