@@ -73,3 +73,26 @@ def test_compare_with_bound_reads_the_verdicts_bound_and_covered_attacks():
     assert cmp.bound == pytest.approx(tight_ba_bound(2.0))  # selected targets: twice the claim
     assert [c.attack for c in cmp.checks] == ["cfd"] and cmp.not_covered == ("loss",) and cmp.exceeded == ()
     assert "ε = 2" in cmp.source and "e^ε/(1 + e^ε)" in cmp.source
+
+
+def test_dp_verdict_names_the_attack_whose_lower_bound_is_compared():
+    """The refuting comparison and the attack named are one attack's: the largest union-bound lower
+    confidence bound, not the highest measured BA (which on few targets is mostly sampling noise)."""
+    from types import SimpleNamespace
+
+    from recourse_privacy.defenses.verdict import dp_verdict
+    from recourse_privacy.report.dp_verdict import ba_lower_confidence
+
+    def attack(ba, n):
+        return SimpleNamespace(balanced_accuracy=ba, auc=ba, n_members=n, n_nonmembers=n, tpr=lambda key: 0.0)
+
+    fields = dp_bounds(1.0, 0.0, 0.5)
+    dp = DPSummary(defense="laplace", mechanism="m", epsilon_per_query=1.0, epsilon_total=1.0, delta=0.0,
+                   bound_epsilon=1.0, composition="c", **fields)  # fmt: skip
+    # cfd: the higher BA on 20 + 20 targets; cfd-lrt: a lower BA on 5,000 + 5,000, so a far tighter bound
+    attacks = {"cfd": attack(0.80, 20), "cfd-lrt": attack(0.70, 5000)}
+    v = dp_verdict(dp, attacks, ("distance",)).verdict
+    lows = {n: ba_lower_confidence(a, 0.05 / 2) for n, a in attacks.items()}
+    assert lows["cfd-lrt"] > lows["cfd"]
+    assert v.attack == "cfd-lrt" and v.ba_lower_confidence == pytest.approx(lows["cfd-lrt"])
+    assert v.balanced_accuracy == 0.70 and f"{lows['cfd-lrt']:.4f}" in v.text

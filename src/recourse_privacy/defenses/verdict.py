@@ -15,17 +15,20 @@ __all__ = ["dp_verdict"]
 def dp_verdict(
     dp: DPSummary, attacks: Mapping[str, AttackResult], covered_signals: tuple[str, ...], *, alpha: float = 0.05
 ) -> DPSummary:
-    """``dp`` with its verdict: the worst case (highest BA) over the attacks whose signal the claim covers.
+    """``dp`` with its verdict: the worst case over the attacks whose signal the claim covers.
 
-    The claim is refuted when the worst attack's BA, lowered to its 1 - alpha/K confidence bound (K the
-    number of covered attacks: a union bound over the attacks), still exceeds ``dp.ba_bound``.
+    Each covered attack's BA is lowered to its 1 - alpha/K confidence bound (K the number of covered
+    attacks: a union bound over them, so picking the largest is no label peek); the claim is refuted
+    when the largest of these bounds exceeds ``dp.ba_bound``. The attack named is the one whose bound
+    that is (ties: the higher BA, then AUC), so the numbers quoted are all that attack's.
     """
     covered = tuple(n for n in attacks if n in ATTACKS and ATTACKS.get(n).meta.get("signal") in covered_signals)
     if not covered:
         return dp
-    worst = max(covered, key=lambda n: (attacks[n].balanced_accuracy, attacks[n].auc))
+    bounds = {n: ba_lower_confidence(attacks[n], alpha / len(covered)) for n in covered}
+    worst = max(covered, key=lambda n: (bounds[n], attacks[n].balanced_accuracy, attacks[n].auc))
     a = attacks[worst]
-    lower = max(ba_lower_confidence(attacks[n], alpha / len(covered)) for n in covered)
+    lower = bounds[worst]
     exceeds = bool(lower > dp.ba_bound)
     text = (
         f"worst case over {len(covered)} attack(s) reading {' or '.join(covered_signals)}: {worst}, BA "
