@@ -47,20 +47,25 @@ def _pairs_within(scores, y, eps):
     return int((np.abs(s1[:, None] - s0[None, :]) <= eps).sum())
 
 
+def _assert_same_to_rounding(a, b, attacks) -> None:
+    """Same targets; distances within lbfgs's tol; each AUC moved by at most the pairs within rounding's reach."""
+    y = a.arrays.is_member
+    np.testing.assert_array_equal(y, b.arrays.is_member)
+    np.testing.assert_allclose(b.arrays.cfd, a.arrays.cfd, rtol=1e-4)  # lbfgs stops at tol 1e-4
+    n1, n0 = int(y.sum()), int((y == 0).sum())
+    for name in attacks:
+        s = a.arrays.scores[name].scores
+        eps = 1e-4 * np.abs(s).max()
+        assert abs(a.attacks[name].auc - b.attacks[name].auc) <= _pairs_within(s, y, eps) / (n1 * n0), name
+
+
 def test_float32_synthetic_frame_leaves_the_audit_unchanged_to_its_rounding():
     # inputs within 2^-24 relative: the owner's model, the targets and the distances move by rounding only, and an
     # attack's AUC can change only through the member / non-member pairs whose scores lie that close
     kw = dict(n_features=400, n_members=300, shadow_models=4, attacks=("cfd", "cfd-lrt", "loss-lrt"), cache="off")
     a = run_audit(**kw, data_params={"dtype": "float64"})
     b = run_audit(**kw, data_params={"dtype": "float32"})
-    y = a.arrays.is_member
-    np.testing.assert_array_equal(y, b.arrays.is_member)
-    np.testing.assert_allclose(b.arrays.cfd, a.arrays.cfd, rtol=1e-4)  # lbfgs stops at tol 1e-4
-    n1, n0 = int(y.sum()), int((y == 0).sum())
-    for name in kw["attacks"]:
-        s = a.arrays.scores[name].scores
-        eps = 1e-4 * np.abs(s).max()
-        assert abs(a.attacks[name].auc - b.attacks[name].auc) <= _pairs_within(s, y, eps) / (n1 * n0), name
+    _assert_same_to_rounding(a, b, kw["attacks"])
 
 
 def test_recourse_in_row_chunks_equals_one_call(monkeypatch):
@@ -189,14 +194,7 @@ def test_float32_pools_leave_the_audit_unchanged_to_their_rounding(monkeypatch):
     a = run_audit(**kw, data_params={"dtype": "float64"})
     monkeypatch.setattr(stages, "LARGE_FRAME_BYTES", 1000)
     b = run_audit(**kw, data_params={"dtype": "float32"})
-    y = a.arrays.is_member
-    np.testing.assert_array_equal(y, b.arrays.is_member)
-    np.testing.assert_allclose(b.arrays.cfd, a.arrays.cfd, rtol=1e-4)  # lbfgs stops at tol 1e-4
-    n1, n0 = int(y.sum()), int((y == 0).sum())
-    for name in kw["attacks"]:
-        s = a.arrays.scores[name].scores
-        eps = 1e-4 * np.abs(s).max()
-        assert abs(a.attacks[name].auc - b.attacks[name].auc) <= _pairs_within(s, y, eps) / (n1 * n0), name
+    _assert_same_to_rounding(a, b, kw["attacks"])
 
 
 def test_check_matrix_keeps_a_float64_input_and_still_names_the_bad_columns():
