@@ -31,11 +31,9 @@ from recourse_privacy.reproductions.registry import register_reproduction
 __all__ = ["ATTACKS", "BUDGETS", "BudgetRow", "BudgetStudy", "GameInfo", "run_reference_budget"]
 
 BUDGETS = (1, 2, 4, 8, 16, 32, 64)
-#: estimated, not timed whole: synthetic d = 5,000 with 64 reference models ~15 min (the fig2 grid's d = 5,000
-#: cell, about a quarter of its 10 min with 11 models; a logistic fit there: 1.7 CPU s in
-#: benchmarks/bench_expected_times.py), HELOC with 64 MLP references ~3 min (measured whole, budgets 1-64:
-#: 331 CPU s, 35 min of wall time at load 20-24 on this 2-core machine, 1.06 GB peak)
-EXPECTED_TIME = "~20 min on 2 cores"
+#: measured whole: synthetic d = 5,000 with 64 reference models 61 s (104 CPU s, load 1.3, 2.16 GB peak),
+#: HELOC with 64 MLP references 331 CPU s (35 min of wall time at load 20-24 on this 2-core machine, 1.06 GB peak)
+EXPECTED_TIME = "~8 min on 2 cores"
 #: measured: `reproduce reference-budget-quick` took 153 CPU s (user + sys; one process) on a loaded machine
 EXPECTED_TIME_QUICK = "~3 min on 2 cores"
 ATTACKS = ("cfd-lrt", "cfd-lrt-online", "rmia-cfd", "rmia-cfd-online", "loss-lrt", "loss-lrt-online")
