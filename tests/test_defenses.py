@@ -461,6 +461,30 @@ def test_bad_defense_settings_fail_early(kwargs, match):
         AuditConfig(**{**SMALL, **kwargs}).validate()
 
 
+@pytest.mark.parametrize("defense", ["laplace", "dpm-laplace"])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(model="mlp", recourse="scfe"), "--model logistic"),
+        (dict(recourse="scfe"), "got recourse 'scfe'"),
+        (dict(actionable=True), "--actionable"),
+    ],
+)
+def test_both_laplace_defenses_refuse_the_same_settings_naming_themselves(defense, kwargs, match):
+    with pytest.raises(IncompatibleError, match=match) as err:
+        AuditConfig(**{**SMALL, **kwargs}, defense=defense, epsilon=1.0).validate()
+    assert f"defense {defense!r}" in str(err.value)
+
+
+def test_dpm_laplace_needs_a_row_norm_bound_as_dpm_does():
+    for defense in ("dpm", "dpm-laplace"):
+        with pytest.raises(InvalidInputError, match="--normalize-rows"):
+            AuditConfig(**{**SMALL, "normalize_rows": False}, defense=defense, epsilon=1.0).validate()
+        AuditConfig(
+            **{**SMALL, "normalize_rows": False}, model_params={"data_norm": 3.0}, defense=defense, epsilon=1.0
+        ).validate()  # a bound given: accepted
+
+
 def test_dpm_keeps_the_mlp_architecture():
     name, params = (
         AuditConfig(**{**SMALL, "model": "mlp3-100", "recourse": "scfe"}, defense="dpm", epsilon=2.0)
