@@ -5,7 +5,14 @@ registers the method ``dpc`` in the recourse registry.
 """
 
 from recourse_privacy.dpc.autoencoder import FMAutoencoder, PublicBounds, fm_autoencoder_sensitivity
-from recourse_privacy.dpc.core import MODES, DPCExplainer, DPCExplanation, PrivacyLedger, Prototypes, class_prototypes
+from recourse_privacy.dpc.core import (
+    MODES,
+    DPCExplainer,
+    DPCExplanation,
+    Prototypes,
+    class_prototypes,
+    deprecated_name,
+)
 from recourse_privacy.dpc.functional import (
     FMFit,
     QuadraticObjective,
@@ -20,7 +27,6 @@ __all__ = [
     "DPCExplanation",
     "FMAutoencoder",
     "FMFit",
-    "PrivacyLedger",
     "Prototypes",
     "PublicBounds",
     "QuadraticObjective",
@@ -30,3 +36,8 @@ __all__ = [
     "fm_logistic_regression",
     "functional_mechanism",
 ]
+
+
+def __getattr__(name: str):
+    """``PrivacyLedger``: the deprecated old name of :class:`~recourse_privacy.accounting.ReleaseBudget`."""
+    return deprecated_name(name, __name__)

@@ -47,13 +47,30 @@ from recourse_privacy.validation import (
     derive_seed,
 )
 
-__all__ = ["MODES", "DPCExplainer", "DPCExplanation", "PrivacyLedger", "Prototypes", "class_prototypes"]
+__all__ = ["MODES", "DPCExplainer", "DPCExplanation", "Prototypes", "class_prototypes"]
 
 MODES = ("faithful", "hardened")
 
 
-#: former name of DPC's ledger, now the package's one release budget (:class:`~recourse_privacy.accounting.ReleaseBudget`)
-PrivacyLedger = ReleaseBudget
+def deprecated_name(name: str, module: str, *, stacklevel: int = 3):
+    """A module ``__getattr__``'s answer: ``PrivacyLedger``, DPC's former ledger, warns and resolves to
+    :class:`~recourse_privacy.accounting.ReleaseBudget` (the package's one release budget)."""
+    if name == "PrivacyLedger":
+        import warnings
+
+        warnings.warn(
+            "recourse_privacy.dpc.PrivacyLedger is renamed recourse_privacy.accounting.ReleaseBudget; "
+            "the old name will be removed",
+            DeprecationWarning,
+            stacklevel=stacklevel,
+        )
+        return ReleaseBudget
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
+def __getattr__(name: str):
+    """``PrivacyLedger``: the deprecated old name of :class:`~recourse_privacy.accounting.ReleaseBudget`."""
+    return deprecated_name(name, __name__)
 
 
 @dataclass(frozen=True)
