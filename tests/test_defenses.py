@@ -118,6 +118,34 @@ def test_clamped_probabilities_give_the_spike_distance():
     assert res.valid[res.info["clamped_low"]].all()
 
 
+def test_laplace_recourse_validity_is_the_sign_of_the_noise_whatever_the_data_and_epsilon():
+    """At s = 0, x' is accepted exactly when f'(x) < f(x), i.e. when the Laplace draw is negative
+    (clamping keeps its sign, and a rejected row has p < 1/2, far from the clip at 1 - 2^-52).
+    numpy draws Laplace(0, b) as b times one standard draw, so one seed gives the same signs at
+    every scale: the same valid rows on two unrelated models and at three epsilons (stop 31's
+    0.54 on four datasets). A target score s > 0 is what raises validity."""
+    from diffprivlib.accountant import BudgetAccountant
+
+    rng = np.random.default_rng(4)
+    signs = np.random.default_rng(9).laplace(0.0, 1.0, size=300) < 0
+    valid = []
+    for d, scale in ((2, 1.0), (12, 0.1)):
+        X = rng.normal(size=(4000, d)) * scale
+        y = (X @ rng.normal(size=d) + rng.logistic(size=len(X)) > 0).astype(int)
+        model = make_model("logistic").fit(X, y)
+        Q = X[model.predict(X) == 0][:300]
+        p = model.predict_proba(Q)[:, 1]
+        for eps in (0.5, 1.0, 20.0):
+            res = LaplaceRecourse(epsilon=eps, accountant=BudgetAccountant(), random_state=9).generate(model, Q)
+            np.testing.assert_array_equal(res.valid, res.info["noisy_probability"] < p)
+            np.testing.assert_array_equal(res.valid, signs)
+            valid.append(res.valid)
+        margin = LaplaceRecourse(epsilon=20.0, target_logit=2.0, accountant=BudgetAccountant(), random_state=9)
+        shifted = margin.generate(model, Q)  # accepted when the noise lowers the score by less than s
+        assert shifted.valid[signs].all() and shifted.valid.mean() > signs.mean()
+    assert all((v == valid[0]).all() for v in valid)
+
+
 def test_batched_equals_one_row_at_a_time():
     model = _linear_model()
     X = np.random.default_rng(2).normal(size=(30, 2))
