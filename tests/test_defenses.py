@@ -623,3 +623,37 @@ def test_a_new_defense_is_one_class_shown_by_list_and_played_by_an_audit() -> No
         assert result.recourse.method == "linear" and result.dp is None and result.attacks["cfd"].n_members > 0
     finally:
         DEFENSES.remove("throwaway")
+
+
+def test_audit_config_looks_its_defense_up_once_and_pickles_without_it(monkeypatch) -> None:
+    """validate, the attacks, the model and the recourse all read one lookup; a pickled config drops it."""
+    import pickle
+    from dataclasses import replace
+
+    from recourse_privacy.defenses.registry import DEFENSES, Defense, register_defense
+    from recourse_privacy.errors import UnknownNameError
+
+    @register_defense("lookup-once", description="a test's defense defined in a function (not importable)")
+    class LookupOnce(Defense):
+        name = "lookup-once"
+        adaptive_attacks = ("random",)
+
+        def recourse(self, config) -> str:
+            return "linear"
+
+    try:
+        looked_up: list[str] = []
+        real_get = DEFENSES.get
+        monkeypatch.setattr(DEFENSES, "get", lambda name: looked_up.append(name) or real_get(name))
+        cfg = AuditConfig(**SMALL, defense="lookup-once").validate()
+        assert cfg.defense_entry is real_get("lookup-once").obj
+        assert cfg.attack_names[-1] == "random" and cfg.effective_recourse == "linear"
+        assert cfg.effective_model == ("logistic", {})
+        assert looked_up == ["lookup-once"]
+        back = pickle.loads(pickle.dumps(cfg))  # the local class could not be pickled
+        assert back == cfg and "defense_entry" not in vars(back) and back.defense_entry is cfg.defense_entry
+        assert replace(cfg, defense="none").defense_entry is real_get("none").obj  # a new config, a new lookup
+    finally:
+        DEFENSES.remove("lookup-once")
+    with pytest.raises(UnknownNameError, match="defense"):
+        AuditConfig(**SMALL, defense="lookup-once").validate()
