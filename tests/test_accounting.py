@@ -68,7 +68,8 @@ def test_privrecourse_and_dpc_spend_from_the_release_budget() -> None:
 
     assert BudgetLedger is ReleaseBudget
     for module in (dpc, dpc_core):  # DPC's former ledger name: deprecated, still the release budget
-        with pytest.warns(DeprecationWarning, match="renamed recourse_privacy.accounting.ReleaseBudget"):
+        with pytest.warns(DeprecationWarning, match="renamed recourse_privacy.accounting.ReleaseBudget") as caught:
             assert module.PrivacyLedger is ReleaseBudget
+        assert caught[0].filename == __file__  # the warning points at the line that read the old name
         with pytest.raises(AttributeError, match="NoSuchName"):
             module.NoSuchName  # noqa: B018

@@ -4,15 +4,9 @@ Heavy imports (torch) happen inside the functions that train or search. ``dpc.re
 registers the method ``dpc`` in the recourse registry.
 """
 
+from recourse_privacy.deprecation import renamed_names
 from recourse_privacy.dpc.autoencoder import FMAutoencoder, PublicBounds, fm_autoencoder_sensitivity
-from recourse_privacy.dpc.core import (
-    MODES,
-    DPCExplainer,
-    DPCExplanation,
-    Prototypes,
-    class_prototypes,
-    deprecated_name,
-)
+from recourse_privacy.dpc.core import MODES, RENAMED, DPCExplainer, DPCExplanation, Prototypes, class_prototypes
 from recourse_privacy.dpc.functional import (
     FMFit,
     QuadraticObjective,
@@ -37,7 +31,4 @@ __all__ = [
     "functional_mechanism",
 ]
 
-
-def __getattr__(name: str):
-    """``PrivacyLedger``: the deprecated old name of :class:`~recourse_privacy.accounting.ReleaseBudget`."""
-    return deprecated_name(name, __name__)
+__getattr__ = renamed_names(__name__, RENAMED)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from recourse_privacy.accounting import ReleaseBudget
+from recourse_privacy.deprecation import renamed_names
 from recourse_privacy.dpc.autoencoder import FMAutoencoder, PublicBounds, check_epsilon_or_inf
 from recourse_privacy.errors import InvalidInputError, NotFittedError
 from recourse_privacy.validation import (
@@ -52,25 +53,14 @@ __all__ = ["MODES", "DPCExplainer", "DPCExplanation", "Prototypes", "class_proto
 MODES = ("faithful", "hardened")
 
 
-def deprecated_name(name: str, module: str, *, stacklevel: int = 3):
-    """A module ``__getattr__``'s answer: ``PrivacyLedger``, DPC's former ledger, warns and resolves to
-    :class:`~recourse_privacy.accounting.ReleaseBudget` (the package's one release budget)."""
-    if name == "PrivacyLedger":
-        import warnings
-
-        warnings.warn(
-            "recourse_privacy.dpc.PrivacyLedger is renamed recourse_privacy.accounting.ReleaseBudget; "
-            "the old name will be removed",
-            DeprecationWarning,
-            stacklevel=stacklevel,
-        )
-        return ReleaseBudget
-    raise AttributeError(f"module {module!r} has no attribute {name!r}")
-
-
-def __getattr__(name: str):
-    """``PrivacyLedger``: the deprecated old name of :class:`~recourse_privacy.accounting.ReleaseBudget`."""
-    return deprecated_name(name, __name__)
+#: DPC's old public names (its ledger is now the package's one release budget): (the warning, the new object)
+RENAMED = {
+    "PrivacyLedger": (
+        "recourse_privacy.dpc.PrivacyLedger is renamed recourse_privacy.accounting.ReleaseBudget",
+        ReleaseBudget,
+    )
+}
+__getattr__ = renamed_names(__name__, RENAMED)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ together with the per-target arrays (the audit builds its subclass
 :class:`recourse_privacy.audit.AuditResult`). User code imports them from :mod:`recourse_privacy.audit`.
 """
 
-from recourse_privacy.results.audit import SCHEMA_VERSION, AuditArrays, AuditRecord, AuditSettings, renamed
+from recourse_privacy.deprecation import renamed_names
+from recourse_privacy.results.audit import RENAMED, SCHEMA_VERSION, AuditArrays, AuditRecord, AuditSettings
 from recourse_privacy.results.summaries import (
     QUESTION_DEPLOYED,
     QUESTION_RECIPE,
@@ -45,7 +46,4 @@ __all__ = [
     "VersusScores",
 ]
 
-
-def __getattr__(name: str):
-    """``AuditResult``: the deprecated old name of :class:`AuditRecord` (warns)."""
-    return renamed(name, __name__)
+__getattr__ = renamed_names(__name__, RENAMED)

@@ -27,6 +27,7 @@ import numpy as np
 from recourse_privacy import strict_json
 from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.attacks.threat_report import ThreatReport
+from recourse_privacy.deprecation import renamed_names
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics.exposure import (
     ExposedRecord,
@@ -255,24 +256,15 @@ class AuditRecord:
         )
 
 
-def renamed(name: str, module: str, *, stacklevel: int = 3):
-    """A module ``__getattr__``'s answer: ``AuditResult``, the old name of :class:`AuditRecord`, warns and resolves to it."""
-    if name == "AuditResult":
-        import warnings
-
-        warnings.warn(
-            "recourse_privacy.results.AuditResult is renamed AuditRecord (the record the report reads); "
-            "the audit's result, which also reads metrics.json back, is recourse_privacy.audit.AuditResult",
-            DeprecationWarning,
-            stacklevel=stacklevel,
-        )
-        return AuditRecord
-    raise AttributeError(f"module {module!r} has no attribute {name!r}")
-
-
-def __getattr__(name: str):
-    """``AuditResult``: the deprecated old name of :class:`AuditRecord` (warns)."""
-    return renamed(name, __name__)
+#: old public names of this module: (the warning, what they resolve to)
+RENAMED = {
+    "AuditResult": (
+        "recourse_privacy.results.AuditResult is renamed AuditRecord (the record the report reads); the audit's "
+        "result, which also reads metrics.json back, is recourse_privacy.audit.AuditResult",
+        AuditRecord,
+    )
+}
+__getattr__ = renamed_names(__name__, RENAMED)
 
 
 def _exposure_from_dict(d: Mapping) -> ExposureSummary:
