@@ -62,7 +62,14 @@ def test_the_old_query_ledger_name_is_deprecated(tmp_path: Path) -> None:
 
 
 def test_privrecourse_and_dpc_spend_from_the_release_budget() -> None:
-    from recourse_privacy.dpc import PrivacyLedger
+    import recourse_privacy.dpc as dpc
+    import recourse_privacy.dpc.core as dpc_core
     from recourse_privacy.privrecourse import BudgetLedger
 
-    assert BudgetLedger is ReleaseBudget and PrivacyLedger is ReleaseBudget
+    assert BudgetLedger is ReleaseBudget
+    for module in (dpc, dpc_core):  # DPC's former ledger name: deprecated, still the release budget
+        with pytest.warns(DeprecationWarning, match="renamed recourse_privacy.accounting.ReleaseBudget") as caught:
+            assert module.PrivacyLedger is ReleaseBudget
+        assert caught[0].filename == __file__  # the warning points at the line that read the old name
+        with pytest.raises(AttributeError, match="NoSuchName"):
+            module.NoSuchName  # noqa: B018

@@ -154,3 +154,26 @@ def test_shadow_warning_formula_matches_the_keep_matrix():
     assert any("at least 400 rows" in w for w in r.warnings)  # ceil(200 / 0.5): the pool that makes them match
     ok = run_audit(AuditConfig(n_features=10, n_members=200, shadow_models=3, n_calibration=100, attacks=("cfd-lrt",)))
     assert ok.shadow.train_rows_each == (200, 200, 200) and not any("shadow model trains" in w for w in ok.warnings)
+
+
+def test_the_audit_result_is_the_record_the_report_reads_bound_to_audit_config():
+    """One record type below the report (AuditRecord), one subclass the audit builds; the old name warns."""
+    import recourse_privacy.results as results
+    import recourse_privacy.results.audit as results_audit
+    from recourse_privacy.audit.config import AuditConfig as Config
+    from recourse_privacy.errors import InvalidInputError
+    from recourse_privacy.results import AuditRecord
+
+    r = run_audit(AuditConfig(dataset="synthetic", n_features=10, n_members=200, shadow_models=2, attacks=("cfd",)))
+    assert isinstance(r, AuditResult) and isinstance(r, AuditRecord) and type(r) is AuditResult
+    m = r.to_dict()
+    back = AuditResult.from_dict(m)
+    assert type(back) is AuditResult and isinstance(back.config, Config) and back.to_dict() == m
+    assert type(back.with_files({"metrics.json": "x"})) is AuditResult
+    with pytest.raises(InvalidInputError, match=r"recourse_privacy\.audit\.AuditResult"):
+        AuditRecord.from_dict(m)  # the record alone cannot type its config block
+    for module in (results, results_audit):
+        with pytest.warns(DeprecationWarning, match="renamed AuditRecord"):
+            assert module.AuditResult is AuditRecord
+        with pytest.raises(AttributeError, match="NoSuchName"):
+            module.NoSuchName  # noqa: B018

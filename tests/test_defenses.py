@@ -118,6 +118,34 @@ def test_clamped_probabilities_give_the_spike_distance():
     assert res.valid[res.info["clamped_low"]].all()
 
 
+def test_laplace_recourse_validity_is_the_sign_of_the_noise_whatever_the_data_and_epsilon():
+    """At s = 0, x' is accepted exactly when f'(x) < f(x), i.e. when the Laplace draw is negative
+    (clamping keeps its sign, and a rejected row has p < 1/2, far from the clip at 1 - 2^-52).
+    numpy draws Laplace(0, b) as b times one standard draw, so one seed gives the same signs at
+    every scale: the same valid rows on two unrelated models and at three epsilons (stop 31's
+    0.54 on four datasets). A target score s > 0 is what raises validity."""
+    from diffprivlib.accountant import BudgetAccountant
+
+    rng = np.random.default_rng(4)
+    signs = np.random.default_rng(9).laplace(0.0, 1.0, size=300) < 0
+    valid = []
+    for d, scale in ((2, 1.0), (12, 0.1)):
+        X = rng.normal(size=(4000, d)) * scale
+        y = (X @ rng.normal(size=d) + rng.logistic(size=len(X)) > 0).astype(int)
+        model = make_model("logistic").fit(X, y)
+        Q = X[model.predict(X) == 0][:300]
+        p = model.predict_proba(Q)[:, 1]
+        for eps in (0.5, 1.0, 20.0):
+            res = LaplaceRecourse(epsilon=eps, accountant=BudgetAccountant(), random_state=9).generate(model, Q)
+            np.testing.assert_array_equal(res.valid, res.info["noisy_probability"] < p)
+            np.testing.assert_array_equal(res.valid, signs)
+            valid.append(res.valid)
+        margin = LaplaceRecourse(epsilon=20.0, target_logit=2.0, accountant=BudgetAccountant(), random_state=9)
+        shifted = margin.generate(model, Q)  # accepted when the noise lowers the score by less than s
+        assert shifted.valid[signs].all() and shifted.valid.mean() > signs.mean()
+    assert all((v == valid[0]).all() for v in valid)
+
+
 def test_batched_equals_one_row_at_a_time():
     model = _linear_model()
     X = np.random.default_rng(2).normal(size=(30, 2))
@@ -461,6 +489,30 @@ def test_bad_defense_settings_fail_early(kwargs, match):
         AuditConfig(**{**SMALL, **kwargs}).validate()
 
 
+@pytest.mark.parametrize("defense", ["laplace", "dpm-laplace"])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(model="mlp", recourse="scfe"), "--model logistic"),
+        (dict(recourse="scfe"), "got recourse 'scfe'"),
+        (dict(actionable=True), "--actionable"),
+    ],
+)
+def test_both_laplace_defenses_refuse_the_same_settings_naming_themselves(defense, kwargs, match):
+    with pytest.raises(IncompatibleError, match=match) as err:
+        AuditConfig(**{**SMALL, **kwargs}, defense=defense, epsilon=1.0).validate()
+    assert f"defense {defense!r}" in str(err.value)
+
+
+def test_dpm_laplace_needs_a_row_norm_bound_as_dpm_does():
+    for defense in ("dpm", "dpm-laplace"):
+        with pytest.raises(InvalidInputError, match="--normalize-rows"):
+            AuditConfig(**{**SMALL, "normalize_rows": False}, defense=defense, epsilon=1.0).validate()
+        AuditConfig(
+            **{**SMALL, "normalize_rows": False}, model_params={"data_norm": 3.0}, defense=defense, epsilon=1.0
+        ).validate()  # a bound given: accepted
+
+
 def test_dpm_keeps_the_mlp_architecture():
     name, params = (
         AuditConfig(**{**SMALL, "model": "mlp3-100", "recourse": "scfe"}, defense="dpm", epsilon=2.0)
@@ -571,3 +623,37 @@ def test_a_new_defense_is_one_class_shown_by_list_and_played_by_an_audit() -> No
         assert result.recourse.method == "linear" and result.dp is None and result.attacks["cfd"].n_members > 0
     finally:
         DEFENSES.remove("throwaway")
+
+
+def test_audit_config_looks_its_defense_up_once_and_pickles_without_it(monkeypatch) -> None:
+    """validate, the attacks, the model and the recourse all read one lookup; a pickled config drops it."""
+    import pickle
+    from dataclasses import replace
+
+    from recourse_privacy.defenses.registry import DEFENSES, Defense, register_defense
+    from recourse_privacy.errors import UnknownNameError
+
+    @register_defense("lookup-once", description="a test's defense defined in a function (not importable)")
+    class LookupOnce(Defense):
+        name = "lookup-once"
+        adaptive_attacks = ("random",)
+
+        def recourse(self, config) -> str:
+            return "linear"
+
+    try:
+        looked_up: list[str] = []
+        real_get = DEFENSES.get
+        monkeypatch.setattr(DEFENSES, "get", lambda name: looked_up.append(name) or real_get(name))
+        cfg = AuditConfig(**SMALL, defense="lookup-once").validate()
+        assert cfg.defense_entry is real_get("lookup-once").obj
+        assert cfg.attack_names[-1] == "random" and cfg.effective_recourse == "linear"
+        assert cfg.effective_model == ("logistic", {})
+        assert looked_up == ["lookup-once"]
+        back = pickle.loads(pickle.dumps(cfg))  # the local class could not be pickled
+        assert back == cfg and "defense_entry" not in vars(back) and back.defense_entry is cfg.defense_entry
+        assert replace(cfg, defense="none").defense_entry is real_get("none").obj  # a new config, a new lookup
+    finally:
+        DEFENSES.remove("lookup-once")
+    with pytest.raises(UnknownNameError, match="defense"):
+        AuditConfig(**SMALL, defense="lookup-once").validate()

@@ -2,7 +2,7 @@
 
 Layers, bottom to top (a package may import its own layer and the layers below):
 
-0. ``errors``, ``validation``, ``registry``, ``accounting``: no dependency on the rest of the package
+0. ``errors``, ``validation``, ``registry``, ``accounting``, ``deprecation``: no dependency on the rest of the package
 1. ``data``, ``models`` (the DP-trained models included)
 2. ``recourse``, ``metrics``
 3. ``attacks``, ``results`` (the typed audit result the report renders)
@@ -37,6 +37,7 @@ LAYERS = [
         "cache",
         "strict_json",
         "accounting",
+        "deprecation",
     },
     {"data", "models"},
     {"recourse", "metrics"},

@@ -33,7 +33,7 @@ PARAMS: dict[str, dict] = {
     "cchvae": {"n_search_samples": 50, "max_iter": 100, "vae_params": SMALL_VAE},
     "revise": {"max_iter": 100, "vae_params": SMALL_VAE},
     "laplace": {"epsilon": 1.0, "accountant": BudgetAccountant()},
-    "dpc": {"bounds": "data", "ae_epochs": 5, "max_iter": 50},
+    "dpc": {"bounds": "data", "ae_epochs": 100, "max_iter": 50},  # 200 Adam steps: a decoder that has not collapsed
     "privrecourse": {"n_clusters": 20, "out_of_bounds": "clip"},
     "privrecourse-laplace": {"out_of_bounds": "clip"},
     "privrecourse-mst": {"out_of_bounds": "clip", "mst_params": {"iters": 50}},

@@ -7,6 +7,7 @@ import inspect
 import json
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import cached_property
 from pathlib import PurePath
 from typing import Any
 
@@ -22,7 +23,7 @@ from recourse_privacy.audit.user_inputs import (
     object_digest,
 )
 from recourse_privacy.data import DATASETS
-from recourse_privacy.defenses.registry import DEFENSES
+from recourse_privacy.defenses.registry import DEFENSES, Defense
 from recourse_privacy.errors import InvalidInputError, RecoursePrivacyError, UnknownNameError
 from recourse_privacy.hyperparams import Float, check_params
 from recourse_privacy.metrics.intervals import minimum_targets_per_side
@@ -324,7 +325,7 @@ class AuditConfig:
         check_choice(self.recourse_fit, "recourse_fit", RECOURSE_FIT)
         if not self.user_model:
             MODELS.check(self.model)
-            DEFENSES.get(self.defense).obj.validate(self)
+            self.defense_entry.validate(self)
             model_name = self.effective_model[0]
             check_compatible(
                 self.effective_recourse, MODELS.get(model_name).meta["capabilities"], f"model {self.model!r}"
@@ -517,10 +518,26 @@ class AuditConfig:
             except (TypeError, ValueError) as err:
                 raise InvalidInputError(f"{what}: {err}") from None
 
+    @cached_property
+    def defense_entry(self) -> Defense:
+        """The registered :class:`~recourse_privacy.defenses.registry.Defense` named ``defense``, looked up once.
+
+        An unknown name raises an UnknownNameError naming the defenses. The lookup is kept for the life of
+        this configuration (``dataclasses.replace`` makes a new one) and is not pickled: a configuration
+        read in another process looks its defense up there, by name.
+        """
+        return DEFENSES.get(self.defense).obj
+
+    def __getstate__(self) -> dict:
+        """The fields, without the cached defense lookup (a registry entry, maybe a class a process cannot import)."""
+        state = dict(self.__dict__)
+        state.pop("defense_entry", None)
+        return state
+
     @property
     def attack_names(self) -> tuple[str, ...]:
         """The attacks the audit runs: the configured ones, then the defense's adaptive attacks (Kerckhoffs)."""
-        extra = DEFENSES.get(self.defense).obj.adaptive_attacks
+        extra = self.defense_entry.adaptive_attacks
         return tuple(self.attacks) + tuple(a for a in extra if a not in self.attacks)
 
     @property
@@ -546,12 +563,12 @@ class AuditConfig:
     @property
     def effective_model(self) -> tuple[str, dict]:
         """(model name, params) the owner and the shadow models train, as the defense decides (DPM: the DP model)."""
-        return DEFENSES.get(self.defense).obj.model(self)
+        return self.defense_entry.model(self)
 
     @property
     def effective_recourse(self) -> str:
         """The recourse method the owner runs, as the defense decides (Laplace Recourse: 'laplace')."""
-        return DEFENSES.get(self.defense).obj.recourse(self)
+        return self.defense_entry.recourse(self)
 
     @property
     def pool_sizes(self) -> tuple[int, int, int]:

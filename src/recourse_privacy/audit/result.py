@@ -1,8 +1,8 @@
-"""The audit's result type: :class:`recourse_privacy.results.AuditResult` bound to :class:`AuditConfig`.
+"""The audit's result type: the record :class:`recourse_privacy.results.AuditRecord` bound to :class:`AuditConfig`.
 
-The fields, views and (de)serialising live below the report in :mod:`recourse_privacy.results.audit`;
-this subclass adds only what needs the audit's configuration type: reading ``config`` back from
-``metrics.json``.
+The fields, views and (de)serialising live below the report in :mod:`recourse_privacy.results.audit`
+(the report takes any :class:`~recourse_privacy.results.AuditRecord`); this subclass adds only
+what needs the audit's configuration type: reading ``config`` back from ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -11,15 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from recourse_privacy.audit.config import AuditConfig
-from recourse_privacy.results import audit as _results
-from recourse_privacy.results.audit import SCHEMA_VERSION, AuditArrays
+from recourse_privacy.results.audit import SCHEMA_VERSION, AuditArrays, AuditRecord
 
 __all__ = ["SCHEMA_VERSION", "AuditArrays", "AuditResult"]
 
 
 @dataclass(frozen=True)
-class AuditResult(_results.AuditResult):
-    """Everything one audit produced (see :class:`recourse_privacy.results.AuditResult`), its config an :class:`AuditConfig`."""
+class AuditResult(AuditRecord):
+    """Everything one audit produced (see :class:`recourse_privacy.results.AuditRecord`), its config an :class:`AuditConfig`."""
 
     config: AuditConfig
 

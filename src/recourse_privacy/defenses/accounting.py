@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import copy
 import threading
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 from recourse_privacy.accounting import _UNITS, QueryLedger, _units
+from recourse_privacy.deprecation import renamed_names
 from recourse_privacy.errors import BudgetExceededError, InvalidInputError
 from recourse_privacy.metrics import theorem2_bound
 from recourse_privacy.validation import check_delta, check_matrix
@@ -154,14 +154,13 @@ def dp_ba_bound(epsilon: float, delta: float = 0.0) -> float:
     return min(1.0, theorem2_bound(epsilon) + delta * float(np.exp(-float(epsilon))) / 2.0)
 
 
-def __getattr__(name: str):
-    """``BudgetLedger``: the old name of :class:`~recourse_privacy.accounting.QueryLedger`, deprecated."""
-    if name == "BudgetLedger":
-        warnings.warn(
-            "recourse_privacy.defenses.accounting.BudgetLedger is renamed "
-            "recourse_privacy.accounting.QueryLedger; the old name will be removed",
-            DeprecationWarning,
-            stacklevel=2,
+#: the old name of the query ledger warns
+__getattr__ = renamed_names(
+    __name__,
+    {
+        "BudgetLedger": (
+            "recourse_privacy.defenses.accounting.BudgetLedger is renamed recourse_privacy.accounting.QueryLedger",
+            QueryLedger,
         )
-        return QueryLedger
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    },
+)

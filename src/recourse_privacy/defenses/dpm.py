@@ -60,6 +60,11 @@ class DPMDefense(DPDefense):
                 "may see with --recourse-fit adversary, or choose a recourse that reads only the model (linear, "
                 "scfe, cadex, laplace via --defense dpm-laplace)"
             )
+        self.check_data_norm(config)
+        self._check_delta(config)
+
+    def check_data_norm(self, config: AuditConfig) -> None:
+        """diffprivlib's logistic regression is DP only for rows of bounded L2 norm: refuse a run that bounds none."""
         if (
             self.model(config)[0] == "dp-logistic"
             and not config.normalize_rows
@@ -70,8 +75,6 @@ class DPMDefense(DPDefense):
                 "= 1: add --normalize-rows (unit rows, Huang et al. 2023's preprocessing), or give "
                 "a bound chosen without looking at the data (--model-param data_norm=...)"
             )
-
-        self._check_delta(config)
 
     def _check_delta(self, config: AuditConfig) -> None:
         """DP-SGD's delta, before any training: the bound on the targets needs it below their smallest share."""

@@ -91,7 +91,10 @@ class LaplaceRecourse:
     (s -/+ 36.04) / ||w||: the clamping spike of Huang et al. 2023, Figure 4). Every row is moved by
     the formula, including rows whose noise pushed f' past s (they move away from the
     boundary); the model's own verdict on x' is ``valid``: invalid rows are reported, never
-    dropped. ``target_logit`` is the paper's s (0: probability 1/2). ``info`` holds the noisy
+    dropped. At s = 0 a row is valid exactly when its Laplace draw is negative (f' < f), so
+    validity is 1/2 in expectation whatever the data and epsilon, and one seed makes the same
+    rows valid at every epsilon (docs/dp-defenses.md). ``target_logit`` is the paper's s
+    (0: probability 1/2); s > 0 raises validity. ``info`` holds the noisy
     probabilities and which rows were clamped.
 
     ``epsilon`` defaults to 1.0 per query (the middle of the range Huang et al. 2023 sweep,

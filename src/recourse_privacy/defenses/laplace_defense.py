@@ -19,7 +19,7 @@ from recourse_privacy.defenses.accounting import RecourseSession
 from recourse_privacy.defenses.dpm import DPDefense, DPMDefense
 from recourse_privacy.defenses.laplace import LaplaceRecourse, SimulatedLaplaceRecourse
 from recourse_privacy.defenses.registry import register_defense, selected_share
-from recourse_privacy.errors import IncompatibleError, InvalidInputError
+from recourse_privacy.errors import IncompatibleError
 from recourse_privacy.metrics.membership import attack_metrics
 from recourse_privacy.models.registry import MODELS
 from recourse_privacy.recourse.base import RecourseResult
@@ -55,6 +55,27 @@ def owner_noise(config: AuditConfig, method) -> np.random.Generator:
     return streams[seed]
 
 
+def _check_laplace_setting(config: AuditConfig, *, linear_model: bool, model_kind: str) -> None:
+    """What both Laplace defenses refuse (Huang et al. 2023, sec. 4.2.2, step 4 moves along w of a linear model).
+
+    ``linear_model``: whether the model the owner trains has a weight vector to move along
+    (``model_kind`` names what it should be); the recourse must be the exact linear recourse that
+    LR replaces, and no action set (the move is along the full w). Messages name the defense.
+    """
+    name = f"defense {config.defense!r} (Laplace Recourse)"
+    if not linear_model:
+        raise IncompatibleError(
+            f"{name} moves along the weight vector of {model_kind}; model {config.model!r} is not one: "
+            "use --model logistic"
+        )
+    if config.recourse not in ("linear", "laplace"):
+        raise IncompatibleError(
+            f"{name} replaces exact linear recourse; got recourse {config.recourse!r}: use --recourse linear"
+        )
+    if config.actionable:
+        raise IncompatibleError(f"{name} moves along the full weight vector; --actionable is not supported")
+
+
 @register_defense(
     "laplace",
     description="plain Laplace Recourse (Huang et al. 2023): an epsilon-DP noisy score, then "
@@ -70,20 +91,11 @@ class LaplaceDefense(DPDefense):
     def validate(self, config: AuditConfig) -> None:
         super().validate(config)
         entry = MODELS.get(config.model)
-        if "linear" not in entry.meta["capabilities"] or entry.meta["dp"]:
-            raise IncompatibleError(
-                f"Laplace Recourse moves along the weight vector of a linear model; model "
-                f"{config.model!r} is not one: use --model logistic"
-            )
-        if config.recourse not in ("linear", "laplace"):
-            raise IncompatibleError(
-                f"Laplace Recourse replaces exact linear recourse; got recourse "
-                f"{config.recourse!r}: use --recourse linear"
-            )
-        if config.actionable:
-            raise IncompatibleError(
-                "Laplace Recourse moves along the full weight vector; --actionable is not supported"
-            )
+        _check_laplace_setting(
+            config,
+            linear_model="linear" in entry.meta["capabilities"] and not entry.meta["dp"],
+            model_kind="a linear model",
+        )
 
     def recourse(self, config: AuditConfig) -> str:
         return "laplace"
@@ -143,26 +155,10 @@ class DPMLaplaceDefense(DPMDefense):
 
     def validate(self, config: AuditConfig) -> None:
         DPDefense.validate(self, config)
-        if self.model(config)[0] != "dp-logistic":
-            raise IncompatibleError(
-                f"dpm-laplace moves along the weight vector of a DP logistic regression; model "
-                f"{config.model!r} is not one: use --model logistic"
-            )
-        if config.recourse not in ("linear", "laplace"):
-            raise IncompatibleError(
-                f"dpm-laplace replaces the recourse with Laplace Recourse; got recourse "
-                f"{config.recourse!r}: use --recourse linear"
-            )
-        if config.actionable:
-            raise IncompatibleError(
-                "Laplace Recourse moves along the full weight vector; --actionable is not supported"
-            )
-        if not config.normalize_rows and "data_norm" not in config.model_params:
-            raise InvalidInputError(
-                "DPM logistic regression (diffprivlib) is DP only for rows of L2 norm <= data_norm "
-                "= 1: add --normalize-rows, or give a bound chosen without looking at the data "
-                "(--model-param data_norm=...)"
-            )
+        _check_laplace_setting(
+            config, linear_model=self.model(config)[0] == "dp-logistic", model_kind="a DP logistic regression"
+        )
+        self.check_data_norm(config)
 
     def recourse(self, config: AuditConfig) -> str:
         return "laplace"

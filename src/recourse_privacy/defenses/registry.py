@@ -5,7 +5,7 @@ mechanism, the adversary's shadow models) trains, which recourse the owner relea
 what the adversary simulates in its shadow worlds, and the claim it makes (the ``dp`` block).
 Each defense is one :class:`Defense` subclass decorated with :func:`register_defense`, in the
 module of its mechanism: ``none`` here, ``dpm`` in :mod:`~recourse_privacy.defenses.dpm` (the
-model trained with DP), ``laplace`` and ``dpm-laplace`` in :mod:`~recourse_privacy.defenses.laplace`
+model trained with DP), ``laplace`` and ``dpm-laplace`` in :mod:`~recourse_privacy.defenses.laplace_defense`
 (Laplace Recourse), all of Huang et al. (2023). Every module of this package is imported on the
 first lookup, so a new defense is one new file here.
 """

@@ -4,8 +4,9 @@ Heavy imports (torch) happen inside the functions that train or search. ``dpc.re
 registers the method ``dpc`` in the recourse registry.
 """
 
+from recourse_privacy.deprecation import renamed_names
 from recourse_privacy.dpc.autoencoder import FMAutoencoder, PublicBounds, fm_autoencoder_sensitivity
-from recourse_privacy.dpc.core import MODES, DPCExplainer, DPCExplanation, PrivacyLedger, Prototypes, class_prototypes
+from recourse_privacy.dpc.core import MODES, RENAMED, DPCExplainer, DPCExplanation, Prototypes, class_prototypes
 from recourse_privacy.dpc.functional import (
     FMFit,
     QuadraticObjective,
@@ -20,7 +21,6 @@ __all__ = [
     "DPCExplanation",
     "FMAutoencoder",
     "FMFit",
-    "PrivacyLedger",
     "Prototypes",
     "PublicBounds",
     "QuadraticObjective",
@@ -30,3 +30,5 @@ __all__ = [
     "fm_logistic_regression",
     "functional_mechanism",
 ]
+
+__getattr__ = renamed_names(__name__, RENAMED)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from recourse_privacy.accounting import ReleaseBudget
+from recourse_privacy.deprecation import renamed_names
 from recourse_privacy.dpc.autoencoder import FMAutoencoder, PublicBounds, check_epsilon_or_inf
 from recourse_privacy.errors import InvalidInputError, NotFittedError
 from recourse_privacy.validation import (
@@ -47,13 +48,19 @@ from recourse_privacy.validation import (
     derive_seed,
 )
 
-__all__ = ["MODES", "DPCExplainer", "DPCExplanation", "PrivacyLedger", "Prototypes", "class_prototypes"]
+__all__ = ["MODES", "DPCExplainer", "DPCExplanation", "Prototypes", "class_prototypes"]
 
 MODES = ("faithful", "hardened")
 
 
-#: former name of DPC's ledger, now the package's one release budget (:class:`~recourse_privacy.accounting.ReleaseBudget`)
-PrivacyLedger = ReleaseBudget
+#: DPC's old public names (its ledger is now the package's one release budget): (the warning, the new object)
+RENAMED = {
+    "PrivacyLedger": (
+        "recourse_privacy.dpc.PrivacyLedger is renamed recourse_privacy.accounting.ReleaseBudget",
+        ReleaseBudget,
+    )
+}
+__getattr__ = renamed_names(__name__, RENAMED)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from recourse_privacy.metrics.exposure import GROUP_TEST, RANKING_RULE, ExposureSummary, GroupExposure
-from recourse_privacy.results.audit import AuditResult
+from recourse_privacy.results.audit import AuditRecord
 
 __all__ = ["deployed_html", "exposure_html", "groups_frame", "groups_html", "question_html", "write_exposure"]
 
@@ -43,7 +43,7 @@ def groups_frame(groups: tuple[GroupExposure, ...]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def write_exposure(result: AuditResult, out_dir: str | Path) -> dict[str, Path]:
+def write_exposure(result: AuditRecord, out_dir: str | Path) -> dict[str, Path]:
     """Write ``exposure.csv`` (and ``.parquet`` with pyarrow) and, with group columns, ``groups.csv``."""
     out = Path(out_dir)
     files: dict[str, Path] = {}
@@ -65,7 +65,7 @@ def _ci(pair, spec: str = ".3f") -> str:
     return "" if math.isnan(lo) or math.isnan(hi) else f' <span class="ci">[{_num(lo, spec)}, {_num(hi, spec)}]</span>'
 
 
-def question_html(result: AuditResult) -> str:
+def question_html(result: AuditRecord) -> str:
     """The header line saying which question the audit answers."""
     if result.deployed is not None:
         text = (
@@ -80,7 +80,7 @@ def question_html(result: AuditResult) -> str:
     return f'<p class="subtitle">{text}</p>'
 
 
-def deployed_html(result: AuditResult) -> str:
+def deployed_html(result: AuditRecord) -> str:
     """The as-deployed draw: sides, candidates, label shares, reference sizing, and the online note."""
     d = result.deployed
     if d is None:

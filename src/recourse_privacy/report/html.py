@@ -42,7 +42,7 @@ from recourse_privacy.report.verdict import (
     tpr_reliable,
     verdict_of,
 )
-from recourse_privacy.results.audit import AuditResult
+from recourse_privacy.results.audit import AuditRecord
 from recourse_privacy.results.summaries import AttackResult, DPSummary
 
 __all__ = ["audit_label", "report_title", "write_html_report"]
@@ -156,13 +156,13 @@ def _fpr_sort_key(key: str) -> tuple[int, float, str]:
 # --------------------------------------------------------------------------- header and verdict
 
 
-def _data_source(result: AuditResult) -> str:
+def _data_source(result: AuditRecord) -> str:
     """The user's data file, or the description of their DataFrame (e.g. ``DataFrame(900x5)``)."""
     data = result.config.data
     return data if isinstance(data, str) else str(result.data.dataset)
 
 
-def _dataset_label(result: AuditResult) -> str:
+def _dataset_label(result: AuditRecord) -> str:
     """The named dataset, or for --data the file name and its target column."""
     cfg = result.config
     if cfg.data is not None:
@@ -172,7 +172,7 @@ def _dataset_label(result: AuditResult) -> str:
     return str(cfg.dataset)
 
 
-def _defense_label(result: AuditResult) -> str | None:
+def _defense_label(result: AuditRecord) -> str | None:
     cfg = result.config
     if not cfg.defense or cfg.defense == "none":
         return None
@@ -180,7 +180,7 @@ def _defense_label(result: AuditResult) -> str | None:
     return f"defense {cfg.defense}{eps}"
 
 
-def audit_label(result: AuditResult) -> str:
+def audit_label(result: AuditRecord) -> str:
     """A short label of the audit: data, model, recourse and (if any) the defense with its epsilon."""
     cfg = result.config
     data = Path(_data_source(result)).name if cfg.data is not None else str(cfg.dataset)
@@ -189,12 +189,12 @@ def audit_label(result: AuditResult) -> str:
     return " / ".join(bits + ([defense] if defense else []))
 
 
-def report_title(result: AuditResult) -> str:
+def report_title(result: AuditRecord) -> str:
     """The report's title: "Recourse membership-inference audit: " and :func:`audit_label`."""
     return "Recourse membership-inference audit: " + audit_label(result)
 
 
-def _subtitle(result: AuditResult) -> str:
+def _subtitle(result: AuditRecord) -> str:
     cfg = result.config
     parts = [f"target column {cfg.target}"] if cfg.data is not None and cfg.target else []
     parts += [
@@ -290,7 +290,7 @@ def _question_table(attacks: Mapping[str, AttackResult], v: Verdict, finding: Si
     return "<table>" + head + "".join(rows) + "</table>"
 
 
-def _question_sections(result: AuditResult, v: Verdict) -> list[str]:
+def _question_sections(result: AuditRecord, v: Verdict) -> list[str]:
     """One section per question: the model's own scores, then the recourse and whether it leaks beyond them."""
     out = []
     titles = {
@@ -525,7 +525,7 @@ def _dp_section(dp: DPSummary, cmp: BoundComparison) -> str:
 # --------------------------------------------------------------------------- other blocks
 
 
-def _model_section(result: AuditResult) -> str:
+def _model_section(result: AuditRecord) -> str:
     m = result.model
     return (
         _rows(
@@ -541,7 +541,7 @@ def _model_section(result: AuditResult) -> str:
     )
 
 
-def _recourse_section(result: AuditResult) -> str:
+def _recourse_section(result: AuditRecord) -> str:
     r = result.recourse
     return _rows(
         [
@@ -559,7 +559,7 @@ def _recourse_section(result: AuditResult) -> str:
     )
 
 
-def _data_section(result: AuditResult) -> str:
+def _data_section(result: AuditRecord) -> str:
     d = result.data
     return _rows(
         [
@@ -574,7 +574,7 @@ def _data_section(result: AuditResult) -> str:
     )
 
 
-def _shadow_section(result: AuditResult) -> str:
+def _shadow_section(result: AuditRecord) -> str:
     s = result.shadow
     if s is None:
         return ""
@@ -613,7 +613,7 @@ def _timing_section(timing: Mapping[str, float]) -> str:
     return "<table><tr><th>stage</th><th>seconds</th></tr>" + "".join(rows) + "</table>"
 
 
-def _config_section(result: AuditResult) -> str:
+def _config_section(result: AuditRecord) -> str:
     cfg = result.config
     rows = [(f.name.replace("_", " "), getattr(cfg, f.name), ".4g") for f in fields(cfg)]
     return (
@@ -698,7 +698,7 @@ Huang et al. 2023 (a differentially private model, DPM, and Laplace Recourse).</
 # --------------------------------------------------------------------------- the page
 
 
-def _render(result: AuditResult, images: Mapping[str, str | Path], dp_audit: DPAuditEvidence | None = None) -> str:
+def _render(result: AuditRecord, images: Mapping[str, str | Path], dp_audit: DPAuditEvidence | None = None) -> str:
     verdict = verdict_of(result)
     problems: list[str] = []
     figures = [(str(c), p) for c, p in images.items()]
@@ -760,7 +760,7 @@ def _render(result: AuditResult, images: Mapping[str, str | Path], dp_audit: DPA
 
 
 def write_html_report(
-    result: AuditResult,
+    result: AuditRecord,
     out_dir: str | Path,
     *,
     images: Mapping[str, str | Path] = _EMPTY,
@@ -775,7 +775,7 @@ def write_html_report(
     empirical bounds of the defense's mechanism, shown beside its claim. The report has no external CSS
     or JavaScript and escapes every string.
     """
-    if not isinstance(result, AuditResult):
+    if not isinstance(result, AuditRecord):
         raise InvalidInputError(
             f"result must be an AuditResult (for a metrics.json dict use "
             f"AuditResult.from_dict), got {type(result).__name__}"

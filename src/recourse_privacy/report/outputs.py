@@ -12,12 +12,12 @@ from recourse_privacy.report.counterfactuals import write_counterfactuals
 from recourse_privacy.report.exposure import write_exposure
 from recourse_privacy.report.html import audit_label, write_html_report
 from recourse_privacy.report.threats import write_threat_outputs
-from recourse_privacy.results.audit import AuditResult
+from recourse_privacy.results.audit import AuditRecord
 
 __all__ = ["write_metrics_json", "write_outputs"]
 
 
-def write_metrics_json(result: AuditResult, path: str | Path) -> Path:
+def write_metrics_json(result: AuditRecord, path: str | Path) -> Path:
     """Write ``result.to_dict()`` to ``path`` atomically (a temporary file renamed into place)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
@@ -27,7 +27,7 @@ def write_metrics_json(result: AuditResult, path: str | Path) -> Path:
 
 
 def write_outputs(
-    result: AuditResult, out_dir: str | Path, *, dp_audit: DPAuditEvidence | None = None
+    result: AuditRecord, out_dir: str | Path, *, dp_audit: DPAuditEvidence | None = None
 ) -> Mapping[str, str]:
     """Write metrics.json, roc.png, cfd_histogram.png, report.html, exposure.csv, (with group columns)
     groups.csv and (a user's data) counterfactuals.csv into ``out_dir``; return their paths.

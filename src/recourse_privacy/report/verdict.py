@@ -23,7 +23,7 @@ from recourse_privacy.metrics.exposure import RANKING_RULE, preferred_attack
 from recourse_privacy.metrics.intervals import minimum_detectable_auc, minimum_detectable_tpr, tpr_detected
 from recourse_privacy.metrics.membership import auc_null_halfwidth
 from recourse_privacy.report.dp_verdict import BoundCheck, BoundComparison, compare_with_bound, dp_bound_rows
-from recourse_privacy.results.audit import AuditResult
+from recourse_privacy.results.audit import AuditRecord
 from recourse_privacy.results.summaries import AttackResult, DPSummary
 
 __all__ = [
@@ -722,6 +722,6 @@ def _dp_texts(dp: DPSummary, comparison: BoundComparison | None) -> list[str]:
     return []
 
 
-def verdict_of(result: AuditResult) -> Verdict:
+def verdict_of(result: AuditRecord) -> Verdict:
     """The verdict of an audit result (its attacks and, if any, its DP defense)."""
     return make_verdict(result.attacks, result.dp)

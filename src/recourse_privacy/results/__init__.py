@@ -1,11 +1,13 @@
 """The typed results the audit builds and the report renders, below both.
 
 ``summaries`` holds one frozen dataclass per block of ``metrics.json`` (data, model, recourse,
-attacks, shadow models, the deployed draw, DP); ``audit`` the :class:`AuditResult` that puts them
-together with the per-target arrays. User code imports them from :mod:`recourse_privacy.audit`.
+attacks, shadow models, the deployed draw, DP); ``audit`` the :class:`AuditRecord` that puts them
+together with the per-target arrays (the audit builds its subclass
+:class:`recourse_privacy.audit.AuditResult`). User code imports them from :mod:`recourse_privacy.audit`.
 """
 
-from recourse_privacy.results.audit import SCHEMA_VERSION, AuditArrays, AuditResult, AuditSettings
+from recourse_privacy.deprecation import renamed_names
+from recourse_privacy.results.audit import RENAMED, SCHEMA_VERSION, AuditArrays, AuditRecord, AuditSettings
 from recourse_privacy.results.summaries import (
     QUESTION_DEPLOYED,
     QUESTION_RECIPE,
@@ -29,7 +31,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AttackResult",
     "AuditArrays",
-    "AuditResult",
+    "AuditRecord",
     "AuditSettings",
     "DPSummary",
     "DPVerdict",
@@ -43,3 +45,5 @@ __all__ = [
     "ShadowSummary",
     "VersusScores",
 ]
+
+__getattr__ = renamed_names(__name__, RENAMED)

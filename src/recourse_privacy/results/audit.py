@@ -2,9 +2,12 @@
 
 This module sits below the audit that builds the result and the report that renders it, so the
 report imports these types (no duck typing). The audit's configuration lives above it
-(:class:`~recourse_privacy.audit.AuditConfig`): here it is read through :class:`AuditSettings`,
-and :class:`recourse_privacy.audit.AuditResult`, the subclass the audit builds, reads it back
-from ``metrics.json`` (:meth:`AuditResult.read_config`).
+(:class:`~recourse_privacy.audit.AuditConfig`): here it is read through :class:`AuditSettings`.
+:class:`AuditRecord` is the record every reader takes; :class:`recourse_privacy.audit.AuditResult`,
+the subclass the audit builds and user code reads back, adds only reading the ``config`` block
+of ``metrics.json`` as an ``AuditConfig`` (:meth:`AuditRecord.read_config`), which this layer
+cannot import. (``recourse_privacy.results.AuditResult``, the old name of the record, still
+resolves to :class:`AuditRecord` with a DeprecationWarning.)
 
 Every reader (the report, the trade-off sweep, the results tables, the CLI) reads these
 fields, never string keys of a dict, so the writer and the readers cannot drift apart (as
@@ -17,13 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import numpy as np
 
 from recourse_privacy import strict_json
 from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.attacks.threat_report import ThreatReport
+from recourse_privacy.deprecation import renamed_names
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics.exposure import (
     ExposedRecord,
@@ -48,7 +52,7 @@ from recourse_privacy.results.summaries import (
     take,
 )
 
-__all__ = ["SCHEMA_VERSION", "AuditArrays", "AuditResult", "AuditSettings"]
+__all__ = ["SCHEMA_VERSION", "AuditArrays", "AuditRecord", "AuditSettings"]
 
 #: version of the metrics.json layout; bump it when a field changes meaning or is removed.
 #: 2: every attack gains its signal, confidence intervals (auc_ci, tpr_at_fpr_ci, achieved_fpr_ci,
@@ -90,10 +94,12 @@ class AuditArrays:
 
 
 @dataclass(frozen=True)
-class AuditResult:
-    """Everything one audit produced.
+class AuditRecord:
+    """Everything one audit produced, as the report and the other readers take it.
 
-    The serialised part (``to_dict``: metrics.json) is typed field by field; ``arrays`` holds
+    The audit builds its subclass :class:`recourse_privacy.audit.AuditResult`, which also reads
+    ``metrics.json`` back (this record's :meth:`from_dict` needs a subclass that knows the
+    configuration type). The serialised part (``to_dict``: metrics.json) is typed field by field; ``arrays`` holds
     the scores and distances behind it (None for a result read back from a file); ``files``
     the paths written (empty until the outputs are written).
     """
@@ -158,10 +164,10 @@ class AuditResult:
 
     def _arrays(self) -> AuditArrays:
         if self.arrays is None:
-            raise InvalidInputError("this AuditResult was read from metrics.json and carries no per-target arrays")
+            raise InvalidInputError("this audit result was read from metrics.json and carries no per-target arrays")
         return self.arrays
 
-    def with_files(self, files: Mapping[str, str]) -> AuditResult:
+    def with_files(self, files: Mapping[str, str]) -> Self:
         """A copy that records the output files written."""
         return replace(self, files=dict(files))
 
@@ -214,7 +220,7 @@ class AuditResult:
         return plain(d)
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> AuditResult:
+    def from_dict(cls, d: Mapping) -> Self:
         """Read a metrics.json dict back; a newer schema, or a missing field, raises naming it."""
         d = strict_json.restore(d)  # a null written for NaN (beside its reason) is nan again
         version = d.get("schema_version", 0)
@@ -248,6 +254,17 @@ class AuditResult:
             ),
             schema_version=SCHEMA_VERSION,
         )
+
+
+#: old public names of this module: (the warning, what they resolve to)
+RENAMED = {
+    "AuditResult": (
+        "recourse_privacy.results.AuditResult is renamed AuditRecord (the record the report reads); the audit's "
+        "result, which also reads metrics.json back, is recourse_privacy.audit.AuditResult",
+        AuditRecord,
+    )
+}
+__getattr__ = renamed_names(__name__, RENAMED)
 
 
 def _exposure_from_dict(d: Mapping) -> ExposureSummary:
