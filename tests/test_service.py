@@ -314,6 +314,32 @@ def test_parse_many_equals_parse_one_by_one_and_names_the_first_bad_field(bundle
     assert err.value.field == "applicant.hours"
 
 
+def test_parse_many_takes_numpy_strings_and_floats_as_parse_does(bundles):
+    """``parse`` takes ``numpy.str_`` and ``numpy.float64`` (subclasses of str and float: what a row of a DataFrame
+    or an array holds); ``parse_many`` gives the same arrays for them, on its column-wise path and on the one-by-one
+    path (a dict subclass), and still refuses ``numpy.int64`` and ``numpy.bool_`` naming the field, as ``parse``
+    does."""
+    from collections import OrderedDict
+
+    b = load_bundle(bundles[1]["dpm"])
+    docs = [applicant(hours=h, age=20 + h, income=h * 1.5, job=("clerk", "manager")[h % 2]) for h in range(6)]
+    as_numpy = [{k: np.str_(v) if isinstance(v, str) else np.float64(v) for k, v in d.items()} for d in docs]
+    assert all(isinstance(v, np.str_ | np.float64) for d in as_numpy for v in d.values())
+    expected = b.schema.from_rows([b.schema.parse(d) for d in docs])
+    for given_docs in (as_numpy, [OrderedDict(d) for d in as_numpy]):
+        got = b.schema.parse_many(given_docs)
+        assert np.array_equal(got.num, expected.num) and np.array_equal(got.cat, expected.cat)
+    assert b.schema.from_rows([b.schema.parse(d) for d in as_numpy]).num.tolist() == expected.num.tolist()
+    for bad in (np.int64(30), np.bool_(True)):
+        wrong = [*as_numpy[:2], {**as_numpy[2], "hours": bad}]
+        with pytest.raises(ApplicantError) as err:
+            b.schema.parse_many(wrong)
+        assert err.value.field == "applicants[2].hours"
+    with pytest.raises(ApplicantError) as err:
+        b.schema.parse_many([])
+    assert err.value.field == "applicants"
+
+
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3),
