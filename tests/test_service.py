@@ -235,6 +235,46 @@ def test_dpc_served_answers_are_the_same_with_the_numpy_search(bundles):
     assert _close(compiled, reference, 1e-6 * max(hi - lo for lo, hi in BOUNDS.values()))
 
 
+def test_dpc_batch_answered_in_pieces_on_the_search_threads_equals_one_pass(bundles, monkeypatch):
+    """A large DPC batch is answered in pieces on the search threads (one piece's Python runs while another's compiled
+    search runs): the answers equal those of one pass on the calling thread, to the 1e-6 of the compiled searches'
+    agreement. Pieces of 8 rows with chunks of 4 make each piece's search chunk on its own thread (a search thread
+    never waits on another: the test would hang, and is stopped after 120 s)."""
+    import threading
+
+    from recourse_privacy.service import bundle as bundle_module
+    from recourse_privacy.service import latent_search
+
+    b = load_bundle(bundles[1]["dpc"])
+    rng = np.random.default_rng(5)
+    docs = [applicant(age=int(a), hours=int(h), income=float(i), job=str(j)) for a, h, i, j in zip(
+        rng.integers(18, 80, 30), rng.integers(0, 60, 30), rng.uniform(0, 120, 30).round(2),
+        rng.choice(["clerk", "manager", "worker"], 30))]  # fmt: skip
+    a = b.schema.parse_many(docs)
+    monkeypatch.setattr(bundle_module, "_PIECE_ROWS", {})
+    whole = b.answer(a)
+    searched_on = []
+    search = latent_search.LatentSearch.search
+
+    def recording(self, U, *args, **kw):
+        searched_on.append((threading.current_thread().name, len(U)))
+        return search(self, U, *args, **kw)
+
+    monkeypatch.setattr(latent_search.LatentSearch, "search", recording)
+    monkeypatch.setattr(latent_search, "CHUNK", 4)
+    monkeypatch.setattr(bundle_module, "_PIECE_ROWS", {"dpc": 8})
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("answers", b.answer(a)))
+    t.start()
+    t.join(120)
+    assert "answers" in box, "the pieces' searches waited on each other"
+    rejected = sum(x["decision"] == "rejected" for x in whole)
+    assert rejected > 8 and sum(x["changes"] != [] for x in whole) >= 10
+    assert len(searched_on) == -(-rejected // 8) and all(name.startswith("dpc-search") for name, _ in searched_on)
+    assert all(n <= 8 for _, n in searched_on)
+    assert _close(box["answers"], whole, 1e-6 * max(hi - lo for lo, hi in BOUNDS.values()))
+
+
 def test_dpc_warm_compiles_the_padded_sizes_so_that_answers_compile_nothing(bundles, caplog):
     """After ``warm(2)`` (sizes 1 and 2) searching 1 or 2 rows compiles nothing, while 3 rows (padded to 4, not
     warmed) does compile: what a server does at start so that no caller waits for a compilation. The kernel is

@@ -183,7 +183,7 @@ _ENDPOINTS = {"/", "/health", "/metrics", "/v1/manifest", "/v1/budget", "/v1/rec
 
 def _dumps(doc) -> bytes:
     """Compact JSON bytes (refusing NaN: every number the service sends is finite)."""
-    return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+    return json.dumps(doc, separators=(",", ":"), allow_nan=False, check_circular=False).encode()  # answers are trees
 
 
 def _parse_json(body: bytes):

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from recourse_privacy.errors import IncompatibleError, InvalidInputError, MissingFileError
+from recourse_privacy.service.latent_search import CHUNK, search_threads
 from recourse_privacy.service.page import sentences
 from recourse_privacy.service.schema import Applicants, Schema, schema_from_dataset
 
@@ -458,29 +459,42 @@ class Bundle:
         accepted = self.model.predict(Z) == 1
         out: list[dict] = [None] * len(a)  # type: ignore[list-item]
         rej = np.flatnonzero(~accepted)
-        if len(rej):
-            fact, Zr = a.take(rej), Z[rej]
-            Zcf, found = self._counterfactuals(Zr)
-            cf = s.decode(Zcf, fact)
-            Zb = s.encode(cf)
-            valid = self.model.predict(Zb) == 1
-            if self.method == "dpm":  # the smallest margin whose decoded counterfactual the model accepts
-                for margin in _MARGINS[1:]:
-                    bad = np.flatnonzero(~valid)
-                    if not len(bad):
-                        break
-                    retry = s.decode(self._linear_moves(Zr[bad], self.model.logit(Zr[bad]), margin), fact.take(bad))
-                    Zt = s.encode(retry)
-                    ok = self.model.predict(Zt) == 1
-                    cf.put(bad[ok], retry.take(ok))
-                    Zb[bad[ok]] = Zt[ok]
-                    valid[bad[ok]] = True
-            for i, d in zip(rej.tolist(), self._describe(fact, Zr, cf, Zb, found, valid)):
+        piece = _PIECE_ROWS.get(self.method)
+        if piece is not None and len(rej) > piece:
+            # pieces of the batch on the search's threads: one piece's Python (decode, describe) runs while another's
+            # compiled search runs without the GIL, so a large batch keeps every core busy
+            parts = [rej[k : k + piece] for k in range(0, len(rej), piece)]
+            answered = search_threads().map(lambda idx: self._answer_rejected(a.take(idx), Z[idx]), parts)
+            for idx, docs in zip(parts, answered):
+                for i, d in zip(idx.tolist(), docs):
+                    out[i] = d
+        elif len(rej):
+            for i, d in zip(rej.tolist(), self._answer_rejected(a.take(rej), Z[rej])):
                 out[i] = d
         for i in np.flatnonzero(accepted).tolist():
             out[i] = {"decision": "accepted", "counterfactual": None, "changes": [], "cost": 0.0, "reasons": [],
                       "sentences": [], "valid": True}  # fmt: skip
         return out
+
+    def _answer_rejected(self, fact: Applicants, Zr: np.ndarray) -> list[dict]:
+        """The answers of rejected applicants ``fact`` (model space ``Zr``): search, decode, check, describe."""
+        s = self.schema
+        Zcf, found = self._counterfactuals(Zr)
+        cf = s.decode(Zcf, fact)
+        Zb = s.encode(cf)
+        valid = self.model.predict(Zb) == 1
+        if self.method == "dpm":  # the smallest margin whose decoded counterfactual the model accepts
+            for margin in _MARGINS[1:]:
+                bad = np.flatnonzero(~valid)
+                if not len(bad):
+                    break
+                retry = s.decode(self._linear_moves(Zr[bad], self.model.logit(Zr[bad]), margin), fact.take(bad))
+                Zt = s.encode(retry)
+                ok = self.model.predict(Zt) == 1
+                cf.put(bad[ok], retry.take(ok))
+                Zb[bad[ok]] = Zt[ok]
+                valid[bad[ok]] = True
+        return self._describe(fact, Zr, cf, Zb, found, valid)
 
     def _describe(self, fact, Za, cf, Zb, found, valid) -> list[dict]:
         """The rejected applicants' answers: changes (most decisive first: the largest weight times change), cost."""
@@ -540,6 +554,11 @@ def _search_dpc(b: Bundle, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 #: each method's counterfactual search over the rejected rows (model space)
 _SEARCH = {"privrecourse": _search_privrecourse, "laplace": _search_laplace, "dpm": _search_dpm, "dpc": _search_dpc}
+
+#: methods whose batches are answered in pieces of this many rejected rows on several threads: DPC's search is
+#: compiled (it runs without the GIL) and draws no noise; the others' answers are numpy and Python under the GIL
+#: (threads would only take turns), and Laplace's noise generator is not for several threads
+_PIECE_ROWS = {"dpc": CHUNK}
 
 
 def load_bundle(path: str | Path, *, random_state=None) -> Bundle:
