@@ -132,6 +132,38 @@ def test_answers_respect_the_schema(bundles, method):
         assert all(a["valid"] for a in answers)
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_answer_json_is_the_json_of_the_answers(bundles, method):
+    """The text the server sends (``answer_json``, written column by column) is exactly ``json.dumps`` of the answer
+    objects, accepted and rejected alike, with their decisions; two bundles loaded with one seed, so that Laplace
+    draws the same noise for both."""
+    _, paths = bundles
+    docs = [applicant(hours=h, age=25 + h % 40, income=1.5 * h + 0.25, job=("clerk", "manager", "worker")[h % 3])
+            for h in range(0, 100, 3)]  # fmt: skip
+    objects = load_bundle(paths[method], random_state=7)
+    texts = load_bundle(paths[method], random_state=7)
+    rows = objects.schema.parse_many(docs)
+    answers, sent = objects.answer(rows), texts.answer_json(rows)
+    assert {a["decision"] for a in answers} == {"accepted", "rejected"}
+    assert sent.texts == [json.dumps(a, separators=(",", ":"), allow_nan=False) for a in answers]
+    assert sent.decisions == [a["decision"] for a in answers]
+
+
+def test_answer_json_escapes_what_json_escapes(tmp_path):
+    """A category with a quote, a backslash and non-ASCII letters: the text still equals ``json.dumps`` (the sentences
+    then go through the encoder)."""
+    ds = tiny_dataset(300)
+    odd = 'cl\u00e9rk "q" \\ x'
+    ds.X["job"] = ds.X["job"].replace({"clerk": odd})
+    publish(ds, method="dpm", epsilon=1.0, out=tmp_path / "b", bounds=BOUNDS)
+    b = load_bundle(tmp_path / "b")
+    assert not b._json.plain
+    rows = b.schema.parse_many([applicant(job=odd, hours=h) for h in range(0, 60, 7)])
+    answers = b.answer(rows)
+    assert any(a["counterfactual"] and a["counterfactual"]["job"] == odd for a in answers)
+    assert b.answer_json(rows).texts == [json.dumps(a, separators=(",", ":")) for a in answers]
+
+
 def test_dpm_sentences_read_as_recourse(bundles):
     b = load_bundle(bundles[1]["dpm"])
     a = b.answer([b.schema.parse(applicant())])[0]
