@@ -101,7 +101,7 @@ class LatentSearch:
         one = lambda lo: self._compiled(U[lo : lo + CHUNK], coef, intercept, target)  # noqa: E731
         if threading.current_thread().name.startswith(_THREAD_NAME):  # already on a search thread: never wait on one
             parts = [one(lo) for lo in starts]
-        else:  # XLA runs a program on the calling thread without the GIL: the chunks share the machine's cores
+        else:  # the calling thread waits without the GIL while XLA's own threads run the program: chunks side by side
             parts = list(search_threads().map(one, starts))
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
