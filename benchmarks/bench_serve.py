@@ -265,6 +265,41 @@ def _compare_dpc(ds, tmp: Path, n: int) -> None:
                   f"changes {x['reasons']} / {y['reasons']}")  # fmt: skip
 
 
+def _profile_batch(ds, tmp: Path, method: str, reps: int = 15) -> None:
+    """Where a 1,000-applicant batch's CPU goes in the server's code, without HTTP: the body's JSON and schema check,
+    the search, and the answers' JSON text (as ``answer_json`` writes it, and as objects encoded by ``json.dumps``,
+    the way before it). Process CPU (every thread: the search runs on XLA's and the search threads), the least of
+    ``reps`` runs (the one the other jobs' load disturbed least)."""
+    import json
+
+    from recourse_privacy.service.bundle import load_bundle
+
+    b = load_bundle(tmp / method, random_state=0)
+    b.warm()
+    body = json.dumps({"applicants": _applicants(ds, 500) * 2}).encode()  # the load test's batch
+    a = b.schema.parse_many(json.loads(body)["applicants"])
+    Z = b.schema.encode(a)
+    Zr = Z[b.model.predict(Z) == 0]
+
+    def cpu(f) -> float:
+        f()
+        best = float("inf")
+        for _ in range(reps):
+            t0 = time.process_time()
+            f()
+            best = min(best, time.process_time() - t0)
+        return best * 1000
+
+    parse = cpu(lambda: b.schema.parse_many(json.loads(body)["applicants"]))
+    search = cpu(lambda: b._counterfactuals(Zr))
+    text = cpu(lambda: b.answer_json(a))
+    objects = cpu(lambda: json.dumps({"answers": b.answer(a)}, separators=(",", ":")))
+    print(f"\n{method}: CPU ms per batch of 1,000 ({len(Zr)} rejected, searched), least of {reps} runs, no HTTP:")
+    print(f"  JSON body + schema check {parse:.1f}; search {search:.1f}; answer_json (search included) {text:.1f}, "
+          f"so {text - search:.1f} besides the search; answer objects + json.dumps {objects:.1f} "
+          f"({objects - search:.1f} besides the search)")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="adult")
@@ -277,6 +312,9 @@ def main() -> None:
     ap.add_argument("--no-kill", action="store_true", help="skip the kill -9 checks")
     ap.add_argument("--compare-dpc", type=int, default=0, metavar="N",
                     help="also answer N seeded applicants with DPC's compiled and numpy searches and compare the JSON")  # fmt: skip
+    ap.add_argument("--no-load", action="store_true", help="skip the servers' load cells (with --profile-batch)")
+    ap.add_argument("--profile-batch", action="store_true",
+                    help="also split a 1,000-applicant batch's server CPU into parse, search and answer text (no HTTP)")  # fmt: skip
     ap.add_argument("--work", help="publish the bundles into this folder, or reuse those already there (a before / "
                     "after comparison on the same bundles; DPC's takes a minute to publish)")  # fmt: skip
     args = ap.parse_args()
@@ -300,6 +338,8 @@ def main() -> None:
         if not (tmp / method / "manifest.json").exists():
             publish(ds, method=method, epsilon=1.0, out=tmp / method, bounds={"hours-per-week": (0, 100)})
             print(f"  (published {method} in {time.perf_counter() - t0:.0f} s)", flush=True)
+        if args.no_load:
+            continue
         t0 = time.perf_counter()
         proc, url = _start(tmp / method, tmp / "keys.json", f"sqlite:///{tmp / method}.db{sync}", args.workers)
         print(f"  ({method}: the server answered /health {time.perf_counter() - t0:.1f} s after its start)", flush=True)
@@ -319,6 +359,9 @@ def main() -> None:
                   "batches of 1,000, 2 clients)")  # fmt: skip
         finally:
             _stop(proc)
+    if args.profile_batch:
+        for method in args.methods.split(","):
+            _profile_batch(ds, tmp, method)
     if args.compare_dpc and "dpc" in args.methods.split(","):
         _compare_dpc(ds, tmp, args.compare_dpc)
     if args.no_kill:

@@ -132,6 +132,38 @@ def test_answers_respect_the_schema(bundles, method):
         assert all(a["valid"] for a in answers)
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_answer_json_is_the_json_of_the_answers(bundles, method):
+    """The text the server sends (``answer_json``, written column by column) is exactly ``json.dumps`` of the answer
+    objects, accepted and rejected alike, with their decisions; two bundles loaded with one seed, so that Laplace
+    draws the same noise for both."""
+    _, paths = bundles
+    docs = [applicant(hours=h, age=25 + h % 40, income=1.5 * h + 0.25, job=("clerk", "manager", "worker")[h % 3])
+            for h in range(0, 100, 3)]  # fmt: skip
+    objects = load_bundle(paths[method], random_state=7)
+    texts = load_bundle(paths[method], random_state=7)
+    rows = objects.schema.parse_many(docs)
+    answers, sent = objects.answer(rows), texts.answer_json(rows)
+    assert {a["decision"] for a in answers} == {"accepted", "rejected"}
+    assert sent.texts == [json.dumps(a, separators=(",", ":"), allow_nan=False) for a in answers]
+    assert sent.decisions == [a["decision"] for a in answers]
+
+
+def test_answer_json_escapes_what_json_escapes(tmp_path):
+    """A category with a quote, a backslash and non-ASCII letters: the text still equals ``json.dumps`` (the sentences
+    then go through the encoder)."""
+    ds = tiny_dataset(300)
+    odd = 'cl\u00e9rk "q" \\ x'
+    ds.X["job"] = ds.X["job"].replace({"clerk": odd})
+    publish(ds, method="dpm", epsilon=1.0, out=tmp_path / "b", bounds=BOUNDS)
+    b = load_bundle(tmp_path / "b")
+    assert not b._json.plain
+    rows = b.schema.parse_many([applicant(job=odd, hours=h) for h in range(0, 60, 7)])
+    answers = b.answer(rows)
+    assert any(a["counterfactual"] and a["counterfactual"]["job"] == odd for a in answers)
+    assert b.answer_json(rows).texts == [json.dumps(a, separators=(",", ":")) for a in answers]
+
+
 def test_dpm_sentences_read_as_recourse(bundles):
     b = load_bundle(bundles[1]["dpm"])
     a = b.answer([b.schema.parse(applicant())])[0]
@@ -235,6 +267,46 @@ def test_dpc_served_answers_are_the_same_with_the_numpy_search(bundles):
     assert _close(compiled, reference, 1e-6 * max(hi - lo for lo, hi in BOUNDS.values()))
 
 
+def test_dpc_batch_answered_in_pieces_on_the_search_threads_equals_one_pass(bundles, monkeypatch):
+    """A large DPC batch is answered in pieces on the search threads (one piece's Python runs while another's compiled
+    search runs): the answers equal those of one pass on the calling thread, to the 1e-6 of the compiled searches'
+    agreement. Pieces of 8 rows with chunks of 4 make each piece's search chunk on its own thread (a search thread
+    never waits on another: the test would hang, and is stopped after 120 s)."""
+    import threading
+
+    from recourse_privacy.service import bundle as bundle_module
+    from recourse_privacy.service import latent_search
+
+    b = load_bundle(bundles[1]["dpc"])
+    rng = np.random.default_rng(5)
+    docs = [applicant(age=int(a), hours=int(h), income=float(i), job=str(j)) for a, h, i, j in zip(
+        rng.integers(18, 80, 30), rng.integers(0, 60, 30), rng.uniform(0, 120, 30).round(2),
+        rng.choice(["clerk", "manager", "worker"], 30))]  # fmt: skip
+    a = b.schema.parse_many(docs)
+    monkeypatch.setattr(bundle_module, "_PIECE_ROWS", {})
+    whole = b.answer(a)
+    searched_on = []
+    search = latent_search.LatentSearch.search
+
+    def recording(self, U, *args, **kw):
+        searched_on.append((threading.current_thread().name, len(U)))
+        return search(self, U, *args, **kw)
+
+    monkeypatch.setattr(latent_search.LatentSearch, "search", recording)
+    monkeypatch.setattr(latent_search, "CHUNK", 4)
+    monkeypatch.setattr(bundle_module, "_PIECE_ROWS", {"dpc": 8})
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("answers", b.answer(a)))
+    t.start()
+    t.join(120)
+    assert "answers" in box, "the pieces' searches waited on each other"
+    rejected = sum(x["decision"] == "rejected" for x in whole)
+    assert rejected > 8 and sum(x["changes"] != [] for x in whole) >= 10
+    assert len(searched_on) == -(-rejected // 8) and all(name.startswith("dpc-search") for name, _ in searched_on)
+    assert all(n <= 8 for _, n in searched_on)
+    assert _close(box["answers"], whole, 1e-6 * max(hi - lo for lo, hi in BOUNDS.values()))
+
+
 def test_dpc_warm_compiles_the_padded_sizes_so_that_answers_compile_nothing(bundles, caplog):
     """After ``warm(2)`` (sizes 1 and 2) searching 1 or 2 rows compiles nothing, while 3 rows (padded to 4, not
     warmed) does compile: what a server does at start so that no caller waits for a compilation. The kernel is
@@ -312,6 +384,32 @@ def test_parse_many_equals_parse_one_by_one_and_names_the_first_bad_field(bundle
     with pytest.raises(ApplicantError) as err:
         b.schema.parse_many([applicant(hours=None)], "applicant", batch=False)
     assert err.value.field == "applicant.hours"
+
+
+def test_parse_many_takes_numpy_strings_and_floats_as_parse_does(bundles):
+    """``parse`` takes ``numpy.str_`` and ``numpy.float64`` (subclasses of str and float: what a row of a DataFrame
+    or an array holds); ``parse_many`` gives the same arrays for them, on its column-wise path and on the one-by-one
+    path (a dict subclass), and still refuses ``numpy.int64`` and ``numpy.bool_`` naming the field, as ``parse``
+    does."""
+    from collections import OrderedDict
+
+    b = load_bundle(bundles[1]["dpm"])
+    docs = [applicant(hours=h, age=20 + h, income=h * 1.5, job=("clerk", "manager")[h % 2]) for h in range(6)]
+    as_numpy = [{k: np.str_(v) if isinstance(v, str) else np.float64(v) for k, v in d.items()} for d in docs]
+    assert all(isinstance(v, np.str_ | np.float64) for d in as_numpy for v in d.values())
+    expected = b.schema.from_rows([b.schema.parse(d) for d in docs])
+    for given_docs in (as_numpy, [OrderedDict(d) for d in as_numpy]):
+        got = b.schema.parse_many(given_docs)
+        assert np.array_equal(got.num, expected.num) and np.array_equal(got.cat, expected.cat)
+    assert b.schema.from_rows([b.schema.parse(d) for d in as_numpy]).num.tolist() == expected.num.tolist()
+    for bad in (np.int64(30), np.bool_(True)):
+        wrong = [*as_numpy[:2], {**as_numpy[2], "hours": bad}]
+        with pytest.raises(ApplicantError) as err:
+            b.schema.parse_many(wrong)
+        assert err.value.field == "applicants[2].hours"
+    with pytest.raises(ApplicantError) as err:
+        b.schema.parse_many([])
+    assert err.value.field == "applicants"
 
 
 _json = st.recursive(

@@ -34,7 +34,7 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from recourse_privacy.service.bundle import load_bundle
+from recourse_privacy.service.bundle import AnswerTexts, load_bundle
 from recourse_privacy.service.keys import KeyStore, hash_key
 from recourse_privacy.service.ledger import GroupCommitter, Refusal, SpendRequest, open_ledger
 from recourse_privacy.service.page import render_page
@@ -183,7 +183,7 @@ _ENDPOINTS = {"/", "/health", "/metrics", "/v1/manifest", "/v1/budget", "/v1/rec
 
 def _dumps(doc) -> bytes:
     """Compact JSON bytes (refusing NaN: every number the service sends is finite)."""
-    return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+    return json.dumps(doc, separators=(",", ":"), allow_nan=False, check_circular=False).encode()  # answers are trees
 
 
 def _parse_json(body: bytes):
@@ -206,12 +206,13 @@ class _Service:
         self.log_applicants, self.max_batch = log_applicants, max_batch
         self.committer = GroupCommitter(ledger, self.answer_group)  # one noise stream, draws serialised by its lock
 
-    def answer_group(self, payloads: list[Applicants]) -> list[list[dict]]:
-        """The answers of a group of granted requests: one batched pass, split back per request."""
-        answers = self.b.answer(Applicants.concat(payloads))
+    def answer_group(self, payloads: list[Applicants]) -> list[AnswerTexts]:
+        """The answers of a group of granted requests (JSON text, :meth:`Bundle.answer_json`): one batched pass, split
+        back per request."""
+        answers = self.b.answer_json(Applicants.concat(payloads))
         out, k = [], 0
         for p in payloads:
-            out.append(answers[k : k + len(p)])
+            out.append(AnswerTexts(answers.texts[k : k + len(p)], answers.decisions[k : k + len(p)]))
             k += len(p)
         return out
 
@@ -275,14 +276,24 @@ class _Service:
             return 429, _dumps(acct.to_dict())
         metrics.answers.inc(n)
         metrics.epsilon.inc(eps * n)
-        record = {"time": time.time(), "key": key.name, "answers": n, "epsilon": eps * n,
-                  "decisions": [a["decision"] for a in answers]}  # fmt: skip
+        record = {
+            "time": time.time(),
+            "key": key.name,
+            "answers": n,
+            "epsilon": eps * n,
+            "decisions": answers.decisions,
+        }
         if self.log_applicants:
             record["applicants"] = raw
         answers_log.info(_dumps(record).decode())
+        # the answers' JSON text as the bundle wrote it, the request's fields after them: the same document as
+        # _dumps({"answers": [...], "epsilon_spent": ..., "budget": ...}) (or one answer's fields and these two)
+        tail = (
+            ',"epsilon_spent":' + _dumps(eps * n).decode() + ',"budget":' + _dumps(self.budget_doc(key, acct)).decode()
+        )
         if batch:
-            return 200, _dumps({"answers": answers, "epsilon_spent": eps * n, "budget": self.budget_doc(key, acct)})
-        return 200, _dumps({**answers[0], "epsilon_spent": eps, "budget": self.budget_doc(key, acct)})
+            return 200, ('{"answers":[' + ",".join(answers.texts) + "]" + tail + "}").encode()
+        return 200, (answers.texts[0][:-1] + tail + "}").encode()
 
 
 def _add_routes(api: FastAPI, svc: _Service) -> None:

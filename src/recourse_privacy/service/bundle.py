@@ -40,10 +40,11 @@ from pathlib import Path
 import numpy as np
 
 from recourse_privacy.errors import IncompatibleError, InvalidInputError, MissingFileError
-from recourse_privacy.service.page import sentences
+from recourse_privacy.service.latent_search import CHUNK, search_threads
+from recourse_privacy.service.page import sentence, sentences
 from recourse_privacy.service.schema import Applicants, Schema, schema_from_dataset
 
-__all__ = ["BUNDLE_FORMAT", "METHODS", "Bundle", "load_bundle", "load_dpc_explainer", "publish"]
+__all__ = ["BUNDLE_FORMAT", "METHODS", "AnswerTexts", "Bundle", "load_bundle", "load_dpc_explainer", "publish"]
 
 BUNDLE_FORMAT = "recourse-privacy/bundle"
 BUNDLE_VERSION = 1
@@ -419,6 +420,7 @@ class Bundle:
         if self.graph is not None and hasattr(self.graph, "prepare"):
             self.graph.prepare()
         self._numeric = {f.name for f in self.schema.features if f.type == "numeric"}
+        self._json = _JsonParts.of(self.schema)
         self._wm = np.where(self._move_mask(), self.model.coef_, 0.0)
 
     def warm(self) -> None:
@@ -452,38 +454,61 @@ class Bundle:
         One pass of array operations over the whole batch (encode, decide, search, decode, check,
         describe); only the answers' JSON objects are built per applicant.
         """
+        return self._answer(rows, text=False)
+
+    def answer_json(self, rows) -> AnswerTexts:
+        """:meth:`answer` as JSON text: each answer exactly ``json.dumps(answer, separators=(",", ":"))`` of the
+        same answer's object, written from the batch's columns without building the objects (what the server sends;
+        the encoder's walk over the objects cost as much as building them)."""
+        texts = self._answer(rows, text=True)
+        return AnswerTexts(texts, [_ACCEPTED if t is _ACCEPTED_TEXT else "rejected" for t in texts])
+
+    def _answer(self, rows, *, text: bool) -> list:
         s = self.schema
         a = rows if isinstance(rows, Applicants) else s.from_rows(rows)
         Z = s.encode(a)
         accepted = self.model.predict(Z) == 1
         out: list[dict] = [None] * len(a)  # type: ignore[list-item]
         rej = np.flatnonzero(~accepted)
-        if len(rej):
-            fact, Zr = a.take(rej), Z[rej]
-            Zcf, found = self._counterfactuals(Zr)
-            cf = s.decode(Zcf, fact)
-            Zb = s.encode(cf)
-            valid = self.model.predict(Zb) == 1
-            if self.method == "dpm":  # the smallest margin whose decoded counterfactual the model accepts
-                for margin in _MARGINS[1:]:
-                    bad = np.flatnonzero(~valid)
-                    if not len(bad):
-                        break
-                    retry = s.decode(self._linear_moves(Zr[bad], self.model.logit(Zr[bad]), margin), fact.take(bad))
-                    Zt = s.encode(retry)
-                    ok = self.model.predict(Zt) == 1
-                    cf.put(bad[ok], retry.take(ok))
-                    Zb[bad[ok]] = Zt[ok]
-                    valid[bad[ok]] = True
-            for i, d in zip(rej.tolist(), self._describe(fact, Zr, cf, Zb, found, valid)):
+        piece = _PIECE_ROWS.get(self.method)
+        if piece is not None and len(rej) > piece:
+            # pieces of the batch on the search's threads: one piece's Python (decode, describe) runs while another's
+            # compiled search runs without the GIL, so a large batch keeps every core busy
+            parts = [rej[k : k + piece] for k in range(0, len(rej), piece)]
+            answered = search_threads().map(lambda idx: self._answer_rejected(a.take(idx), Z[idx], text), parts)
+            for idx, docs in zip(parts, answered):
+                for i, d in zip(idx.tolist(), docs):
+                    out[i] = d
+        elif len(rej):
+            for i, d in zip(rej.tolist(), self._answer_rejected(a.take(rej), Z[rej], text)):
                 out[i] = d
         for i in np.flatnonzero(accepted).tolist():
-            out[i] = {"decision": "accepted", "counterfactual": None, "changes": [], "cost": 0.0, "reasons": [],
-                      "sentences": [], "valid": True}  # fmt: skip
+            out[i] = _ACCEPTED_TEXT if text else _accepted_doc()
         return out
 
-    def _describe(self, fact, Za, cf, Zb, found, valid) -> list[dict]:
-        """The rejected applicants' answers: changes (most decisive first: the largest weight times change), cost."""
+    def _answer_rejected(self, fact: Applicants, Zr: np.ndarray, text: bool) -> list:
+        """The answers of rejected applicants ``fact`` (model space ``Zr``): search, decode, check, describe."""
+        s = self.schema
+        Zcf, found = self._counterfactuals(Zr)
+        cf = s.decode(Zcf, fact)
+        Zb = s.encode(cf)
+        valid = self.model.predict(Zb) == 1
+        if self.method == "dpm":  # the smallest margin whose decoded counterfactual the model accepts
+            for margin in _MARGINS[1:]:
+                bad = np.flatnonzero(~valid)
+                if not len(bad):
+                    break
+                retry = s.decode(self._linear_moves(Zr[bad], self.model.logit(Zr[bad]), margin), fact.take(bad))
+                Zt = s.encode(retry)
+                ok = self.model.predict(Zt) == 1
+                cf.put(bad[ok], retry.take(ok))
+                Zb[bad[ok]] = Zt[ok]
+                valid[bad[ok]] = True
+        return self._describe(fact, Zr, cf, Zb, found, valid, text)
+
+    def _describe(self, fact, Za, cf, Zb, found, valid, text: bool = False) -> list:
+        """The rejected applicants' answers: changes (most decisive first: the largest weight times change), cost;
+        as objects, or (``text``) as their JSON text."""
         s = self.schema
         changed = s.changed(fact, cf)
         decisive = s.feature_sums(self.model.coef_ * (Zb - Za))
@@ -491,25 +516,109 @@ class Bundle:
         n_changed = changed.sum(1).tolist()
         costs = np.round(s.costs(fact, cf), 6).tolist()
         before, after = s.values(fact), s.values(cf)
+        rows = zip(found.tolist(), (valid & found).tolist(), order, n_changed, costs)
+        if text:
+            return self._texts(rows, before, after)
         names = s.names
         cf_docs = [dict(zip(names, vals)) for vals in zip(*after)]
         out = []
-        for i, (ok, good) in enumerate(zip(found.tolist(), (valid & found).tolist())):
+        for i, (ok, good, order_i, n_i, cost) in enumerate(rows):
             if not ok:
-                out.append({"decision": "rejected", "counterfactual": None, "changes": [], "cost": None, "reasons": [],
-                            "sentences": [], "valid": False, "note": "no counterfactual reachable on the published graph"})  # fmt: skip
+                out.append(_not_found_doc())
                 continue
-            changes = [{"feature": names[j], "from": before[j][i], "to": after[j][i]} for j in order[i][: n_changed[i]]]
+            changes = [{"feature": names[j], "from": before[j][i], "to": after[j][i]} for j in order_i[:n_i]]
             out.append({
                 "decision": "rejected",
                 "counterfactual": cf_docs[i],
                 "changes": changes,
-                "cost": costs[i],
+                "cost": cost,
                 "reasons": [c["feature"] for c in changes],
                 "sentences": sentences(changes, self._numeric),
                 "valid": good,
             })  # fmt: skip
         return out
+
+    def _texts(self, rows, before: list[list], after: list[list]) -> list[str]:
+        """The JSON text of :meth:`_describe`'s objects, column by column: each value's text made once per column
+        (``repr`` of an int or float is what ``json`` writes; a category's or a name's text is made once per bundle)."""
+        js = self._json
+        before_t, after_t = js.column_texts(before), js.column_texts(after)
+        keyed = [[key + v for v in col] for key, col in zip(js.keys, after_t)]
+        cf_texts = ["{" + ",".join(vals) + "}" for vals in zip(*keyed)]
+        names, numeric, name_t = self.schema.names, js.numeric, js.names
+        change_t = ['{"feature":' + n + ',"from":' for n in name_t]
+        quote = js.quote
+        out = []
+        for i, (ok, good, order_i, n_i, cost) in enumerate(rows):
+            if not ok:
+                out.append(_NOT_FOUND_TEXT)
+                continue
+            js_i = order_i[:n_i]
+            changes = ",".join([change_t[j] + before_t[j][i] + ',"to":' + after_t[j][i] + "}" for j in js_i])
+            said = ",".join([quote(sentence(names[j], before[j][i], after[j][i], numeric[j])) for j in js_i])
+            out.append(
+                '{"decision":"rejected","counterfactual":' + cf_texts[i] + ',"changes":[' + changes + '],"cost":'
+                + repr(cost) + ',"reasons":[' + ",".join([name_t[j] for j in js_i]) + '],"sentences":[' + said
+                + '],"valid":' + ("true" if good else "false") + "}"
+            )  # fmt: skip
+        return out
+
+
+_ACCEPTED = "accepted"
+
+
+def _accepted_doc() -> dict:
+    return {"decision": _ACCEPTED, "counterfactual": None, "changes": [], "cost": 0.0, "reasons": [], "sentences": [],
+            "valid": True}  # fmt: skip
+
+
+def _not_found_doc() -> dict:
+    return {"decision": "rejected", "counterfactual": None, "changes": [], "cost": None, "reasons": [], "sentences": [],
+            "valid": False, "note": "no counterfactual reachable on the published graph"}  # fmt: skip
+
+
+_ACCEPTED_TEXT = json.dumps(_accepted_doc(), separators=(",", ":"))
+_NOT_FOUND_TEXT = json.dumps(_not_found_doc(), separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class AnswerTexts:
+    """:meth:`Bundle.answer_json`'s result: each applicant's answer as compact JSON text, and its decision."""
+
+    texts: list[str]
+    decisions: list[str]
+
+
+@dataclass(frozen=True)
+class _JsonParts:
+    """A schema's JSON pieces, made once per bundle: each feature's name and ``"name":`` key as JSON, each category's
+    JSON text, which features are numeric, and how to quote a sentence."""
+
+    names: tuple[str, ...]
+    keys: tuple[str, ...]
+    numeric: tuple[bool, ...]
+    categories: tuple[dict | None, ...]
+    plain: bool  # every name and category is printable ASCII without '"' or '\\': a sentence needs no escaping
+
+    @classmethod
+    def of(cls, schema: Schema) -> _JsonParts:
+        dumps = json.dumps
+        names = tuple(dumps(f.name) for f in schema.features)
+        cats = tuple({c: dumps(c) for c in f.categories} if f.type == "categorical" else None for f in schema.features)
+        words = [f.name for f in schema.features] + [c for f in schema.features for c in (f.categories or ())]
+        plain = all(w.isascii() and w.isprintable() and '"' not in w and "\\" not in w for w in words)
+        return cls(names, tuple(n + ":" for n in names), tuple(f.type == "numeric" for f in schema.features), cats,
+                   plain)  # fmt: skip
+
+    def column_texts(self, cols: list[list]) -> list[list[str]]:
+        """Per feature, the JSON text of each value (:meth:`Schema.values`' columns)."""
+        return [list(map(repr, col)) if cats is None else list(map(cats.__getitem__, col))
+                for col, cats in zip(cols, self.categories)]  # fmt: skip
+
+    def quote(self, text: str) -> str:
+        """``json.dumps(text)``; without the encoder's call when the schema's words need no escaping (a sentence is
+        those words, numbers and ASCII letters)."""
+        return '"' + text + '"' if self.plain else json.dumps(text)
 
 
 def _search_privrecourse(b: Bundle, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -540,6 +649,11 @@ def _search_dpc(b: Bundle, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 #: each method's counterfactual search over the rejected rows (model space)
 _SEARCH = {"privrecourse": _search_privrecourse, "laplace": _search_laplace, "dpm": _search_dpm, "dpc": _search_dpc}
+
+#: methods whose batches are answered in pieces of this many rejected rows on several threads: DPC's search is
+#: compiled (it runs without the GIL) and draws no noise; the others' answers are numpy and Python under the GIL
+#: (threads would only take turns), and Laplace's noise generator is not for several threads
+_PIECE_ROWS = {"dpc": CHUNK}
 
 
 def load_bundle(path: str | Path, *, random_state=None) -> Bundle:

@@ -211,9 +211,12 @@ def serve_command(
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="rp-metrics-")
     import uvicorn
 
+    from recourse_privacy.service.transport import NoDelayHTTPProtocol
+
     uvicorn.run(
         "recourse_privacy.service.app:app_from_env",
         factory=True,
+        http=NoDelayHTTPProtocol,  # TCP_NODELAY with any number of workers (service/transport.py)
         host=host,
         port=port,
         workers=workers,

@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["CHUNK", "LatentSearch", "load_latent_search"]
+__all__ = ["CHUNK", "LatentSearch", "load_latent_search", "search_threads"]
 
 _BETA1, _BETA2, _EPS = 0.9, 0.999, 1e-8
 #: the largest batch one compiled search takes; larger batches run in chunks of this size
@@ -97,8 +98,11 @@ class LatentSearch:
         starts = range(0, len(U), CHUNK)
         if len(starts) <= 1:
             return self._compiled(U, coef, intercept, target)
-        # XLA runs a program on the calling thread without the GIL: the chunks share the machine's cores
-        parts = list(_pool().map(lambda lo: self._compiled(U[lo : lo + CHUNK], coef, intercept, target), starts))
+        one = lambda lo: self._compiled(U[lo : lo + CHUNK], coef, intercept, target)  # noqa: E731
+        if threading.current_thread().name.startswith(_THREAD_NAME):  # already on a search thread: never wait on one
+            parts = [one(lo) for lo in starts]
+        else:  # the calling thread waits without the GIL while XLA's own threads run the program: chunks side by side
+            parts = list(search_threads().map(one, starts))
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
     def warm(self, max_rows: int = CHUNK) -> None:
@@ -166,12 +170,16 @@ class LatentSearch:
         return out, found
 
 
+_THREAD_NAME = "dpc-search"
+
+
 @functools.cache
-def _pool():
-    """One thread per core for the chunks of large batches (made on first use)."""
+def search_threads():
+    """One thread per core for the chunks of large batches and the pieces of a served batch (made on first use); a
+    search called on one of them runs its chunks there, one after the other."""
     from concurrent.futures import ThreadPoolExecutor
 
-    return ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="dpc-search")
+    return ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix=_THREAD_NAME)
 
 
 @functools.cache

@@ -12,19 +12,19 @@ from __future__ import annotations
 import html
 import json
 
-__all__ = ["render_page", "sentences"]
+__all__ = ["render_page", "sentence", "sentences"]
+
+
+def sentence(feature: str, a, b, numeric: bool) -> str:
+    """The sentence of one change: raise / lower a numeric feature, change a categorical one."""
+    if numeric:
+        return f"{'raise' if b > a else 'lower'} {feature} from {a:g} to {b:g}"
+    return f"change {feature} from {a} to {b}"
 
 
 def sentences(changes: list[dict], numeric: set[str]) -> list[str]:
-    """One sentence per change: raise / lower a numeric feature, change a categorical one."""
-    out = []
-    for c in changes:
-        f, a, b = c["feature"], c["from"], c["to"]
-        if f in numeric:
-            out.append(f"{'raise' if b > a else 'lower'} {f} from {a:g} to {b:g}")
-        else:
-            out.append(f"change {f} from {a} to {b}")
-    return out
+    """One sentence per change (:func:`sentence`)."""
+    return [sentence(c["feature"], c["from"], c["to"], c["feature"] in numeric) for c in changes]
 
 
 _SCRIPT = """

@@ -207,15 +207,17 @@ class Schema:
 
         The fast path checks a whole column at once (types, finiteness, public bounds, known
         categories); on any failure the applicants are re-read one by one with :meth:`parse`, whose
-        :class:`ApplicantError` names the first bad field (``applicants[3].job``). ``batch=False``:
-        a single applicant, named ``where`` itself.
+        :class:`ApplicantError` names the first bad field (``applicants[3].job``), and whose rows
+        are the answer when every applicant passes (what the fast path does not take, such as a
+        ``dict`` subclass, is read the slow way, never refused for it). ``batch=False``: a single
+        applicant, named ``where`` itself.
         """
+        if not len(docs):
+            raise ApplicantError(where, "no applicant")
         fast = self._parse_columns(docs)
         if fast is not None:
             return fast
-        for i, doc in enumerate(docs):
-            self.parse(doc, f"{where}[{i}]" if batch else where)
-        raise ApplicantError(where, "invalid applicant")  # the column checks are a subset of parse's: unreachable
+        return self.from_rows([self.parse(doc, f"{where}[{i}]" if batch else where) for i, doc in enumerate(docs)])
 
     def _parse_columns(self, docs) -> Applicants | None:
         n, c = len(docs), self._cols
@@ -227,13 +229,13 @@ class Schema:
             for k, j in enumerate(c.num_pos):
                 name = self.features[j].name
                 col = [d.get(name, _MISSING) for d in docs]
-                if not set(map(type, col)) <= _NUMBER_TYPES:
+                if not _all_numbers(set(map(type, col))):
                     return None
                 num[:, k] = np.fromiter(col, np.float64, n)
             for k, j in enumerate(c.cat_pos):
                 name = self.features[j].name
                 col = [d.get(name, _MISSING) for d in docs]
-                if set(map(type, col)) != {str}:
+                if not all(issubclass(t, str) for t in set(map(type, col))):  # str and its subclasses (numpy.str_)
                     return None
                 index = self._index[name]
                 cat[:, k] = np.fromiter((index.get(v, -1) for v in col), np.int64, n)
@@ -352,6 +354,12 @@ class Schema:
 
 _MISSING = object()
 _NUMBER_TYPES = frozenset({int, float})
+
+
+def _all_numbers(types: set[type]) -> bool:
+    """Whether every type is one :meth:`Schema.parse` takes as a number: ``int`` or ``float`` or a subclass
+    (``numpy.float64``), not ``bool``."""
+    return types <= _NUMBER_TYPES or all(issubclass(t, int | float) and not issubclass(t, bool) for t in types)
 
 
 @dataclass(frozen=True)
