@@ -86,6 +86,8 @@ def _start(bundle, keys, ledger, workers) -> tuple[subprocess.Popen, str]:
             str(workers),
             "--log-file",
             os.devnull,
+            "--compile-cache",
+            str(Path(bundle).parent / "xla"),  # beside the bundles: never the user's cache
         ],  # fmt: skip
         start_new_session=True,
     )

@@ -80,7 +80,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = Path(bundle).parent / f"server.{self.port}.log"
         args = ["serve", str(bundle), "--port", str(self.port), "--api-keys", str(keys), "--ledger", str(ledger)]
-        args += ["--workers", str(workers), *extra]
+        args += ["--workers", str(workers), "--compile-cache", str(Path(bundle).parent / "xla"), *extra]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "recourse_privacy.cli", *args],
             stdout=open(self.log, "w"),

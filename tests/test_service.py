@@ -669,3 +669,65 @@ def test_cli_publish_model_file(tmp_path):
     assert man["privacy"]["model"]["source"] == "m.skops"
     names = sorted(p.name for p in (tmp_path / "b").iterdir() if not p.name.startswith("."))
     assert names == ["manifest.json", "model.npz"]  # the weights only: the model file is not copied
+
+
+def test_compile_cache_refuses_a_directory_other_users_can_write(tmp_path):
+    """The persistent cache holds machine code the server runs: a group- or world-writable directory is refused by
+    the option's name before jax is configured; a new directory is made private."""
+    from recourse_privacy.service.latent_search import use_compile_cache
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(InvalidInputError, match="--compile-cache .*writable by other users"):
+        use_compile_cache(shared)
+    assert oct(use_compile_cache(tmp_path / "new" / "xla").stat().st_mode & 0o777) == oct(0o700)
+
+
+def test_serve_compile_cache_option_defaults_to_the_user_cache_and_turns_off(tmp_path, monkeypatch):
+    from recourse_privacy.service.cli import _compile_cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert _compile_cache_dir(None) == tmp_path / "recourse-privacy" / "xla"
+    assert _compile_cache_dir("off") is None
+    assert _compile_cache_dir(str(tmp_path / "x")) == tmp_path / "x"
+
+
+_RESTART = """
+import json, os, sys
+import numpy as np
+from recourse_privacy.service.bundle import load_bundle
+from recourse_privacy.service.latent_search import use_compile_cache
+use_compile_cache(sys.argv[2])
+g = load_bundle(sys.argv[1]).graph
+g.warm(2)
+U = np.random.default_rng(5).random((2, g.decoder[-1][0].shape[0]))
+out, found = g.search(U, np.ones(U.shape[1]), 0.0)
+print(json.dumps(out.tolist()))
+"""
+
+
+def test_a_restarted_dpc_process_loads_its_compiled_searches_from_the_cache(bundles, tmp_path):
+    """Two processes in turn on one compile cache (a server and its restart): the first writes its programs, the
+    second finds every one (no entry added or rewritten) and answers the same."""
+    import subprocess
+    import sys
+
+    cache = tmp_path / "xla"
+    script = tmp_path / "restart.py"
+    script.write_text(_RESTART)
+
+    def run() -> list:
+        done = subprocess.run([sys.executable, str(script), str(bundles[1]["dpc"]), str(cache)], capture_output=True,
+                              text=True, timeout=600)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first = run()
+    entries = {p: p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()}
+    assert len(entries) >= 2  # the two warmed sizes at least
+    second = run()
+    assert {p: p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file() and "atime" not in p.name} == {
+        p: t for p, t in entries.items() if "atime" not in p.name
+    }
+    assert second == first

@@ -342,9 +342,17 @@ def create_app(
     max_body: int = MAX_BODY,
     max_batch: int = MAX_BATCH,
     random_state=None,
+    compile_cache: str | Path | None = None,
 ):
-    """The ASGI application serving ``bundle`` with the keys of ``api_keys`` and the spends in ``ledger``."""
+    """The ASGI application serving ``bundle`` with the keys of ``api_keys`` and the spends in ``ledger``.
+
+    ``compile_cache``: a directory for DPC's compiled searches (:func:`~recourse_privacy.service.latent_search.
+    use_compile_cache`), so that a restarted server loads them instead of compiling; None compiles afresh."""
     b = load_bundle(bundle, random_state=random_state)
+    if compile_cache is not None and hasattr(b.graph, "warm"):
+        from recourse_privacy.service.latent_search import use_compile_cache
+
+        use_compile_cache(compile_cache)
     b.warm()  # compile DPC's search now, not in the first callers' time
     svc = _Service(b, _Keys(api_keys), open_ledger(ledger), log_applicants=log_applicants, max_batch=max_batch)
     api = FastAPI(title="recourse-privacy", version=b.manifest.get("recourse_privacy_version", ""), docs_url=None,

@@ -184,6 +184,12 @@ def serve_command(
     workers: int = typer.Option(1, "--workers", min=1, max=64, help="uvicorn worker processes"),
     log_applicants: bool = typer.Option(False, "--log-applicants", help="log the applicants' data too"),
     log_file: Path | None = typer.Option(None, "--log-file", help="append the answer log here (default stderr)"),
+    compile_cache: str | None = typer.Option(
+        None,
+        "--compile-cache",
+        help="DIR for DPC's compiled searches, so a restart loads them (default: the user cache's "
+        "recourse-privacy/xla; 'off': compile at every start)",
+    ),
 ) -> None:
     """Serve BUNDLE over HTTP: POST /v1/recourse, /v1/recourse/batch; GET /, /v1/manifest, /v1/budget, /health, /metrics."""
     import json
@@ -200,12 +206,18 @@ def serve_command(
         import recourse_privacy.service.app  # noqa: F401
     except ImportError as err:
         raise InvalidInputError(f"serve needs the serve extra: pip install 'recourse-privacy[serve]' ({err})") from None
-    load_bundle(bundle)  # fail here, before the workers start
+    b = load_bundle(bundle)  # fail here, before the workers start
+    xla_dir = _compile_cache_dir(compile_cache) if hasattr(b.graph, "warm") else None
+    if xla_dir is not None:
+        from recourse_privacy.service.latent_search import use_compile_cache
+
+        use_compile_cache(xla_dir)  # a directory others can write is refused here, by name
     if not api_keys.is_file():
         raise MissingFileError(f"no key file {api_keys}: make one with `recourse-privacy keys add NAME --file ...`")
     open_ledger(ledger)
     cfg = {"bundle": str(bundle), "api_keys": str(api_keys), "ledger": ledger, "log_applicants": log_applicants,
-           "log_file": str(log_file) if log_file else None}  # fmt: skip
+           "log_file": str(log_file) if log_file else None,
+           "compile_cache": str(xla_dir) if xla_dir is not None else None}  # fmt: skip
     os.environ["RECOURSE_PRIVACY_SERVE_CONFIG"] = json.dumps(cfg)
     if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="rp-metrics-")
@@ -224,6 +236,15 @@ def serve_command(
         access_log=False,
         timeout_graceful_shutdown=5,
     )
+
+
+def _compile_cache_dir(value: str | None) -> Path | None:
+    """``--compile-cache``: the directory given, None for 'off', else ``recourse-privacy/xla`` in the user cache."""
+    from recourse_privacy.cache import OFF, default_artifact_dir
+
+    if value is None or not value.strip():
+        return default_artifact_dir().parent / "xla"
+    return None if value.strip().lower() in OFF else Path(value).expanduser()
 
 
 def register(app: typer.Typer, command) -> None:
