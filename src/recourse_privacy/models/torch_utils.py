@@ -246,7 +246,8 @@ def folded_hidden_logits(A: torch.Tensor, Bt: torch.Tensor, w: torch.Tensor, b: 
     :data:`UNIT_QUANTUM` units (weight 0) and taken in blocks of equal width, each block one gather of
     ``Bt``'s rows, one add-ReLU and one batched product (``bmm``); rows with more are computed over
     all units (the others weighted 0), a block of rows at a time. Blocks hold at most
-    :data:`SCREEN_BLOCK` elements.
+    :data:`SCREEN_BLOCK` elements, or one row where a row alone holds more (the 1,000-unit MLP's
+    widest rows at 1,000 samples).
 
     Rounding: every (i, j) is ``S_stable + S_unstable``, one addition of two sums as in the
     module's last layer, only in another order. ``S_stable`` is ``(b + sum w_k A_ik) + sum w_k B_kj``
