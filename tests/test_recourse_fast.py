@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from recourse_privacy.models import TorchModel, make_model
+from recourse_privacy.models import TorchModel, make_model, torch_utils
 from recourse_privacy.models.torch_utils import (
     GATHER_SHARE,
+    UNIT_QUANTUM,
     chain_logits,
     chain_rounding_bound,
     folded_hidden_logits,
@@ -170,6 +171,99 @@ def test_folded_hidden_logits_are_the_plain_sum_on_every_kind_of_row():
     mag = abs(b) + (np.abs(A64) @ np.abs(w64))[:, None] + (np.abs(w64) @ np.abs(B64))[None, :]
     assert (np.abs(got - exact) <= gamma * mag).all()
     assert np.abs(exact).max() > 1e3 * (gamma * mag).max()  # the tolerance is far below the logits' size
+
+
+def _screen_case(kind: str, rng):
+    """``(A, Bt, w, b)`` for :func:`test_folded_screen_is_within_its_bound_on_every_kind_of_row`."""
+    h, s = 96, 1 if kind == "one sample" else 150
+    Bt = rng.uniform(-1, 1, size=(h, s)).astype(np.float32)
+    lo, hi = Bt.min(1), Bt.max(1)
+    w = rng.normal(size=h).astype(np.float32)
+    b = np.float32(-0.7)
+    if kind == "single row":
+        A = rng.uniform(-0.8, 0.8, size=(1, h))
+    else:
+        # row i: units inside the samples' range with probability p_i, the rest above or below it
+        p = np.r_[0.0, 0.0, 1.0, rng.uniform(0.01, 0.3, 20), rng.uniform(0.3, 0.59, 10), rng.uniform(0.6, 1.0, 6), 0.0]
+        inside = rng.random((len(p), h)) < p[:, None]
+        A = np.where(rng.random((len(p), h)) < 0.5, -lo + 0.5, -hi - 0.5)  # stable: every sample active / none
+        A = np.where(inside, rng.uniform(-hi, -lo, size=(len(p), h)), A)
+        A[0] = -lo + 0.5  # every unit active: no unstable unit
+        A[1] = -hi - 0.5  # none active
+        if s > 1:  # exactly on the range's ends: stable (active at its least sample / inactive at its largest)
+            A[3, :4], A[4, :4] = -lo[:4], -hi[:4]
+    return A.astype(np.float32), Bt, w, b
+
+
+@pytest.mark.parametrize("kind", ["mixed", "single row", "one sample"])
+@pytest.mark.parametrize("block", [None, 600])
+def test_folded_screen_is_within_its_bound_on_every_kind_of_row(kind, block, monkeypatch):
+    """The folded screen against the dense float64 sum, within the last layer's share of the screen's bound.
+
+    Rows with no unstable unit (all active, none active, units on the range's ends), few, many
+    (several padded widths of ``UNIT_QUANTUM``), most (the dense branch), a single row and a single
+    sample; ``block``: blocks of 600 elements, so that every width is split over several blocks
+    and the dense branch takes one row at a time. The float64 sum of the same float32 inputs
+    (``b + w . relu(A_i + Bt[:, j])``) differs by at most ``gamma_{h+4}`` times the terms'
+    magnitudes (Higham 2002, section 3.1), what :func:`shifted_chain_logits` allows the last layer;
+    a unit dropped, counted twice or given another row's weight moves a logit by ``|w_k| |A + B|``,
+    for a typical unit and ``|A + B| >= 0.01`` more than that.
+    """
+    if block is not None:
+        monkeypatch.setattr(torch_utils, "SCREEN_BLOCK", block)
+    A, Bt, w, b = _screen_case(kind, np.random.default_rng(11))
+    h = A.shape[1]
+    lo, hi = Bt.min(1), Bt.max(1)
+    counts = ((A < -lo) & (A > -hi)).sum(1)
+    if kind == "mixed":
+        gathered = counts[(counts > 0) & (counts < GATHER_SHARE * h)]
+        assert (counts == 0).sum() >= 3 and (counts >= GATHER_SHARE * h).sum() >= 3  # no unstable unit; dense
+        assert len(np.unique((gathered + UNIT_QUANTUM - 1) // UNIT_QUANTUM)) >= 3  # several padded widths
+    got = folded_hidden_logits(*(torch.as_tensor(v) for v in (A, Bt, w, np.array([b])))).double().numpy()
+    A64, B64, w64 = A.astype(np.float64), Bt.astype(np.float64), w.astype(np.float64)
+    exact = b + np.einsum("k,ikj->ij", w64, np.maximum(A64[:, :, None] + B64[None], 0.0))
+    u = np.finfo(np.float32).eps / 2
+    gamma = (h + 4) * u / (1 - (h + 4) * u)
+    mag = abs(b) + (np.abs(A64) @ np.abs(w64))[:, None] + (np.abs(w64) @ np.abs(B64))[None, :]
+    assert got.shape == exact.shape
+    assert (np.abs(got - exact) <= gamma * mag).all()
+    assert np.abs(got - exact).max() > 0 or kind == "one sample"  # float32 rounding is there, within the bound
+    assert (gamma * mag).max() < 1e-2 * np.median(np.abs(w64))  # a typical unit's term moved by 0.01 is beyond it
+
+
+def test_gs_counterfactuals_are_those_of_the_unfolded_screen(mlp, monkeypatch):
+    """Growing Spheres with the folded screen and with the plain one (``b + w . relu(A_i + Bt)`` over every unit) agree exactly.
+
+    Both are within the same bound of the model's logits, and the screen only decides which
+    candidates the model scores, so the counterfactuals and shells are identical; small blocks
+    make the folded screen split its rows, and both of its branches must have run.
+    """
+    _, X, y, _ = mlp
+    model = make_model("mlp", hidden_layers=(160,), epochs=20, lr=1e-2, random_state=1).fit(X, y)
+    Xr = X[model.predict(X) == 0][:50]
+    gs = GrowingSpheres(n_search_samples=200, step=0.15, random_state=3)
+    monkeypatch.setattr(torch_utils, "SCREEN_BLOCK", 5000)
+    seen = {"gathered": 0, "dense": 0}
+    folded = torch_utils.folded_hidden_logits
+
+    def counting(A, Bt, w, b):
+        counts = ((A < -Bt.amin(1)) & (A > -Bt.amax(1))).sum(1)
+        seen["dense"] += int((counts >= GATHER_SHARE * A.shape[1]).sum())
+        seen["gathered"] += int(((counts > 0) & (counts < GATHER_SHARE * A.shape[1])).sum())
+        return folded(A, Bt, w, b)
+
+    monkeypatch.setattr(torch_utils, "folded_hidden_logits", counting)
+    res = gs.generate(model, Xr)
+    assert seen["gathered"] > 0 and seen["dense"] > 0
+    monkeypatch.setattr(
+        torch_utils,
+        "folded_hidden_logits",
+        lambda A, Bt, w, b: b + torch.relu(A[:, :, None] + Bt).mul(w[None, :, None]).sum(1),
+    )
+    plain = gs.generate(model, Xr)
+    np.testing.assert_array_equal(res.counterfactuals, plain.counterfactuals)
+    np.testing.assert_array_equal(res.n_iter, plain.n_iter)
+    assert res.valid.mean() > 0.5
 
 
 @pytest.mark.parametrize("norm", ["l2", "l1"])
