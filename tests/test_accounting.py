@@ -64,9 +64,15 @@ def test_the_old_query_ledger_name_is_deprecated(tmp_path: Path) -> None:
 def test_privrecourse_and_dpc_spend_from_the_release_budget() -> None:
     import recourse_privacy.dpc as dpc
     import recourse_privacy.dpc.core as dpc_core
-    from recourse_privacy.privrecourse import BudgetLedger
+    import recourse_privacy.privrecourse as privrecourse
+    import recourse_privacy.privrecourse.ledger as privrecourse_ledger
+    from recourse_privacy.accounting import BudgetLine
 
-    assert BudgetLedger is ReleaseBudget
+    for module in (privrecourse, privrecourse_ledger):  # PrivRecourse's former names: deprecated, still resolve
+        with pytest.warns(DeprecationWarning, match="renamed recourse_privacy.accounting.ReleaseBudget"):
+            assert module.BudgetLedger is ReleaseBudget
+        with pytest.warns(DeprecationWarning, match="renamed recourse_privacy.accounting.BudgetLine"):
+            assert module.LedgerEntry is BudgetLine
     for module in (dpc, dpc_core):  # DPC's former ledger name: deprecated, still the release budget
         with pytest.warns(DeprecationWarning, match="renamed recourse_privacy.accounting.ReleaseBudget") as caught:
             assert module.PrivacyLedger is ReleaseBudget

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
+from recourse_privacy.accounting import ReleaseBudget
 from recourse_privacy.errors import BudgetExceededError, IncompatibleError, InvalidInputError, NotFittedError
 from recourse_privacy.models.dp import DPLogisticModel
 from recourse_privacy.privrecourse import (
-    BudgetLedger,
     ConvergentDPKMeans,
     DiffprivlibKMeans,
     PrivRecourse,
@@ -41,14 +41,14 @@ def data():
 
 # ---------------------------------------------------------------- ledger and DP k-means
 def test_ledger_sums_and_refuses_overspend():
-    led = BudgetLedger(1.0)
+    led = ReleaseBudget(1.0)
     for _ in range(10):
         led.spend("em", 0.075)
         led.spend("lap", 0.025)
     assert led.total_epsilon == pytest.approx(1.0)
     with pytest.raises(BudgetExceededError, match="overspends"):
         led.spend("extra", 0.01)
-    assert BudgetLedger.from_dict(json.loads(json.dumps(led.to_dict()))).total_epsilon == pytest.approx(1.0)
+    assert ReleaseBudget.from_dict(json.loads(json.dumps(led.to_dict()))).total_epsilon == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@
   ``privrecourse``, ``privrecourse-laplace``, ``privrecourse-mst``, ``privrecourse-data``.
 """
 
+from recourse_privacy.accounting import ReleaseBudget
 from recourse_privacy.privrecourse.artefact import ARTEFACT_VERSION, PublishedGraph, load_artefact
 from recourse_privacy.privrecourse.clustering import ConvergentDPKMeans, DiffprivlibKMeans
 from recourse_privacy.privrecourse.core import (
@@ -20,12 +21,13 @@ from recourse_privacy.privrecourse.core import (
     PrivRecourseMST,
 )
 from recourse_privacy.privrecourse.graph import build_graph, recourse_paths
-from recourse_privacy.privrecourse.ledger import BudgetLedger
+from recourse_privacy.privrecourse.ledger import (
+    __getattr__ as __getattr__,  # former names BudgetLedger, LedgerEntry: warn
+)
 from recourse_privacy.privrecourse.scaling import PublicScaler
 
 __all__ = [
     "ARTEFACT_VERSION",
-    "BudgetLedger",
     "ConvergentDPKMeans",
     "DiffprivlibKMeans",
     "PrivRecourse",
@@ -34,6 +36,7 @@ __all__ = [
     "PrivRecourseMST",
     "PublicScaler",
     "PublishedGraph",
+    "ReleaseBudget",
     "SOURCES",
     "build_graph",
     "load_artefact",
