@@ -17,6 +17,7 @@ import recourse_privacy.audit.pipeline as pipeline
 import recourse_privacy.audit.stages as stages
 from recourse_privacy.audit import AuditConfig, play_audit
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.models import make_model
 from recourse_privacy.models.mlp import MLPModel
 from recourse_privacy.models.torch_utils import torch_threads
 
@@ -71,6 +72,10 @@ def test_overlap_only_where_the_shadow_set_does_not_wait_for_the_owner(two_cores
     shared = AuditConfig(**{**GAME, "attacks": ("cfd-lrt", "cfd-lrt-online")}).validate()
     assert stages.shares_references(shared) and not pipeline.overlaps(shared, deployed_owner=False)
     assert not pipeline.overlaps(AuditConfig(**{**GAME, "attacks": ("cfd",)}).validate(), deployed_owner=False)
+    # models that do not train together: nothing worth training ahead
+    mlp = lambda k: make_model("mlp", random_state=k, **GAME["model_params"])  # noqa: E731
+    assert pipeline.overlaps(offline, False, None, mlp)
+    assert not pipeline.overlaps(offline, False, None, lambda k: make_model("logistic", random_state=k))
     monkeypatch.setenv(pipeline.OVERLAP_ENV, "off")
     assert not pipeline.overlaps(offline, deployed_owner=False)
     monkeypatch.setenv(pipeline.OVERLAP_ENV, "1")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -207,7 +208,7 @@ def _play(
         DEFENSES.get(config.defense).obj,
     )
     _data_stage(run)
-    if overlaps(run.config, run.deployed_data is not None, _resume_cache(run, resume_dir)):
+    if overlaps(run.config, run.deployed_data is not None, _resume_cache(run, resume_dir), run.recipe.make):
         _owner_beside_shadow_models(run, resume_dir)
     else:
         _owner_stage(run)
@@ -221,17 +222,25 @@ def _play(
 OVERLAP_ENV = "RECOURSE_PRIVACY_OVERLAP"
 
 
-def overlaps(config: AuditConfig, deployed_owner: bool, resume_cache: Path | None = None) -> bool:
+def overlaps(
+    config: AuditConfig,
+    deployed_owner: bool,
+    resume_cache: Path | None = None,
+    make_model: Callable[[int], Any] | None = None,
+) -> bool:
     """Whether the owner's model and recourse run in a Python thread beside the training of the shadow models.
 
     Where the machine gives this process two cores or more, the audit trains an offline shadow set of its own
-    (the online reference models' training sets hold the targets, which the owner's model decides: they wait
-    for it), the owner's model is trained here (not a deployed instance), the models are on the CPU, no resumed
-    shadow statistics are waiting under ``resume_cache`` and ``$RECOURSE_PRIVACY_OVERLAP`` is not ``0``.
+    of MLPs trained together (``make_model``: the audit's model recipe; the online reference models' training
+    sets hold the targets, which the owner's model decides: they wait for it), the owner's model is trained
+    here (not a deployed instance), the models are on the CPU, no resumed shadow statistics are waiting under
+    ``resume_cache`` and ``$RECOURSE_PRIVACY_OVERLAP`` is not ``0``.
     """
     if os.environ.get(OVERLAP_ENV, "1").strip().lower() in {"0", "off", "false", "no"}:
         return False
     if deployed_owner or usable_cpus() < 2 or not stages.trains_shadow_set(config):
+        return False
+    if make_model is not None and not stages.shadow_set_ahead(config, make_model):
         return False
     if resume_cache is not None and any(resume_cache.glob("shadow_*.npz")):
         return False  # a resumed run reads its shadow statistics: nothing to train ahead

@@ -338,6 +338,15 @@ def trains_shadow_set(config: AuditConfig) -> bool:
     return config.needs_shadow_models and not shares_references(config)
 
 
+def shadow_set_ahead(config: AuditConfig, make_model: Callable[[int], BaseClassifier]) -> bool:
+    """Whether :func:`shadow_models_ahead` trains the shadow set: the audit trains one of its own, of MLPs trained
+    together (:func:`~recourse_privacy.models.batched.can_batch`)."""
+    from recourse_privacy.models.batched import can_batch
+
+    n = config.shadow_models
+    return trains_shadow_set(config) and can_batch([make_model(derive_seed(config.seed, 100 + k)) for k in range(n)])
+
+
 def shadow_models_ahead(
     config: AuditConfig, make_model: Callable[[int], BaseClassifier], game: GameData, artifacts: ArtifactCache | None
 ) -> FittedShadows | None:
