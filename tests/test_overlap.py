@@ -194,17 +194,24 @@ def test_mlp_initial_weights_are_torchs_own_from_a_private_generator():
     assert not torch.equal(layers[0].weight, MLPModel(hidden_layers=(8, 3))._build(5, seed + 1).net[0].weight)
 
 
-def test_worlds_queried_in_two_threads_give_the_numbers_of_one(monkeypatch):
+@pytest.mark.parametrize("method", ["gs", "scfe"])  # scfe: planned across the worlds (for_worlds), first query here
+def test_worlds_queried_in_two_threads_give_the_numbers_of_one(monkeypatch, method):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(400, 4))
     y = (X[:, 0] + 0.5 * rng.normal(size=400) > 0).astype(int)
     X_t, y_t = X[:60] + 0.1, y[:60]
     from recourse_privacy.recourse.growing_spheres import GrowingSpheres
+    from recourse_privacy.recourse.scfe import SCFE
+
+    planned = []
+    if method == "scfe":
+        real = SCFE.for_worlds
+        monkeypatch.setattr(SCFE, "for_worlds", lambda self, *a: planned.append(1) or real(self, *a))
 
     def run():
         return shadow.run_shadow_models(
             lambda k: MLPModel(hidden_layers=(8,), epochs=5, lr=0.01, random_state=k),
-            GrowingSpheres(random_state=0),
+            GrowingSpheres(random_state=0) if method == "gs" else SCFE(max_iter=30),
             X,
             y,
             X_t,
@@ -222,6 +229,7 @@ def test_worlds_queried_in_two_threads_give_the_numbers_of_one(monkeypatch):
     two = run()
     for name in shadow._FIELDS:
         np.testing.assert_array_equal(getattr(one, name), getattr(two, name), err_msg=name)
+    assert one.usable_targets.any() and len(planned) == (2 if method == "scfe" else 0)
 
 
 def test_queries_in_threads_keep_order_and_raise_the_first_failure():

@@ -15,6 +15,7 @@ adversary's view of a target (x, y); their membership is never read.
 
 from __future__ import annotations
 
+import itertools
 import os
 import zipfile
 from collections.abc import Callable
@@ -417,7 +418,10 @@ def _train_and_query(todo, args, finish, *, batched: bool, n_jobs: int, artifact
         calls = [
             lambda k=k, model=model: _shadow_stats(k, model, recourse, *args[2:]) for k, model in zip(todo, models)
         ]
-        for k, stats in zip(todo, _in_threads(calls, query_workers(len(todo)))):
+        # a method planned across the worlds (SCFE's for_worlds) searches all of them at its first query, with this
+        # thread's torch threads (its own parallel groups): that query here, the cheap lookups after in threads
+        first = [] if recourse is args[1] else [calls.pop(0)()]
+        for k, stats in zip(todo, itertools.chain(first, _in_threads(calls, query_workers(len(calls))))):
             finish(k, stats)
     elif n_jobs == 1 or len(todo) <= 1:
         for k in todo:
