@@ -40,7 +40,7 @@ GAME = dict(
 @pytest.fixture
 def two_cores(monkeypatch):
     """The overlapped path on any machine (a one-core runner would otherwise play the stages in order)."""
-    monkeypatch.setattr(pipeline, "usable_cpus", lambda: 2)
+    monkeypatch.setattr("recourse_privacy.processes.usable_cpus", lambda: 2)
     monkeypatch.delenv(pipeline.OVERLAP_ENV, raising=False)
 
 
@@ -64,23 +64,34 @@ def test_overlapped_audit_gives_bit_identical_numbers_to_the_stages_in_order(two
     assert 0 <= t["overlapped"] <= min(t["owner model"] + t["recourse"], t["shadow models"]) + 1e-3
 
 
-def test_overlap_only_where_the_shadow_set_does_not_wait_for_the_owner(two_cores, monkeypatch):
+def test_overlap_only_where_the_shadow_set_does_not_wait_for_the_owner(two_cores):
     offline = AuditConfig(**GAME).validate()
-    assert pipeline.overlaps(offline, deployed_owner=False)
-    assert not pipeline.overlaps(offline, deployed_owner=True)  # a deployed instance is never trained
+    assert pipeline.overlaps(offline, False, spare=True)
+    assert not pipeline.overlaps(offline, False, spare=False)  # no second core free
+    assert not pipeline.overlaps(offline, True, spare=True)  # a deployed instance is never trained
     # online reference models train on the targets, which the owner's model decides: in order
     shared = AuditConfig(**{**GAME, "attacks": ("cfd-lrt", "cfd-lrt-online")}).validate()
-    assert stages.shares_references(shared) and not pipeline.overlaps(shared, deployed_owner=False)
-    assert not pipeline.overlaps(AuditConfig(**{**GAME, "attacks": ("cfd",)}).validate(), deployed_owner=False)
+    assert stages.shares_references(shared) and not pipeline.overlaps(shared, False, spare=True)
+    assert not pipeline.overlaps(AuditConfig(**{**GAME, "attacks": ("cfd",)}).validate(), False, spare=True)
     # models that do not train together: nothing worth training ahead
     mlp = lambda k: make_model("mlp", random_state=k, **GAME["model_params"])  # noqa: E731
-    assert pipeline.overlaps(offline, False, None, mlp)
-    assert not pipeline.overlaps(offline, False, None, lambda k: make_model("logistic", random_state=k))
-    monkeypatch.setenv(pipeline.OVERLAP_ENV, "off")
-    assert not pipeline.overlaps(offline, deployed_owner=False)
+    assert pipeline.overlaps(offline, False, None, mlp, spare=True)
+    assert not pipeline.overlaps(offline, False, None, lambda k: make_model("logistic", random_state=k), spare=True)
+
+
+def test_a_second_core_is_used_where_one_is_free_or_where_asked(two_cores, monkeypatch):
+    monkeypatch.setattr(shadow.os, "getloadavg", lambda: (1.2, 1.0, 1.0))
+    assert shadow.spare_core() and shadow.query_workers(10) == 2 and shadow.query_workers(1) == 1
+    monkeypatch.setattr(shadow.os, "getloadavg", lambda: (3.5, 3.0, 3.0))  # both cores held by other work
+    assert not shadow.spare_core() and shadow.query_workers(10) == 1
     monkeypatch.setenv(pipeline.OVERLAP_ENV, "1")
-    monkeypatch.setattr(pipeline, "usable_cpus", lambda: 1)
-    assert not pipeline.overlaps(offline, deployed_owner=False)
+    assert shadow.spare_core() and shadow.query_workers(10) == 2
+    monkeypatch.setenv(pipeline.OVERLAP_ENV, "off")
+    monkeypatch.setattr(shadow.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert not shadow.spare_core() and shadow.query_workers(10, spare=True) == 2
+    monkeypatch.delenv(pipeline.OVERLAP_ENV)
+    monkeypatch.setattr("recourse_privacy.processes.usable_cpus", lambda: 1)
+    assert not shadow.spare_core() and shadow.query_workers(10, spare=True) == 1
 
 
 def _in_thread(fn, seconds: float = 120.0):
@@ -221,10 +232,11 @@ def test_worlds_queried_in_two_threads_give_the_numbers_of_one(monkeypatch, meth
             random_state=3,
         )
 
-    monkeypatch.setattr(shadow, "QUERY_WORKERS", 1)
-    one = run()
-    monkeypatch.setattr(shadow, "QUERY_WORKERS", 2)
     monkeypatch.setattr("recourse_privacy.processes.usable_cpus", lambda: 2)
+    monkeypatch.setenv(pipeline.OVERLAP_ENV, "0")
+    assert shadow.query_workers(4) == 1
+    one = run()
+    monkeypatch.setenv(pipeline.OVERLAP_ENV, "1")
     assert shadow.query_workers(4) == 2
     two = run()
     for name in shadow._FIELDS:

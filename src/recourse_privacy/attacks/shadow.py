@@ -367,15 +367,42 @@ def _for_worlds(recourse, models, X_t, X_c):
     return recourse.for_worlds(models, [[X[m.predict(X) == 0] for X in (X_t, X_c)] for m in models])
 
 
-#: Python threads that query the reference worlds at once (each world's search in one torch thread): two, where
-#: the process may use two cores or more (:func:`query_workers`)
+#: Python threads that query the reference worlds at once (each world's search in one torch thread), where a
+#: second core is free (:func:`spare_core`)
 QUERY_WORKERS = 2
 
+#: ``0`` (``off``, ``false``, ``no``): one core; ``1`` (``on``, ``true``, ``yes``): both where the process may use two;
+#: unset or ``auto``: both where the machine also has one idle (:func:`spare_core`)
+PARALLEL_ENV = "RECOURSE_PRIVACY_OVERLAP"
 
-def query_workers(n_worlds: int) -> int:
-    """How many worlds' recourse queries run at once: :data:`QUERY_WORKERS`, capped by the usable cores and the worlds."""
+
+def spare_core() -> bool:
+    """Whether the audit should put a second core to work: the process may use two or more and, unless
+    ``$RECOURSE_PRIVACY_OVERLAP`` says ``1`` or ``0``, the one-minute load average is under the usable cores less
+    one half (a core idle). On a machine whose cores other work holds, a second thread of ours gets no core of
+    its own and only adds contention: measured 15-25% more CPU and no shorter wall time at load 3.5-5 on 2 cores
+    (docs/performance.md, "Both cores in one audit"). Either way the numbers are the same."""
     from recourse_privacy.processes import usable_cpus
 
+    mode = os.environ.get(PARALLEL_ENV, "auto").strip().lower()
+    cores = usable_cpus()
+    if mode in {"0", "off", "false", "no"} or cores < 2:
+        return False
+    if mode in {"1", "on", "true", "yes"}:
+        return True
+    try:
+        return os.getloadavg()[0] < cores - 0.5
+    except (AttributeError, OSError):  # no load average (Windows): the cores are taken as free
+        return True
+
+
+def query_workers(n_worlds: int, spare: bool | None = None) -> int:
+    """How many worlds' recourse queries run at once: :data:`QUERY_WORKERS` where a second core is free (``spare``;
+    None: :func:`spare_core` now), capped by the usable cores and the worlds; else one."""
+    from recourse_privacy.processes import usable_cpus
+
+    if not (spare_core() if spare is None else spare):
+        return 1
     return max(1, min(QUERY_WORKERS, usable_cpus(), n_worlds))
 
 
@@ -402,7 +429,7 @@ def _in_threads(calls: list[Callable[[], dict]], workers: int):
                 future.cancel()
 
 
-def _train_and_query(todo, args, finish, *, batched: bool, n_jobs: int, artifacts, fitted=None) -> None:
+def _train_and_query(todo, args, finish, *, batched: bool, n_jobs: int, artifacts, fitted=None, spare=None) -> None:
     """Train the models ``todo`` (batched MLPs together, else one by one or in ``n_jobs`` processes), then query
     each for its statistics, handing them to ``finish(k, stats)`` in the order of ``todo``.
 
@@ -421,7 +448,7 @@ def _train_and_query(todo, args, finish, *, batched: bool, n_jobs: int, artifact
         # a method planned across the worlds (SCFE's for_worlds) searches all of them at its first query, with this
         # thread's torch threads (its own parallel groups): that query here, the cheap lookups after in threads
         first = [] if recourse is args[1] else [calls.pop(0)()]
-        for k, stats in zip(todo, itertools.chain(first, _in_threads(calls, query_workers(len(calls))))):
+        for k, stats in zip(todo, itertools.chain(first, _in_threads(calls, query_workers(len(calls), spare)))):
             finish(k, stats)
     elif n_jobs == 1 or len(todo) <= 1:
         for k in todo:
@@ -520,6 +547,7 @@ def run_shadow_models(
     online: bool = False,
     online_rows: np.ndarray | None = None,
     fitted: FittedShadows | None = None,
+    spare_core: bool | None = None,
 ) -> ShadowData:
     """Train ``n_shadow`` shadow models (seeded ``make_model(k)``) and collect their statistics.
 
@@ -539,7 +567,8 @@ def run_shadow_models(
     :attr:`ShadowData.out_targets`), so an audit of both kinds trains one set.
 
     ``fitted``: offline shadow models already trained (:func:`fit_shadow_models` with the same arguments, e.g.
-    beside the owner's model); used where their keep matrix is this call's, else ignored.
+    beside the owner's model); used where their keep matrix is this call's, else ignored. ``spare_core``: whether
+    a second core is free for the worlds' queries (None: :func:`spare_core` now).
     """
     n_shadow = check_positive_int(n_shadow, "shadow_models")
     rng = as_generator(random_state)
@@ -572,7 +601,9 @@ def run_shadow_models(
     for k in (k for k, res in cached.items() if res is not None):
         finish(k, cached[k], write=False)
     todo = [k for k, res in cached.items() if res is None]
-    _train_and_query(todo, args, finish, batched=batched, n_jobs=n_jobs, artifacts=artifacts, fitted=fitted)
+    _train_and_query(
+        todo, args, finish, batched=batched, n_jobs=n_jobs, artifacts=artifacts, fitted=fitted, spare=spare_core
+    )
 
     stack = {name: np.stack([results[k][name] for k in range(n_shadow)], axis=-1) for name in _FIELDS}
     return ShadowData(

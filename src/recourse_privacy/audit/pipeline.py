@@ -9,7 +9,6 @@ library's one call, plays and, given ``out_dir``, writes the same files.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from typing import Any
 import recourse_privacy.audit.deployed as deployed
 import recourse_privacy.audit.stages as stages
 import recourse_privacy.audit.threats as threats
-from recourse_privacy.attacks.shadow import FittedShadows
+from recourse_privacy.attacks.shadow import PARALLEL_ENV, FittedShadows, spare_core
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.defenses import DEFENSES, Defense, dp_verdict
 from recourse_privacy.audit.exposure import check_group_columns, group_table, record_exposure
@@ -40,7 +39,7 @@ from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics.intervals import minimum_targets_per_side
 from recourse_privacy.models.base import accuracy
 from recourse_privacy.models.device import use_device
-from recourse_privacy.processes import usable_cpus, workers_die_with_parent
+from recourse_privacy.processes import workers_die_with_parent
 from recourse_privacy.provenance import content_key, sha256_file
 from recourse_privacy.report.outputs import write_outputs
 from recourse_privacy.results.summaries import DataSummary, ModelSummary, PoolSizes, Provenance
@@ -188,6 +187,7 @@ class _Run:
     attacks: dict = field(default_factory=dict)
     warns: list[str] = field(default_factory=list)
     threat_report: Any = None
+    spare: bool = False  # a second core free for the owner beside the shadow models and two worlds' queries at once
 
     def owner_recourse(self, model, X_fit, y_fit, X):
         """The owner's (defended) recourse for ``X`` from ``model`` fitted on (X_fit, y_fit)."""
@@ -208,7 +208,8 @@ def _play(
         DEFENSES.get(config.defense).obj,
     )
     _data_stage(run)
-    if overlaps(run.config, run.deployed_data is not None, _resume_cache(run, resume_dir), run.recipe.make):
+    run.spare = spare_core()  # decided once, before our own threads weigh on the load average
+    if overlaps(run.config, run.deployed_data is not None, _resume_cache(run, resume_dir), run.recipe.make, run.spare):
         _owner_beside_shadow_models(run, resume_dir)
     else:
         _owner_stage(run)
@@ -218,8 +219,9 @@ def _play(
     return _assemble(run)
 
 
-#: ``RECOURSE_PRIVACY_OVERLAP=0`` (or ``off``, ``false``, ``no``): the owner's stages and the shadow models one after another
-OVERLAP_ENV = "RECOURSE_PRIVACY_OVERLAP"
+#: ``RECOURSE_PRIVACY_OVERLAP``: ``0`` the stages one after another and one world queried at a time, ``1`` both cores
+#: where the process may use two, unset (``auto``) both where one is idle (:func:`~recourse_privacy.attacks.shadow.spare_core`)
+OVERLAP_ENV = PARALLEL_ENV
 
 
 def overlaps(
@@ -227,18 +229,19 @@ def overlaps(
     deployed_owner: bool,
     resume_cache: Path | None = None,
     make_model: Callable[[int], Any] | None = None,
+    spare: bool | None = None,
 ) -> bool:
     """Whether the owner's model and recourse run in a Python thread beside the training of the shadow models.
 
-    Where the machine gives this process two cores or more, the audit trains an offline shadow set of its own
+    Where a second core is free (``spare``; None: :func:`~recourse_privacy.attacks.shadow.spare_core` now), the audit trains an offline shadow set of its own
     of MLPs trained together (``make_model``: the audit's model recipe; the online reference models' training
     sets hold the targets, which the owner's model decides: they wait for it), the owner's model is trained
     here (not a deployed instance), the models are on the CPU, no resumed shadow statistics are waiting under
-    ``resume_cache`` and ``$RECOURSE_PRIVACY_OVERLAP`` is not ``0``.
+    ``resume_cache``.
     """
-    if os.environ.get(OVERLAP_ENV, "1").strip().lower() in {"0", "off", "false", "no"}:
+    if not (spare_core() if spare is None else spare):
         return False
-    if deployed_owner or usable_cpus() < 2 or not stages.trains_shadow_set(config):
+    if deployed_owner or not stages.trains_shadow_set(config):
         return False
     if make_model is not None and not stages.shadow_set_ahead(config, make_model):
         return False
@@ -380,7 +383,7 @@ def _reference_stage(run: _Run, resume_dir: Path | None, fitted: FittedShadows |
     the shadow models trained ahead (:func:`_owner_beside_shadow_models`)."""
     config, game, clock = run.config, run.game, run.clock
     cache = _resume_cache(run, resume_dir)
-    common = {"cache_dir": cache, "progress": clock.progress, "artifacts": run.artifacts}
+    common = {"cache_dir": cache, "progress": clock.progress, "artifacts": run.artifacts, "spare_core": run.spare}
     with workers_die_with_parent():  # no shadow-model worker outlives a killed run
         run.online = stages.train_online_models(config, run.recipe.make, run.method, game, run.targets, **common)
     if run.online is not None:

@@ -305,6 +305,7 @@ def train_shadow_models(
     artifacts: ArtifactCache | None = None,
     online: ShadowData | None = None,
     fitted: FittedShadows | None = None,
+    spare_core: bool | None = None,
 ) -> ShadowData | None:
     """The adversary's shadow models and the targets' statistics under each; None when no attack needs them.
 
@@ -330,6 +331,7 @@ def train_shadow_models(
         cache_dir=cache_dir,
         artifacts=artifacts,
         fitted=fitted,
+        spare_core=spare_core,
     )
 
 
@@ -452,6 +454,7 @@ def train_online_models(
     cache_dir: Path | None,
     progress: Progress,
     artifacts: ArtifactCache | None = None,
+    spare_core: bool | None = None,
 ) -> ShadowData | None:
     """LiRA's online reference models (halves of the pool and the targets); None when no attack needs them.
 
@@ -483,6 +486,7 @@ def train_online_models(
         cache_dir=cache_dir,
         artifacts=artifacts,
         online=True,
+        spare_core=spare_core,
         online_rows=online_pool_rows(targets.model, game.X_pool, game.n_owner_rows, len(targets.X), config.seed),
     )
 
