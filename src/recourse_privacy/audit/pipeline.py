@@ -233,11 +233,11 @@ def overlaps(
 ) -> bool:
     """Whether the owner's model and recourse run in a Python thread beside the training of the shadow models.
 
-    Where a second core is free (``spare``; None: :func:`~recourse_privacy.attacks.shadow.spare_core` now), the audit trains an offline shadow set of its own
-    of MLPs trained together (``make_model``: the audit's model recipe; the online reference models' training
-    sets hold the targets, which the owner's model decides: they wait for it), the owner's model is trained
-    here (not a deployed instance), the models are on the CPU, no resumed shadow statistics are waiting under
-    ``resume_cache``.
+    Where a second core is free (``spare``; None: :func:`~recourse_privacy.attacks.shadow.spare_core` now),
+    the audit trains an offline shadow set of its own of MLPs trained together (``make_model``: the audit's
+    model recipe; the online reference models' training sets hold the targets, which the owner's model
+    decides: they wait for it), the owner's model is trained here (not a deployed instance), the models are
+    on the CPU, and no resumed shadow statistics are waiting under ``resume_cache``.
     """
     if not (spare_core() if spare is None else spare):
         return False
@@ -319,11 +319,13 @@ def _owner_beside_shadow_models(run: _Run, resume_dir: Path | None) -> None:
         _reference_stage(run, resume_dir, fitted=fitted)
     finally:
         clock.progress = main_progress
-    owner = sum(owner_clock.timing.values())
-    clock.timing = {
-        **{k: v for k, v in clock.timing.items() if k != "shadow models"},
+    owner, before = sum(owner_clock.timing.values()), dict(clock.timing)
+    after = {k: before.pop(k) for k in list(before) if k in ("online reference models", "shadow models")}
+    clock.timing = {  # in the order of the stages in order: data, owner model, recourse, the references
+        **before,
         **owner_clock.timing,
-        "shadow models": round(ahead + clock.timing.get("shadow models", 0.0), 3),
+        **after,
+        "shadow models": round(ahead + after.get("shadow models", 0.0), 3),
         "overlapped": round(max(owner + ahead - (joined - start), 0.0), 3),
     }
 
