@@ -371,22 +371,24 @@ def _for_worlds(recourse, models, X_t, X_c):
 #: second core is free (:func:`spare_core`)
 QUERY_WORKERS = 2
 
-#: ``0`` (``off``, ``false``, ``no``): one core; ``1`` (``on``, ``true``, ``yes``): both where the process may use two;
-#: unset or ``auto``: both where the machine also has one idle (:func:`spare_core`)
+#: ``1`` (``on``, ``true``, ``yes``): both cores where the process may use two; ``auto``: both where the machine also
+#: has one idle; unset or ``0``: one (the default: no run here has shown a gain, see :func:`spare_core`)
 PARALLEL_ENV = "RECOURSE_PRIVACY_OVERLAP"
 
 
 def spare_core() -> bool:
-    """Whether the audit should put a second core to work: the process may use two or more and, unless
-    ``$RECOURSE_PRIVACY_OVERLAP`` says ``1`` or ``0``, the one-minute load average is under the usable cores less
-    one half (a core idle). On a machine whose cores other work holds, a second thread of ours gets no core of
-    its own and only adds contention: measured 15-25% more CPU and no shorter wall time at load 3.5-5 on 2 cores
-    (docs/performance.md, "Both cores in one audit"). Either way the numbers are the same."""
+    """Whether the audit puts a second core to work (Python threads beside its own): ``$RECOURSE_PRIVACY_OVERLAP``
+    ``1`` where the process may use two cores or more; ``auto`` where, besides, the one-minute load average is
+    under the usable cores less one half (a core idle); unset or ``0``, never. Off by default: on the loaded
+    2-core machine of every measurement so far the second thread bought no wall time and cost up to 25% more
+    CPU, and the owner's MLP trained 2.4x slower beside the shadow networks' training than alone (both loops
+    dispatch many small torch operations from Python: they contend for the interpreter); the quiet machine
+    is not measured (docs/performance.md, "Both cores in one audit"). The numbers are the same either way."""
     from recourse_privacy.processes import usable_cpus
 
-    mode = os.environ.get(PARALLEL_ENV, "auto").strip().lower()
+    mode = os.environ.get(PARALLEL_ENV, "0").strip().lower()
     cores = usable_cpus()
-    if mode in {"0", "off", "false", "no"} or cores < 2:
+    if mode not in {"1", "on", "true", "yes", "auto"} or cores < 2:
         return False
     if mode in {"1", "on", "true", "yes"}:
         return True
