@@ -15,6 +15,7 @@ adversary's view of a target (x, y); their membership is never read.
 
 from __future__ import annotations
 
+import itertools
 import os
 import zipfile
 from collections.abc import Callable
@@ -366,18 +367,91 @@ def _for_worlds(recourse, models, X_t, X_c):
     return recourse.for_worlds(models, [[X[m.predict(X) == 0] for X in (X_t, X_c)] for m in models])
 
 
-def _train_and_query(todo, args, finish, *, batched: bool, n_jobs: int, artifacts) -> None:
+#: Python threads that query the reference worlds at once (each world's search in one torch thread), where a
+#: second core is free (:func:`spare_core`)
+QUERY_WORKERS = 2
+
+#: ``1`` (``on``, ``true``, ``yes``): both cores where the process may use two; ``auto``: both where the machine also
+#: has one idle; unset or ``0``: one (the default: no run here has shown a gain, see :func:`spare_core`)
+PARALLEL_ENV = "RECOURSE_PRIVACY_OVERLAP"
+
+
+def spare_core() -> bool:
+    """Whether the audit puts a second core to work (Python threads beside its own): ``$RECOURSE_PRIVACY_OVERLAP``
+    ``1`` where the process may use two cores or more; ``auto`` where, besides, the one-minute load average is
+    under the usable cores less one half (a core idle); unset or ``0``, never. Off by default: on the loaded
+    2-core machine of every measurement so far the second thread bought no wall time and cost up to 25% more
+    CPU, and the owner's MLP trained 2.4x slower beside the shadow networks' training than alone (both loops
+    dispatch many small torch operations from Python: they contend for the interpreter); the quiet machine
+    is not measured (docs/performance.md, "Both cores in one audit"). The numbers are the same either way."""
+    from recourse_privacy.processes import usable_cpus
+
+    mode = os.environ.get(PARALLEL_ENV, "0").strip().lower()
+    cores = usable_cpus()
+    if mode not in {"1", "on", "true", "yes", "auto"} or cores < 2:
+        return False
+    if mode in {"1", "on", "true", "yes"}:
+        return True
+    try:
+        return os.getloadavg()[0] < cores - 0.5
+    except (AttributeError, OSError):  # no load average (Windows): the cores are taken as free
+        return True
+
+
+def query_workers(n_worlds: int, spare: bool | None = None) -> int:
+    """How many worlds' recourse queries run at once: :data:`QUERY_WORKERS` where a second core is free (``spare``;
+    None: :func:`spare_core` now), capped by the usable cores and the worlds; else one."""
+    from recourse_privacy.processes import usable_cpus
+
+    if not (spare_core() if spare is None else spare):
+        return 1
+    return max(1, min(QUERY_WORKERS, usable_cpus(), n_worlds))
+
+
+def _in_threads(calls: list[Callable[[], dict]], workers: int):
+    """Each of ``calls``' results in order, the calls run ``workers`` at a time in Python threads, each thread in one
+    torch thread (:func:`~recourse_privacy.models.torch_utils.torch_threads`) and the caller's context (the device
+    of :func:`~recourse_privacy.models.device.use_device`). The first failure is raised once the running calls end,
+    and the calls not started are cancelled."""
+    if workers <= 1:
+        yield from (call() for call in calls)
+        return
+    import contextvars
+    from concurrent.futures import ThreadPoolExecutor
+
+    from recourse_privacy.models.torch_utils import torch_threads
+
+    with torch_threads(1), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reference-query") as pool:
+        futures = [pool.submit(contextvars.copy_context().run, call) for call in calls]
+        try:
+            for future in futures:
+                yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+
+
+def _train_and_query(todo, args, finish, *, batched: bool, n_jobs: int, artifacts, fitted=None, spare=None) -> None:
     """Train the models ``todo`` (batched MLPs together, else one by one or in ``n_jobs`` processes), then query
-    each for its statistics, handing them to ``finish(k, stats)``."""
+    each for its statistics, handing them to ``finish(k, stats)`` in the order of ``todo``.
+
+    Batched, the worlds' queries run in :func:`query_workers` Python threads (every world's numbers its own: its
+    model, its recourse's seed); ``fitted``: models already trained on their rows (:class:`FittedShadows`).
+    """
     make_model, _, _, X_train, y_train, keep = args[:6]
     models = [make_model(k) for k in todo]
     if batched and can_batch(models):
-        # all shadow networks trained at once (stacked weights), then queried one by one
-        train_sets = [np.flatnonzero(keep[:, k]) for k in todo]
-        fit_batch_cached(models, X_train, y_train, train_sets, artifacts, fit_mlps_batched, role="shadow models")
+        # all shadow networks trained at once (stacked weights), then queried, two worlds at a time
+        models = _fit_batched(todo, models, X_train, y_train, keep, artifacts, fitted)
         recourse = _for_worlds(args[1], models, args[6], args[8]) if args[10] else args[1]
-        for k, model in zip(todo, models):
-            finish(k, _shadow_stats(k, model, recourse, *args[2:]))
+        calls = [
+            lambda k=k, model=model: _shadow_stats(k, model, recourse, *args[2:]) for k, model in zip(todo, models)
+        ]
+        # a method planned across the worlds (SCFE's for_worlds) searches all of them at its first query, with this
+        # thread's torch threads (its own parallel groups): that query here, the cheap lookups after in threads
+        first = [] if recourse is args[1] else [calls.pop(0)()]
+        for k, stats in zip(todo, itertools.chain(first, _in_threads(calls, query_workers(len(calls), spare)))):
+            finish(k, stats)
     elif n_jobs == 1 or len(todo) <= 1:
         for k in todo:
             finish(k, _one_shadow(k, *args))
@@ -391,6 +465,66 @@ def _train_and_query(todo, args, finish, *, batched: bool, n_jobs: int, artifact
             if artifacts is not None:
                 artifacts.merge(counted)
             finish(k, res)
+
+
+def _fit_batched(todo, models, X_train, y_train, keep, artifacts, fitted):
+    """``models`` (of worlds ``todo``) trained together on their rows of ``keep``; those of ``fitted`` taken as trained."""
+    fitted_models = fitted.models if fitted is not None and np.array_equal(fitted.keep, keep) else {}
+    models = [fitted_models.get(k, m) for k, m in zip(todo, models)]
+    train = [(k, m) for k, m in zip(todo, models) if k not in fitted_models]
+    if train:
+        fit_batch_cached(
+            [m for _, m in train],
+            X_train,
+            y_train,
+            [np.flatnonzero(keep[:, k]) for k, _ in train],
+            artifacts,
+            fit_mlps_batched,
+            role="shadow models",
+        )
+    return models
+
+
+@dataclass(frozen=True)
+class FittedShadows:
+    """Offline shadow models trained before the targets are known (:func:`fit_shadow_models`): the keep matrix over
+    the pool they trained on and the models by world; :func:`run_shadow_models` takes them where its keep matrix is
+    this one, and trains the rest."""
+
+    keep: np.ndarray
+    models: dict
+
+
+def fit_shadow_models(
+    make_model: Callable[[int], object],
+    X_pool: np.ndarray,
+    y_pool: np.ndarray,
+    *,
+    n_shadow: int,
+    fraction: float = 0.5,
+    random_state=None,
+    artifacts: ArtifactCache | None = None,
+) -> FittedShadows | None:
+    """The offline shadow models of :func:`run_shadow_models` (same arguments, same keep matrix, same networks),
+    trained without the targets: their training sets are drawn from the pool alone, so they can train while the
+    owner's model, which decides the targets, trains beside them. None where they are not MLPs trained together
+    (the only kind worth training ahead)."""
+    n_shadow = check_positive_int(n_shadow, "shadow_models")
+    keep = balanced_keep(len(X_pool), n_shadow, fraction, as_generator(random_state))  # run_shadow_models' first draw
+    models = [make_model(k) for k in range(n_shadow)]
+    if not can_batch(models):
+        return None
+    _check_two_classes(y_pool, keep)
+    fit_batch_cached(
+        models,
+        X_pool,
+        y_pool,
+        [np.flatnonzero(keep[:, k]) for k in range(n_shadow)],
+        artifacts,
+        fit_mlps_batched,
+        role="shadow models",
+    )
+    return FittedShadows(keep, dict(enumerate(models)))
 
 
 def run_shadow_models(
@@ -414,6 +548,8 @@ def run_shadow_models(
     artifacts: ArtifactCache | None = None,
     online: bool = False,
     online_rows: np.ndarray | None = None,
+    fitted: FittedShadows | None = None,
+    spare_core: bool | None = None,
 ) -> ShadowData:
     """Train ``n_shadow`` shadow models (seeded ``make_model(k)``) and collect their statistics.
 
@@ -431,6 +567,10 @@ def run_shadow_models(
     calibration points are drawn from the whole pool, as offline; those outside ``online_rows``
     are out of every model. Such a set also serves the offline attacks (each target's out-models,
     :attr:`ShadowData.out_targets`), so an audit of both kinds trains one set.
+
+    ``fitted``: offline shadow models already trained (:func:`fit_shadow_models` with the same arguments, e.g.
+    beside the owner's model); used where their keep matrix is this call's, else ignored. ``spare_core``: whether
+    a second core is free for the worlds' queries (None: :func:`spare_core` now).
     """
     n_shadow = check_positive_int(n_shadow, "shadow_models")
     rng = as_generator(random_state)
@@ -463,7 +603,9 @@ def run_shadow_models(
     for k in (k for k, res in cached.items() if res is not None):
         finish(k, cached[k], write=False)
     todo = [k for k, res in cached.items() if res is None]
-    _train_and_query(todo, args, finish, batched=batched, n_jobs=n_jobs, artifacts=artifacts)
+    _train_and_query(
+        todo, args, finish, batched=batched, n_jobs=n_jobs, artifacts=artifacts, fitted=fitted, spare=spare_core
+    )
 
     stack = {name: np.stack([results[k][name] for k in range(n_shadow)], axis=-1) for name in _FIELDS}
     return ShadowData(

@@ -9,7 +9,9 @@ library's one call, plays and, given ``out_dir``, writes the same files.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from typing import Any
 import recourse_privacy.audit.deployed as deployed
 import recourse_privacy.audit.stages as stages
 import recourse_privacy.audit.threats as threats
+from recourse_privacy.attacks.shadow import PARALLEL_ENV, FittedShadows, spare_core
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.defenses import DEFENSES, Defense, dp_verdict
 from recourse_privacy.audit.exposure import check_group_columns, group_table, record_exposure
@@ -184,6 +187,7 @@ class _Run:
     attacks: dict = field(default_factory=dict)
     warns: list[str] = field(default_factory=list)
     threat_report: Any = None
+    spare: bool = False  # a second core free for the owner beside the shadow models and two worlds' queries at once
 
     def owner_recourse(self, model, X_fit, y_fit, X):
         """The owner's (defended) recourse for ``X`` from ``model`` fitted on (X_fit, y_fit)."""
@@ -204,11 +208,126 @@ def _play(
         DEFENSES.get(config.defense).obj,
     )
     _data_stage(run)
-    _owner_stage(run)
-    _recourse_stage(run)
-    _reference_stage(run, resume_dir)
+    run.spare = spare_core()  # decided once, before our own threads weigh on the load average
+    if overlaps(run.config, run.deployed_data is not None, _resume_cache(run, resume_dir), run.recipe.make, run.spare):
+        _owner_beside_shadow_models(run, resume_dir)
+    else:
+        _owner_stage(run)
+        _recourse_stage(run)
+        _reference_stage(run, resume_dir)
     _attack_stage(run)
     return _assemble(run)
+
+
+#: ``RECOURSE_PRIVACY_OVERLAP``: ``1`` both cores where the process may use two, ``auto`` both where one is idle, unset
+#: or ``0`` the stages one after another and one world queried at a time (:func:`~recourse_privacy.attacks.shadow.spare_core`)
+OVERLAP_ENV = PARALLEL_ENV
+
+
+def overlaps(
+    config: AuditConfig,
+    deployed_owner: bool,
+    resume_cache: Path | None = None,
+    make_model: Callable[[int], Any] | None = None,
+    spare: bool | None = None,
+) -> bool:
+    """Whether the owner's model and recourse run in a Python thread beside the training of the shadow models.
+
+    Where a second core is free (``spare``; None: :func:`~recourse_privacy.attacks.shadow.spare_core` now),
+    the audit trains an offline shadow set of its own of MLPs trained together (``make_model``: the audit's
+    model recipe; the online reference models' training sets hold the targets, which the owner's model
+    decides: they wait for it), the owner's model is trained here (not a deployed instance), the models are
+    on the CPU, and no resumed shadow statistics are waiting under ``resume_cache``.
+    """
+    if not (spare_core() if spare is None else spare):
+        return False
+    if deployed_owner or not stages.trains_shadow_set(config):
+        return False
+    if make_model is not None and not stages.shadow_set_ahead(config, make_model):
+        return False
+    if resume_cache is not None and any(resume_cache.glob("shadow_*.npz")):
+        return False  # a resumed run reads its shadow statistics: nothing to train ahead
+    from recourse_privacy.models.device import resolve_device
+
+    return resolve_device(config.device).type == "cpu"
+
+
+def _resume_cache(run: _Run, resume_dir: Path | None) -> Path | None:
+    """Where the reference models' statistics are kept for a resumed run (None: nowhere); keyed by content: the
+    configuration, the data's SHA-256 and the package version (and, inside run_shadow_models, each entry by the
+    exact arrays it was computed from)."""
+    if resume_dir is None:
+        return None
+    return (
+        Path(resume_dir)
+        / ".cache"
+        / content_key(run.config.digest(), run.provenance.data_sha256, run.game.pool_sizes[2])
+    )
+
+
+def _owner_beside_shadow_models(run: _Run, resume_dir: Path | None) -> None:
+    """The owner's model and recourse in a Python thread while this one trains the shadow models, then the rest of
+    the reference stage (the targets' statistics need the owner's targets).
+
+    Each side has its own seeded generators (the networks' initial weights included), and each runs in one
+    torch thread (:func:`~recourse_privacy.models.torch_utils.torch_threads`), so the numbers are those of the
+    stages one after another. Times: each stage its own wall time in its own thread (``shadow models``: training
+    ahead plus the queries after, not the wait for the owner), and ``overlapped``, the seconds the two sides
+    ran side by side (their sum less the wall time until both had finished): the stages' times add up to the
+    total less ``overlapped``. A failure of the owner's side is raised as it would be in order (before the
+    shadow models' own), once both sides have stopped; then this thread's.
+    """
+    import contextvars
+
+    from recourse_privacy.models.torch_utils import torch_threads
+
+    clock, lock = run.clock, threading.Lock()
+    main_progress = clock.progress
+
+    def progress(stage: str, done: int, total: int) -> None:  # one caller at a time: a progress bar is not thread-safe
+        with lock:
+            main_progress(stage, done, total)
+
+    owner_clock = _Clock(progress)
+    clock.progress = progress
+    outcome: dict[str, BaseException] = {}
+
+    def owner_side() -> None:
+        try:
+            with use_device(run.config.device):
+                _owner_stage(run, owner_clock)
+                _recourse_stage(run, owner_clock)
+        except BaseException as err:  # raised by the caller, after the join
+            outcome["error"] = err
+
+    start = time.perf_counter()
+    try:
+        with torch_threads(1):  # held here, first in and last out: both sides in one torch thread each
+            thread = threading.Thread(target=contextvars.copy_context().run, args=(owner_side,), name="audit-owner")
+            thread.start()
+            try:
+                progress("shadow models", 0, run.config.shadow_models)
+                fitted = stages.shadow_models_ahead(run.config, run.recipe.make, run.game, run.artifacts)
+            except BaseException as err:
+                outcome.setdefault("ahead", err)
+            ahead = time.perf_counter() - start
+            thread.join()
+        for side in ("error", "ahead"):  # the owner's failure first, as in order
+            if side in outcome:
+                raise outcome[side]
+        joined = clock.t = time.perf_counter()
+        _reference_stage(run, resume_dir, fitted=fitted)
+    finally:
+        clock.progress = main_progress
+    owner, before = sum(owner_clock.timing.values()), dict(clock.timing)
+    after = {k: before.pop(k) for k in list(before) if k in ("online reference models", "shadow models")}
+    clock.timing = {  # in the order of the stages in order: data, owner model, recourse, the references
+        **before,
+        **owner_clock.timing,
+        **after,
+        "shadow models": round(ahead + after.get("shadow models", 0.0), 3),
+        "overlapped": round(max(owner + ahead - (joined - start), 0.0), 3),
+    }
 
 
 def _data_stage(run: _Run) -> None:
@@ -233,22 +352,24 @@ def _data_stage(run: _Run) -> None:
     clock.lap("data")
 
 
-def _owner_stage(run: _Run) -> None:
+def _owner_stage(run: _Run, clock: _Clock | None = None) -> None:
     """Train the owner's model on the members (or take the deployed instance) and select the targets."""
-    run.clock.begin("owner model")
+    clock = clock or run.clock
+    clock.begin("owner model")
     if run.deployed_data is not None:
         run.targets = deployed.deployed_targets(run.config, run.game)  # never refitted
     else:
         run.targets = stages.train_owner(run.recipe.make, run.game, run.config.seed, run.artifacts)
     check_fitted_recourse(run.config, run.targets.model, run.recipe.label)
     _check_enough_targets(run.config, run.targets.is_member, run.game.dataset.n_rows)
-    run.clock.lap("owner model")
+    clock.lap("owner model")
 
 
-def _recourse_stage(run: _Run) -> None:
+def _recourse_stage(run: _Run, clock: _Clock | None = None) -> None:
     """The owner's recourse for the targets, its distances and (a user's data) the counterfactuals' table."""
     config, game, targets = run.config, run.game, run.targets
-    run.clock.begin("recourse")
+    clock = clock or run.clock
+    clock.begin("recourse")
     run.fit = (game.X_pool, game.y_pool) if config.recourse_fit == "adversary" else (game.X_members, game.y_members)
     run.res, run.session = stages.owner_recourse(config, run.defense, run.method, targets, *run.fit, run.artifacts)
     run.cfd = run.res.distance(config.distance)
@@ -256,27 +377,22 @@ def _recourse_stage(run: _Run) -> None:
         run.counterfactuals, run.note = stages.counterfactual_table(
             game.preprocessor, game.dataset, targets.rows, run.res, config.distance, targets.is_member
         )
-    run.clock.lap("recourse")
+    clock.lap("recourse")
 
 
-def _reference_stage(run: _Run, resume_dir: Path | None) -> None:
-    """The adversary's shadow models and the online reference models, resumable under ``resume_dir``."""
+def _reference_stage(run: _Run, resume_dir: Path | None, fitted: FittedShadows | None = None) -> None:
+    """The adversary's shadow models and the online reference models, resumable under ``resume_dir``; ``fitted``:
+    the shadow models trained ahead (:func:`_owner_beside_shadow_models`)."""
     config, game, clock = run.config, run.game, run.clock
-    # keyed by content: the configuration, the data's SHA-256 and the package version (and, inside
-    # run_shadow_models, each entry by the exact arrays it was computed from)
-    cache = (
-        Path(resume_dir) / ".cache" / content_key(config.digest(), run.provenance.data_sha256, game.pool_sizes[2])
-        if resume_dir is not None
-        else None
-    )
-    common = {"cache_dir": cache, "progress": clock.progress, "artifacts": run.artifacts}
+    cache = _resume_cache(run, resume_dir)
+    common = {"cache_dir": cache, "progress": clock.progress, "artifacts": run.artifacts, "spare_core": run.spare}
     with workers_die_with_parent():  # no shadow-model worker outlives a killed run
         run.online = stages.train_online_models(config, run.recipe.make, run.method, game, run.targets, **common)
     if run.online is not None:
         clock.lap("online reference models", report=False)
     with workers_die_with_parent():  # the online models serve as the shadow set where they can (one set, not two)
         run.shadow = stages.train_shadow_models(
-            config, run.recipe.make, run.method, game, run.targets, **common, online=run.online
+            config, run.recipe.make, run.method, game, run.targets, **common, online=run.online, fitted=fitted
         )
     if run.shadow is not None and run.shadow is not run.online:
         clock.lap("shadow models", report=False)

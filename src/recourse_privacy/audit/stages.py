@@ -18,7 +18,13 @@ import pandas as pd
 
 from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.attacks.registry import ATTACKS, AttackInputs, LRTOptions, RMIAOptions, run_attack
-from recourse_privacy.attacks.shadow import ShadowData, generate_in_row_chunks, run_shadow_models
+from recourse_privacy.attacks.shadow import (
+    FittedShadows,
+    ShadowData,
+    fit_shadow_models,
+    generate_in_row_chunks,
+    run_shadow_models,
+)
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.cache import ArtifactCache
 from recourse_privacy.data import Dataset, Pools, Preprocessor, load_dataset, split_pools
@@ -63,6 +69,7 @@ __all__ = [
     "train_online_models",
     "train_owner",
     "train_shadow_models",
+    "shadow_models_ahead",
     "shares_references",
 ]
 
@@ -297,11 +304,14 @@ def train_shadow_models(
     progress: Progress,
     artifacts: ArtifactCache | None = None,
     online: ShadowData | None = None,
+    fitted: FittedShadows | None = None,
+    spare_core: bool | None = None,
 ) -> ShadowData | None:
     """The adversary's shadow models and the targets' statistics under each; None when no attack needs them.
 
     ``online``: the audit's online reference models, which serve as the shadow set where
-    :func:`shares_references` says they can (nothing more is trained).
+    :func:`shares_references` says they can (nothing more is trained). ``fitted``: the shadow models
+    trained ahead (:func:`shadow_models_ahead`), queried here, not trained again.
     """
     if not config.needs_shadow_models:
         return None
@@ -319,6 +329,45 @@ def train_shadow_models(
         need_cfd=config.needs_shadow_recourse,
         random_state=derive_seed(config.seed, 4),
         cache_dir=cache_dir,
+        artifacts=artifacts,
+        fitted=fitted,
+        spare_core=spare_core,
+    )
+
+
+def trains_shadow_set(config: AuditConfig) -> bool:
+    """Whether the audit trains an offline shadow set of its own (not served by the online reference models)."""
+    return config.needs_shadow_models and not shares_references(config)
+
+
+def shadow_set_ahead(config: AuditConfig, make_model: Callable[[int], BaseClassifier]) -> bool:
+    """Whether :func:`shadow_models_ahead` trains the shadow set: the audit trains one of its own, of MLPs trained
+    together (:func:`~recourse_privacy.models.batched.can_batch`)."""
+    from recourse_privacy.models.batched import can_batch
+
+    n = config.shadow_models
+    return trains_shadow_set(config) and can_batch([make_model(derive_seed(config.seed, 100 + k)) for k in range(n)])
+
+
+def shadow_models_ahead(
+    config: AuditConfig, make_model: Callable[[int], BaseClassifier], game: GameData, artifacts: ArtifactCache | None
+) -> FittedShadows | None:
+    """The offline shadow models of :func:`train_shadow_models`, trained before the owner's targets are known.
+
+    They train on rows of the adversary's pool only (the targets are read when the models are queried), so
+    they can train beside the owner's model (:func:`recourse_privacy.audit.pipeline.play_audit`): the same
+    seeds and keep matrix, the same networks. None where the audit trains no shadow set of its own or its
+    models are not MLPs trained together.
+    """
+    if not trains_shadow_set(config):
+        return None
+    return fit_shadow_models(
+        lambda k: make_model(derive_seed(config.seed, 100 + k)),
+        game.X_pool,
+        game.y_pool,
+        n_shadow=config.shadow_models,
+        fraction=config.shadow_fraction,
+        random_state=derive_seed(config.seed, 4),
         artifacts=artifacts,
     )
 
@@ -405,6 +454,7 @@ def train_online_models(
     cache_dir: Path | None,
     progress: Progress,
     artifacts: ArtifactCache | None = None,
+    spare_core: bool | None = None,
 ) -> ShadowData | None:
     """LiRA's online reference models (halves of the pool and the targets); None when no attack needs them.
 
@@ -436,6 +486,7 @@ def train_online_models(
         cache_dir=cache_dir,
         artifacts=artifacts,
         online=True,
+        spare_core=spare_core,
         online_rows=online_pool_rows(targets.model, game.X_pool, game.n_owner_rows, len(targets.X), config.seed),
     )
 

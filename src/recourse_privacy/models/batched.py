@@ -84,27 +84,33 @@ GROUP_MODELS = 16
 
 
 def _fit_groups(models: Sequence[MLPModel], X: np.ndarray, y: np.ndarray, rows: list[np.ndarray], dev) -> None:
-    """:func:`_fit_group` on stacks of networks with equal row counts; on the CPU, one stack per allowed thread at once.
+    """:func:`_fit_group` on stacks of networks with equal row counts; on the CPU, one stack per core, as many at once as torch's threads.
 
     On the CPU each stack trains in one torch thread inside a Python thread of its own (torch releases the
     GIL in its products), so the cores work on different stacks with no barrier between them. Torch's own
     threads would split every small product and wait for each other at each one: under load those waits
     cost about 5x the CPU time of the work (measured at load 18: 60.6 against 12.4 ms of CPU per step of
-    64 networks). A network's training does not depend on the stack it is in, nor on the thread (tested).
+    64 networks). A network's training does not depend on the thread (tested); its float32 rounding may
+    depend on its stack's size, which depends on the cores only.
     On a GPU all networks of one row count are one stack.
     """
     import torch
 
     from recourse_privacy.models.torch_utils import torch_threads
 
-    threads = torch.get_num_threads() if dev.type == "cpu" else 1
+    # the stacks are cut by the machine's cores, not torch's thread count of the moment: a network's float32
+    # rounding depends on the size of its stack (bmm's kernel), so the same networks whether this runs in two
+    # threads or in one beside another stage (audit/pipeline.py trains the owner's model beside the shadow models)
+    from recourse_privacy.processes import usable_cpus
+
+    cores = usable_cpus() if dev.type == "cpu" else 1
     sizes = np.array([len(r) for r in rows])
     stacks = []
     for size in np.unique(sizes):
         same = np.flatnonzero(sizes == size)
-        step = len(same) if dev.type != "cpu" else min(GROUP_MODELS, -(-len(same) // threads))
+        step = len(same) if dev.type != "cpu" else min(GROUP_MODELS, -(-len(same) // cores))
         stacks += [same[i : i + step] for i in range(0, len(same), step)]
-    # initialised here, one after another: MLPModel._build seeds torch's global generator
+    # each network's initial weights from its own seeded generator (MLPModel._build), built here on the CPU
     jobs = [
         ([models[k] for k in g], X, y, [rows[k] for k in g], dev, _initial([models[k] for k in g], X.shape[1]))
         for g in stacks
@@ -115,6 +121,7 @@ def _fit_groups(models: Sequence[MLPModel], X: np.ndarray, y: np.ndarray, rows: 
         return
     from concurrent.futures import ThreadPoolExecutor
 
+    threads = torch.get_num_threads()  # the stacks train this many at once
     with torch_threads(1), ThreadPoolExecutor(max_workers=min(threads, len(jobs))) as pool:
         for done in [pool.submit(_fit_group, *job) for job in jobs]:
             done.result()

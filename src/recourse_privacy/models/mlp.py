@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -57,15 +58,21 @@ class MLPModel(TorchBackedClassifier):
 
         from recourse_privacy.models.torch_utils import logit_module
 
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            layers: list[nn.Module] = []
-            width = n_features
-            for h in self.hidden_layers:
-                layers += [nn.Linear(width, h), nn.ReLU()]
-                width = h
-            layers.append(nn.Linear(width, 1))
-            return logit_module(nn.Sequential(*layers))
+        # torch's own initialisation (nn.Linear.reset_parameters: Kaiming-uniform weights, uniform biases in
+        # +-1/sqrt(fan_in)) drawn from a generator of this network's own, never torch's global one: the same
+        # numbers as the global generator seeded with ``seed``, and safe where another Python thread builds or
+        # draws at the same time (an owner's model trained beside the shadow models, audit/pipeline.py)
+        gen = torch.Generator().manual_seed(seed)
+        layers: list[nn.Module] = []
+        width = n_features
+        for h in (*self.hidden_layers, 1):
+            layer = torch.nn.utils.skip_init(nn.Linear, width, h)
+            with torch.no_grad():
+                nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=gen)
+                nn.init.uniform_(layer.bias, -1 / math.sqrt(width), 1 / math.sqrt(width), generator=gen)
+            layers += [layer, nn.ReLU()]
+            width = h
+        return logit_module(nn.Sequential(*layers[:-1]))
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> MLPModel:
         """Train from scratch on ``X`` with 0/1 labels ``y`` (seeded by ``random_state``)."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 
 import numpy as np
 import torch
 from torch import nn
+
+from recourse_privacy.errors import InvalidInputError
 
 
 class _SqueezeLogit(nn.Module):
@@ -23,20 +26,47 @@ class _SqueezeLogit(nn.Module):
         return out.reshape(out.shape[0])
 
 
+#: guards :func:`torch_threads`' bookkeeping: torch's thread count is one process-wide setting
+_THREADS_LOCK = threading.Lock()
+_THREADS_HELD: list[int] = []  # the counts asked for by the blocks now running, in any Python thread
+_THREADS_SAVED: list[int] = []  # the count before the first of them
+
+
 @contextmanager
 def torch_threads(n: int = 1):
-    """Run a block with ``n`` intra-op threads, then restore the previous setting.
+    """Run a block with at most ``n`` intra-op threads, then restore the previous setting; safe in concurrent threads.
 
     Training the paper's small networks on mini-batches is dominated by per-step overhead;
     one thread per process is faster than two fighting over the same cores, and leaves the
     other core to a parallel shadow-model worker.
+
+    Torch's thread count is one setting for the process (with OpenMP, the default each new thread
+    starts from), so two Python threads that each set and restore it race: the first to leave would
+    restore two threads under the other's block (reductions split differently: other bits). Here the
+    blocks running in any thread share one reference count under a lock: the count in effect is the
+    smallest asked for while any block runs (1 while any holder wants 1), a block whose count is
+    already in effect makes no call, and the last block to leave restores the count from before the
+    first. A thread started inside a block (a worker of a pool) starts with the block's count.
     """
-    previous = torch.get_num_threads()
-    torch.set_num_threads(n)
+    if int(n) < 1:
+        raise InvalidInputError(f"n must be a positive number of threads; got {n!r}")
+    with _THREADS_LOCK:
+        if not _THREADS_HELD:
+            _THREADS_SAVED[:] = [torch.get_num_threads()]
+        _THREADS_HELD.append(int(n))
+        _set_threads(min(_THREADS_HELD))
     try:
         yield
     finally:
-        torch.set_num_threads(previous)
+        with _THREADS_LOCK:
+            _THREADS_HELD.remove(int(n))
+            _set_threads(min(_THREADS_HELD) if _THREADS_HELD else _THREADS_SAVED[0])
+
+
+def _set_threads(n: int) -> None:
+    """``torch.set_num_threads(n)`` in this thread, where its count is not ``n`` already (no call: nothing to race)."""
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
 
 
 def linear_module(coef: np.ndarray, intercept: float) -> nn.Module:

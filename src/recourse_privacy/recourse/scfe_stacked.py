@@ -18,6 +18,7 @@ products) is then one loop for all worlds, not one per world.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -289,6 +290,7 @@ class WorldPlan:
         self.index = {id(m): k for k, m in enumerate(self.models)}
         self.outputs: list[list[SearchOutput]] | None = None
         self.failed = False
+        self._lock = threading.Lock()  # worlds are queried from two Python threads (attacks/shadow.py): one search
 
     def _run(self) -> None:
         from recourse_privacy.models.torch_utils import module_on_device
@@ -317,8 +319,9 @@ class WorldPlan:
         match = [p for p, q in enumerate(self.queries[k]) if q.shape == X.shape and np.array_equal(q, X)]
         if not match:
             return None
-        if self.outputs is None:
-            self._run()
-            if self.failed:
-                return None
+        with self._lock:
+            if self.outputs is None and not self.failed:
+                self._run()
+        if self.failed:
+            return None
         return self.outputs[k][match[0]]
