@@ -80,8 +80,11 @@ def test_overlap_only_where_the_shadow_set_does_not_wait_for_the_owner(two_cores
 
 
 def test_a_second_core_is_used_where_one_is_free_or_where_asked(two_cores, monkeypatch):
+    monkeypatch.delenv(pipeline.OVERLAP_ENV, raising=False)
     monkeypatch.setattr(shadow.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
-    assert not shadow.spare_core()  # unset: off (no run has shown a gain)
+    assert shadow.spare_core()  # unset: auto, and a core is idle
+    monkeypatch.setattr(shadow.os, "getloadavg", lambda: (1.7, 1.0, 1.0))
+    assert not shadow.spare_core()  # unset: auto, and both cores are busy
     monkeypatch.setenv(pipeline.OVERLAP_ENV, "auto")
     monkeypatch.setattr(shadow.os, "getloadavg", lambda: (1.2, 1.0, 1.0))
     assert shadow.spare_core() and shadow.query_workers(10) == 2 and shadow.query_workers(1) == 1

@@ -371,22 +371,22 @@ def _for_worlds(recourse, models, X_t, X_c):
 #: second core is free (:func:`spare_core`)
 QUERY_WORKERS = 2
 
-#: ``1`` (``on``, ``true``, ``yes``): both cores where the process may use two; ``auto``: both where the machine also
-#: has one idle; unset or ``0``: one (the default: no run here has shown a gain, see :func:`spare_core`)
+#: ``1`` (``on``, ``true``, ``yes``): both cores where the process may use two; ``auto`` (the default, also when
+#: unset): both where the machine also has one idle; ``0`` (``off``): one (see :func:`spare_core`)
 PARALLEL_ENV = "RECOURSE_PRIVACY_OVERLAP"
 
 
 def spare_core() -> bool:
     """Whether the audit puts a second core to work (Python threads beside its own): ``$RECOURSE_PRIVACY_OVERLAP``
-    ``1`` where the process may use two cores or more; ``auto`` where, besides, the one-minute load average is
-    under the usable cores less one half (a core idle); unset or ``0``, never. Off by default: on the loaded
-    2-core machine of every measurement so far the second thread bought no wall time and cost up to 25% more
-    CPU, and the owner's MLP trained 2.4x slower beside the shadow networks' training than alone (both loops
-    dispatch many small torch operations from Python: they contend for the interpreter); the quiet machine
-    is not measured (docs/performance.md, "Both cores in one audit"). The numbers are the same either way."""
+    ``1`` where the process may use two cores or more; ``auto`` (the default) where, besides, the one-minute load
+    average is under the usable cores less one half (a core idle); ``0``, never. On the quiet 2-core machine the
+    HELOC GS cell took 49.2 / 45.5 s with both cores against 53.5 / 64.7 s in order (stop 33); on a loaded one
+    the second thread bought nothing and cost up to 25% more CPU (both loops dispatch many small torch operations
+    from Python and contend for the interpreter), which is why ``auto`` asks for an idle core
+    (docs/performance.md, "Both cores in one audit"). The numbers are the same either way."""
     from recourse_privacy.processes import usable_cpus
 
-    mode = os.environ.get(PARALLEL_ENV, "0").strip().lower()
+    mode = os.environ.get(PARALLEL_ENV, "auto").strip().lower() or "auto"
     cores = usable_cpus()
     if mode not in {"1", "on", "true", "yes", "auto"} or cores < 2:
         return False
@@ -412,15 +412,17 @@ def _in_threads(calls: list[Callable[[], dict]], workers: int):
     """Each of ``calls``' results in order, the calls run ``workers`` at a time in Python threads, each thread in one
     torch thread (:func:`~recourse_privacy.models.torch_utils.torch_threads`) and the caller's context (the device
     of :func:`~recourse_privacy.models.device.use_device`). The first failure is raised once the running calls end,
-    and the calls not started are cancelled."""
-    if workers <= 1:
-        yield from (call() for call in calls)
-        return
+    and the calls not started are cancelled. One torch thread per call with one worker too, so that a world's
+    numbers (float32 rounding depends on the thread count) do not depend on whether a second core was free."""
     import contextvars
     from concurrent.futures import ThreadPoolExecutor
 
     from recourse_privacy.models.torch_utils import torch_threads
 
+    if workers <= 1:
+        with torch_threads(1):
+            yield from (call() for call in calls)
+        return
     with torch_threads(1), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reference-query") as pool:
         futures = [pool.submit(contextvars.copy_context().run, call) for call in calls]
         try:

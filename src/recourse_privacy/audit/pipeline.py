@@ -219,8 +219,8 @@ def _play(
     return _assemble(run)
 
 
-#: ``RECOURSE_PRIVACY_OVERLAP``: ``1`` both cores where the process may use two, ``auto`` both where one is idle, unset
-#: or ``0`` the stages one after another and one world queried at a time (:func:`~recourse_privacy.attacks.shadow.spare_core`)
+#: ``RECOURSE_PRIVACY_OVERLAP``: ``1`` both cores where the process may use two, ``auto`` (the default) both where one
+#: is idle, ``0`` the stages one after another and one world queried at a time (:func:`~recourse_privacy.attacks.shadow.spare_core`)
 OVERLAP_ENV = PARALLEL_ENV
 
 
