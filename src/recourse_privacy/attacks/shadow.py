@@ -529,6 +529,15 @@ def fit_shadow_models(
     return FittedShadows(keep, dict(enumerate(models)))
 
 
+def _entry_store(cache_dir, online: bool, settings: tuple, X_train, y_train, X_targets, y_targets, keep, calib,
+                 keep_calib) -> _EntryStore:  # fmt: skip
+    """The store of each model's statistics, keyed by the exact inputs they are computed from (every entry also
+    carries a digest of its own numbers); online and offline entries may share a directory."""
+    raw = np.frombuffer(repr(settings).encode(), np.uint8)
+    key = sha256_arrays(X_train, y_train, X_targets, y_targets, keep, calib, *((keep_calib,) if online else ()), raw)
+    return _EntryStore(cache_dir, "online_" if online else "shadow_", key, len(X_targets), len(calib))
+
+
 def run_shadow_models(
     make_model: Callable[[int], object],
     recourse,
@@ -565,15 +574,12 @@ def run_shadow_models(
     ``online_rows`` (default all) and the targets together, by one balanced keep matrix over both
     (each target in exactly half of an even number of models at ``fraction`` 0.5); ``keep_targets``
     of the result says which. The caller picks ``online_rows`` so that each model's training set
-    looks like the owner's (:func:`~recourse_privacy.audit.stages.train_online_models`). The
-    calibration points are drawn from the whole pool, as offline; those outside ``online_rows``
-    are out of every model. Such a set also serves the offline attacks (each target's out-models,
-    :attr:`ShadowData.out_targets`), so an audit of both kinds trains one set.
+    looks like the owner's (:func:`~recourse_privacy.audit.stages.train_online_models`). Calibration points
+    come from the whole pool (those outside ``online_rows`` out of every model). Such a set also serves the
+    offline attacks (each target's out-models, :attr:`ShadowData.out_targets`): an audit of both trains one.
 
-    ``fitted``: offline shadow models already trained (:func:`fit_shadow_models` with the same arguments, e.g.
-    beside the owner's model); used where their keep matrix is this call's, else ignored. ``spare_core``: whether
-    a second core is free for the worlds' queries (None: :func:`spare_core` now).
-    """
+    ``fitted``: models of :func:`fit_shadow_models` (same arguments), used where their keep matrix is this call's;
+    ``spare_core``: whether a second core is free for the worlds' queries (None: :func:`spare_core` now)."""
     n_shadow = check_positive_int(n_shadow, "shadow_models")
     rng = as_generator(random_state)
     n_pool = len(X_pool)
@@ -581,17 +587,11 @@ def run_shadow_models(
     keep = balanced_keep(len(X_train), n_shadow, fraction, rng)
     _check_two_classes(y_train, keep)
     calib = np.sort(rng.choice(n_pool, size=min(n_calibration, n_pool), replace=False))
-    X_c, y_c = X_pool[calib], y_pool[calib]
     keep_calib = _calibration_keep(keep, calib, rows)
-    args = (make_model, recourse, distance, X_train, y_train, keep, X_targets, y_targets, X_c, y_c, need_cfd, artifacts)
-
-    # every entry is keyed by the exact inputs it was computed from and carries a digest of its own numbers
-    settings = np.frombuffer(repr((fraction, distance, need_cfd, n_calibration)).encode(), np.uint8)
-    key = sha256_arrays(
-        X_train, y_train, X_targets, y_targets, keep, calib, *((keep_calib,) if online else ()), settings
-    )
-    # online and offline entries may share a directory
-    store = _EntryStore(cache_dir, "online_" if online else "shadow_", key, len(X_targets), len(calib))
+    args = (make_model, recourse, distance, X_train, y_train, keep, X_targets, y_targets, X_pool[calib], y_pool[calib],
+            need_cfd, artifacts)  # fmt: skip
+    store = _entry_store(cache_dir, online, (fraction, distance, need_cfd, n_calibration), X_train, y_train,
+                         X_targets, y_targets, keep, calib, keep_calib)  # fmt: skip
     results: dict[int, dict] = {}
 
     def finish(k: int, res: dict, *, write: bool = True) -> None:
@@ -601,13 +601,14 @@ def run_shadow_models(
         if on_done:
             on_done(k)
 
-    cached = {k: store.read(k) for k in range(n_shadow)}
-    for k in (k for k, res in cached.items() if res is not None):
-        finish(k, cached[k], write=False)
-    todo = [k for k, res in cached.items() if res is None]
-    _train_and_query(
-        todo, args, finish, batched=batched, n_jobs=n_jobs, artifacts=artifacts, fitted=fitted, spare=spare_core
-    )
+    todo = []
+    for k in range(n_shadow):  # a killed run's finished models are read back, the others trained
+        if (res := store.read(k)) is None:
+            todo.append(k)
+        else:
+            finish(k, res, write=False)
+    _train_and_query(todo, args, finish, batched=batched, n_jobs=n_jobs, artifacts=artifacts, fitted=fitted,
+                     spare=spare_core)  # fmt: skip
 
     stack = {name: np.stack([results[k][name] for k in range(n_shadow)], axis=-1) for name in _FIELDS}
     return ShadowData(
