@@ -277,3 +277,39 @@ def test_a_grid_reports_stages_and_hit_rates_and_cache_info_reads_them(tmp_path)
     out = CliRunner().invoke(app, ["cache", "clear", "--cache-dir", str(tmp_path / "cache")])
     assert out.exit_code == 0 and "removed" in out.output
     assert ArtifactCache(tmp_path / "cache").info().entries == {}
+
+
+def test_lookups_from_threads_lose_no_count(tmp_path, monkeypatch):
+    """The reference worlds' queries may look entries up from two threads at once: every hit and miss is counted.
+    Each count is a read, an addition and a write; here the write waits 1 ms after the read, so that two threads
+    counting at once would lose one of their updates unless the counting is serialised (the lock)."""
+    import threading
+    import time
+    from dataclasses import fields
+
+    from recourse_privacy.cache import RoleStats
+
+    def slow_add(self, other):
+        values = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+        time.sleep(0.001)
+        for name, v in values.items():
+            setattr(self, name, v)
+
+    cache = ArtifactCache(tmp_path)
+    keys = [artifact_key("test", i) for i in range(4)]
+    for k in keys:
+        cache.get_or_compute("model", k, lambda: {"a": np.zeros(1)}, "warm")
+    monkeypatch.setattr(RoleStats, "add", slow_add)
+    n_threads, n_lookups = 4, 40
+
+    def work():
+        for i in range(n_lookups):
+            cache.get_or_compute("model", keys[i % len(keys)], lambda: {"a": np.zeros(1)}, "r")
+
+    threads = [threading.Thread(target=work) for _ in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert cache.stats["r"].hits == n_threads * n_lookups and cache.stats["r"].misses == 0
+    assert cache.stats_dict()["r"]["hits"] == n_threads * n_lookups

@@ -36,6 +36,7 @@ import fcntl
 import json
 import os
 import re
+import threading
 import time
 import uuid
 import zipfile
@@ -216,6 +217,7 @@ class ArtifactCache:
         self.max_entry_bytes = int(max_entry_bytes)
         self.stats: dict[str, RoleStats] = {}
         self._marked = False
+        self._counting = threading.Lock()  # the worlds' queries may look up from two threads at once
 
     def __repr__(self) -> str:
         return f"ArtifactCache({str(self.root)!r})"
@@ -227,14 +229,22 @@ class ArtifactCache:
     def merge(self, stats: Mapping[str, Mapping]) -> None:
         """Add another object's ``stats_dict()`` to this one's counters."""
         for role, d in stats.items():
-            self._role(role).add(RoleStats.from_dict(d))
+            self._count(role, RoleStats.from_dict(d))
 
     def stats_dict(self) -> dict[str, dict]:
         """The counters by role, JSON-ready (with each role's hit rate)."""
-        return {role: self.stats[role].to_dict() for role in sorted(self.stats)}
+        with self._counting:
+            return {role: self.stats[role].to_dict() for role in sorted(self.stats)}
 
     def _role(self, role: str) -> RoleStats:
-        return self.stats.setdefault(role, RoleStats())
+        with self._counting:
+            return self.stats.setdefault(role, RoleStats())
+
+    def _count(self, role: str, more: RoleStats) -> None:
+        """Add ``more`` to ``role``'s counters, under a lock (``+=`` on a field is not atomic across threads)."""
+        stats = self._role(role)
+        with self._counting:
+            stats.add(more)
 
     # ------------------------------------------------------------------ the directory's marker
     def is_marked(self) -> bool:
@@ -297,12 +307,12 @@ class ArtifactCache:
         )
         if not ok:
             if role is not None:
-                self._role(role).corrupt += 1
+                self._count(role, RoleStats(corrupt=1))
             with contextlib.suppress(OSError):
                 path.unlink()
             return None
         if role is not None:
-            self._role(role).load_seconds += time.perf_counter() - t0
+            self._count(role, RoleStats(load_seconds=time.perf_counter() - t0))
         return arrays
 
     def put(self, kind: str, key: str, arrays: Mapping[str, np.ndarray]) -> bool:
@@ -361,7 +371,7 @@ class ArtifactCache:
         While it computes, this process holds the missing keys' locks: another process needing
         one of them waits, then reads it (a hit) instead of computing it twice.
         """
-        stats = self._role(role)
+        seconds, too_large = 0.0, 0
         out: list[dict | None] = [self.get(kind, k, role) for k in keys]
         todo = [i for i, v in enumerate(out) if v is None]
         if todo:
@@ -372,13 +382,13 @@ class ArtifactCache:
                 if todo:
                     t0 = time.perf_counter()
                     computed = list(compute(todo))
-                    stats.compute_seconds += time.perf_counter() - t0
+                    seconds = time.perf_counter() - t0
                     for i, arrays in zip(todo, computed, strict=True):
                         out[i] = {name: np.asarray(a) for name, a in arrays.items()}
                         if not self.put(kind, keys[i], out[i]):
-                            stats.too_large += 1
-        stats.misses += len(todo)
-        stats.hits += len(keys) - len(todo)
+                            too_large += 1
+        more = RoleStats(hits=len(keys) - len(todo), misses=len(todo), too_large=too_large, compute_seconds=seconds)
+        self._count(role, more)
         return out  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ the whole store
