@@ -83,9 +83,13 @@ def test_dirac_canary_score_is_the_move_along_the_descent_direction():
 
     from recourse_privacy.dp_audit.dpsgd_canaries import dpsgd_canary_scores
 
+    import torch
+
     inc = np.zeros(50, dtype=bool)
     inc[::2] = True
+    threads = torch.get_num_threads()
     drift = [dpsgd_canary_scores(1.0, inc, seed=s, broken=True) for s in range(4)]
+    assert torch.get_num_threads() == threads  # its one-thread block restores the process's count
     d = np.concatenate(drift).reshape(4, 50)
     # the included canaries (even) move along their own descent direction more than the excluded ones
     assert d[:, ::2].mean() > d[:, 1::2].mean()

@@ -97,6 +97,7 @@ def dpsgd_canary_scores(
     from recourse_privacy.dp_audit.experiments import dpm_canary_data
     from recourse_privacy.models.dp import DPMLPModel
     from recourse_privacy.models.mlp import MLPModel
+    from recourse_privacy.models.torch_utils import torch_threads
 
     epsilon = check_positive_float(epsilon, "epsilon")
     include = np.asarray(include, dtype=bool).reshape(-1)
@@ -108,8 +109,7 @@ def dpsgd_canary_scores(
     model = DPMLPModel(
         epsilon=epsilon, delta=1e-5, hidden_layers=(4,), lr=0.1, epochs=epochs, batch_size=10**6, random_state=seed
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.set_num_threads(1)
+    with torch.random.fork_rng(devices=[]), torch_threads(1):
         W, b, w2, b2 = _first_layers(MLPModel._build(model, d, derive_seed(seed, 0)))
         # the initial model at each canary: pre-activations W[:, j] * scale + b, logit, gradient on W[:, j]
         pre = W[:, N_DATA_FEATURES:].T * CANARY_SCALE + b  # (m, hidden)

@@ -192,8 +192,9 @@ def dpc_experiment(epsilon: float, *, mode: str = "hardened", broken: bool = Fal
 
         Xw, yw = data[which]
         bounds = _data_bounds(Xw) if broken else (np.zeros(d), np.ones(d))
-        with torch.random.fork_rng(devices=[]):
-            torch.set_num_threads(1)
+        from recourse_privacy.models.torch_utils import torch_threads
+
+        with torch.random.fork_rng(devices=[]), torch_threads(1):
             dpc = DPCExplainer(bounds=bounds, ae_epochs=3, random_state=seed, **kw)
             dpc.fit(Xw, yw, n_classes=2)
             decoded = dpc.bounds_.from_unit(dpc.autoencoder.decode(dpc.prototypes_.centers[1:2]))

@@ -18,6 +18,7 @@ products) is then one loop for all worlds, not one per world.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 
@@ -146,6 +147,8 @@ def _search_group(method, layers, Xs: list[np.ndarray]) -> list[SearchOutput]:
     """:meth:`SCFE._adam` for every world's rows ``Xs[k]`` under the stacked network ``layers`` (K worlds)."""
     import torch
 
+    from recourse_privacy.models.torch_utils import torch_threads
+
     w0 = layers[0][0]
     dev, dtype = w0.device, w0.dtype
     K, d = len(Xs), w0.shape[1]
@@ -169,12 +172,12 @@ def _search_group(method, layers, Xs: list[np.ndarray]) -> list[SearchOutput]:
     out = x0.clone()
     n_iter = torch.full((K, n_max), -1, dtype=torch.long, device=dev)
     width = max(w.shape[2] for w, _ in layers)
-    previous = torch.get_num_threads()
+    one_thread, held = contextlib.ExitStack(), []
 
     def threads() -> None:  # small batches in one thread, as SCFE._search does (a second one only waits)
         K_, n_ = batch.x.shape[:2]
-        if dev.type == "cpu" and K_ * n_ * width <= ONE_THREAD_ELEMENTS:
-            torch.set_num_threads(1)
+        if dev.type == "cpu" and K_ * n_ * width <= ONE_THREAD_ELEMENTS and not held:
+            held.append(one_thread.enter_context(torch_threads(1)))
 
     def record(found, it: int) -> None:
         k, jj = torch.nonzero(found, as_tuple=True)
@@ -207,7 +210,7 @@ def _search_group(method, layers, Xs: list[np.ndarray]) -> list[SearchOutput]:
         record(batch.active, -1)  # the last iterate of every row still searching
         record(batch.active & (z >= 0), it)
     finally:
-        torch.set_num_threads(previous)
+        one_thread.close()  # the thread count from before (torch_threads: safe beside other threads' blocks)
     return _outputs(Xs, out, x0, n_iter)
 
 
