@@ -80,10 +80,9 @@ def test_dirac_canaries_separate_the_broken_dp_sgd_in_one_run():
 def test_dirac_canary_score_is_the_move_along_the_descent_direction():
     """Same seed with and without the canary: only the included canary's column drifts along its descent direction."""
     import numpy as np
+    import torch
 
     from recourse_privacy.dp_audit.dpsgd_canaries import dpsgd_canary_scores
-
-    import torch
 
     inc = np.zeros(50, dtype=bool)
     inc[::2] = True
