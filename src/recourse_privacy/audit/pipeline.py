@@ -21,7 +21,7 @@ import recourse_privacy.audit.stages as stages
 import recourse_privacy.audit.threats as threats
 from recourse_privacy.attacks.shadow import PARALLEL_ENV, FittedShadows, spare_core
 from recourse_privacy.audit.config import AuditConfig
-from recourse_privacy.audit.defenses import DEFENSES, Defense, dp_verdict
+from recourse_privacy.audit.defenses import Defense, dp_verdict
 from recourse_privacy.audit.exposure import check_group_columns, group_table, record_exposure
 from recourse_privacy.audit.result import AuditArrays, AuditResult
 from recourse_privacy.audit.stages import Progress
@@ -205,7 +205,7 @@ def _play(
         config,
         _Clock(progress or (lambda stage, done, total: None)),
         open_cache(cache),
-        DEFENSES.get(config.defense).obj,
+        config.defense_entry,
     )
     _data_stage(run)
     run.spare = spare_core()  # decided once, before our own threads weigh on the load average

@@ -143,7 +143,6 @@ def _dataset_scores(name: str, fields: dict, study: BudgetStudy, out: Path, say)
     """Play one dataset's game with the largest budget, then attack with every budget; scores to disk."""
     import recourse_privacy.audit.stages as stages
     from recourse_privacy.audit.config import AuditConfig
-    from recourse_privacy.audit.defenses import DEFENSES
     from recourse_privacy.models.registry import model_factory
 
     path = out / name / "scores.npz"
@@ -162,7 +161,7 @@ def _dataset_scores(name: str, fields: dict, study: BudgetStudy, out: Path, say)
         timing[stage] = round(now - t, 2)
         t = now
 
-    defense = DEFENSES.get(config.defense).obj
+    defense = config.defense_entry
     game = stages.prepare_game(config, stages.load_data(config))
     method = defense.shadow_recourse(config, None)
     model_name, model_params = config.effective_model
