@@ -163,14 +163,9 @@ def test_folded_hidden_logits_are_the_plain_sum_on_every_kind_of_row():
     assert share[0] == share[1] == 0 and (share[2:12] > 0).all()
     assert (share[2:12] < GATHER_SHARE).all() and (share[12:] >= GATHER_SHARE).all()  # both branches run
 
-    got = folded_hidden_logits(*(torch.as_tensor(v) for v in (A, Bt, w, np.array([b])))).double().numpy()
-    A64, B64, w64 = A.astype(np.float64), Bt.astype(np.float64), w.astype(np.float64)
-    exact = b + np.einsum("k,ikj->ij", w64, np.maximum(A64[:, :, None] + B64[None], 0.0))
-    u = np.finfo(np.float32).eps / 2
-    gamma = (h + 4) * u / (1 - (h + 4) * u)
-    mag = abs(b) + (np.abs(A64) @ np.abs(w64))[:, None] + (np.abs(w64) @ np.abs(B64))[None, :]
-    assert (np.abs(got - exact) <= gamma * mag).all()
-    assert np.abs(exact).max() > 1e3 * (gamma * mag).max()  # the tolerance is far below the logits' size
+    got, exact, bound = _screen_and_float64_sum(A, Bt, w, b)
+    assert (np.abs(got - exact) <= bound).all()
+    assert np.abs(exact).max() > 1e3 * bound.max()  # the tolerance is far below the logits' size
 
 
 def _screen_case(kind: str, rng):
@@ -219,16 +214,13 @@ def test_folded_screen_is_within_its_bound_on_every_kind_of_row(kind, block, mon
         gathered = counts[(counts > 0) & (counts < GATHER_SHARE * h)]
         assert (counts == 0).sum() >= 3 and (counts >= GATHER_SHARE * h).sum() >= 3  # no unstable unit; dense
         assert len(np.unique((gathered + UNIT_QUANTUM - 1) // UNIT_QUANTUM)) >= 3  # several padded widths
-    got = folded_hidden_logits(*(torch.as_tensor(v) for v in (A, Bt, w, np.array([b])))).double().numpy()
-    A64, B64, w64 = A.astype(np.float64), Bt.astype(np.float64), w.astype(np.float64)
-    exact = b + np.einsum("k,ikj->ij", w64, np.maximum(A64[:, :, None] + B64[None], 0.0))
-    u = np.finfo(np.float32).eps / 2
-    gamma = (h + 4) * u / (1 - (h + 4) * u)
-    mag = abs(b) + (np.abs(A64) @ np.abs(w64))[:, None] + (np.abs(w64) @ np.abs(B64))[None, :]
+    got, exact, bound = _screen_and_float64_sum(A, Bt, w, b)
     assert got.shape == exact.shape
-    assert (np.abs(got - exact) <= gamma * mag).all()
+    assert (np.abs(got - exact) <= bound).all()
     assert np.abs(got - exact).max() > 0 or kind == "one sample"  # float32 rounding is there, within the bound
-    assert (gamma * mag).max() < 1e-2 * np.median(np.abs(w64))  # a typical unit's term moved by 0.01 is beyond it
+    assert bound.max() < 1e-2 * np.median(
+        np.abs(w.astype(np.float64))
+    )  # a typical unit's term moved by 0.01 is beyond it
 
 
 def test_gs_counterfactuals_are_those_of_the_unfolded_screen(mlp, monkeypatch):
@@ -472,3 +464,16 @@ def test_scfe_small_batches_search_in_one_thread_with_the_same_counterfactuals(m
     np.testing.assert_array_equal(one.valid, many.valid)
     np.testing.assert_allclose(one.counterfactuals, many.counterfactuals, atol=1e-5)
     assert np.abs(one.counterfactuals - rejected[:40]).max() > 1e-2  # the search moved the points
+
+
+def _screen_and_float64_sum(A, Bt, w, b):
+    """The folded screen's logits, the exact float64 sum ``b + sum_k w_k relu(A[i, k] + Bt[k, j])`` and the bound
+    between them: ``gamma_{h+4}`` (Higham 2002, fan-in + 4 terms) times the terms' magnitudes."""
+    h = A.shape[1]
+    got = folded_hidden_logits(*(torch.as_tensor(v) for v in (A, Bt, w, np.array([b])))).double().numpy()
+    A64, B64, w64 = A.astype(np.float64), Bt.astype(np.float64), w.astype(np.float64)
+    exact = b + np.einsum("k,ikj->ij", w64, np.maximum(A64[:, :, None] + B64[None], 0.0))
+    u = np.finfo(np.float32).eps / 2
+    gamma = (h + 4) * u / (1 - (h + 4) * u)
+    mag = abs(b) + (np.abs(A64) @ np.abs(w64))[:, None] + (np.abs(w64) @ np.abs(B64))[None, :]
+    return got, exact, gamma * mag

@@ -257,9 +257,7 @@ def test_dpc_served_answers_are_the_same_with_the_numpy_search(bundles):
 
     b = load_bundle(bundles[1]["dpc"])
     rng = np.random.default_rng(3)
-    docs = [applicant(age=int(a), hours=int(h), income=float(i), job=str(j)) for a, h, i, j in zip(
-        rng.integers(18, 80, 40), rng.integers(0, 60, 40), rng.uniform(0, 120, 40).round(2),
-        rng.choice(["clerk", "manager", "worker"], 40))]  # fmt: skip
+    docs = _random_applicants(rng, 40)
     a = b.schema.parse_many(docs)
     compiled = b.answer(a)
     reference = dataclasses.replace(b, graph=SimpleNamespace(search=b.graph.search_numpy)).answer(a)
@@ -279,9 +277,7 @@ def test_dpc_batch_answered_in_pieces_on_the_search_threads_equals_one_pass(bund
 
     b = load_bundle(bundles[1]["dpc"])
     rng = np.random.default_rng(5)
-    docs = [applicant(age=int(a), hours=int(h), income=float(i), job=str(j)) for a, h, i, j in zip(
-        rng.integers(18, 80, 30), rng.integers(0, 60, 30), rng.uniform(0, 120, 30).round(2),
-        rng.choice(["clerk", "manager", "worker"], 30))]  # fmt: skip
+    docs = _random_applicants(rng, 30)
     a = b.schema.parse_many(docs)
     monkeypatch.setattr(bundle_module, "_PIECE_ROWS", {})
     whole = b.answer(a)
@@ -731,3 +727,10 @@ def test_a_restarted_dpc_process_loads_its_compiled_searches_from_the_cache(bund
         p: t for p, t in entries.items() if "atime" not in p.name
     }
     assert second == first
+
+
+def _random_applicants(rng, n: int) -> list[dict]:
+    """``n`` seeded applicants of the tiny schema spread over its bounds and categories."""
+    return [applicant(age=int(a), hours=int(h), income=float(i), job=str(j)) for a, h, i, j in zip(
+        rng.integers(18, 80, n), rng.integers(0, 60, n), rng.uniform(0, 120, n).round(2),
+        rng.choice(["clerk", "manager", "worker"], n))]  # fmt: skip
