@@ -517,16 +517,8 @@ def fit_shadow_models(
     if not can_batch(models):
         return None
     _check_two_classes(y_pool, keep)
-    fit_batch_cached(
-        models,
-        X_pool,
-        y_pool,
-        [np.flatnonzero(keep[:, k]) for k in range(n_shadow)],
-        artifacts,
-        fit_mlps_batched,
-        role="shadow models",
-    )
-    return FittedShadows(keep, dict(enumerate(models)))
+    worlds = list(range(n_shadow))
+    return FittedShadows(keep, dict(enumerate(_fit_batched(worlds, models, X_pool, y_pool, keep, artifacts, None))))
 
 
 def _entry_store(cache_dir, online: bool, settings: tuple, X_train, y_train, X_targets, y_targets, keep, calib,
