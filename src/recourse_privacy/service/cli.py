@@ -208,10 +208,10 @@ def serve_command(
         raise InvalidInputError(f"serve needs the serve extra: pip install 'recourse-privacy[serve]' ({err})") from None
     b = load_bundle(bundle)  # fail here, before the workers start
     xla_dir = _compile_cache_dir(compile_cache) if hasattr(b.graph, "warm") else None
-    if xla_dir is not None:
-        from recourse_privacy.service.latent_search import use_compile_cache
+    if xla_dir is not None:  # a directory others can write is refused here, by name (jax is set up in the workers)
+        from recourse_privacy.service.latent_search import private_cache_dir
 
-        use_compile_cache(xla_dir)  # a directory others can write is refused here, by name
+        private_cache_dir(xla_dir)
     if not api_keys.is_file():
         raise MissingFileError(f"no key file {api_keys}: make one with `recourse-privacy keys add NAME --file ...`")
     open_ledger(ledger)

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["CHUNK", "LatentSearch", "load_latent_search", "search_threads", "use_compile_cache"]
+__all__ = ["CHUNK", "LatentSearch", "load_latent_search", "private_cache_dir", "search_threads", "use_compile_cache"]
 
 _BETA1, _BETA2, _EPS = 0.9, 0.999, 1e-8
 #: the largest batch one compiled search takes; larger batches run in chunks of this size
@@ -182,15 +182,8 @@ def search_threads():
     return ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix=_THREAD_NAME)
 
 
-def use_compile_cache(path: str | Path) -> Path:
-    """Keep this process's compiled searches in ``path`` (jax's persistent compilation cache) and read them back.
-
-    A server restarted on the same machine (after a kill -9, a deploy, one more worker) then loads
-    its nine programs instead of compiling them: :meth:`LatentSearch.warm` took 15.9 s on a DPC
-    bundle at load 4 and 1.7 s with the programs cached. Call it before the first search of the
-    process. The entries are machine code that the process will run, so a directory that other
-    users can write is refused (the directory is made private when created). Returns the path.
-    """
+def private_cache_dir(path: str | Path) -> Path:
+    """``path`` made (mode 700) where absent; refused by ``--compile-cache``'s name where other users can write it."""
     path = Path(path).expanduser()
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     if path.stat().st_mode & 0o022:
@@ -200,6 +193,19 @@ def use_compile_cache(path: str | Path) -> Path:
             f"--compile-cache {path}: writable by other users; compiled programs are run from it, so it must be "
             "private (chmod go-w) or another directory (or 'off')"
         )
+    return path
+
+
+def use_compile_cache(path: str | Path) -> Path:
+    """Keep this process's compiled searches in ``path`` (jax's persistent compilation cache) and read them back.
+
+    A server restarted on the same machine (after a kill -9, a deploy, one more worker) then loads
+    its nine programs instead of compiling them: :meth:`LatentSearch.warm` took 15.9 s on a DPC
+    bundle at load 4 and 1.7 s with the programs cached. Call it before the first search of the
+    process. The entries are machine code that the process will run, so a directory that other
+    users can write is refused (the directory is made private when created). Returns the path.
+    """
+    path = private_cache_dir(path)
     import jax
 
     jax.config.update("jax_compilation_cache_dir", str(path))
