@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from _autograd_mlp import fit_autograd
 from recourse_privacy.audit import AuditConfig, run_audit
 from recourse_privacy.cli import app
 from recourse_privacy.errors import IncompatibleError, InvalidInputError
@@ -46,7 +47,7 @@ def _rows(n: int, k: int, size: int, seed: int = 0) -> list[np.ndarray]:
     ],
 )
 def test_batched_training_follows_each_model_alone(xy, kw):
-    """Same initialisation, same batch order, same Adam: each stacked network ends where it ends alone.
+    """Same initialisation, same batch order, same Adam: each stacked network ends where autograd takes it alone.
 
     float32 with summation orders that differ between one network's matmul and the stacked
     one: logits of order 1 agree to about 1e-6 after a few epochs (1e-4 leaves room, while a
@@ -54,13 +55,18 @@ def test_batched_training_follows_each_model_alone(xy, kw):
     """
     X, y = xy
     rows = _rows(len(X), 3, 120)
-    alone = [make_model("mlp", random_state=k, epochs=3, **kw).fit(X[r], y[r]) for k, r in enumerate(rows)]
+    # the reference: nn.Module, autograd and torch.optim.Adam, one network at a time
+    alone = [fit_autograd(make_model("mlp", random_state=k, epochs=3, **kw), X[r], y[r]) for k, r in enumerate(rows)]
     together = fit_mlps_batched([make_model("mlp", random_state=k, epochs=3, **kw) for k in range(3)], X, y, rows)
-    for a, b in zip(alone, together):
+    # MLPModel.fit: the same trainer with a stack of one
+    single = [make_model("mlp", random_state=k, epochs=3, **kw).fit(X[r], y[r]) for k, r in enumerate(rows)]
+    for a, b, c in zip(alone, together, single):
         np.testing.assert_allclose(b.decision_function(X), a.decision_function(X), atol=1e-4)
+        np.testing.assert_allclose(c.decision_function(X), a.decision_function(X), atol=1e-4)
         assert next(b.module_.parameters()).device.type == "cpu"
+        assert next(c.module_.parameters()).device.type == "cpu"
     # the check has teeth: another seed's network is far away
-    other = make_model("mlp", random_state=7, epochs=3, **kw).fit(X[rows[0]], y[rows[0]])
+    other = fit_autograd(make_model("mlp", random_state=7, epochs=3, **kw), X[rows[0]], y[rows[0]])
     assert np.abs(other.decision_function(X) - alone[0].decision_function(X)).max() > 1e-2
 
 

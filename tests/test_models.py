@@ -116,6 +116,7 @@ def test_torch_wrapper_two_logit_output(xy):
 
 
 def test_batched_mlp_training_equals_one_at_a_time():
+    from _autograd_mlp import fit_autograd
     from recourse_privacy.models.batched import can_batch, fit_mlps_batched
 
     rng = np.random.default_rng(0)
@@ -123,7 +124,7 @@ def test_batched_mlp_training_equals_one_at_a_time():
     y = (X[:, 0] + X[:, 1] > 0).astype(int)
     rows = [np.sort(rng.choice(300, 150, replace=False)) for _ in range(3)] + [np.arange(100)]
     kw = dict(epochs=4, hidden_layers=(16,), lr=1e-2, batch_size=32)
-    alone = [make_model("mlp", random_state=k, **kw).fit(X[r], y[r]) for k, r in enumerate(rows)]
+    alone = [fit_autograd(make_model("mlp", random_state=k, **kw), X[r], y[r]) for k, r in enumerate(rows)]
     together = fit_mlps_batched([make_model("mlp", random_state=k, **kw) for k in range(4)], X, y, rows)
     for a, b in zip(alone, together):
         np.testing.assert_allclose(a.decision_function(X), b.decision_function(X), atol=1e-5)

@@ -66,8 +66,9 @@ __all__ = [
 ]
 
 CACHE_ENV = "RECOURSE_PRIVACY_CACHE"
-#: bump when the layout of an entry or the numbers of a cached computation change (training, recourse)
-CACHE_FORMAT = 1
+#: bump when the layout of an entry or the numbers of a cached computation change (training, recourse);
+#: 2: MLPModel.fit trains through the stacked trainer (stop 34), so its networks moved at float32 rounding
+CACHE_FORMAT = 2
 #: values of ``cache_dir`` / ``$RECOURSE_PRIVACY_CACHE`` that turn the cache off
 OFF = ("off", "none", "0", "false", "no")
 #: entries larger than this are not stored (e.g. 5,000 counterfactuals of 7,000 features): recomputed each time

@@ -9,8 +9,8 @@ import numpy as np
 
 from recourse_privacy.hyperparams import Choice, Float, Int, Ints
 from recourse_privacy.models.base import TorchBackedClassifier
-from recourse_privacy.models.device import DEVICES, resolve_device
-from recourse_privacy.validation import check_binary_labels, check_matrix, derive_seed
+from recourse_privacy.models.device import DEVICES
+from recourse_privacy.validation import check_binary_labels, check_matrix
 
 
 class MLPModel(TorchBackedClassifier):
@@ -75,33 +75,18 @@ class MLPModel(TorchBackedClassifier):
         return logit_module(nn.Sequential(*layers[:-1]))
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> MLPModel:
-        """Train from scratch on ``X`` with 0/1 labels ``y`` (seeded by ``random_state``)."""
-        import torch
+        """Train from scratch on ``X`` with 0/1 labels ``y`` (seeded by ``random_state``).
 
-        from recourse_privacy.models.torch_utils import torch_threads
+        Minibatch Adam on the mean binary cross-entropy, in the order of a seeded ``torch.randperm``
+        per epoch, through the stacked trainer that trains reference models
+        (:func:`~recourse_privacy.models.batched.fit_mlps_batched`, a stack of one): the gradients of
+        :mod:`torch.autograd` written out for this architecture (tested against autograd) and one fused
+        Adam step, about 4x less time than an ``nn.Module`` step. The owner's model and its reference
+        models are trained by the same code.
+        """
+        from recourse_privacy.models.batched import fit_mlps_batched
 
         X = check_matrix(X)
         y = check_binary_labels(y, n=X.shape[0])
-        dev = resolve_device(self.device)
-        seed = derive_seed(self.random_state, 0)
-        self.module_ = self._build(X.shape[1], seed).to(dev)  # initialised on the CPU: the same weights anywhere
-        Xt = torch.as_tensor(X, dtype=torch.float32).to(dev)
-        yt = torch.as_tensor(y, dtype=torch.float32).to(dev)
-        opt = torch.optim.Adam(self.module_.parameters(), lr=self.lr, weight_decay=self.weight_decay)
-        loss_fn = torch.nn.BCEWithLogitsLoss()
-        gen = torch.Generator().manual_seed(seed)
-        self.module_.train()
-        n = X.shape[0]
-        with torch_threads(1):
-            for _ in range(self.epochs):
-                order = torch.randperm(n, generator=gen).to(dev)
-                for start in range(0, n, self.batch_size):
-                    idx = order[start : start + self.batch_size]
-                    opt.zero_grad(set_to_none=True)
-                    loss_fn(self.module_(Xt[idx]), yt[idx]).backward()
-                    opt.step()
-        self.module_.cpu().eval()
-        self.module_.requires_grad_(False)
-        self.n_features_in_ = X.shape[1]
-        self.fitted_ = True
+        fit_mlps_batched([self], X, y, [np.arange(X.shape[0])], device=self.device)
         return self

@@ -126,12 +126,19 @@ class SCFE:
         return self._adam(X, module)
 
     def _adam(self, X: np.ndarray, module) -> SearchOutput:
-        """The search of :meth:`_search`."""
+        """The search of :meth:`_search`: autograd through ``module``, or for a ReLU chain
+        (:func:`~recourse_privacy.models.torch_utils.linear_chain`, the paper's MLPs) its gradient written out."""
         import torch
-        import torch.nn.functional as F
+
+        from recourse_privacy.models.torch_utils import linear_chain
 
         if not len(X):
             return SearchOutput(X.copy(), np.zeros(0, dtype=np.int64))
+        chain = linear_chain(module)
+        if chain is not None:
+            return self._adam_chain(X, chain, torch)
+        import torch.nn.functional as F
+
         p = next(module.parameters())
         x0 = torch.as_tensor(X, dtype=p.dtype, device=p.device)
         out = x0.clone()
@@ -168,6 +175,58 @@ class SCFE:
         out[rows] = x.detach()
         n_iter[rows[found].cpu().numpy()] = it
         return SearchOutput(X + (out - x0).cpu().numpy().astype(np.float64), n_iter)
+
+    def _adam_chain(self, X: np.ndarray, chain, torch) -> SearchOutput:
+        """:meth:`_adam` on a ReLU chain: the same iterates, with the objective's gradient computed in one pass.
+
+        d/dx [softplus(-z) + lam ||x - x0||] = -sigmoid(-z) dz/dx + lam d||x - x0||/dx, with dz/dx from
+        :func:`~recourse_privacy.models.torch_utils.chain_logits_and_input_grad` (the norm's derivative as
+        autograd takes it: sign(x - x0) for L1; (x - x0) / ||x - x0|| for L2, 0 below its clamp). The
+        logits of the iterate that Adam then moves are those the validity check reads, so rows that leave
+        the batch cost no second forward pass. Equal to the autograd search up to float rounding (tested).
+        """
+        from recourse_privacy.models.torch_utils import chain_logits_and_input_grad
+
+        W0 = chain[0][0]
+        x0 = torch.as_tensor(X, dtype=W0.dtype, device=W0.device)
+        out = x0.clone()
+        n_iter = np.full(len(X), -1, dtype=np.int64)
+        rows = torch.arange(len(X), device=W0.device)  # original row of each row still searching
+        x = x0.clone().requires_grad_(True)
+        opt = torch.optim.Adam([x], lr=self.lr)
+        x0a = x0
+        lam, it = self.lam, 0
+        for _ in range(self.max_rounds):
+            for _ in range(self.max_iter):
+                z, dz = chain_logits_and_input_grad(chain, x.detach())
+                found = z >= 0
+                if found.any():
+                    out[rows[found]] = x.detach()[found]
+                    n_iter[rows[found].cpu().numpy()] = it
+                    keep = ~found
+                    if not keep.any():
+                        return SearchOutput(X + (out - x0).cpu().numpy().astype(np.float64), n_iter)
+                    x, opt, rows, x0a = self._compact(x, opt, rows, x0a, keep, torch)
+                    z, dz = z[keep], dz[keep]
+                x.grad = self._objective_grad(z, dz, x.detach() - x0a, lam, torch)
+                opt.step()
+                self._project(x, x0a, torch)
+                it += 1
+            lam = max(lam - self.lam_decay, 0.0)
+        z, _ = chain_logits_and_input_grad(chain, x.detach())
+        found = z >= 0
+        out[rows] = x.detach()
+        n_iter[rows[found].cpu().numpy()] = it
+        return SearchOutput(X + (out - x0).cpu().numpy().astype(np.float64), n_iter)
+
+    def _objective_grad(self, z, dz, diff, lam: float, torch):
+        """Gradient in x of softplus(-z) + lam * cost(x - x0), row by row, from the logits' gradients ``dz``."""
+        grad = dz.mul_(torch.sigmoid(-z).neg_()[:, None])
+        if self.norm == "l1":
+            return grad.add_(diff.sign_(), alpha=lam)
+        sq = diff.pow(2).sum(1, keepdim=True)
+        scale = torch.where(sq >= 1e-24, sq.clamp_min(1e-24).rsqrt(), 0.0)
+        return grad.add_(diff.mul_(scale), alpha=lam)
 
     @staticmethod
     def _compact(x, opt, rows, x0a, keep, torch):
