@@ -7,7 +7,8 @@ import pytest
 
 from recourse_privacy.attacks.shadow import run_shadow_models
 from recourse_privacy.models import make_model
-from recourse_privacy.models.batched import _fit_group, fit_mlps_batched
+from recourse_privacy.models.batched import fit_mlps_batched
+from recourse_privacy.models.mlp_trainer import _fit_group
 from recourse_privacy.recourse import SCFE
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.scfe_stacked import search_stacked, stack_chains

@@ -9,7 +9,7 @@ import numpy as np
 
 from recourse_privacy.hyperparams import Choice, Float, Int, Ints
 from recourse_privacy.models.base import TorchBackedClassifier
-from recourse_privacy.models.device import DEVICES
+from recourse_privacy.models.device import DEVICES, resolve_device
 from recourse_privacy.validation import check_binary_labels, check_matrix
 
 
@@ -79,14 +79,14 @@ class MLPModel(TorchBackedClassifier):
 
         Minibatch Adam on the mean binary cross-entropy, in the order of a seeded ``torch.randperm``
         per epoch, through the stacked trainer that trains reference models
-        (:func:`~recourse_privacy.models.batched.fit_mlps_batched`, a stack of one): the gradients of
+        (:mod:`~recourse_privacy.models.mlp_trainer`, a stack of one): the gradients of
         :mod:`torch.autograd` written out for this architecture (tested against autograd) and one fused
         Adam step, about 4x less time than an ``nn.Module`` step. The owner's model and its reference
         models are trained by the same code.
         """
-        from recourse_privacy.models.batched import fit_mlps_batched
+        from recourse_privacy.models.mlp_trainer import fit_groups
 
         X = check_matrix(X)
         y = check_binary_labels(y, n=X.shape[0])
-        fit_mlps_batched([self], X, y, [np.arange(X.shape[0])], device=self.device)
+        fit_groups([self], X, y, [np.arange(X.shape[0])], resolve_device(self.device))
         return self
