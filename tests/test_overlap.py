@@ -6,6 +6,7 @@ callers; a failure on either side raised as itself, never a hang.
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -79,8 +80,37 @@ def test_overlap_only_where_the_shadow_set_does_not_wait_for_the_owner(two_cores
     assert not pipeline.overlaps(offline, False, None, lambda k: make_model("logistic", random_state=k), spare=True)
 
 
+def test_auto_reads_the_idle_cpus_of_now(two_cores, monkeypatch):
+    """``auto`` samples /proc/stat: a load average that still counts finished work does not decide."""
+    monkeypatch.delenv(pipeline.OVERLAP_ENV, raising=False)
+    monkeypatch.setattr(shadow.os, "getloadavg", lambda: (2.0, 2.0, 2.0))  # the last minute busy
+    monkeypatch.setattr("recourse_privacy.processes.idle_cpus", lambda *a, **k: 1.9)
+    assert shadow.spare_core() and shadow.query_workers(10) == 2
+    monkeypatch.setattr("recourse_privacy.processes.idle_cpus", lambda *a, **k: 1.1)  # another process on a core
+    assert not shadow.spare_core() and shadow.query_workers(10) == 1
+
+
+def test_idle_cpus_are_read_from_proc_stat(tmp_path, monkeypatch):
+    import time
+
+    from recourse_privacy import processes
+
+    real = processes.idle_cpus(0.05)
+    if real is not None:  # Linux: a share of the machine's CPUs
+        assert 0 <= real <= (os.cpu_count() or 1) + 1e-9
+    stat = tmp_path / "stat"
+    lines = iter(["cpu  100 0 50 1000 10 0 0 0 0 0\n", "cpu  160 0 70 1150 20 0 0 0 0 0\n"])
+    stat.write_text(next(lines))
+    monkeypatch.setattr(time, "sleep", lambda s: stat.write_text(next(lines)))  # the second read after the sleep
+    monkeypatch.setattr(processes.os, "cpu_count", lambda: 2)
+    # between the reads: 60 + 20 busy, 150 + 10 idle of 240 jiffies: 2 CPUs x 160 / 240
+    assert processes.idle_cpus(0.0, str(stat)) == pytest.approx(2 * 160 / 240)
+    assert processes.idle_cpus(0.0, str(tmp_path / "absent")) is None
+
+
 def test_a_second_core_is_used_where_one_is_free_or_where_asked(two_cores, monkeypatch):
     monkeypatch.delenv(pipeline.OVERLAP_ENV, raising=False)
+    monkeypatch.setattr("recourse_privacy.processes.idle_cpus", lambda *a, **k: None)  # no /proc/stat: the load average
     monkeypatch.setattr(shadow.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     assert shadow.spare_core()  # unset: auto, and a core is idle
     monkeypatch.setattr(shadow.os, "getloadavg", lambda: (1.7, 1.0, 1.0))

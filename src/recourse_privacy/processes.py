@@ -27,6 +27,37 @@ def usable_cpus() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
+def _cpu_times(path: str = "/proc/stat") -> tuple[int, int] | None:
+    """(idle, total) jiffies of all CPUs from the first line of ``/proc/stat``; None where there is none (not Linux)."""
+    try:
+        with open(path) as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 5 or fields[0] != "cpu":
+        return None
+    ticks = [int(v) for v in fields[1:9]]  # user nice system idle iowait irq softirq steal (guest is inside user)
+    return ticks[3] + ticks[4], sum(ticks)
+
+
+def idle_cpus(seconds: float = 0.2, path: str = "/proc/stat") -> float | None:
+    """How many CPUs were idle, on average, over the next ``seconds`` (from ``/proc/stat``); None where unknown.
+
+    A sample of now, unlike the one-minute load average, which still counts work that has just ended
+    (the previous cell of a grid run in this process) for a minute after.
+    """
+    import time
+
+    first = _cpu_times(path)
+    if first is None:
+        return None
+    time.sleep(seconds)
+    second = _cpu_times(path)
+    if second is None or second[1] <= first[1]:
+        return None
+    return (os.cpu_count() or 1) * (second[0] - first[0]) / (second[1] - first[1])
+
+
 def cap_to_cpus(n: int, name: str) -> tuple[int, str | None]:
     """``n`` processes or threads capped to :func:`usable_cpus`, and a one-line notice where it was capped.
 

@@ -208,7 +208,7 @@ def _play(
         config.defense_entry,
     )
     _data_stage(run)
-    run.spare = spare_core()  # decided once, before our own threads weigh on the load average
+    run.spare = spare_core()  # decided once, before our own threads start (a sample of the idle CPUs)
     if overlaps(run.config, run.deployed_data is not None, _resume_cache(run, resume_dir), run.recipe.make, run.spare):
         _owner_beside_shadow_models(run, resume_dir)
     else:
