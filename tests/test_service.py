@@ -680,6 +680,25 @@ def test_compile_cache_refuses_a_directory_other_users_can_write(tmp_path):
     assert oct(use_compile_cache(tmp_path / "new" / "xla").stat().st_mode & 0o777) == oct(0o700)
 
 
+def test_compile_cache_refuses_a_directory_of_other_files(tmp_path):
+    """jax writes and evicts entries in the cache directory: one holding the user's files is refused by name; a
+    directory of jax's entries alone (an unmarked cache of stop 33) is taken and marked."""
+    from recourse_privacy.service.latent_search import COMPILE_CACHE_MARKER, private_cache_dir
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "notes.txt").write_text("mine")
+    with pytest.raises(InvalidInputError, match=r"--compile-cache .*notes\.txt.*new or empty directory"):
+        private_cache_dir(home)
+    assert not (home / COMPILE_CACHE_MARKER).exists()
+    old = tmp_path / "old"
+    old.mkdir(mode=0o700)
+    (old / f"jit_search-{'0' * 64}-cache").write_bytes(b"x")
+    assert (private_cache_dir(old) / COMPILE_CACHE_MARKER).is_file()
+    (old / "later.txt").write_text("a file added to a marked cache is the user's business")
+    assert private_cache_dir(old) == old
+
+
 def test_serve_compile_cache_option_defaults_to_the_user_cache_and_turns_off(tmp_path, monkeypatch):
     from recourse_privacy.service.cli import _compile_cache_dir
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,17 +183,34 @@ def search_threads():
     return ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix=_THREAD_NAME)
 
 
+#: the file that marks a directory as a compile cache of ours
+COMPILE_CACHE_MARKER = ".recourse-privacy-compile-cache"
+#: the names of jax's persistent cache entries (``jit_<function>-<sha256>-cache``, and their access times)
+_JAX_ENTRY = re.compile(r"jit_\w+-[0-9a-f]{64}-(cache|atime)")
+
+
 def private_cache_dir(path: str | Path) -> Path:
-    """``path`` made (mode 700) where absent; refused by ``--compile-cache``'s name where other users can write it."""
+    """``path`` made (mode 700) where absent, and marked as ours; refused by ``--compile-cache``'s name where other
+    users can write it, or where it holds files that are neither our marker nor jax's entries (a directory of the
+    user's: jax would write into it, and evict from it)."""
+    from recourse_privacy.errors import InvalidInputError
+
     path = Path(path).expanduser()
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     if path.stat().st_mode & 0o022:
-        from recourse_privacy.errors import InvalidInputError
-
         raise InvalidInputError(
             f"--compile-cache {path}: writable by other users; compiled programs are run from it, so it must be "
             "private (chmod go-w) or another directory (or 'off')"
         )
+    marker = path / COMPILE_CACHE_MARKER
+    if not marker.is_file():
+        foreign = sorted(p.name for p in path.iterdir() if not _JAX_ENTRY.fullmatch(p.name))
+        if foreign:
+            raise InvalidInputError(
+                f"--compile-cache {path}: holds files that are not compiled programs ({', '.join(foreign[:3])}"
+                f"{', ...' if len(foreign) > 3 else ''}); give a new or empty directory (or 'off')"
+            )
+        marker.write_text("recourse-privacy: jax's persistent compilation cache of `serve`\n")
     return path
 
 
