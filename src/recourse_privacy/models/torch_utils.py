@@ -243,7 +243,7 @@ def chain_logits_and_input_grad(layers, X: torch.Tensor) -> tuple[torch.Tensor, 
             D = D.mul_(masks[k][:m]) @ hidden[k][0]
         D.mul_(masks[0][:m])
         torch.mm(hidden[0][0].T, D.T, out=gT[:, lo : lo + m])
-    return z.reshape(n), gT.T
+    return z.reshape(n), gT.T.contiguous()  # row-major like X: a fused optimizer pairs elements by memory
 
 
 def shifted_chain_logits(layers, X: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -183,8 +183,12 @@ class SCFE:
         :func:`~recourse_privacy.models.torch_utils.chain_logits_and_input_grad` (the norm's derivative as
         autograd takes it: sign(x - x0) for L1; (x - x0) / ||x - x0|| for L2, 0 below its clamp). The
         logits of the iterate that Adam then moves are those the validity check reads, so rows that leave
-        the batch cost no second forward pass. Equal to the autograd search up to float rounding (tested).
+        the batch cost no second forward pass. Adam is torch's (its defaults, as ``torch.optim.Adam``), one
+        fused step on the iterates and their moments held as plain tensors, so a finished row leaves the
+        batch by indexing. Equal to the autograd search up to float rounding (tested).
         """
+        from torch.optim.adam import adam as adam_step
+
         from recourse_privacy.models.torch_utils import chain_logits_and_input_grad
 
         W0 = chain[0][0]
@@ -192,30 +196,30 @@ class SCFE:
         out = x0.clone()
         n_iter = np.full(len(X), -1, dtype=np.int64)
         rows = torch.arange(len(X), device=W0.device)  # original row of each row still searching
-        x = x0.clone().requires_grad_(True)
-        opt = torch.optim.Adam([x], lr=self.lr)
-        x0a = x0
+        x, x0a = x0.clone(), x0
+        m1, m2 = torch.zeros_like(x), torch.zeros_like(x)  # Adam's moments
+        step = torch.zeros((), dtype=torch.float32, device=W0.device)  # Adam's shared step count
         lam, it = self.lam, 0
         for _ in range(self.max_rounds):
             for _ in range(self.max_iter):
-                z, dz = chain_logits_and_input_grad(chain, x.detach())
+                z, dz = chain_logits_and_input_grad(chain, x)
                 found = z >= 0
                 if found.any():
-                    out[rows[found]] = x.detach()[found]
+                    out[rows[found]] = x[found]
                     n_iter[rows[found].cpu().numpy()] = it
                     keep = ~found
                     if not keep.any():
                         return SearchOutput(X + (out - x0).cpu().numpy().astype(np.float64), n_iter)
-                    x, opt, rows, x0a = self._compact(x, opt, rows, x0a, keep, torch)
-                    z, dz = z[keep], dz[keep]
-                x.grad = self._objective_grad(z, dz, x.detach() - x0a, lam, torch)
-                opt.step()
+                    x, m1, m2, rows, x0a, z, dz = (t[keep] for t in (x, m1, m2, rows, x0a, z, dz))
+                grad = self._objective_grad(z, dz, x - x0a, lam, torch)
+                adam_step([x], [grad], [m1], [m2], [], [step], fused=True, amsgrad=False, beta1=0.9, beta2=0.999,
+                          lr=self.lr, weight_decay=0.0, eps=1e-8, maximize=False)  # fmt: skip
                 self._project(x, x0a, torch)
                 it += 1
             lam = max(lam - self.lam_decay, 0.0)
-        z, _ = chain_logits_and_input_grad(chain, x.detach())
+        z, _ = chain_logits_and_input_grad(chain, x)
         found = z >= 0
-        out[rows] = x.detach()
+        out[rows] = x
         n_iter[rows[found].cpu().numpy()] = it
         return SearchOutput(X + (out - x0).cpu().numpy().astype(np.float64), n_iter)
 
