@@ -90,6 +90,18 @@ def test_auto_reads_the_idle_cpus_of_now(two_cores, monkeypatch):
     assert not shadow.spare_core() and shadow.query_workers(10) == 1
 
 
+def test_the_idle_cpus_are_sampled_only_where_a_second_core_would_work(two_cores, monkeypatch):
+    """The 0.2 s sample is taken once for an audit with reference MLPs trained together, never for one without."""
+    calls = []
+    monkeypatch.setattr("recourse_privacy.processes.idle_cpus", lambda *a, **k: calls.append(1) or 2.0)
+    monkeypatch.delenv(pipeline.OVERLAP_ENV, raising=False)
+    small = {**GAME, "n_members": 80, "n_calibration": 40, "shadow_models": 2}
+    play_audit(AuditConfig(**{**small, "model": "logistic", "model_params": {}}), cache="off")
+    assert calls == []
+    beside = play_audit(AuditConfig(**small), cache="off")
+    assert calls == [1] and "overlapped" in beside.timing_seconds
+
+
 def test_idle_cpus_are_read_from_proc_stat(tmp_path, monkeypatch):
     import time
 

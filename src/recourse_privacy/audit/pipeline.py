@@ -208,7 +208,9 @@ def _play(
         config.defense_entry,
     )
     _data_stage(run)
-    run.spare = spare_core()  # decided once, before our own threads start (a sample of the idle CPUs)
+    # decided once, before our own threads start (a 0.2 s sample of the idle CPUs), and only where a second core
+    # would be used: other audits (e.g. logistic models, cells of a grid) skip the sample
+    run.spare = stages.trains_references_together(run.config, run.recipe.make) and spare_core()
     if overlaps(run.config, run.deployed_data is not None, _resume_cache(run, resume_dir), run.recipe.make, run.spare):
         _owner_beside_shadow_models(run, resume_dir)
     else:

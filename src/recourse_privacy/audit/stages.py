@@ -349,6 +349,17 @@ def shadow_set_ahead(config: AuditConfig, make_model: Callable[[int], BaseClassi
     return trains_shadow_set(config) and can_batch([make_model(derive_seed(config.seed, 100 + k)) for k in range(n)])
 
 
+def trains_references_together(config: AuditConfig, make_model: Callable[[int], BaseClassifier]) -> bool:
+    """Whether the audit trains reference models (an offline shadow set or online references) that are MLPs trained
+    together (:func:`~recourse_privacy.models.batched.can_batch`): the only audits that put a second core to work
+    (their training beside the owner's, their worlds queried in two threads)."""
+    from recourse_privacy.models.batched import can_batch
+
+    if not (config.needs_shadow_models or config.needs_online_shadow):
+        return False
+    return can_batch([make_model(derive_seed(config.seed, 100 + k)) for k in range(2)])
+
+
 def shadow_models_ahead(
     config: AuditConfig, make_model: Callable[[int], BaseClassifier], game: GameData, artifacts: ArtifactCache | None
 ) -> FittedShadows | None:
