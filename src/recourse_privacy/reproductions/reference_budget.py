@@ -32,8 +32,8 @@ __all__ = ["ATTACKS", "BUDGETS", "BudgetRow", "BudgetStudy", "GameInfo", "run_re
 
 BUDGETS = (1, 2, 4, 8, 16, 32, 64)
 #: measured whole: synthetic d = 5,000 with 64 reference models 61 s (104 CPU s, load 1.3, 2.16 GB peak),
-#: HELOC with 64 MLP references 331 CPU s (35 min of wall time at load 20-24 on this 2-core machine, 1.06 GB peak)
-EXPECTED_TIME = "~8 min on 2 cores"
+#: HELOC with 64 MLP references 101 s on the quiet machine (stop 34; 665 MB peak; stop 33: 35 min at load 20-24)
+EXPECTED_TIME = "~3 min on 2 cores"
 #: measured: `reproduce reference-budget-quick` took 153 CPU s (user + sys; one process) on a loaded machine
 EXPECTED_TIME_QUICK = "~3 min on 2 cores"
 ATTACKS = ("cfd-lrt", "cfd-lrt-online", "rmia-cfd", "rmia-cfd-online", "loss-lrt", "loss-lrt-online")
