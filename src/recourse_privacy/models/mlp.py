@@ -81,7 +81,7 @@ class MLPModel(TorchBackedClassifier):
         per epoch, through the stacked trainer that trains reference models
         (:mod:`~recourse_privacy.models.mlp_trainer`, a stack of one): the gradients of
         :mod:`torch.autograd` written out for this architecture (tested against autograd) and one fused
-        Adam step, about 4x less time than an ``nn.Module`` step. The owner's model and its reference
+        Adam step, 3-5x less time than ``nn.Module`` + autograd (``benchmarks/bench_owner_trainer.py``). The owner's model and its reference
         models are trained by the same code.
         """
         from recourse_privacy.models.mlp_trainer import fit_groups
