@@ -39,7 +39,8 @@ from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics.intervals import minimum_targets_per_side
 from recourse_privacy.models.base import accuracy
 from recourse_privacy.models.device import use_device
-from recourse_privacy.processes import workers_die_with_parent
+from recourse_privacy.models.mlp_trainer import STACK_WORKERS
+from recourse_privacy.processes import usable_cpus, workers_die_with_parent
 from recourse_privacy.provenance import content_key, sha256_file
 from recourse_privacy.report.outputs import write_outputs
 from recourse_privacy.results.summaries import DataSummary, ModelSummary, PoolSizes, Provenance
@@ -309,7 +310,13 @@ def _owner_beside_shadow_models(run: _Run, resume_dir: Path | None) -> None:
             thread.start()
             try:
                 progress("shadow models", 0, run.config.shadow_models)
-                fitted = stages.shadow_models_ahead(run.config, run.recipe.make, run.game, run.artifacts)
+                # the shadow stacks on every core (not one after another): three threads on two cores while the
+                # owner's side runs, none idle after it
+                workers = STACK_WORKERS.set(usable_cpus())
+                try:
+                    fitted = stages.shadow_models_ahead(run.config, run.recipe.make, run.game, run.artifacts)
+                finally:
+                    STACK_WORKERS.reset(workers)
             except BaseException as err:
                 outcome.setdefault("ahead", err)
             ahead = time.perf_counter() - start

@@ -27,13 +27,20 @@ the two first-layer products are more than half of a step on the CPU. See
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Sequence
 
 import numpy as np
 
 from recourse_privacy.validation import derive_seed
 
-__all__ = ["GROUP_MODELS", "fit_groups"]
+__all__ = ["GROUP_MODELS", "STACK_WORKERS", "fit_groups"]
+
+#: how many stacks train at once on the CPU; None (the default): torch's thread count of the moment. An audit
+#: that trains its owner's model beside the shadow models holds torch's threads at one for both sides and sets
+#: this to the usable cores (audit/pipeline.py), so that the shadow stacks do not train one after another while
+#: a core idles once the owner's side is done. A network does not depend on it (tested).
+STACK_WORKERS: contextvars.ContextVar[int | None] = contextvars.ContextVar("stack_workers", default=None)
 
 
 #: at most this many networks per stack on the CPU: a (16, 64, 1,000) float32 activation is 4 MiB, and a step
@@ -81,7 +88,7 @@ def fit_groups(models: Sequence, X: np.ndarray, y: np.ndarray, rows: list[np.nda
         return
     from concurrent.futures import ThreadPoolExecutor
 
-    threads = torch.get_num_threads()  # the stacks train this many at once
+    threads = STACK_WORKERS.get() or torch.get_num_threads()  # the stacks train this many at once
     with torch_threads(1), ThreadPoolExecutor(max_workers=min(threads, len(jobs))) as pool:
         for done in [pool.submit(_fit_group, *job) for job in jobs]:
             done.result()
