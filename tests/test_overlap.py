@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -63,6 +64,24 @@ def test_overlapped_audit_gives_bit_identical_numbers_to_the_stages_in_order(two
     # the overlap is the two sides' sum less their wall time: never more than the shorter side
     t = beside.timing_seconds
     assert 0 <= t["overlapped"] <= min(t["owner model"] + t["recourse"], t["shadow models"]) + 1e-3
+
+
+def test_beside_the_owner_the_shadow_stacks_train_at_once(two_cores, monkeypatch):
+    """Torch's threads are held at one for both sides, yet the shadow stacks (two on two cores) train side by side,
+    not one after another (a pool of one worker would start the second only when the first had ended)."""
+    import recourse_privacy.models.mlp_trainer as trainer
+
+    spans, fit_group = [], trainer._fit_group
+
+    def timed(models, *args, **kw):
+        start = time.perf_counter()
+        fit_group(models, *args, **kw)
+        spans.append((len(models), start, time.perf_counter()))
+
+    monkeypatch.setattr(trainer, "_fit_group", timed)
+    _play(monkeypatch, "1")
+    shadow = sorted((s, e) for k, s, e in spans if k > 1)  # the owner's network is a stack of one
+    assert len(shadow) == 2 and shadow[1][0] < shadow[0][1]
 
 
 def test_overlap_only_where_the_shadow_set_does_not_wait_for_the_owner(two_cores):

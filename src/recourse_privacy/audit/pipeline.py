@@ -19,6 +19,7 @@ from typing import Any
 import recourse_privacy.audit.deployed as deployed
 import recourse_privacy.audit.stages as stages
 import recourse_privacy.audit.threats as threats
+from recourse_privacy import processes
 from recourse_privacy.attacks.shadow import PARALLEL_ENV, FittedShadows, spare_core
 from recourse_privacy.audit.config import AuditConfig
 from recourse_privacy.audit.defenses import Defense, dp_verdict
@@ -40,7 +41,7 @@ from recourse_privacy.metrics.intervals import minimum_targets_per_side
 from recourse_privacy.models.base import accuracy
 from recourse_privacy.models.device import use_device
 from recourse_privacy.models.mlp_trainer import STACK_WORKERS
-from recourse_privacy.processes import usable_cpus, workers_die_with_parent
+from recourse_privacy.processes import workers_die_with_parent
 from recourse_privacy.provenance import content_key, sha256_file
 from recourse_privacy.report.outputs import write_outputs
 from recourse_privacy.results.summaries import DataSummary, ModelSummary, PoolSizes, Provenance
@@ -312,7 +313,7 @@ def _owner_beside_shadow_models(run: _Run, resume_dir: Path | None) -> None:
                 progress("shadow models", 0, run.config.shadow_models)
                 # the shadow stacks on every core (not one after another): three threads on two cores while the
                 # owner's side runs, none idle after it
-                workers = STACK_WORKERS.set(usable_cpus())
+                workers = STACK_WORKERS.set(processes.usable_cpus())
                 try:
                     fitted = stages.shadow_models_ahead(run.config, run.recipe.make, run.game, run.artifacts)
                 finally:
