@@ -382,11 +382,12 @@ def spare_core() -> bool:
     idle over a 0.2 s sample of ``/proc/stat`` (:func:`~recourse_privacy.processes.idle_cpus`; our own threads wait
     meanwhile, so one core for them and one spare), or where there is no ``/proc/stat``, the one-minute load
     average is under the usable cores less one half; ``0``, never. (The load average alone counted the previous
-    cell of a grid, or the previous benchmark, for a minute after it ended: a quiet machine ran in order.) On the quiet 2-core machine the
-    HELOC GS cell took 49.2 / 45.5 s with both cores against 53.5 / 64.7 s in order (stop 33); on a loaded one
-    the second thread bought nothing and cost up to 25% more CPU (both loops dispatch many small torch operations
-    from Python and contend for the interpreter), which is why ``auto`` asks for an idle core
-    (docs/performance.md, "Both cores in one audit"). The numbers are the same either way."""
+    cell of a grid, or the previous benchmark, for a minute after it ended: a quiet machine ran in order.)
+
+    On the quiet 2-core machine the HELOC GS cell took 49.2 / 45.5 s with both cores against 53.5 / 64.7 s in
+    order (stop 33); on a loaded one the second thread bought nothing and cost up to 25% more CPU (both loops
+    dispatch many small torch operations from Python and contend for the interpreter), which is why ``auto``
+    asks for an idle core (docs/performance.md, "Both cores in one audit"). The numbers are the same either way."""
     from recourse_privacy import processes
 
     mode = os.environ.get(PARALLEL_ENV, "auto").strip().lower() or "auto"
