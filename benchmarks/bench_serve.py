@@ -14,6 +14,7 @@ The clients run on the same machine as the server and take CPU from it (and shar
 on a small machine the numbers are a lower bound. Usage::
 
     python benchmarks/bench_serve.py --dataset adult --seconds 5 --workers 1 [--ledger-sync normal] [--postgres]
+        [--search-precision float32]
 """
 
 from __future__ import annotations
@@ -65,10 +66,11 @@ def _postgres():
     return f"postgresql://rp@127.0.0.1:{port}/postgres", stop
 
 
-def _start(bundle, keys, ledger, workers) -> tuple[subprocess.Popen, str]:
+def _start(bundle, keys, ledger, workers, precision: str = "float64") -> tuple[subprocess.Popen, str]:
     import httpx
 
     port = _port()
+    extra = ["--search-precision", precision] if precision != "float64" else []  # DPC's search (serve's option)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -88,6 +90,7 @@ def _start(bundle, keys, ledger, workers) -> tuple[subprocess.Popen, str]:
             os.devnull,
             "--compile-cache",
             str(Path(bundle).parent / "xla"),  # beside the bundles: never the user's cache
+            *extra,
         ],  # fmt: skip
         start_new_session=True,
     )
@@ -267,7 +270,7 @@ def _compare_dpc(ds, tmp: Path, n: int) -> None:
                   f"changes {x['reasons']} / {y['reasons']}")  # fmt: skip
 
 
-def _profile_batch(ds, tmp: Path, method: str, reps: int = 15) -> None:
+def _profile_batch(ds, tmp: Path, method: str, reps: int = 15, precision: str = "float64") -> None:
     """Where a 1,000-applicant batch's CPU goes in the server's code, without HTTP: the body's JSON and schema check,
     the search, and the answers' JSON text (as ``answer_json`` writes it, and as objects encoded by ``json.dumps``,
     the way before it). Process CPU (every thread: the search runs on XLA's and the search threads), the least of
@@ -276,7 +279,7 @@ def _profile_batch(ds, tmp: Path, method: str, reps: int = 15) -> None:
 
     from recourse_privacy.service.bundle import load_bundle
 
-    b = load_bundle(tmp / method, random_state=0)
+    b = load_bundle(tmp / method, random_state=0, search_precision=precision if method == "dpc" else "float64")
     b.warm()
     body = json.dumps({"applicants": _applicants(ds, 500) * 2}).encode()  # the load test's batch
     a = b.schema.parse_many(json.loads(body)["applicants"])
@@ -319,6 +322,8 @@ def main() -> None:
                     help="also split a 1,000-applicant batch's server CPU into parse, search and answer text (no HTTP)")  # fmt: skip
     ap.add_argument("--work", help="publish the bundles into this folder, or reuse those already there (a before / "
                     "after comparison on the same bundles; DPC's takes a minute to publish)")  # fmt: skip
+    ap.add_argument("--search-precision", default="float64", choices=("float64", "float32"),
+                    help="DPC's servers and profile: serve --search-precision")  # fmt: skip
     args = ap.parse_args()
     from recourse_privacy.data import load_dataset
     from recourse_privacy.service.bundle import publish
@@ -343,7 +348,10 @@ def main() -> None:
         if args.no_load:
             continue
         t0 = time.perf_counter()
-        proc, url = _start(tmp / method, tmp / "keys.json", f"sqlite:///{tmp / method}.db{sync}", args.workers)
+        precision = args.search_precision if method == "dpc" else "float64"
+        proc, url = _start(
+            tmp / method, tmp / "keys.json", f"sqlite:///{tmp / method}.db{sync}", args.workers, precision
+        )
         print(f"  ({method}: the server answered /health {time.perf_counter() - t0:.1f} s after its start)", flush=True)
         try:
             _load(url, key, docs, 8, 0.5)  # unmeasured: the first requests' one-time costs (imports, caches)
@@ -363,7 +371,7 @@ def main() -> None:
             _stop(proc)
     if args.profile_batch:
         for method in args.methods.split(","):
-            _profile_batch(ds, tmp, method)
+            _profile_batch(ds, tmp, method, precision=args.search_precision)
     if args.compare_dpc and "dpc" in args.methods.split(","):
         _compare_dpc(ds, tmp, args.compare_dpc)
     if args.no_kill:

@@ -265,6 +265,58 @@ def test_dpc_served_answers_are_the_same_with_the_numpy_search(bundles):
     assert _close(compiled, reference, 1e-6 * max(hi - lo for lo, hi in BOUNDS.values()))
 
 
+def test_dpc_float32_search_answers_as_the_float64_one_within_float32s_drift(bundles):
+    """``search_precision="float32"`` (serve --search-precision float32) runs the same loop in float32: on 300 seeded
+    applicants of the tiny release, every counterfactual is valid exactly where the float64 one is, within 1e-3 of it
+    in the model space (float32's unit roundoff, 6e-8, grown by 300 Adam steps: 4e-7 measured here; Adult's release
+    moved 1.5% of rows by more than 0.01, docs/deployment.md), and each answer changes the same features."""
+    b64 = load_bundle(bundles[1]["dpc"])
+    b32 = load_bundle(bundles[1]["dpc"], search_precision="float32")
+    assert (b64.graph.precision, b32.graph.precision) == ("float64", "float32")
+    a = b64.schema.parse_many(_random_applicants(np.random.default_rng(7), 300))
+    Z = b64.schema.encode(a)
+    Zr = Z[b64.model.predict(Z) == 0]
+    assert len(Zr) >= 50
+    cf64, _ = b64._counterfactuals(Zr)
+    cf32, _ = b32._counterfactuals(Zr)
+    assert cf32.dtype == np.float64 and cf32.shape == cf64.shape
+    assert 0 < np.abs(cf32 - cf64).max() < 1e-3  # not the same program, and close
+    w, c = b64.model.coef_, b64.model.intercept_
+    assert np.array_equal(cf32 @ w + c > 0, cf64 @ w + c > 0)
+    changed = lambda answers: [sorted(x["feature"] for x in ans.get("changes") or []) for ans in answers]  # noqa: E731
+    assert changed(b32.answer(a)) == changed(b64.answer(a))
+
+
+def test_search_precision_is_refused_by_name_where_it_does_not_apply(bundles):
+    """A precision other than float64 and float32, or float32 for a bundle that compiles no search, is one error naming
+    the option before anything is served."""
+    with pytest.raises(InvalidInputError, match="search_precision.*'float16'"):
+        load_bundle(bundles[1]["dpc"], search_precision="float16")
+    with pytest.raises(InvalidInputError, match="search_precision.*only a DPC bundle.*'privrecourse'"):
+        load_bundle(bundles[1]["privrecourse"], search_precision="float32")
+    out = cli("serve", str(bundles[1]["privrecourse"]), "--api-keys", "k.json", "--ledger", "l.db",
+              "--search-precision", "float32", check=False)  # fmt: skip
+    assert out.returncode != 0 and "only a DPC bundle" in out.stderr
+
+
+def test_serve_float32_reaches_the_app_and_health_says_so(bundles, tmp_path, monkeypatch):
+    """``serve --search-precision float32`` hands the precision to every worker's application (through the config of
+    ``app_from_env``), and ``GET /health`` names it; the float32 server answers an applicant."""
+    fastapi_testclient = pytest.importorskip("fastapi.testclient")
+    uvicorn = pytest.importorskip("uvicorn")
+    from recourse_privacy.service import app as app_module
+
+    key = KeyStore(tmp_path / "keys.json").add("k", budget=1.0)
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: None)  # the CLI's checks and config, without the server
+    monkeypatch.setenv(app_module.CONFIG_ENV, "{}")  # the CLI sets it; the test's end restores its absence
+    cli("serve", str(bundles[1]["dpc"]), "--api-keys", str(tmp_path / "keys.json"), "--ledger",
+        str(tmp_path / "l.db"), "--compile-cache", "off", "--search-precision", "float32")  # fmt: skip
+    client = fastapi_testclient.TestClient(app_module.app_from_env())
+    assert client.get("/health").json() == {"status": "ok", "method": "dpc", "search_precision": "float32"}
+    answer = client.post("/v1/recourse", json={"applicant": applicant()}, headers={"X-API-Key": key}).json()
+    assert answer["decision"] == "rejected" and answer["changes"]
+
+
 def test_dpc_batch_answered_in_pieces_on_the_search_threads_equals_one_pass(bundles, monkeypatch):
     """A large DPC batch is answered in pieces on the search threads (one piece's Python runs while another's compiled
     search runs): the answers equal those of one pass on the calling thread, to the 1e-6 of the compiled searches'

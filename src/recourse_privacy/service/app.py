@@ -320,7 +320,10 @@ def _add_routes(api: FastAPI, svc: _Service) -> None:
 
     @api.get("/health")
     async def health():
-        return {"status": "ok", "method": svc.b.method}
+        doc = {"status": "ok", "method": svc.b.method}
+        if hasattr(svc.b.graph, "precision"):  # DPC: what its compiled search runs in (serve --search-precision)
+            doc["search_precision"] = svc.b.graph.precision
+        return doc
 
     @api.get("/metrics")
     async def get_metrics():
@@ -343,12 +346,14 @@ def create_app(
     max_batch: int = MAX_BATCH,
     random_state=None,
     compile_cache: str | Path | None = None,
+    search_precision: str = "float64",
 ):
     """The ASGI application serving ``bundle`` with the keys of ``api_keys`` and the spends in ``ledger``.
 
     ``compile_cache``: a directory for DPC's compiled searches (:func:`~recourse_privacy.service.latent_search.
-    use_compile_cache`), so that a restarted server loads them instead of compiling; None compiles afresh."""
-    b = load_bundle(bundle, random_state=random_state)
+    use_compile_cache`), so that a restarted server loads them instead of compiling; None compiles afresh.
+    ``search_precision``: DPC's compiled search in ``float64`` (the default) or ``float32`` (:func:`load_bundle`)."""
+    b = load_bundle(bundle, random_state=random_state, search_precision=search_precision)
     if compile_cache is not None and hasattr(b.graph, "warm"):
         from recourse_privacy.service.latent_search import use_compile_cache
 

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from recourse_privacy.errors import IncompatibleError, InvalidInputError, MissingFileError
-from recourse_privacy.service.latent_search import CHUNK, search_threads
+from recourse_privacy.service.latent_search import CHUNK, PRECISIONS, search_threads
 from recourse_privacy.service.page import sentence, sentences
 from recourse_privacy.service.schema import Applicants, Schema, schema_from_dataset
 
@@ -656,8 +656,12 @@ _SEARCH = {"privrecourse": _search_privrecourse, "laplace": _search_laplace, "dp
 _PIECE_ROWS = {"dpc": CHUNK}
 
 
-def load_bundle(path: str | Path, *, random_state=None) -> Bundle:
-    """Read a bundle written by :func:`publish`; refuse another format, a missing file or a checksum mismatch."""
+def load_bundle(path: str | Path, *, random_state=None, search_precision: str = "float64") -> Bundle:
+    """Read a bundle written by :func:`publish`; refuse another format, a missing file or a checksum mismatch.
+
+    ``search_precision``: the floating-point type of DPC's compiled search (``float64``, the default and the
+    reference's, or ``float32``: faster, with other answers; see :mod:`~recourse_privacy.service.latent_search`);
+    refused for the other methods, which compile nothing."""
     path = Path(path)
     mf = path / "manifest.json"
     if not mf.is_file():
@@ -684,6 +688,15 @@ def load_bundle(path: str | Path, *, random_state=None) -> Bundle:
         raise InvalidInputError(f"bundle {path} is incomplete or corrupted: {err}") from None
     if model.coef_.shape != (schema.n_model,):
         raise InvalidInputError(f"bundle {path}: the model has {model.coef_.shape} weights for {schema.n_model} inputs")
+    if search_precision not in PRECISIONS:
+        raise InvalidInputError(
+            f"search_precision (--search-precision) {search_precision!r}: expected one of {', '.join(PRECISIONS)}"
+        )
+    if search_precision != "float64" and manifest.get("method") != "dpc":
+        raise InvalidInputError(
+            f"search_precision (--search-precision) {search_precision}: only a DPC bundle runs a compiled search; "
+            f"{path} is a {manifest.get('method')!r} bundle"
+        )
     graph = None
     try:
         if manifest["method"] == "privrecourse":
@@ -693,7 +706,7 @@ def load_bundle(path: str | Path, *, random_state=None) -> Bundle:
         elif manifest["method"] == "dpc":
             from recourse_privacy.service.latent_search import load_latent_search
 
-            graph = load_latent_search(path, json.loads((path / "dpc.json").read_text()))
+            graph = load_latent_search(path, json.loads((path / "dpc.json").read_text()), search_precision)
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise InvalidInputError(f"bundle {path}: the {manifest['method']} artefact is corrupted: {err}") from None
     return Bundle(path, manifest, schema, model, graph, random_state)

@@ -190,6 +190,12 @@ def serve_command(
         help="DIR for DPC's compiled searches, so a restart loads them (default: the user cache's "
         "recourse-privacy/xla; 'off': compile at every start)",
     ),
+    search_precision: str = typer.Option(
+        "float64",
+        "--search-precision",
+        help="DPC bundles: float64 (the reference's answers) or float32 (about twice the applicants per CPU "
+        "second; a few answers in a hundred differ by more than 1% of a range: docs/deployment.md)",
+    ),
 ) -> None:
     """Serve BUNDLE over HTTP: POST /v1/recourse, /v1/recourse/batch; GET /, /v1/manifest, /v1/budget, /health, /metrics."""
     import json
@@ -206,7 +212,7 @@ def serve_command(
         import recourse_privacy.service.app  # noqa: F401
     except ImportError as err:
         raise InvalidInputError(f"serve needs the serve extra: pip install 'recourse-privacy[serve]' ({err})") from None
-    b = load_bundle(bundle)  # fail here, before the workers start
+    b = load_bundle(bundle, search_precision=search_precision)  # fail here, before the workers start
     xla_dir = _compile_cache_dir(compile_cache) if hasattr(b.graph, "warm") else None
     if xla_dir is not None:  # a directory others can write is refused here, by name (jax is set up in the workers)
         from recourse_privacy.service.latent_search import private_cache_dir
@@ -217,7 +223,7 @@ def serve_command(
     open_ledger(ledger)
     cfg = {"bundle": str(bundle), "api_keys": str(api_keys), "ledger": ledger, "log_applicants": log_applicants,
            "log_file": str(log_file) if log_file else None,
-           "compile_cache": str(xla_dir) if xla_dir is not None else None}  # fmt: skip
+           "compile_cache": str(xla_dir) if xla_dir is not None else None, "search_precision": search_precision}  # fmt: skip
     os.environ["RECOURSE_PRIVACY_SERVE_CONFIG"] = json.dumps(cfg)
     if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="rp-metrics-")

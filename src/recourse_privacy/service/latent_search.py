@@ -25,6 +25,12 @@ Two implementations of that one loop, in float64:
 
 torch's autograd spends milliseconds per step on its own bookkeeping at these sizes (a
 20-feature, 20-10 autoencoder), which made a served answer cost seconds.
+
+``precision="float32"`` (``serve --search-precision float32``) runs the compiled loop in float32:
+2.3 times the rows per CPU second, but not the same answers. 300 Adam steps amplify float32's
+rounding, so a few counterfactuals in a hundred move by more than 0.01 of a feature's range;
+``docs/deployment.md`` has the measured differences. The DP guarantee is the release's and does not
+depend on it (the search is post-processing).
 """
 
 from __future__ import annotations
@@ -39,11 +45,21 @@ from pathlib import Path
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["CHUNK", "LatentSearch", "load_latent_search", "private_cache_dir", "search_threads", "use_compile_cache"]
+__all__ = [
+    "CHUNK",
+    "PRECISIONS",
+    "LatentSearch",
+    "load_latent_search",
+    "private_cache_dir",
+    "search_threads",
+    "use_compile_cache",
+]
 
 _BETA1, _BETA2, _EPS = 0.9, 0.999, 1e-8
 #: the largest batch one compiled search takes; larger batches run in chunks of this size
 CHUNK = 256
+#: the compiled search's floating-point types, by name (the first: the default, the reference's)
+PRECISIONS = {"float64": np.float64, "float32": np.float32}
 
 
 def _layers(z, name: str) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
@@ -87,6 +103,20 @@ class LatentSearch:
     norm: str
     lr: float
     max_iter: int
+    precision: str = "float64"
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            from recourse_privacy.errors import InvalidInputError
+
+            raise InvalidInputError(f"search precision {self.precision!r}: expected one of {', '.join(PRECISIONS)}")
+
+    @functools.cached_property
+    def _arrays(self) -> tuple:
+        """The encoder's and decoder's layers and the prototypes in the compiled search's type."""
+        dt = PRECISIONS[self.precision]
+        cast = lambda layers: tuple((W.astype(dt), b.astype(dt)) for W, b in layers)  # noqa: E731
+        return cast(self.encoder), cast(self.decoder), self.prototypes.astype(dt)
 
     def search(
         self, U: np.ndarray, coef: np.ndarray, intercept: float, target: int = 1
@@ -125,13 +155,16 @@ class LatentSearch:
             return U.copy(), np.zeros(0, bool)
         size = 1 << (n - 1).bit_length()
         Up = np.concatenate([U, np.repeat(U[-1:], size - n, 0)]) if size > n else U
+        dt = PRECISIONS[self.precision]
+        encoder, decoder, prototypes = self._arrays
         with jax.enable_x64(True):
             out, found = _kernel()(
-                Up.T, self.prototypes[target], np.asarray(coef, np.float64), float(intercept),
-                1.0 if target == 1 else -1.0, self.encoder, self.decoder,
-                (self.alpha, self.beta, self.gamma, self.lr), self.max_iter, 1 if self.norm == "l1" else 2,
+                Up.T.astype(dt), prototypes[target], np.asarray(coef, dt), dt(intercept),
+                dt(1.0 if target == 1 else -1.0), encoder, decoder,
+                tuple(dt(x) for x in (self.alpha, self.beta, self.gamma, self.lr)), self.max_iter,
+                1 if self.norm == "l1" else 2,
             )  # fmt: skip
-            out, found = np.asarray(out), np.asarray(found)
+            out, found = np.asarray(out, np.float64), np.asarray(found)
         return out.T[:n], found[:n]
 
     def search_numpy(
@@ -305,11 +338,12 @@ def _kernel():
     return jax.jit(search, static_argnames=("p",))
 
 
-def load_latent_search(path: Path, meta: dict) -> LatentSearch:
-    """The release in ``path / "dpc.npz"`` with the search parameters of ``meta`` (``dpc.json``)."""
+def load_latent_search(path: Path, meta: dict, precision: str = "float64") -> LatentSearch:
+    """The release in ``path / "dpc.npz"`` with the search parameters of ``meta`` (``dpc.json``), compiled in
+    ``precision`` (see :data:`PRECISIONS`)."""
     with np.load(path / "dpc.npz", allow_pickle=False) as z:
         encoder, decoder = _layers(z, "encoder"), _layers(z, "decoder")
         prototypes = np.asarray(z["prototypes"], np.float64)
     s = meta["search"]
     return LatentSearch(encoder, decoder, prototypes, float(s["alpha"]), float(s["beta"]), float(s["gamma"]),
-                        str(s["norm"]), float(s["lr"]), int(s["max_iter"]))  # fmt: skip
+                        str(s["norm"]), float(s["lr"]), int(s["max_iter"]), precision)  # fmt: skip
