@@ -540,3 +540,40 @@ def test_scfe_on_a_chain_gives_the_autograd_searchs_counterfactuals(mlp, norm):
     np.testing.assert_allclose(chain.counterfactuals[same], plain.counterfactuals[same], atol=1e-4)
     assert np.abs(plain.counterfactuals - rejected).max() > 0.1
     assert (chain.n_iter >= 0).mean() > 0.9
+
+
+@pytest.mark.parametrize("method", ["gs", "cchvae"])
+def test_shell_search_split_among_threads_gives_the_one_loops_counterfactuals(mlp, method, monkeypatch):
+    """With two torch threads at its start, the shell search splits its rows between two Python threads (every
+    other row to each); each row's draws are its own, so the counterfactuals and shells are those of one loop."""
+    import threading
+
+    from recourse_privacy.recourse import growing_spheres
+    from recourse_privacy.recourse.growing_spheres import SPLIT_ROWS
+
+    model, X, y, Xr = mlp
+    rows = Xr[: 2 * SPLIT_ROWS + 5]
+    make = {"gs": lambda: GrowingSpheres(n_search_samples=200, random_state=0),
+            "cchvae": lambda: CCHVAE(n_search_samples=100, random_state=0)}[method]  # fmt: skip
+    fitted = fit_for(make(), X, y, model)
+    loops = []
+    real = growing_spheres._shell_loop
+
+    def spy(*args):
+        loops.append((threading.current_thread().name, len(args[-1])))
+        return real(*args)
+
+    monkeypatch.setattr(growing_spheres, "_shell_loop", spy)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = fitted.generate(model, rows)
+        torch.set_num_threads(2)
+        two = fitted.generate(model, rows)
+    finally:
+        torch.set_num_threads(before)
+    assert loops[0] == ("MainThread", len(rows))
+    assert sorted(n for _, n in loops[1:]) == [len(rows) // 2, len(rows) - len(rows) // 2]
+    assert all(name.startswith("shell-search") for name, _ in loops[1:])
+    np.testing.assert_array_equal(two.counterfactuals, one.counterfactuals)
+    np.testing.assert_array_equal(two.n_iter, one.n_iter)

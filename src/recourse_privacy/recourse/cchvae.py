@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from recourse_privacy.hyperparams import Float, Int
-from recourse_privacy.recourse.base import RecourseResult, SearchOutput, check_norm, generate_recourse
+from recourse_privacy.recourse.base import NORM_ORD, RecourseResult, SearchOutput, check_norm, generate_recourse
 from recourse_privacy.recourse.constraints import ActionSet
 from recourse_privacy.recourse.growing_spheres import search_seed, shell_search
 from recourse_privacy.recourse.registry import register_recourse
+from recourse_privacy.recourse.shell_certificate import decoded_rejection_floor
 from recourse_privacy.recourse.vae import VAEBackedMethod, make_vae
 from recourse_privacy.validation import check_positive_float, check_positive_int
 
@@ -96,7 +97,7 @@ class CCHVAE(VAEBackedMethod):
             return (out if aset is None else aset.project(out, x)).reshape(m, s, X.shape[1])
 
         codes = vae.encode(X)
-        X_cf, _, n_iter = shell_search(
+        X_cf, _, n_iter, skipped = shell_search(
             X,
             codes,
             candidates,
@@ -107,8 +108,10 @@ class CCHVAE(VAEBackedMethod):
             max_iter=self.max_iter,
             seed=seed,
             screen=_decoded_screen(model, vae, codes) if aset is None else None,
+            # shells proven to hold no accepted decoded point are skipped (none where an action set projects)
+            floor=decoded_rejection_floor(model, vae, codes, NORM_ORD[self.norm]) if aset is None else None,
         )
-        return SearchOutput(X_cf, n_iter, info=info)
+        return SearchOutput(X_cf, n_iter, info={**info, "shells_skipped": skipped})
 
 
 def _decoded_screen(model, vae, codes: np.ndarray):

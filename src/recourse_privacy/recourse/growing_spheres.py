@@ -7,6 +7,7 @@ the same loop in a VAE's latent space instead of the input space.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,6 +34,21 @@ MAX_CANDIDATES = 1 << 17
 #: products are then shared by more rows; (rows x samples) float64 logits of 32 MiB at most
 SCREENED_CANDIDATES = 1 << 22
 
+
+class ShellSearch(NamedTuple):
+    """What :func:`shell_search` found: per row, the counterfactual (the factual where none), whether one was found,
+    the (1-based) shell where (-1: never), and how many shells a floor proved empty and skipped."""
+
+    counterfactuals: np.ndarray
+    found: np.ndarray
+    n_iter: np.ndarray
+    skipped: np.ndarray
+
+
+#: rows per thread at least before :func:`shell_search` splits its rows among threads
+SPLIT_ROWS = 32
+#: ``floor(rows, radius) -> proven (m,)``: see :func:`shell_search`
+Floor = Callable[[np.ndarray, float], np.ndarray]
 #: ``screen(rows, offsets) -> (logits (m, s), bound (m,) or (m, s)) | None``: see :func:`shell_search`
 Screen = Callable[[np.ndarray, np.ndarray], "tuple[np.ndarray, np.ndarray] | None"]
 
@@ -89,7 +105,8 @@ def shell_search(
     seed: int,
     max_candidates: int = MAX_CANDIDATES,
     screen: Screen | None = None,
-):
+    floor: Floor | None = None,
+) -> ShellSearch:
     """Search growing shells around ``centers`` until each row has a valid candidate.
 
     ``candidates(rows, points)`` maps search-space points ``points`` (m, s, k) around the
@@ -97,9 +114,9 @@ def shell_search(
     candidates are built. For each shell, all rows still searching are scored at once (chunked
     to ``max_candidates`` per block); a row stops at the first shell holding a candidate the
     model accepts and keeps the accepted candidate closest to its factual in the input-space
-    ``norm`` ("l1" or "l2", also the norm of the shells). Returns ``(X_cf, found, n_iter)``:
-    rows never accepted keep their factual, ``found`` False and ``n_iter`` -1; ``n_iter`` is
-    the (1-based) shell where recourse was found.
+    ``norm`` ("l1" or "l2", also the norm of the shells). Returns a :class:`ShellSearch`: rows
+    never accepted keep their factual, ``found`` False and ``n_iter`` -1; ``n_iter`` is the
+    (1-based) shell where recourse was found.
 
     ``screen(rows, offsets)``, where given, returns the model's logits (m, s) at the
     candidates of ``rows`` for the shell's ``offsets`` computed a cheaper way, with bounds
@@ -109,30 +126,75 @@ def shell_search(
     every candidate: Growing Spheres screens with
     :meth:`~recourse_privacy.models.base.BaseClassifier.shifted_logits`, C-CHVAE with
     :meth:`~recourse_privacy.models.base.BaseClassifier.affine_logits`.
+
+    ``floor(rows, radius)``, where given, returns True for the rows whose ball of ``radius`` (around
+    their center, in the search's norm) is proven to hold no candidate the model accepts; a row skips
+    every shell inside such a ball without drawing its candidates into the model, and is asked again
+    at the next shell until the proof first fails (the balls only grow). C-CHVAE proves it with
+    :func:`~recourse_privacy.recourse.shell_certificate.decoded_rejection_floor`. The result is the one
+    of scoring every shell.
+
+    The rows are searched in as many Python threads as torch has threads when the search starts
+    (each in one torch thread: many small blocks, no waiting on a core another process holds). A
+    row's draws and result do not depend on the other rows, so the threads split the rows (every
+    ``threads``-th row to one) and the result is the one of a single loop. Inside an audit's worlds,
+    which run with one torch thread each, the search runs in one.
     """
+    import contextvars
+
+    import torch
+
     from recourse_privacy.models.torch_utils import torch_threads
 
     p = NORM_ORD[check_norm(norm)]
-    # many small blocks: one thread, which never waits for a second core another process holds
+    threads = min(torch.get_num_threads(), len(X) // SPLIT_ROWS)
+    loop = lambda rows: _shell_loop(  # noqa: E731
+        X, centers, candidates, model, n_samples, p, step, max_iter, seed, max_candidates, screen, floor, rows
+    )
     with torch_threads(1):
-        return _shell_loop(X, centers, candidates, model, n_samples, p, step, max_iter, seed, max_candidates, screen)
+        if threads <= 1:
+            return loop(np.arange(len(X)))
+        from concurrent.futures import ThreadPoolExecutor
+
+        from threadpoolctl import threadpool_limits
+
+        parts = [np.arange(k, len(X), threads) for k in range(threads)]
+        # numpy's BLAS (the floor's and the screens' products) in one thread too: two threads each would wait
+        with threadpool_limits(limits=1), ThreadPoolExecutor(threads, thread_name_prefix="shell-search") as pool:
+            outs = list(pool.map(lambda rows: contextvars.copy_context().run(loop, rows), parts))
+    merged = outs[0]
+    for rows, part in zip(parts[1:], outs[1:]):
+        for mine, theirs in zip(merged, part):
+            mine[rows] = theirs[rows]
+    return merged
 
 
-def _shell_loop(X, centers, candidates, model, n_samples, p, step, max_iter, seed, max_candidates, screen):
-    """The loop of :func:`shell_search` (``p``: the norm's order)."""
+def _shell_loop(X, centers, candidates, model, n_samples, p, step, max_iter, seed, max_candidates, screen, floor, rows):
+    """The loop of :func:`shell_search` (``p``: the norm's order) over ``rows``; the other rows keep their factual."""
     n = len(X)
     X_cf = X.copy()
     found = np.zeros(n, dtype=bool)
     n_iter = np.full(n, -1, dtype=np.int64)
-    active = np.arange(n)
+    skipped = np.zeros(n, dtype=np.int64)
+    active = np.asarray(rows)
+    provable = np.full(n, floor is not None)  # rows whose next ball may still be proven empty
     chunk = max(1, max_candidates // n_samples)
     for shell in range(max_iter):
         if not len(active):
             break
+        todo = active
+        asked = active[provable[active]]
+        if len(asked):
+            proven = floor(asked, (shell + 1) * step)  # the shell's samples lie within this radius
+            provable[asked[~proven]] = False
+            skipped[asked[proven]] += 1
+            todo = active[~provable[active]]
+            if not len(todo):
+                continue
         offsets = shell_draws(seed, shell, n_samples, centers.shape[1], p, step)
-        hit = np.zeros(len(active), dtype=bool)
-        for lo in range(0, len(active), chunk):
-            rows = active[lo : lo + chunk]
+        hit = np.zeros(len(todo), dtype=bool)
+        for lo in range(0, len(todo), chunk):
+            rows = todo[lo : lo + chunk]
             r, j, cand = _accepted(X, centers, candidates, model, rows, offsets, screen)
             # per row, the accepted candidate closest to the factual; ties: the first sample (argmin's rule)
             dist = np.linalg.norm(cand - X[rows[r]], ord=p, axis=1)
@@ -140,10 +202,10 @@ def _shell_loop(X, centers, candidates, model, n_samples, p, step, max_iter, see
             first = order[np.r_[True, r[order][1:] != r[order][:-1]]] if len(order) else order
             X_cf[rows[r[first]]] = cand[first]
             hit[lo + r[first]] = True
-        found[active[hit]] = True
-        n_iter[active[hit]] = shell + 1
-        active = active[~hit]
-    return X_cf, found, n_iter
+        found[todo[hit]] = True
+        n_iter[todo[hit]] = shell + 1
+        active = active[~found[active]]
+    return ShellSearch(X_cf, found, n_iter, skipped)
 
 
 def _accepted(X, centers, candidates, model, rows, offsets, screen):
@@ -264,7 +326,7 @@ class GrowingSpheres:
             return aset.project(out, x)
 
         screen = _shifted_screen(model, X) if self.action_set is None else None
-        X_cf, _, n_iter = shell_search(
+        X_cf, _, n_iter, _ = shell_search(
             X,
             X[:, mutable],
             candidates,
