@@ -206,16 +206,18 @@ class FMAutoencoder:
         import torch
         from torch import nn
 
+        from recourse_privacy.models.torch_utils import seeded_linear
+
+        gen = torch.Generator().manual_seed(seed)  # never the global generator (thread-safe: seeded_linear)
+
         def stack(widths):
             mods = []
             for a, b in zip(widths, widths[1:]):
-                mods += [nn.Linear(a, b, dtype=torch.float64), nn.Sigmoid()]
+                mods += [seeded_linear(a, b, gen, torch.float64), nn.Sigmoid()]
             return nn.Sequential(*mods)
 
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            widths = (n_in, *self.encoder_layers)
-            return stack(widths), stack(widths[::-1])
+        widths = (n_in, *self.encoder_layers)
+        return stack(widths), stack(widths[::-1])
 
     def fit(self, U: np.ndarray) -> FMAutoencoder:
         """Train on rows in [0, 1] (already mapped with public bounds); noise drawn once from ``random_state``."""

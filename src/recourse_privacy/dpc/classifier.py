@@ -34,7 +34,7 @@ class MulticlassMLP:
         import torch
         from torch import nn
 
-        from recourse_privacy.models.torch_utils import torch_threads
+        from recourse_privacy.models.torch_utils import seeded_linear, torch_threads
 
         X = check_matrix(X)
         y = np.asarray(y).astype(np.int64)
@@ -42,14 +42,13 @@ class MulticlassMLP:
             raise InvalidInputError("y must hold one class label >= 0 per row of X")
         k = int(y.max()) + 1 if n_classes is None else int(n_classes)
         seed = derive_seed(self.random_state, 3)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            mods, w = [], X.shape[1]
-            for h in self.hidden_layers:
-                mods += [nn.Linear(w, h, dtype=torch.float64), nn.ReLU()]
-                w = h
-            mods.append(nn.Linear(w, k, dtype=torch.float64))
-            self.module_ = nn.Sequential(*mods)
+        init = torch.Generator().manual_seed(seed)  # never the global generator (thread-safe: seeded_linear)
+        mods, w = [], X.shape[1]
+        for h in self.hidden_layers:
+            mods += [seeded_linear(w, h, init, torch.float64), nn.ReLU()]
+            w = h
+        mods.append(seeded_linear(w, k, init, torch.float64))
+        self.module_ = nn.Sequential(*mods)
         Xt, yt = torch.as_tensor(X), torch.as_tensor(y)
         opt = torch.optim.Adam(self.module_.parameters(), lr=self.lr)
         gen = torch.Generator().manual_seed(seed)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -56,7 +55,7 @@ class MLPModel(TorchBackedClassifier):
         import torch
         from torch import nn
 
-        from recourse_privacy.models.torch_utils import logit_module
+        from recourse_privacy.models.torch_utils import logit_module, seeded_linear
 
         # torch's own initialisation (nn.Linear.reset_parameters: Kaiming-uniform weights, uniform biases in
         # +-1/sqrt(fan_in)) drawn from a generator of this network's own, never torch's global one: the same
@@ -66,11 +65,7 @@ class MLPModel(TorchBackedClassifier):
         layers: list[nn.Module] = []
         width = n_features
         for h in (*self.hidden_layers, 1):
-            layer = torch.nn.utils.skip_init(nn.Linear, width, h)
-            with torch.no_grad():
-                nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=gen)
-                nn.init.uniform_(layer.bias, -1 / math.sqrt(width), 1 / math.sqrt(width), generator=gen)
-            layers += [layer, nn.ReLU()]
+            layers += [seeded_linear(width, h, gen), nn.ReLU()]
             width = h
         return logit_module(nn.Sequential(*layers[:-1]))
 

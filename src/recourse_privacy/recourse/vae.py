@@ -132,24 +132,31 @@ class VAE:
         import torch
         from torch import nn
 
+        from recourse_privacy.models.torch_utils import seeded_linear
+
+        # from a generator of this VAE's own (seeded_linear): the reference worlds' VAEs are fitted side by side in
+        # Python threads (attacks/shadow.py), where the global generator re-seeded by each moved every world's VAE
+        gen = torch.Generator().manual_seed(seed)
+
+        def linear(n_in: int, n_out: int) -> nn.Linear:
+            return seeded_linear(n_in, n_out, gen, torch.float64)
+
         d_m, d_i = int(self.mutable_.sum()), int((~self.mutable_).sum())
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            enc: list[nn.Module] = []
-            width = d_m
-            for h in self.hidden_layers:
-                enc += [nn.Linear(width, h, dtype=torch.float64), nn.ReLU()]
-                width = h
-            self.encoder_ = nn.Sequential(*enc)
-            self.mu_ = nn.Linear(width, self.latent_dim, dtype=torch.float64)
-            self.logvar_ = nn.Linear(width, self.latent_dim, dtype=torch.float64)
-            dec: list[nn.Module] = []
-            width = self.latent_dim + d_i
-            for h in reversed(self.hidden_layers):
-                dec += [nn.Linear(width, h, dtype=torch.float64), nn.ReLU()]
-                width = h
-            dec.append(nn.Linear(width, d_m, dtype=torch.float64))
-            self.decoder_ = nn.Sequential(*dec)
+        enc: list[nn.Module] = []
+        width = d_m
+        for h in self.hidden_layers:
+            enc += [linear(width, h), nn.ReLU()]
+            width = h
+        self.encoder_ = nn.Sequential(*enc)
+        self.mu_ = linear(width, self.latent_dim)
+        self.logvar_ = linear(width, self.latent_dim)
+        dec: list[nn.Module] = []
+        width = self.latent_dim + d_i
+        for h in reversed(self.hidden_layers):
+            dec += [linear(width, h), nn.ReLU()]
+            width = h
+        dec.append(linear(width, d_m))
+        self.decoder_ = nn.Sequential(*dec)
 
     def _tensors(self) -> None:
         import torch
