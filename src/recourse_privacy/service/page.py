@@ -93,7 +93,7 @@ def render_page(manifest: dict) -> str:
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>body{{font-family:sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem}}
 form{{display:grid;grid-template-columns:max-content 1fr;gap:.4rem 1rem;align-items:center}}
-#result{{margin-top:1.5rem;padding:1rem;background:#f4f4f4}}button{{grid-column:2;justify-self:start}}</style>
+#result{{margin-top:1.5rem;padding:1rem;background:#f4f4f4}}#result:empty{{display:none}}details{{margin-top:1.5rem}}button{{grid-column:2;justify-self:start}}</style>
 </head><body data-features="{schema_json}">
 <h1>What would change the decision?</h1>
 <p>Enter your application; the service answers with the decision and, if it is a rejection, what to change.</p>
