@@ -135,7 +135,8 @@ def shell_search(
     of scoring every shell.
 
     The rows are searched in as many Python threads as torch has threads when the search starts
-    (each in one torch thread: many small blocks, no waiting on a core another process holds). A
+    (each in one torch thread: many small blocks, no waiting on a core another process or thread
+    holds; the floor's products run in torch too, not in numpy's BLAS). A
     row's draws and result do not depend on the other rows, so the threads split the rows (every
     ``threads``-th row to one) and the result is the one of a single loop. Inside an audit's worlds,
     which run with one torch thread each, the search runs in one.
@@ -156,11 +157,8 @@ def shell_search(
             return loop(np.arange(len(X)))
         from concurrent.futures import ThreadPoolExecutor
 
-        from threadpoolctl import threadpool_limits
-
         parts = [np.arange(k, len(X), threads) for k in range(threads)]
-        # numpy's BLAS (the floor's and the screens' products) in one thread too: two threads each would wait
-        with threadpool_limits(limits=1), ThreadPoolExecutor(threads, thread_name_prefix="shell-search") as pool:
+        with ThreadPoolExecutor(threads, thread_name_prefix="shell-search") as pool:
             outs = list(pool.map(lambda rows: contextvars.copy_context().run(loop, rows), parts))
     merged = outs[0]
     for rows, part in zip(parts[1:], outs[1:]):

@@ -32,6 +32,15 @@ def _relax(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return su, iu, sl
 
 
+def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` in float64 through torch's BLAS (in the caller's torch threads): numpy's, called from two searches'
+    threads at once, spent most of the bound's time waiting on its own locks and threads."""
+    import torch
+
+    ta, tb = torch.from_numpy(np.asarray(a)), torch.from_numpy(np.asarray(b))
+    return (torch.mv(ta, tb) if tb.ndim == 1 else torch.mm(ta, tb)).numpy()
+
+
 def _dual(V: np.ndarray, p: int) -> np.ndarray:
     """The dual norm of the last axis: the largest of ``v . o`` over ``||o||_p <= 1`` (p = 1: max |v|; p = 2: ||v||_2)."""
     return np.abs(V).max(axis=-1) if p == 1 else np.sqrt((V * V).sum(axis=-1))
@@ -89,42 +98,43 @@ class DecodedLogitBound:
         at points with ``|x| <= xabs`` (m, d): :func:`~recourse_privacy.models.torch_utils.chain_rounding_bound`
         for two layers, whose magnitudes are linear in ``|x|`` (``S = |x| |W1|^T |w2| + |b1| |w2|``), plus the
         cast's ``u |x|`` carried by ``|w2| |W1|``."""
-        S = xabs @ self.v + self.s0
+        xv = _mm(xabs, self.v)
+        S = xv + self.s0
         err = self.gam1 * S + self.gam2 * ((1 + self.gam1) * S + abs(self.b2))
-        return 2.0 * err + (self.cast + _SLACK) * (xabs @ self.v)
+        return 2.0 * err + (self.cast + _SLACK) * xv
 
     def _upper(self, rows: np.ndarray, r: float) -> tuple[np.ndarray, np.ndarray]:
         Z = self.codes[rows]
         Wd, M = self.Wd, self.M
-        c = Z @ Wd.T + self.bd  # (m, q): the decoder's pre-activations at the codes
+        c = _mm(Z, Wd.T) + self.bd  # (m, q): the decoder's pre-activations at the codes
         # their range over the ball (exact for one layer), widened by the float64 latents' and products' rounding
-        eps = _SLACK * (np.abs(Z) @ self.Wd_abs.T + np.abs(self.bd) + r * self.wd_dual)
+        eps = _SLACK * (_mm(np.abs(Z), self.Wd_abs.T) + np.abs(self.bd) + r * self.wd_dual)
         lo, hi = c - r * self.wd_dual - eps, c + r * self.wd_dual + eps
         su, iu, sl = _relax(lo, hi)
         h_lo, h_hi = np.maximum(lo, 0.0), np.maximum(hi, 0.0)
-        xabs = h_hi @ self.A_abs.T + np.abs(self.a0)  # (m, d): |decoded point| (h >= 0)
+        xabs = _mm(h_hi, self.A_abs.T) + np.abs(self.a0)  # (m, d): |decoded point| (h >= 0)
         # the model's pre-activations a = M h + m0 (m, width) by intervals, widened by their float64 rounding so
         # that the lines below hold on the whole range (CROWN through the decoder's lines certified about a tenth
         # more shells, but its per-unit products cost more than they saved)
         m = len(rows)
-        a_mid = ((h_lo + h_hi) / 2) @ M.T + self.m0
-        rad, amag = np.split(np.concatenate([(h_hi - h_lo) / 2, h_hi]) @ self.M_abs.T, [m])
+        a_mid = _mm((h_lo + h_hi) / 2, M.T) + self.m0
+        rad, amag = np.split(_mm(np.concatenate([(h_hi - h_lo) / 2, h_hi]), self.M_abs.T), [m])
         amag += self.m0_abs  # |a| <= |M| h_hi + |m0|
         rad += _SLACK * amag
         a_lo, a_hi = a_mid - rad, a_mid + rad
         # CROWN's lines for the output ReLUs (Table 1): logit <= g . a + wp . (tu max(-a_lo, 0)) + b2
         tu = np.clip(a_hi / np.maximum(a_hi - a_lo, 1e-300), 0.0, 1.0)  # 1 active, 0 inactive, the chord's slope
         g = np.where(self.w2 >= 0, self.w2 * tu, self.w2 * (a_hi > -a_lo))
-        lift = (tu * np.maximum(-a_lo, 0.0)) @ self.wp
-        e = g @ M  # g . a = e . h + g . m0
+        lift = _mm(tu * np.maximum(-a_lo, 0.0), self.wp)
+        e = _mm(g, M)  # g . a = e . h + g . m0
         ep, en = np.maximum(e, 0.0), np.minimum(e, 0.0)
         f = ep * su + en * sl  # e . h <= f . u + ep . iu
         up = (
             (f * c).sum(1)
-            + r * _dual(f @ Wd, self.p)
+            + r * _dual(_mm(f, Wd), self.p)
             + (np.abs(f) * eps).sum(1)
             + (ep * iu).sum(1)
-            + g @ self.m0
+            + _mm(g, self.m0)
             + lift
             + self.b2
         )
