@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from contextlib import contextmanager
 
@@ -78,8 +79,6 @@ def seeded_linear(n_in: int, n_out: int, generator: torch.Generator, dtype=None)
     time (reference worlds fitted side by side). With ``torch.manual_seed`` under ``fork_rng``, two threads could
     re-seed the global generator under each other, and the networks moved with the threads' timing.
     """
-    import math
-
     layer = torch.nn.utils.skip_init(nn.Linear, n_in, n_out, dtype=dtype)
     with torch.no_grad():
         nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=generator)

@@ -27,7 +27,7 @@ torch's autograd spends milliseconds per step on its own bookkeeping at these si
 20-feature, 20-10 autoencoder), which made a served answer cost seconds.
 
 ``precision="float32"`` (``serve --search-precision float32``) runs the compiled loop in float32:
-2.3 times the rows per CPU second, but not the same answers. 300 Adam steps amplify float32's
+2.2 times the rows per CPU second, but not the same answers. 300 Adam steps amplify float32's
 rounding, so a few counterfactuals in a hundred move by more than 0.01 of a feature's range;
 ``docs/deployment.md`` has the measured differences. The DP guarantee is the release's and does not
 depend on it (the search is post-processing).
