@@ -67,7 +67,7 @@ class DecodedLogitBound:
         (W1, b1), (w2, b2) = ((W.detach().double().cpu().numpy(), b.detach().double().cpu().numpy()) for W, b in layers)
         A, a0 = head
         self.layers, self.codes, self.p = layers, codes, p
-        self.Wd, self.bd, self.A, self.a0 = Wd, bd, A, a0
+        self.Wd, self.bd, self.a0 = Wd, bd, a0
         self.M, self.m0 = W1 @ A, W1 @ a0 + b1
         self.M_abs, self.m0_abs, self.A_abs, self.Wd_abs = np.abs(self.M), np.abs(self.m0), np.abs(A), np.abs(Wd)
         self.w2, self.b2 = w2[0], float(b2[0])
