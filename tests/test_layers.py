@@ -38,6 +38,7 @@ LAYERS = [
         "strict_json",
         "accounting",
         "deprecation",
+        "global_rng",
     },
     {"data", "models"},
     {"recourse", "metrics"},

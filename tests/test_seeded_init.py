@@ -73,3 +73,88 @@ def test_networks_built_while_another_thread_reseeds_the_global_generator_are_th
     for s in seeds:
         assert all(np.array_equal(a, b) for a, b in zip(got[s], alone[s]))
         assert all(torch.equal(a, b) for a, b in zip(got_mlp[s], mlp_alone[s]))
+
+
+def _torch_model(seed: int):
+    """A ``TorchModel`` whose factory and training draw from torch's global generator (initialisation, shuffles,
+    dropout), as users' do."""
+    from recourse_privacy.models.wrappers import TorchModel
+
+    def factory(d: int):
+        return torch.nn.Sequential(
+            torch.nn.Linear(d, 16), torch.nn.ReLU(), torch.nn.Dropout(0.2), torch.nn.Linear(16, 1)
+        )
+
+    def train(module, X, y):
+        opt = torch.optim.SGD(module.parameters(), lr=0.1)
+        Xt, yt = torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(y, dtype=torch.float32)
+        for _ in range(30):
+            for idx in torch.randperm(len(Xt)).split(16):
+                opt.zero_grad()
+                torch.nn.functional.binary_cross_entropy_with_logits(module(Xt[idx])[:, 0], yt[idx]).backward()
+                opt.step()
+
+    return TorchModel(module_factory=factory, train_fn=train, random_state=seed)
+
+
+def _fitted_weights(seed: int, X, y) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in _torch_model(seed).fit(X, y).module_.parameters()]
+
+
+def test_torch_models_fitted_in_concurrent_threads_equal_their_fits_alone():
+    """A user's ``TorchModel`` draws from torch's global generator; four fitted at once in threads (global_rng's lock
+    makes them take turns) hold the weights each gets alone, and the caller's global generator is put back."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(64, 5))
+    y = (X[:, 0] + 0.3 * rng.normal(size=64) > 0).astype(np.int64)
+    seeds = list(range(8))
+    alone = {s: _fitted_weights(s, X, y) for s in seeds}
+    state = torch.get_rng_state()
+    got = {}
+
+    def fit(part):
+        for s in part:
+            got[s] = _fitted_weights(s, X, y)
+
+    threads = [threading.Thread(target=fit, args=(seeds[k::4],)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert torch.equal(torch.get_rng_state(), state)
+    for s in seeds:
+        assert all(torch.equal(a, b) for a, b in zip(got[s], alone[s])), s
+    assert not all(torch.equal(a, b) for a, b in zip(alone[0], alone[1]))  # the seeds do matter
+
+
+def test_numpy_global_seed_blocks_in_threads_each_draw_their_seeds_numbers():
+    """Blocks that seed numpy's global generator (Anonymeter, mbi) draw, in concurrent threads, what they draw alone;
+    the caller's state is put back."""
+    import time
+
+    from recourse_privacy.global_rng import numpy_global_seed
+
+    def draws(seed):
+        out = []
+        with numpy_global_seed(seed):
+            for _ in range(20):
+                out.append(np.random.random())
+                time.sleep(0.0005)  # let the other threads run mid-block
+        return out
+
+    alone = {s: draws(s) for s in range(8)}
+    np.random.seed(5)
+    state = np.random.get_state()
+    got = {}
+
+    def run(part):
+        for s in part:
+            got[s] = draws(s)
+
+    threads = [threading.Thread(target=run, args=(list(range(k, 8, 4)),)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == alone
+    assert np.array_equal(np.random.get_state()[1], state[1]) and np.random.get_state()[2] == state[2]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from recourse_privacy.attacks.release_report import AnonymeterRisk
+from recourse_privacy.global_rng import numpy_global_seed
 
 if TYPE_CHECKING:
     from recourse_privacy.audit.threats import ThreatContext
@@ -60,13 +61,18 @@ def _numpy_version() -> str:
 
 def risks_of_frames(ori, syn, control, secret: str | None, seed: int, n_attacks: int = MAX_ATTACKS):
     """Anonymeter's risks of ``syn`` (DataFrames with the same columns): a tuple of :class:`AnonymeterRisk`."""
-    from anonymeter.evaluators import InferenceEvaluator, LinkabilityEvaluator, SinglingOutEvaluator
-
     n = int(min(n_attacks, len(control), len(syn)))
     cols = [str(c) for c in ori.columns]
     ori, syn, control = (f.set_axis(cols, axis=1).reset_index(drop=True) for f in (ori, syn, control))
+    with numpy_global_seed(seed):  # Anonymeter draws its targets with numpy's global generator
+        return _evaluate(ori, syn, control, cols, secret, n)
+
+
+def _evaluate(ori, syn, control, cols: list[str], secret: str | None, n: int) -> tuple[AnonymeterRisk, ...]:
+    """Anonymeter's evaluators on the frames (numpy's global generator seeded by the caller)."""
+    from anonymeter.evaluators import InferenceEvaluator, LinkabilityEvaluator, SinglingOutEvaluator
+
     out = []
-    np.random.seed(seed)  # Anonymeter draws its targets with numpy's global generator
     so = SinglingOutEvaluator(ori=ori, syn=syn, control=control, n_attacks=n)
     so.evaluate(mode="univariate")
     out.append(_risk("singling-out", so, n, "univariate predicates"))

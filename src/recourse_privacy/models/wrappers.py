@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import numpy as np
@@ -79,8 +80,10 @@ class TorchModel(TorchBackedClassifier):
     ``train_fn`` so that shadow models can be trained with the same algorithm. A factory that
     takes one argument is given the number of input features (the audit's encoded columns:
     numeric columns, then one indicator per category). With
-    ``random_state``, :meth:`fit` seeds torch before building and training the module
-    (the audit sets it for the owner's and every shadow model).
+    ``random_state``, :meth:`fit` seeds torch's global generator before building and training the module
+    (the audit sets it for the owner's and every shadow model), holding
+    :data:`~recourse_privacy.global_rng.GLOBAL_RNG_LOCK` until the training ends: fits in concurrent threads
+    take turns, and each gives the numbers it gives alone.
     """
 
     def __init__(
@@ -117,12 +120,13 @@ class TorchModel(TorchBackedClassifier):
         """Train a fresh module from ``module_factory`` with ``train_fn``."""
         if self.module_factory is None or self.train_fn is None:
             raise TypeError("TorchModel.fit needs module_factory and train_fn (to train shadow models)")
-        import torch
+        from recourse_privacy.global_rng import torch_global_seed
 
-        if self.random_state is not None:
-            torch.manual_seed(int(self.random_state) % 2**63)
-        module = self._build(X.shape[1])
-        self.train_fn(module, check_matrix(X), np.asarray(y))
+        X, y = check_matrix(X), np.asarray(y)
+        # the factory and train_fn draw from torch's global generator: seeded, one fit at a time in this process
+        with torch_global_seed(self.random_state) if self.random_state is not None else contextlib.nullcontext():
+            module = self._build(X.shape[1])
+            self.train_fn(module, X, y)
         self._adopt(module, X.shape[1])
         return self
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from recourse_privacy.accounting import ReleaseBudget
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.global_rng import numpy_global_seed
 from recourse_privacy.validation import (
     as_generator,
     check_choice,
@@ -112,12 +113,8 @@ def mst_synthetic_data(
     model = est.estimate(domain, one_way, iters=iters)
     tree = _spanning_tree(model, B, bins, rho, rng)
     model = est.estimate(domain, one_way + _measure(mbi, B, tree, bins, sigma, rng), iters=iters)
-    state = np.random.get_state()  # mbi samples with numpy's global generator: seed it, then restore
-    try:
-        np.random.seed(derive_seed(int(rng.integers(2**31)), 0))
+    with numpy_global_seed(derive_seed(int(rng.integers(2**31)), 0)):  # mbi samples with numpy's global generator
         syn = model.synthetic_data(rows=n_rows)
-    finally:
-        np.random.set_state(state)
     codes = np.column_stack([np.asarray(syn.to_dict()[a] if hasattr(syn, "to_dict") else syn.data[a]) for a in names])
     out = (codes + (0.5 if decode == "midpoint" else rng.random(codes.shape))) / bins
     led = ReleaseBudget(eps, dlt)
