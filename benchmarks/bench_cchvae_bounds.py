@@ -14,9 +14,17 @@ every (row, shell) the search visits:
 - ``crown``: the share of samples that a linear upper bound of the logit over the box (CROWN's
   relaxation, Zhang et al. 2018: chords for unstable units with a positive output weight, ``a u``
   below them for negative ones) cannot rule out, overall and in the shells that find nothing;
-- ``accepted``: the share of samples the model accepts.
+- ``accepted``: the share of samples the model accepts;
+- ``columns``: the columns a sample's first-layer product would need if the decoder's units that keep their
+  sign over the shell's samples were folded (stop 36): a decoder unit active for every sample is linear in the
+  latent, one inactive for all is zero, so a sample needs its ``latent_dim`` coordinates plus one column per
+  decoder unit that changes sign, against the model's ``d`` inputs (or the decoder's ``q`` hidden units,
+  C-CHVAE's screen where ``q < d``);
+- ``--bf16``: the first layer's product at the search's block shape (256 rows of 300 samples' blocks, the
+  model's width) in float32 and in bfloat16, GFLOP/s in one torch thread (what a bfloat16 screen could gain
+  before its error bound and re-checks).
 
-    python benchmarks/bench_cchvae_bounds.py [--datasets heloc adult] [--n-points 300] [--groups 1 4 16 32]
+    python benchmarks/bench_cchvae_bounds.py [--datasets heloc adult] [--n-points 300] [--groups 1 4 16 32] [--bf16]
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ def replay(path: Path, n_points: int, seed: int):
         "b": float(b[0]),
         "W1": first.weight.numpy(),
         "P": vae.encode(X) @ first.weight.numpy().T + first.bias.numpy(),
+        "d": V.shape[1],
     }
     return method, res.n_iter, method._begin(model), net
 
@@ -68,11 +77,16 @@ def measure(method, n_iter: np.ndarray, seed: int, net: dict, groups: int) -> di
 
     M, m0, w, b = net["M"], net["m0"], net["w"], net["b"]
     last = np.where(n_iter > 0, n_iter, method.max_iter)
-    tally = dict.fromkeys(("units", "unstable", "samples", "open", "accepted", "fail_samples", "fail_open"), 0.0)
+    keys = ("units", "unstable", "samples", "open", "accepted", "fail_samples", "fail_open", "row_shells", "columns")
+    tally = dict.fromkeys(keys, 0.0)
     for shell in range(int(last.max())):
         rows = np.flatnonzero(last > shell)
         offsets = shell_draws(seed, shell, method.n_search_samples, net["W1"].shape[1], p, method.step)
-        H = np.maximum(net["P"][rows, None, :] + (offsets @ net["W1"].T)[None], 0)  # (m, s, q) decoder codes
+        pre = net["P"][rows, None, :] + (offsets @ net["W1"].T)[None]  # (m, s, q) decoder pre-activations
+        H = np.maximum(pre, 0)  # the decoder codes
+        sign_changes = ((pre.min(axis=1) < 0) & (pre.max(axis=1) > 0)).sum(axis=1)
+        tally["row_shells"] += len(rows)
+        tally["columns"] += float((offsets.shape[1] + sign_changes).sum())
         # the logits, 16 rows at a time (a shell's (rows, samples, units) float64 would be 720 MB)
         exact = np.concatenate([np.maximum(H[i : i + 16] @ M.T + m0, 0) @ w + b for i in range(0, len(H), 16)])
         fail = (n_iter[rows] != shell + 1)[:, None] & np.ones(H.shape[1], bool)
@@ -110,12 +124,41 @@ def _crown_upper(H, M, m0, w, b, low, up, unstable) -> np.ndarray:
     return np.einsum("msq,mq->ms", H, coef) + const[:, None]
 
 
+def first_layer_rates(d: int, width: int, rows: int = 256, repeats: int = 200) -> dict[str, float]:
+    """GFLOP/s of ``addmm`` on a (rows, d) block and a (width, d) weight in one torch thread, float32 and bfloat16."""
+    import time
+
+    import torch
+
+    from recourse_privacy.models.torch_utils import torch_threads
+
+    gen = torch.Generator().manual_seed(0)
+    X, W, b = (
+        torch.randn(rows, d, generator=gen),
+        torch.randn(width, d, generator=gen),
+        torch.randn(width, generator=gen),
+    )
+    out = {}
+    with torch_threads(1):
+        for dtype in (torch.float32, torch.bfloat16):
+            Xc, Wc, bc = X.to(dtype), W.to(dtype), b.to(dtype)
+            best = float("inf")
+            for _ in range(3):
+                t = time.perf_counter()
+                for _ in range(repeats):
+                    torch.addmm(bc, Xc, Wc.T)
+                best = min(best, (time.perf_counter() - t) / repeats)
+            out[str(dtype).removeprefix("torch.")] = 2 * rows * d * width / best / 1e9
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", nargs="+", default=["heloc", "adult"])
     ap.add_argument("--n-points", type=int, default=300)
     ap.add_argument("--groups", nargs="+", type=int, default=[1, 4, 16, 32])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bf16", action="store_true", help="also time the first layer's product in float32 and bfloat16")
     ap.add_argument("--model-dir", default=str(ROOT / "benchmarks/results/models"))
     args = ap.parse_args()
     import sys
@@ -132,10 +175,18 @@ def main() -> None:
             f"median {np.median(found):.0f} max {found.max()}; {int(found.sum())} (row, shell) pairs",
             flush=True,
         )
+        if args.bf16:
+            rates = first_layer_rates(net["d"], net["M"].shape[0])
+            print("  first layer, GFLOP/s in one thread: " + ", ".join(f"{k} {v:.1f}" for k, v in rates.items()))
         for groups in args.groups:
             t = measure(method, n_iter, seed, net, groups)
             line = f"  groups {groups:3d}: unstable units {t['unstable'] / t['units']:.3f}"
             if groups == 1:
+                line += (
+                    f"; columns per sample with the decoder's sign-keeping units folded "
+                    f"{t['columns'] / t['row_shells']:.1f} (d = {net['d']}, "
+                    f"q = {net['W1'].shape[0]})"
+                )
                 line += (
                     f"; accepted samples {t['accepted'] / t['samples']:.3f}; not ruled out by the linear bound "
                     f"{t['open'] / t['samples']:.3f} (in shells that find nothing {t['fail_open'] / t['fail_samples']:.3f})"
