@@ -563,6 +563,58 @@ def test_cli_publish_from_a_csv(tmp_path):
     assert cli(*args, "--overwrite").returncode == 0
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_release_check_summarises_the_answers_the_bundle_gives_a_seeded_draw_of_rejected_rows(bundles, method):
+    """check_release answers min(n_rows, rejected) rows the bundle's model rejects, drawn with its seed, and reports
+    the share of valid answers, of answers with no counterfactual, and the valid ones' median cost."""
+    from recourse_privacy.service.release_check import check_release
+
+    ds, paths = bundles
+    check = check_release(load_bundle(paths[method], random_state=5), ds.X, n_rows=40, random_state=1)
+    b = load_bundle(paths[method], random_state=5)
+    a = b.schema.applicants_from_frame(ds.X)
+    assert np.array_equal(b.schema.encode(a), b.schema.encode_frame(ds.X))
+    rejected = np.flatnonzero(b.model.predict(b.schema.encode(a)) == 0)
+    assert check.n_rejected == len(rejected) and check.n_checked == min(40, len(rejected)) > 0
+    rows = np.sort(np.random.default_rng(1).choice(rejected, check.n_checked, replace=False))
+    answers = b.answer(a.take(rows))
+    assert all(x["decision"] == "rejected" for x in answers)
+    valid = [x["valid"] for x in answers if x["counterfactual"] is not None]
+    assert check.valid_share == pytest.approx(sum(valid) / len(answers))
+    assert check.not_found_share == pytest.approx(1 - len(valid) / len(answers))
+    costs = [x["cost"] for x in answers if x.get("valid")]
+    assert check.median_cost == (pytest.approx(np.median(costs)) if costs else None)
+    assert check == check_release(load_bundle(paths[method], random_state=5), ds.X, n_rows=40, random_state=1)
+    every = check_release(load_bundle(paths[method], random_state=5), ds.X, n_rows=10**6, random_state=1)
+    assert every.n_checked == every.n_rejected == len(rejected)
+
+
+def test_cli_publish_prints_the_check_on_stderr_and_keeps_it_out_of_the_bundle(tmp_path, monkeypatch):
+    """publish answers --check-rows rejected rows and prints the check (stderr; stdout stays one JSON line), warns
+    below LOW_VALIDITY, writes nothing of it into the bundle, and skips it with --check-rows 0."""
+    from recourse_privacy.service import release_check
+
+    ds = tiny_dataset(300)
+    csv = tmp_path / "loans.csv"
+    ds.X.assign(decision=np.where(ds.y == 1, "approved", "denied")).to_csv(csv, index=False)
+    args = ("publish", "--method", "dpm", "--epsilon", "2", "--data", str(csv), "--target", "decision",
+            "--positive-label", "approved")  # fmt: skip
+    for col, (lo, hi) in BOUNDS.items():
+        args += ("--bounds", f"{col}={lo}:{hi}")
+    res = cli(*args, "--check-rows", "25", "--out", str(tmp_path / "b"))
+    assert json.loads(res.stdout.strip())["method"] == "dpm"
+    assert re.search(r"check on 25 of the \d+ training rows the bundle's model rejects .*% answered", res.stderr)
+    bundle_text = "".join(p.read_text(errors="replace") for p in (tmp_path / "b").iterdir() if p.is_file())
+    assert "check on" not in bundle_text and "valid_share" not in bundle_text
+    low = release_check.ReleaseCheck(100, 25, 0.2, 0.0, 1.5)
+    monkeypatch.setattr(release_check, "check_release", lambda *a, **k: low)
+    res = cli(*args, "--check-rows", "25", "--out", str(tmp_path / "c"))
+    assert "20.0% answered" in res.stderr and "warning: fewer than 50% of the checked answers are valid" in res.stderr
+    res = cli(*args, "--check-rows", "0", "--out", str(tmp_path / "d"))
+    assert "check on" not in res.stderr and "warning: fewer" not in res.stderr
+    assert cli(*args, "--check-rows", "-1", "--out", str(tmp_path / "e"), check=False).returncode == 2
+
+
 # ------------------------------------------------------------------ ledger
 def _spend_loop(url, n, q):
     led = open_ledger(url)

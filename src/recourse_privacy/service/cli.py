@@ -96,6 +96,13 @@ def publish_command(
     overwrite: bool = typer.Option(
         False, "--overwrite", help="replace an earlier bundle in --out (only its own files are removed)"
     ),
+    check_rows: int = typer.Option(
+        500,
+        "--check-rows",
+        min=0,
+        help="answer this many rejected training rows with the new bundle and print the share of valid answers and "
+        "their cost (for you; not written into the bundle); 0 skips",
+    ),
 ) -> None:
     """Train a private artefact and write a bundle (safe formats, manifest.json with the public schema)."""
     import json
@@ -132,6 +139,26 @@ def publish_command(
     if man["schema_notes"].get("warning"):
         typer.echo(f"warning: {man['schema_notes']['warning']}: {', '.join(man['schema_notes']['read_from_data'])}",
                    err=True)  # fmt: skip
+    if check_rows:
+        _check_release(out, ds, check_rows, seed, method, epsilon)
+
+
+def _check_release(out: Path, ds, n_rows: int, seed: int, method: str, epsilon: float) -> None:
+    """Print what the bundle in ``out`` answers ``n_rows`` of the dataset's rejected rows (stderr), warning when few
+    answers are valid (:mod:`recourse_privacy.service.release_check`)."""
+    from recourse_privacy.service.bundle import load_bundle
+    from recourse_privacy.service.release_check import LOW_VALIDITY, check_release
+    from recourse_privacy.validation import derive_seed
+
+    check = check_release(load_bundle(out, random_state=derive_seed(seed, 71)), ds.X, n_rows=n_rows, random_state=seed)
+    typer.echo(check.describe(), err=True)
+    if check.low:
+        typer.echo(
+            f"warning: fewer than {LOW_VALIDITY:.0%} of the checked answers are valid for --method {method} at "
+            f"--epsilon {epsilon:g}: a larger --epsilon or another --method may serve applicants better "
+            "(`recourse-privacy recourse --methods laplace,dpc,privrecourse` compares the methods' recourse)",
+            err=True,
+        )
 
 
 _FILE = typer.Option(..., "--file", help="the key file (JSON; only hashes are stored)")

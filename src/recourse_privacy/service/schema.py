@@ -269,6 +269,11 @@ class Schema:
 
         A category outside the schema's becomes the first category.
         """
+        return self.encode(self.applicants_from_frame(X))
+
+    def applicants_from_frame(self, X) -> Applicants:
+        """A DataFrame of the training data (original units) -> :class:`Applicants`, as :meth:`encode_frame` reads it
+        (numeric values clipped to the bounds, a category outside the schema's the first category)."""
         c = self._cols
         num = np.column_stack(
             [X[self.features[j].name].to_numpy(np.float64) for j in c.num_pos] or [np.empty((len(X), 0))]
@@ -279,7 +284,7 @@ class Schema:
             f = self.features[j]
             codes = X[f.name].astype(str).map(self._index[f.name]).to_numpy(np.float64, na_value=0.0)
             cat[:, k] = np.nan_to_num(codes, nan=0.0).astype(np.int64)
-        return self.encode(Applicants(num, cat))
+        return Applicants(num, cat)
 
     def decode(self, Z: np.ndarray, factual: Applicants | None = None) -> Applicants:
         """Model space -> :class:`Applicants` in original units, honouring the schema.

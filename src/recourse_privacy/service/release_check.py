@@ -1,0 +1,70 @@
+"""What a published bundle gives the applicants it will serve, measured on the operator's own rejected rows.
+
+``publish`` trains a private artefact; whether its answers help depends on the method and the budget (DPC's
+autoencoder at a small epsilon, Laplace Recourse's noise per answer). Before serving, the operator sees the
+share of rejected training rows the bundle answers with a counterfactual its model accepts, and the answers'
+cost, from the same code that answers applicants (:meth:`~recourse_privacy.service.bundle.Bundle.answer`).
+The figures are statistics of the private rows: they are for the operator, never written into the bundle,
+and not covered by its guarantee.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from recourse_privacy.validation import as_generator
+
+#: below this share of valid answers, ``publish`` warns
+LOW_VALIDITY = 0.5
+
+
+@dataclass(frozen=True)
+class ReleaseCheck:
+    """The answers a bundle gives ``n_checked`` rejected training rows (drawn without replacement from
+    ``n_rejected``): the share with a valid counterfactual (the bundle's model accepts it), the share with none,
+    and the median cost of the valid ones (the cost the answers report)."""
+
+    n_rejected: int
+    n_checked: int
+    valid_share: float
+    not_found_share: float
+    median_cost: float | None
+
+    @property
+    def low(self) -> bool:
+        """Whether fewer than :data:`LOW_VALIDITY` of the answers are valid."""
+        return self.n_checked > 0 and self.valid_share < LOW_VALIDITY
+
+    def describe(self) -> str:
+        """One line for the operator."""
+        if not self.n_checked:
+            return "check: the bundle's model rejects none of the training rows; nothing to check"
+        cost = "n/a" if self.median_cost is None else f"{self.median_cost:.3g}"
+        return (
+            f"check on {self.n_checked} of the {self.n_rejected} training rows the bundle's model rejects (for you: "
+            f"not in the bundle, not covered by its guarantee): {self.valid_share:.1%} answered with a counterfactual "
+            f"the model accepts, {self.not_found_share:.1%} with none; median cost of the valid ones {cost}"
+        )
+
+
+def check_release(bundle, X, *, n_rows: int = 500, random_state=0) -> ReleaseCheck:
+    """Answer up to ``n_rows`` rejected rows of the training frame ``X`` (seeded draw) with ``bundle`` and summarise."""
+    a = bundle.schema.applicants_from_frame(X)
+    rejected = np.flatnonzero(bundle.model.predict(bundle.schema.encode(a)) == 0)
+    k = min(int(n_rows), len(rejected))
+    if not k:
+        return ReleaseCheck(len(rejected), 0, 0.0, 0.0, None)
+    rows = np.sort(as_generator(random_state).choice(rejected, k, replace=False))
+    answers = bundle.answer(a.take(rows))
+    valid = np.array([bool(x.get("valid", False)) for x in answers])
+    found = np.array([x.get("counterfactual") is not None for x in answers])
+    costs = [x["cost"] for x, ok in zip(answers, valid) if ok]
+    return ReleaseCheck(
+        n_rejected=len(rejected),
+        n_checked=k,
+        valid_share=float(valid.mean()),
+        not_found_share=float(1.0 - found.mean()),
+        median_cost=float(np.median(costs)) if costs else None,
+    )
