@@ -174,6 +174,48 @@ def test_cache_clear_removes_only_its_own_files(tmp_path):
     assert cache.info().entries == {} and cache.info().last_run is None
 
 
+def test_a_claim_while_another_claimer_marks_the_directory_is_not_refused(tmp_path, monkeypatch):
+    """Two claimers of one new directory (an audit's owner and shadow threads): the second lists the files just as
+    the first renames its marker into place. The marker, which is outside the entries' layout, must not make the
+    second refuse its own cache (the suite met this once, stop 36)."""
+    import recourse_privacy.cache as cache_module
+
+    root = tmp_path / "c"
+    (root / "locks").mkdir(parents=True)
+    listed = cache_module._files
+
+    def files_while_the_other_marks(where):
+        (root / MARKER).write_text("{}")  # the other claimer's rename lands after this one looked for the marker
+        yield from listed(where)
+
+    monkeypatch.setattr(cache_module, "_files", files_while_the_other_marks)
+    mine = ArtifactCache(root)
+    assert mine.claim() is mine and mine.is_marked()
+
+
+def test_many_threads_claiming_one_new_directory_all_succeed(tmp_path):
+    """Eight threads claim each of 30 new directories at once: none is refused, each directory ends marked."""
+    import threading
+
+    for k in range(30):
+        root = tmp_path / f"c{k}"
+        errors, start = [], threading.Barrier(8)
+
+        def claim(root=root, start=start, errors=errors):
+            start.wait()
+            try:
+                ArtifactCache(root).put("model", "ab" * 32, {"v": np.zeros(1)})
+            except Exception as err:  # noqa: BLE001 - collected and asserted below
+                errors.append(err)
+
+        threads = [threading.Thread(target=claim) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and (root / MARKER).is_file()
+
+
 def test_cache_refuses_a_directory_it_did_not_create(tmp_path, monkeypatch):
     user = tmp_path / "u"
     (user / "sub").mkdir(parents=True)

@@ -259,7 +259,9 @@ class ArtifactCache:
             return True
         if not self.root.is_dir():
             return False
-        return all(_is_own_file(self.root, p) for p in _files(self.root))
+        # another claimer (a thread of this audit, another process) may mark it while the files are listed: the
+        # marker then shows up as a file outside the layout, and the directory is ours after all
+        return all(_is_own_file(self.root, p) for p in _files(self.root)) or self.is_marked()
 
     def claim(self) -> ArtifactCache:
         """Create and mark the directory (absent, empty, or a store of before the marker); refuse another's.
