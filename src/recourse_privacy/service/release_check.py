@@ -11,10 +11,16 @@ and not covered by its guarantee.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from recourse_privacy.validation import as_generator
+from recourse_privacy.validation import RandomState, as_generator
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from recourse_privacy.service.bundle import Bundle
 
 #: below this share of valid answers, ``publish`` warns
 LOW_VALIDITY = 0.5
@@ -49,7 +55,7 @@ class ReleaseCheck:
         )
 
 
-def check_release(bundle, X, *, n_rows: int = 500, random_state=0) -> ReleaseCheck:
+def check_release(bundle: Bundle, X: pd.DataFrame, *, n_rows: int = 500, random_state: RandomState = 0) -> ReleaseCheck:
     """Answer up to ``n_rows`` rejected rows of the training frame ``X`` (seeded draw) with ``bundle`` and summarise."""
     a = bundle.schema.applicants_from_frame(X)
     rejected = np.flatnonzero(bundle.model.predict(bundle.schema.encode(a)) == 0)
