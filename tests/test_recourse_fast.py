@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from _nonlinear_mlp import nonlinear_mlp
 from recourse_privacy.models import TorchModel, make_model, torch_utils
 from recourse_privacy.models.torch_utils import (
     GATHER_SHARE,
@@ -31,10 +32,7 @@ from recourse_privacy.recourse.growing_spheres import search_seed, shell_draws
 @pytest.fixture(scope="module")
 def mlp():
     """A small ReLU MLP on a non-linear rule, and rows it rejects."""
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(600, 6))
-    y = ((X[:, 0] + X[:, 1] ** 2 - X[:, 2] * X[:, 3]) > 0.5).astype(int)
-    model = make_model("mlp", hidden_layers=(64,), epochs=30, lr=1e-2, random_state=0).fit(X, y)
+    model, X, y = nonlinear_mlp()
     return model, X, y, X[model.predict(X) == 0]
 
 

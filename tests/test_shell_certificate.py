@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from _nonlinear_mlp import nonlinear_mlp
 from recourse_privacy.models import make_model
 from recourse_privacy.models.torch_utils import chain_rounding_bound, linear_chain
 from recourse_privacy.recourse import CCHVAE, ActionSet, fit_for
@@ -16,10 +17,7 @@ from recourse_privacy.recourse.shell_certificate import DecodedLogitBound, decod
 @pytest.fixture(scope="module")
 def world():
     """A one-hidden-layer ReLU MLP on a non-linear rule, C-CHVAE's default VAE on its data, and rows it rejects."""
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(600, 6))
-    y = ((X[:, 0] + X[:, 1] ** 2 - X[:, 2] * X[:, 3]) > 0.5).astype(int)
-    model = make_model("mlp", hidden_layers=(64,), epochs=30, lr=1e-2, random_state=0).fit(X, y)
+    model, X, y = nonlinear_mlp()
     vae = fit_for(CCHVAE(random_state=0), X, y, model).vae_
     return model, vae, X, y, X[model.predict(X) == 0][:40]
 
