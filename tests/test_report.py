@@ -85,6 +85,12 @@ def test_real_audit_report_layout(default_run):
     lo, hi = result.attacks["cfd-lrt"].auc_ci
     assert f"[{lo:.3f}, {hi:.3f}]" in q2 and "vs loss" in q2
     assert f"With {result.n_members} members and {result.n_nonmembers} non-members" in text[i_power:i_attacks]
+    # The attacks' AUCs tested together (Holm 1979): every counted attack, controls left out.
+    fw = _section(text, "Several attacks at once")
+    assert i_power < text.index("<h2>Several attacks at once</h2>") < i_attacks
+    assert v.family_wise is not None and v.family_wise.text.replace("'", "&#x27;") in fw
+    assert set(v.family_wise.p_holm) == {n for n, a in result.attacks.items() if a.signal != "none"}
+    assert "<td>random</td>" not in fw
     for name in ATTACK_NAMES:
         assert f"<td>{name}</td>" in _section(text, "Attacks")
     config = _section(text, "Configuration")

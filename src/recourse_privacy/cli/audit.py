@@ -331,6 +331,8 @@ def _print_summary(console, result) -> None:
             console.print(f"  {finding.text}", highlight=False, markup=False)
     if verdict.detectable is not None:
         console.print(f"  {verdict.detectable.text}", highlight=False, markup=False, style="dim")
+    if verdict.family_wise is not None:
+        console.print(f"  {verdict.family_wise.text}", highlight=False, markup=False, style="dim")
     _print_dp(console, result.dp, model.name)
     _print_threats(console, result.threats)
     if any(not r for a in result.attacks.values() for r in a.tpr_at_fpr_reliable.values()):

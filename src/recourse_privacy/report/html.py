@@ -332,6 +332,20 @@ def _question_sections(result: AuditRecord, v: Verdict) -> list[str]:
             "times the targets halve them. &ldquo;n/a&rdquo;: no TPR can be told from chance at that FPR with "
             "these numbers.</p>",
         ]
+    fw = v.family_wise
+    if fw is not None:
+        rows = "".join(
+            f'<tr><td>{_e(n)}</td><td class="num">{_fmt(fw.p_values[n], ".2g")}</td>'
+            f'<td class="num">{_fmt(fw.p_holm[n], ".2g")}</td>'
+            f"<td>{'<strong>yes</strong>' if n in fw.survivors else 'no'}</td></tr>"
+            for n in fw.p_values
+        )
+        out += [
+            "<h2>Several attacks at once</h2>",
+            f"<p>{_t(fw.text)}</p>",
+            "<table><tr><th>attack</th><th>AUC&rsquo;s p-value against 0.5</th><th>Holm-adjusted</th>"
+            f"<th>below {_e(format(fw.alpha, 'g'))} once adjusted?</th></tr>{rows}</table>",
+        ]
     return out
 
 

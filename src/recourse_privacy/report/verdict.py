@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from recourse_privacy.metrics.exposure import RANKING_RULE, preferred_attack
+from recourse_privacy.metrics.exposure import RANKING_RULE, holm, preferred_attack
 from recourse_privacy.metrics.intervals import minimum_detectable_auc, minimum_detectable_tpr, tpr_detected
-from recourse_privacy.metrics.membership import auc_null_halfwidth
+from recourse_privacy.metrics.membership import auc_null_halfwidth, auc_null_pvalue
 from recourse_privacy.report.dp_verdict import BoundCheck, BoundComparison, compare_with_bound, dp_bound_rows
 from recourse_privacy.results.audit import AuditRecord
 from recourse_privacy.results.summaries import AttackResult, DPSummary
@@ -34,12 +34,14 @@ __all__ = [
     "BoundCheck",
     "BoundComparison",
     "Detectable",
+    "FamilyWise",
     "SignalFinding",
     "Verdict",
     "LEAD_RULE",
     "assess_attack",
     "compare_with_bound",
     "detectable_effects",
+    "family_wise",
     "lead_attack",
     "make_verdict",
     "signal_of",
@@ -466,6 +468,73 @@ def detectable_effects(
     return Detectable(int(n_members), int(n_nonmembers), auc, tpr, power, alpha, text)
 
 
+# --------------------------------------------------------------------------- several attacks at once
+
+
+@dataclass(frozen=True)
+class FamilyWise:
+    """The attacks' AUCs tested together, so that luck over several attacks is held at ``alpha``.
+
+    ``p_values``: per attack, the two-sided Mann-Whitney p-value of its AUC against 0.5
+    (:func:`~recourse_privacy.metrics.membership.auc_null_pvalue`; nan without sample sizes);
+    ``p_holm``: Holm's (1979) step-down adjustment of them over the ``k`` attacks that have one;
+    ``survivors``: the attacks whose adjusted p-value is below ``alpha``, in the verdict's order.
+    Only the AUC arm is corrected; the TPR at 1% FPR is a second test per attack, as ``text`` says.
+    """
+
+    k: int
+    p_values: Mapping[str, float]
+    p_holm: Mapping[str, float]
+    survivors: tuple[str, ...]
+    alpha: float
+    text: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "p_values", MappingProxyType(dict(self.p_values)))
+        object.__setattr__(self, "p_holm", MappingProxyType(dict(self.p_holm)))
+
+
+def family_wise(candidates: list[AttackAssessment], alpha: float = 0.05) -> FamilyWise | None:
+    """Holm's correction of the counted attacks' AUC tests; None with fewer than two attacks to test."""
+    p = {
+        a.name: (
+            auc_null_pvalue(a.auc, a.n_members, a.n_nonmembers)
+            if a.auc is not None and a.n_members and a.n_nonmembers and a.n_members > 0 and a.n_nonmembers > 0
+            else math.nan
+        )
+        for a in candidates
+    }
+    k = sum(1 for v in p.values() if not math.isnan(v))
+    if k < 2:
+        return None
+    adj = dict(zip(p, (float(x) for x in holm(list(p.values()))), strict=True))
+    survivors = tuple(n for n in p if adj[n] < alpha)
+    detected = [a.name for a in candidates if a.significant]
+    lead = (
+        f"With {k} attacks checked at once, the chance that at least one leaves chance by luck alone is up to about "
+        f"{min(100, round(100 * alpha * k))}% (twice that where both the AUC and the TPR at 1% FPR are tested). "
+        f"Holm's (1979) correction of their AUCs' Mann-Whitney tests against 0.5 holds that chance at "
+        f"{_pct(alpha)}: "
+    )
+    if survivors:
+        named = ", ".join(f"{n} (adjusted p {adj[n]:.2g})" for n in survivors)
+        dropped = [n for n in detected if n not in survivors]
+        tail = (
+            f"; {', '.join(dropped)} detect(s) leakage only without it (or through the TPR at 1% FPR)"
+            if dropped
+            else ""
+        )
+        text = lead + f"{named} still leave(s) chance{tail}."
+    elif detected:
+        text = lead + (
+            "no attack's AUC leaves chance once corrected, so the leakage found rests on single tests and may be "
+            "luck; more targets would settle it."
+        )
+    else:
+        text = lead + "no attack's AUC leaves chance, corrected or not."
+    return FamilyWise(k, p, adj, survivors, alpha, text)
+
+
 # --------------------------------------------------------------------------- the verdict
 
 
@@ -485,7 +554,8 @@ class Verdict:
     The analyst's question is answered in three parts: ``scores`` (what the model's own scores
     leak: the attacks of signal "score"), ``recourse`` (what the attacks reading the counterfactuals
     detect: signal "distance") and ``beyond`` (does recourse leak beyond the scores; see
-    :func:`make_verdict` for the rule). ``detectable`` says what this sample size can detect.
+    :func:`make_verdict` for the rule). ``detectable`` says what this sample size can detect, and
+    ``family_wise`` which attacks' AUCs still leave chance when all are tested together (Holm 1979).
     """
 
     level: str
@@ -505,6 +575,7 @@ class Verdict:
     recourse: SignalFinding | None = None
     beyond: BeyondFinding | None = None
     detectable: Detectable | None = None
+    family_wise: FamilyWise | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "explanation", tuple(self.explanation))
@@ -590,7 +661,7 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
     parts: list[str] = [scores.text, recourse.text, beyond.text]
     parts += _other_signals([a for a in candidates if a.signal not in SIGNAL_LABELS])
     rel = tpr_reliable(src[best.name], LOW_FPR)
-    caveats, detectable = _caveats(best, rel, candidates, unknown, controls)
+    caveats, detectable, fw = _caveats(best, rel, candidates, unknown, controls)
     parts += caveats + [LEAD_RULE] + (_dp_texts(dp, comparison) if dp is not None else [])
     hws = [a.halfwidth for a in candidates if a.halfwidth is not None]
     band = max(hws) if hws else None
@@ -613,6 +684,7 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
         recourse=recourse,
         beyond=beyond,
         detectable=detectable,
+        family_wise=fw,
     )
 
 
@@ -650,7 +722,7 @@ def _caveats(
     candidates: list[AttackAssessment],
     unknown: list[AttackAssessment],
     controls: list[AttackAssessment],
-) -> tuple[list[str], Detectable | None]:
+) -> tuple[list[str], Detectable | None, FamilyWise | None]:
     """What chance gives, what the sample size can detect, multiple testing, missing sizes and the controls."""
     parts = []
     chance = "Random guessing gives AUC 0.5 and TPR = FPR (1% at FPR 1%)."
@@ -664,12 +736,9 @@ def _caveats(
     detectable = detectable_effects(n1, n0) if n1 and n0 and n1 > 0 and n0 > 0 else None
     if detectable is not None:
         parts.append(detectable.text)
-    if len(candidates) > 1:
-        k = len(candidates)
-        parts.append(
-            f"With {k} attacks checked at once, the chance that at least one leaves chance by luck alone is up to "
-            f"about {min(100, 5 * k)}% (twice that where both the AUC and the TPR at 1% FPR are tested)."
-        )
+    fw = family_wise(candidates)
+    if fw is not None:
+        parts.append(fw.text)
     if unknown:
         parts.append(
             "Sample sizes were missing for "
@@ -681,7 +750,7 @@ def _caveats(
             "The " + ", ".join(a.name for a in controls) + " attack is a random-guessing control and "
             "is not counted in this verdict (its numbers show the noise level of this audit)."
         )
-    return parts, detectable
+    return parts, detectable, fw
 
 
 def _dp_texts(dp: DPSummary, comparison: BoundComparison | None) -> list[str]:
