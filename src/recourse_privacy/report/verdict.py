@@ -1,10 +1,11 @@
 """The audit's verdict in plain words, and the statistics behind it: no markup here.
 
-:func:`assess_attack` sets one attack's AUC and TPR at 1% FPR, with their intervals, against
-random guessing; :func:`make_verdict` answers the analyst's question in three parts: what the
+:func:`~recourse_privacy.report.assessment.assess_attack` sets one attack's AUC and TPR at 1% FPR, with
+their intervals, against random guessing; :func:`make_verdict` answers the analyst's question in three parts: what the
 model's own scores leak (the attacks of signal "score"), what the recourse leaks (signal
 "distance"), and whether recourse leaks *beyond* the scores (the rule is in its docstring), and
-says what the sample size can detect (:func:`detectable_effects`); a DP defense's bounds and
+says what the sample size can detect and which attacks survive being tested together
+(:mod:`recourse_privacy.report.chance`); a DP defense's bounds and
 the attacks its claim covers come from :mod:`recourse_privacy.report.dp_verdict`. A :class:`Verdict` is what the HTML report (or anyone else) lays out. The explanation is plain text (Unicode,
 no HTML): the renderer escapes it.
 
@@ -13,15 +14,23 @@ This module reads the typed result of :mod:`recourse_privacy.results`, which sit
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from recourse_privacy.metrics.exposure import RANKING_RULE, holm, preferred_attack
-from recourse_privacy.metrics.intervals import minimum_detectable_auc, minimum_detectable_tpr, tpr_detected
-from recourse_privacy.metrics.membership import auc_null_halfwidth, auc_null_pvalue
+from recourse_privacy.metrics.exposure import RANKING_RULE, preferred_attack
+from recourse_privacy.report.assessment import (
+    LOW_FPR,
+    AttackAssessment,
+    assess_attack,
+    finite_float,
+    fmt,
+    percent,
+    signal_of,
+    tpr_reliable,
+)
+from recourse_privacy.report.chance import Detectable, FamilyWise, detectable_effects, family_wise
 from recourse_privacy.report.dp_verdict import BoundCheck, BoundComparison, compare_with_bound, dp_bound_rows
 from recourse_privacy.results.audit import AuditRecord
 from recourse_privacy.results.summaries import AttackResult, DPSummary
@@ -49,163 +58,25 @@ __all__ = [
     "verdict_of",
 ]
 
-#: the FPR key the verdict reads each attack at (TPR at 1% FPR)
-LOW_FPR = "0.01"
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _float(x: Any) -> float | None:
-    """A finite float, or None for missing / non-numeric / non-finite values."""
-    if isinstance(x, bool) or x is None:
-        return None
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def _int(x: Any) -> int | None:
-    f = _float(x)
-    return int(f) if f is not None and f == int(f) else None
-
-
-def _g(x: float, spec: str) -> str:
-    return format(x, spec)
-
-
-def tpr_reliable(attack: AttackResult, key: str) -> bool | None:
-    """Whether the TPR at FPR ``key`` is resolvable: the attack's own flag, else n_nonmembers >= 1/FPR."""
-    r = attack.tpr_at_fpr_reliable.get(key)
-    if isinstance(r, bool):
-        return r
-    f, n0 = _float(key), _int(attack.n_nonmembers)
-    if n0 and f:
-        return n0 >= math.ceil(1.0 / f - 1e-9)
-    return None
-
-
-# --------------------------------------------------------------------------- one attack
-
-
-def signal_of(attack: AttackResult) -> str:
-    """What ``attack`` reads: its recorded ``signal``, else (files of schema 1) its registry entry's, else ""."""
-    s = str(attack.signal or "")
-    if s:
-        return s
-    from recourse_privacy.attacks.registry import ATTACKS  # only for files written before signals were recorded
-
-    name = str(attack.name)
-    return str(ATTACKS.get(name).meta.get("signal", "")) if name in ATTACKS else ""
-
-
-def _interval(x: Any) -> tuple[float, float] | None:
-    """A finite (lo, hi) pair, or None."""
-    if x is None:
-        return None
-    try:
-        lo, hi = (_float(v) for v in x)
-    except (TypeError, ValueError):
-        return None
-    return None if lo is None or hi is None else (lo, hi)
-
-
-@dataclass(frozen=True)
-class AttackAssessment:
-    """One attack against random guessing.
-
-    ``auc_ci`` is the AUC's bootstrap interval (None in files without one); ``halfwidth`` the ~95%
-    null band 0.5 ± halfwidth of random guessing (None without sample sizes). ``auc_detected``: the
-    AUC's interval excludes 0.5 (without an interval: the AUC lies outside the band); ``tpr_detected``:
-    the TPR's interval at 1% FPR lies above the interval of the FPR its threshold reached (None when
-    unknown); ``significant`` is either. ``reversed``: detected *below* 0.5 (leakage in the opposite
-    direction). ``signal`` is what the attack reads (distance, score, none: a control).
-    """
-
-    name: str
-    auc: float | None
-    balanced_accuracy: float | None
-    tpr_low_fpr: float | None
-    n_members: int | None
-    n_nonmembers: int | None
-    halfwidth: float | None
-    significant: bool | None
-    is_control: bool
-    signal: str = ""
-    auc_ci: tuple[float, float] | None = None
-    tpr_ci: tuple[float, float] | None = None
-    fpr_ci: tuple[float, float] | None = None
-    auc_detected: bool | None = None
-    tpr_detected: bool | None = None
-
-    @property
-    def reversed(self) -> bool:
-        """Significant with an AUC below 0.5."""
-        return bool(self.auc_detected) and self.auc is not None and self.auc < 0.5
-
-
-def assess_attack(attack: AttackResult) -> AttackAssessment:
-    """Compare ``attack``'s AUC and TPR at 1% FPR with random guessing, through their intervals."""
-    auc = _float(attack.auc)
-    n1, n0 = _int(attack.n_members), _int(attack.n_nonmembers)
-    hw = auc_null_halfwidth(n1, n0) if n1 and n0 and n1 > 0 and n0 > 0 else None
-    auc_ci = _interval(attack.auc_ci)
-    tpr_ci = _interval(attack.tpr_at_fpr_ci.get(LOW_FPR))
-    fpr_ci = _interval(attack.achieved_fpr_ci.get(LOW_FPR))
-    if auc is None:
-        auc_sig = None
-    elif auc_ci is not None:
-        auc_sig = auc_ci[0] > 0.5 or auc_ci[1] < 0.5
-    else:
-        auc_sig = None if hw is None else abs(auc - 0.5) > hw
-    tpr_sig = tpr_detected(tpr_ci[0], fpr_ci[1]) if tpr_ci is not None and fpr_ci is not None else None
-    sig = True if (auc_sig or tpr_sig) else (None if auc_sig is None else False)
-    signal = signal_of(attack)
-    return AttackAssessment(
-        name=str(attack.name),
-        auc=auc,
-        balanced_accuracy=_float(attack.balanced_accuracy),
-        tpr_low_fpr=_float(attack.tpr_at_fpr.get(LOW_FPR)),
-        n_members=n1,
-        n_nonmembers=n0,
-        halfwidth=hw,
-        significant=sig,
-        is_control=signal == "none",
-        signal=signal,
-        auc_ci=auc_ci,
-        tpr_ci=tpr_ci,
-        fpr_ci=fpr_ci,
-        auc_detected=auc_sig,
-        tpr_detected=tpr_sig,
-    )
-
-
 # --------------------------------------------------------------------------- the two questions
 
 #: what each signal is called in the verdict
 SIGNAL_LABELS = MappingProxyType({"score": "the model's own scores", "distance": "recourse"})
 
 
-def _pct(x: float) -> str:
-    """0.035 -> '3.5%'."""
-    return format(100.0 * x, ".3g") + "%"
-
-
 def _auc_txt(a: AttackAssessment) -> str:
-    ci = f" [{_g(a.auc_ci[0], '.3f')}, {_g(a.auc_ci[1], '.3f')}]" if a.auc_ci is not None else ""
-    return f"AUC {_g(a.auc, '.3f')}{ci}"
+    ci = f" [{fmt(a.auc_ci[0], '.3f')}, {fmt(a.auc_ci[1], '.3f')}]" if a.auc_ci is not None else ""
+    return f"AUC {fmt(a.auc, '.3f')}{ci}"
 
 
 def _tpr_txt(a: AttackAssessment, achieved: float | None) -> str:
-    ci = f" [{_pct(a.tpr_ci[0])}, {_pct(a.tpr_ci[1])}]" if a.tpr_ci is not None else ""
-    fpr = f"; achieved FPR {_pct(achieved)}" if achieved is not None else ""
-    fpr += f", at most {_pct(a.fpr_ci[1])}" if a.fpr_ci is not None else ""
+    ci = f" [{percent(a.tpr_ci[0])}, {percent(a.tpr_ci[1])}]" if a.tpr_ci is not None else ""
+    fpr = f"; achieved FPR {percent(achieved)}" if achieved is not None else ""
+    fpr += f", at most {percent(a.fpr_ci[1])}" if a.fpr_ci is not None else ""
     return (
-        f"TPR {_pct(a.tpr_low_fpr)}{ci} at FPR ≤ 1% ({fpr.lstrip('; ')})"
+        f"TPR {percent(a.tpr_low_fpr)}{ci} at FPR ≤ 1% ({fpr.lstrip('; ')})"
         if fpr
-        else f"TPR {_pct(a.tpr_low_fpr)}{ci} at FPR ≤ 1%"
+        else f"TPR {percent(a.tpr_low_fpr)}{ci} at FPR ≤ 1%"
     )
 
 
@@ -273,8 +144,8 @@ def _signal_finding(signal: str, group: list[AttackAssessment], achieved: Mappin
         )
         if lead.tpr_low_fpr is not None and lead.significant:
             text += (
-                f": it identifies {_pct(lead.tpr_low_fpr)} of members while wrongly flagging "
-                f"{_pct(achieved[lead.name]) if achieved[lead.name] is not None else '1%'} of non-members"
+                f": it identifies {percent(lead.tpr_low_fpr)} of members while wrongly flagging "
+                f"{percent(achieved[lead.name]) if achieved[lead.name] is not None else '1%'} of non-members"
             )
         text += "." if lead.significant else "; it does not itself leave chance."
         rev = [a.name for a in detected if a.reversed]
@@ -291,9 +162,9 @@ def _signal_finding(signal: str, group: list[AttackAssessment], achieved: Mappin
         text = f"{label.capitalize()}: no measurable leakage. The lead attack, {lead.name}, has {what}"
         outs = []
         if lead.auc_ci is not None:
-            outs.append(f"an AUC above {_g(lead.auc_ci[1], '.3f')}")
+            outs.append(f"an AUC above {fmt(lead.auc_ci[1], '.3f')}")
         if lead.tpr_ci is not None:
-            outs.append(f"a TPR above {_pct(lead.tpr_ci[1])} at that FPR")
+            outs.append(f"a TPR above {percent(lead.tpr_ci[1])} at that FPR")
         text += f"; these intervals rule out {' and '.join(outs)} for it (95%)." if outs else "."
     return SignalFinding(signal, label, names, tuple(a.name for a in detected), lead.name, level, text)
 
@@ -326,7 +197,7 @@ class BeyondFinding:
 
 def _diff_txt(v: Any) -> str:
     """A recorded AUC difference with its interval: "0.080 [0.050, 0.110]"."""
-    return f"{_g(v.auc_difference, '.3f')} [{_g(v.ci_low, '.3f')}, {_g(v.ci_high, '.3f')}]"
+    return f"{fmt(v.auc_difference, '.3f')} [{fmt(v.ci_low, '.3f')}, {fmt(v.ci_high, '.3f')}]"
 
 
 def _versus_finding(outcome: str, text: str, attack: str, v: Any, by: str = "") -> BeyondFinding:
@@ -359,7 +230,7 @@ def _beyond(
     v = attacks[a.name].versus_scores
     if a.reversed:
         return BeyondFinding("unknown", _no_paired_text(recourse, a, v), attack=a.name)
-    paired = v is not None and _float(v.ci_low) is not None and _float(v.ci_high) is not None
+    paired = v is not None and finite_float(v.ci_low) is not None and finite_float(v.ci_high) is not None
     # rule (a): the paired interval of AUC(lead recourse attack) - AUC(lead score attack) lies above 0
     if a.significant and paired and v.ci_low > 0:
         text = (
@@ -375,8 +246,8 @@ def _beyond(
             return BeyondFinding(
                 "beyond",
                 f"Recourse leaks beyond the model's scores at low FPR: at FPR ≤ 1%, {a.name} identifies "
-                f"{_pct(a.tpr_low_fpr)} [{_pct(a.tpr_ci[0])}, {_pct(a.tpr_ci[1])}] of members, more than any score "
-                f"attack could there ({top.name}: at most {_pct(top.tpr_ci[1])}, 95%).",
+                f"{percent(a.tpr_low_fpr)} [{percent(a.tpr_ci[0])}, {percent(a.tpr_ci[1])}] of members, more than any score "
+                f"attack could there ({top.name}: at most {percent(top.tpr_ci[1])}, 95%).",
                 a.name,
                 top.name,
                 by="tpr",
@@ -388,7 +259,7 @@ def _beyond(
         f"Recourse leaks, but not measurably more than the model's scores{quiet}: {a.name}'s AUC "
         f"minus that of {v.attack}, {_choice(v)}, is {_diff_txt(v)} (paired bootstrap, 95%): "
         + (
-            f"it beats that score attack by at most {_g(v.ci_high, '.3f')} AUC."
+            f"it beats that score attack by at most {fmt(v.ci_high, '.3f')} AUC."
             if round(v.ci_high, 3) > 0
             else "that score attack is at least as strong."
         )
@@ -419,120 +290,6 @@ def _no_paired_text(recourse: SignalFinding, lead: AttackAssessment, v: Any) -> 
         f"Recourse leaks ({', '.join(recourse.detected)}), but this file records no paired comparison of its lead "
         f"attack, {lead.name}, with the model's scores, so whether it leaks beyond them is not known."
     )
-
-
-@dataclass(frozen=True)
-class Detectable:
-    """What this audit's sample size can detect: the minimum detectable effects.
-
-    ``auc``: the smallest true AUC whose interval excludes 0.5 with probability ``power`` (nan: none can be);
-    ``tpr``: per FPR key, the smallest true TPR at that FPR whose Clopper-Pearson interval lies above
-    the threshold's FPR interval with probability ``power`` (nan: none can be)
-    (:func:`~recourse_privacy.metrics.intervals.minimum_detectable_auc`, ``minimum_detectable_tpr``).
-    Both shrink like 1 / sqrt(n).
-    """
-
-    n_members: int
-    n_nonmembers: int
-    auc: float
-    tpr: Mapping[str, float]
-    power: float
-    alpha: float
-    text: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "tpr", MappingProxyType(dict(self.tpr)))
-
-
-def detectable_effects(
-    n_members: int, n_nonmembers: int, fpr_keys: Iterable[str] = ("0.1", LOW_FPR, "0.001"), *, power: float = 0.95
-) -> Detectable:
-    """The minimum detectable AUC and TPR at each FPR for ``n_members`` and ``n_nonmembers`` targets, with a sentence."""
-    alpha = 0.05
-    auc = minimum_detectable_auc(n_members, n_nonmembers, alpha=alpha, power=power)
-    tpr = {k: minimum_detectable_tpr(n_members, n_nonmembers, float(k), alpha=alpha, power=power) for k in fpr_keys}
-    low = tpr.get(LOW_FPR)
-    low_txt = f", or a TPR of {_pct(low)} at FPR 1%" if low is not None and math.isfinite(low) else ""
-    if not math.isfinite(auc):  # no AUC below 1 is detectable: say so, never a figure above 1
-        text = (
-            f"With {n_members} members and {n_nonmembers} non-members, no attack is detected with probability "
-            f"{_pct(power)} (95% intervals), however strong: none is detectable at this sample size."
-        )
-    else:
-        text = (
-            f"With {n_members} members and {n_nonmembers} non-members, an attack with a true AUC of "
-            f"{_g(auc, '.3f')}{low_txt}, would have been detected with probability {_pct(power)} "
-            "(95% intervals); a weaker leak can go unnoticed at this sample size, so “no measurable leakage” "
-            "rules out leaks at least this strong, not every leak."
-        )
-    return Detectable(int(n_members), int(n_nonmembers), auc, tpr, power, alpha, text)
-
-
-# --------------------------------------------------------------------------- several attacks at once
-
-
-@dataclass(frozen=True)
-class FamilyWise:
-    """The attacks' AUCs tested together, so that luck over several attacks is held at ``alpha``.
-
-    ``p_values``: per attack, the two-sided Mann-Whitney p-value of its AUC against 0.5
-    (:func:`~recourse_privacy.metrics.membership.auc_null_pvalue`; nan without sample sizes);
-    ``p_holm``: Holm's (1979) step-down adjustment of them over the ``k`` attacks that have one;
-    ``survivors``: the attacks whose adjusted p-value is below ``alpha``, in the verdict's order.
-    Only the AUC arm is corrected; the TPR at 1% FPR is a second test per attack, as ``text`` says.
-    """
-
-    k: int
-    p_values: Mapping[str, float]
-    p_holm: Mapping[str, float]
-    survivors: tuple[str, ...]
-    alpha: float
-    text: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "p_values", MappingProxyType(dict(self.p_values)))
-        object.__setattr__(self, "p_holm", MappingProxyType(dict(self.p_holm)))
-
-
-def family_wise(candidates: list[AttackAssessment], alpha: float = 0.05) -> FamilyWise | None:
-    """Holm's correction of the counted attacks' AUC tests; None with fewer than two attacks to test."""
-    p = {
-        a.name: (
-            auc_null_pvalue(a.auc, a.n_members, a.n_nonmembers)
-            if a.auc is not None and a.n_members and a.n_nonmembers and a.n_members > 0 and a.n_nonmembers > 0
-            else math.nan
-        )
-        for a in candidates
-    }
-    k = sum(1 for v in p.values() if not math.isnan(v))
-    if k < 2:
-        return None
-    adj = dict(zip(p, (float(x) for x in holm(list(p.values()))), strict=True))
-    survivors = tuple(n for n in p if adj[n] < alpha)
-    detected = [a.name for a in candidates if a.significant]
-    lead = (
-        f"With {k} attacks checked at once, the chance that at least one leaves chance by luck alone is up to about "
-        f"{min(100, round(100 * alpha * k))}% (twice that where both the AUC and the TPR at 1% FPR are tested). "
-        f"Holm's (1979) correction of their AUCs' Mann-Whitney tests against 0.5 holds that chance at "
-        f"{_pct(alpha)}: "
-    )
-    if survivors:
-        named = ", ".join(f"{n} (adjusted p {adj[n]:.2g})" for n in survivors)
-        dropped = [n for n in detected if n not in survivors]
-        tail = (
-            f"; {', '.join(dropped)} detect(s) leakage only without it (or through the TPR at 1% FPR)"
-            if dropped
-            else ""
-        )
-        text = lead + f"{named} still leave(s) chance{tail}."
-    elif detected:
-        text = lead + (
-            "no attack's AUC leaves chance once corrected, so the leakage found rests on single tests and may be "
-            "luck; more targets would settle it."
-        )
-    else:
-        text = lead + "no attack's AUC leaves chance, corrected or not."
-    return FamilyWise(k, p, adj, survivors, alpha, text)
 
 
 # --------------------------------------------------------------------------- the verdict
@@ -644,7 +401,7 @@ def make_verdict(attacks: Mapping[str, AttackResult], dp: DPSummary | None = Non
     sig = [a for a in candidates if a.significant]
     unknown = [a for a in candidates if a.significant is None]
     src = {str(n): a for n, a in attacks.items()}
-    achieved = {n: _float(a.achieved_fpr.get(LOW_FPR)) for n, a in src.items()}
+    achieved = {n: finite_float(a.achieved_fpr.get(LOW_FPR)) for n, a in src.items()}
 
     if sig:
         level = "leak"
@@ -760,11 +517,11 @@ def _dp_texts(dp: DPSummary, comparison: BoundComparison | None) -> list[str]:
         rows = {r.key: r for r in dp_bound_rows(dp)}
         paper = rows.get("theorem2")
         paper_txt = f"; {paper.text} would allow more" if paper is not None else ""
-        bound_txt = rows["verdict"].text if "verdict" in rows else f"the tight bound {_g(dpv.ba_bound, '.4f')}"
+        bound_txt = rows["verdict"].text if "verdict" in rows else f"the tight bound {fmt(dpv.ba_bound, '.4f')}"
         return [
             f"Under the {dp.defense} defense, the worst case over the {len(dpv.covered)} attack(s) the DP claim "
-            f"covers is {dpv.attack} (balanced accuracy {_g(dpv.balanced_accuracy, '.4f')}, 95% lower confidence "
-            f"bound {_g(dpv.ba_lower_confidence, '.4f')}), against the {bound_txt} (ε twice the claim because "
+            f"covers is {dpv.attack} (balanced accuracy {fmt(dpv.balanced_accuracy, '.4f')}, 95% lower confidence "
+            f"bound {fmt(dpv.ba_lower_confidence, '.4f')}), against the {bound_txt} (ε twice the claim because "
             f"the targets are the rejected points){paper_txt}: "
             + (
                 "the claim is refuted for this release."
@@ -779,14 +536,14 @@ def _dp_texts(dp: DPSummary, comparison: BoundComparison | None) -> list[str]:
         return [
             f"Under {defense}, "
             + ", ".join(comparison.exceeded)
-            + f" exceed(s) the DP bound of {_g(comparison.bound, '.4f')} on balanced accuracy "
+            + f" exceed(s) the DP bound of {fmt(comparison.bound, '.4f')} on balanced accuracy "
             "(the tight form of Theorem 2 of Pawelczyk et al. 2023): see the differential-privacy "
             "section."
         ]
     if any(c.status == "within" for c in comparison.checks):
         return [
             f"Under {defense}, every attack's balanced accuracy is within Theorem 2's bound of "
-            f"{_g(comparison.bound, '.4f')} (Pawelczyk et al. 2023)."
+            f"{fmt(comparison.bound, '.4f')} (Pawelczyk et al. 2023)."
         ]
     return []
 

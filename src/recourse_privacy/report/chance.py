@@ -1,0 +1,133 @@
+"""What chance gives an audit: the smallest effects its sample size can detect, and several attacks tested at once.
+
+:func:`detectable_effects` says what a "no measurable leakage" rules out; :func:`family_wise` tests the
+counted attacks' AUCs together (Holm 1979), so that luck over k attacks is held at 5%. No markup here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from recourse_privacy.metrics.exposure import holm
+from recourse_privacy.metrics.intervals import minimum_detectable_auc, minimum_detectable_tpr
+from recourse_privacy.metrics.membership import auc_null_pvalue
+from recourse_privacy.report.assessment import LOW_FPR, AttackAssessment, fmt, percent
+
+__all__ = ["Detectable", "FamilyWise", "detectable_effects", "family_wise"]
+
+
+@dataclass(frozen=True)
+class Detectable:
+    """What this audit's sample size can detect: the minimum detectable effects.
+
+    ``auc``: the smallest true AUC whose interval excludes 0.5 with probability ``power`` (nan: none can be);
+    ``tpr``: per FPR key, the smallest true TPR at that FPR whose Clopper-Pearson interval lies above
+    the threshold's FPR interval with probability ``power`` (nan: none can be)
+    (:func:`~recourse_privacy.metrics.intervals.minimum_detectable_auc`, ``minimum_detectable_tpr``).
+    Both shrink like 1 / sqrt(n).
+    """
+
+    n_members: int
+    n_nonmembers: int
+    auc: float
+    tpr: Mapping[str, float]
+    power: float
+    alpha: float
+    text: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tpr", MappingProxyType(dict(self.tpr)))
+
+
+def detectable_effects(
+    n_members: int, n_nonmembers: int, fpr_keys: Iterable[str] = ("0.1", LOW_FPR, "0.001"), *, power: float = 0.95
+) -> Detectable:
+    """The minimum detectable AUC and TPR at each FPR for ``n_members`` and ``n_nonmembers`` targets, with a sentence."""
+    alpha = 0.05
+    auc = minimum_detectable_auc(n_members, n_nonmembers, alpha=alpha, power=power)
+    tpr = {k: minimum_detectable_tpr(n_members, n_nonmembers, float(k), alpha=alpha, power=power) for k in fpr_keys}
+    low = tpr.get(LOW_FPR)
+    low_txt = f", or a TPR of {percent(low)} at FPR 1%" if low is not None and math.isfinite(low) else ""
+    if not math.isfinite(auc):  # no AUC below 1 is detectable: say so, never a figure above 1
+        text = (
+            f"With {n_members} members and {n_nonmembers} non-members, no attack is detected with probability "
+            f"{percent(power)} (95% intervals), however strong: none is detectable at this sample size."
+        )
+    else:
+        text = (
+            f"With {n_members} members and {n_nonmembers} non-members, an attack with a true AUC of "
+            f"{fmt(auc, '.3f')}{low_txt}, would have been detected with probability {percent(power)} "
+            "(95% intervals); a weaker leak can go unnoticed at this sample size, so “no measurable leakage” "
+            "rules out leaks at least this strong, not every leak."
+        )
+    return Detectable(int(n_members), int(n_nonmembers), auc, tpr, power, alpha, text)
+
+
+# --------------------------------------------------------------------------- several attacks at once
+
+
+@dataclass(frozen=True)
+class FamilyWise:
+    """The attacks' AUCs tested together, so that luck over several attacks is held at ``alpha``.
+
+    ``p_values``: per attack, the two-sided Mann-Whitney p-value of its AUC against 0.5
+    (:func:`~recourse_privacy.metrics.membership.auc_null_pvalue`; nan without sample sizes);
+    ``p_holm``: Holm's (1979) step-down adjustment of them over the ``k`` attacks that have one;
+    ``survivors``: the attacks whose adjusted p-value is below ``alpha``, in the verdict's order.
+    Only the AUC arm is corrected; the TPR at 1% FPR is a second test per attack, as ``text`` says.
+    """
+
+    k: int
+    p_values: Mapping[str, float]
+    p_holm: Mapping[str, float]
+    survivors: tuple[str, ...]
+    alpha: float
+    text: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "p_values", MappingProxyType(dict(self.p_values)))
+        object.__setattr__(self, "p_holm", MappingProxyType(dict(self.p_holm)))
+
+
+def family_wise(candidates: list[AttackAssessment], alpha: float = 0.05) -> FamilyWise | None:
+    """Holm's correction of the counted attacks' AUC tests; None with fewer than two attacks to test."""
+    p = {
+        a.name: (
+            auc_null_pvalue(a.auc, a.n_members, a.n_nonmembers)
+            if a.auc is not None and a.n_members and a.n_nonmembers and a.n_members > 0 and a.n_nonmembers > 0
+            else math.nan
+        )
+        for a in candidates
+    }
+    k = sum(1 for v in p.values() if not math.isnan(v))
+    if k < 2:
+        return None
+    adj = dict(zip(p, (float(x) for x in holm(list(p.values()))), strict=True))
+    survivors = tuple(n for n in p if adj[n] < alpha)
+    detected = [a.name for a in candidates if a.significant]
+    lead = (
+        f"With {k} attacks checked at once, the chance that at least one leaves chance by luck alone is up to about "
+        f"{min(100, round(100 * alpha * k))}% (twice that where both the AUC and the TPR at 1% FPR are tested). "
+        f"Holm's (1979) correction of their AUCs' Mann-Whitney tests against 0.5 holds that chance at "
+        f"{percent(alpha)}: "
+    )
+    if survivors:
+        named = ", ".join(f"{n} (adjusted p {adj[n]:.2g})" for n in survivors)
+        dropped = [n for n in detected if n not in survivors]
+        tail = (
+            f"; {', '.join(dropped)} detect(s) leakage only without it (or through the TPR at 1% FPR)"
+            if dropped
+            else ""
+        )
+        text = lead + f"{named} still leave(s) chance{tail}."
+    elif detected:
+        text = lead + (
+            "no attack's AUC leaves chance once corrected, so the leakage found rests on single tests and may be "
+            "luck; more targets would settle it."
+        )
+    else:
+        text = lead + "no attack's AUC leaves chance, corrected or not."
+    return FamilyWise(k, p, adj, survivors, alpha, text)
