@@ -4,7 +4,9 @@ The report is for a model-risk reviewer without a terminal: the verdict in plain
 the log-log ROC first, then every attack's numbers, the differential-privacy bound (when a
 defense is on), the other figures, the model, recourse, data and shadow models, warnings,
 timing, the full configuration (collapsed) and a short guide to reading the numbers. It
-only renders: the statistics behind the verdict live in :mod:`recourse_privacy.report.verdict`.
+only renders: the statistics behind the verdict live in :mod:`recourse_privacy.report.verdict`; the
+reference blocks in :mod:`~recourse_privacy.report.blocks`, the shared markup in
+:mod:`~recourse_privacy.report.markup`.
 Figures are embedded as base64 data URIs; there is no external CSS and no JavaScript, and
 every string is escaped.
 
@@ -13,13 +15,9 @@ The report reads the typed result of :mod:`recourse_privacy.results`, which sits
 
 from __future__ import annotations
 
-import base64
 import datetime as _dt
-import html
-import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import fields, is_dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -27,10 +25,28 @@ from typing import Any
 from recourse_privacy import __version__ as version
 from recourse_privacy.dp_audit.defense_audit import DPAuditEvidence
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.report.blocks import (
+    HOW_TO_READ,
+    config_section,
+    data_section,
+    data_source,
+    model_section,
+    recourse_section,
+    shadow_section,
+    timing_section,
+    warnings_section,
+)
 from recourse_privacy.report.counterfactuals import examples_html
 from recourse_privacy.report.dp_audit import dp_audit_html
 from recourse_privacy.report.dp_verdict import dp_bound_rows
 from recourse_privacy.report.exposure import deployed_html, exposure_html, groups_html, question_html
+from recourse_privacy.report.markup import cell as _fmt
+from recourse_privacy.report.markup import embed_figure
+from recourse_privacy.report.markup import escape as _e
+from recourse_privacy.report.markup import fpr_sort_key as _fpr_sort_key
+from recourse_privacy.report.markup import is_number as _is_num
+from recourse_privacy.report.markup import rows_table as _rows
+from recourse_privacy.report.markup import text as _t
 from recourse_privacy.report.threats import threats_section
 from recourse_privacy.report.verdict import (
     LOW_FPR,
@@ -49,14 +65,6 @@ __all__ = ["audit_label", "report_title", "write_html_report"]
 
 _EMPTY: Mapping[str, str | Path] = MappingProxyType({})
 
-_MIME = {
-    ".png": "image/png",
-    ".jpg": "image/jpeg",
-    ".jpeg": "image/jpeg",
-    ".gif": "image/gif",
-    ".svg": "image/svg+xml",
-    ".webp": "image/webp",
-}
 
 _CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
@@ -96,80 +104,7 @@ summary { cursor: pointer; color: #245; }
 """
 
 
-# --------------------------------------------------------------------------- formatting
-
-
-def _e(x: Any) -> str:
-    """Escape anything for HTML text or attribute context."""
-    return html.escape(str(x), quote=True)
-
-
-def _t(x: Any) -> str:
-    """Escaped text (the package writes its citations author-year)."""
-    return _e(str(x))
-
-
-def _fmt(x: Any, spec: str = ".3g") -> str:
-    """Format a value for a table cell (already escaped)."""
-    if x is None:
-        return "&mdash;"
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, int):
-        return _e(x)
-    if isinstance(x, float):
-        if math.isnan(x):
-            return "n/a"
-        if math.isinf(x):
-            return "&infin;" if x > 0 else "&minus;&infin;"
-        return _e(format(x, spec))
-    if isinstance(x, (list, tuple)):
-        return _t(", ".join(str(v) for v in x)) if x else "&mdash;"
-    if isinstance(x, Mapping):
-        return _t(json.dumps(dict(x), default=str, sort_keys=True)) if x else "&mdash;"
-    if is_dataclass(x) and not isinstance(x, type):
-        return _t(", ".join(f"{f.name} {getattr(x, f.name)}" for f in fields(x)))
-    return _t(x)
-
-
-def _is_num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def _rows(rows: Sequence[tuple[str, Any, str]]) -> str:
-    """A two-column table of (label, value, format spec)."""
-    out = []
-    for label, value, spec in rows:
-        cls = ' class="num"' if _is_num(value) else ""
-        out.append(f"<tr><th>{_e(label)}</th><td{cls}>{_fmt(value, spec)}</td></tr>")
-    return "<table>" + "".join(out) + "</table>"
-
-
-def _fpr_sort_key(key: str) -> tuple[int, float, str]:
-    try:
-        f = float(key)
-    except ValueError:
-        return (1, 0.0, key)
-    return (0, -f, key)
-
-
 # --------------------------------------------------------------------------- header and verdict
-
-
-def _data_source(result: AuditRecord) -> str:
-    """The user's data file, or the description of their DataFrame (e.g. ``DataFrame(900x5)``)."""
-    data = result.config.data
-    return data if isinstance(data, str) else str(result.data.dataset)
-
-
-def _dataset_label(result: AuditRecord) -> str:
-    """The named dataset, or for --data the file name and its target column."""
-    cfg = result.config
-    if cfg.data is not None:
-        source = _data_source(result)
-        name = Path(source).name or source
-        return f"{name} (target column {cfg.target})" if cfg.target else name
-    return str(cfg.dataset)
 
 
 def _defense_label(result: AuditRecord) -> str | None:
@@ -183,7 +118,7 @@ def _defense_label(result: AuditRecord) -> str | None:
 def audit_label(result: AuditRecord) -> str:
     """A short label of the audit: data, model, recourse and (if any) the defense with its epsilon."""
     cfg = result.config
-    data = Path(_data_source(result)).name if cfg.data is not None else str(cfg.dataset)
+    data = Path(data_source(result)).name if cfg.data is not None else str(cfg.dataset)
     bits = [data, cfg.model_label, str(cfg.recourse)]
     defense = _defense_label(result)
     return " / ".join(bits + ([defense] if defense else []))
@@ -536,179 +471,6 @@ def _dp_section(dp: DPSummary, cmp: BoundComparison) -> str:
     return "".join(out)
 
 
-# --------------------------------------------------------------------------- other blocks
-
-
-def _model_section(result: AuditRecord) -> str:
-    m = result.model
-    return (
-        _rows(
-            [
-                ("model", m.name, ""),
-                ("train accuracy (members)", m.train_accuracy, ".4g"),
-                ("test accuracy (non-members)", m.test_accuracy, ".4g"),
-                ("train − test accuracy", m.generalization_gap, ".4g"),
-            ]
-        )
-        + '<p class="small">A large gap between train and test accuracy (overfitting) is the usual driver '
-        "of membership leakage.</p>"
-    )
-
-
-def _recourse_section(result: AuditRecord) -> str:
-    r = result.recourse
-    return _rows(
-        [
-            ("method", r.method, ""),
-            ("targets", r.n, ""),
-            ("validity (share of counterfactuals that flip the prediction)", r.validity, ".4g"),
-            ("validity, members", r.validity_members, ".4g"),
-            ("validity, non-members", r.validity_nonmembers, ".4g"),
-            ("invalid counterfactuals", r.n_invalid, ""),
-            ("mean L1 cost", r.mean_l1, ".4g"),
-            ("mean L2 cost", r.mean_l2, ".4g"),
-            ("distance the attacks read", r.distance, ""),
-            ("seconds", r.seconds, ".3g"),
-        ]
-    )
-
-
-def _data_section(result: AuditRecord) -> str:
-    d = result.data
-    return _rows(
-        [
-            ("data", _dataset_label(result), ""),
-            ("rows", d.n_rows, ""),
-            ("features (after preprocessing)", d.n_features, ""),
-            ("member pool", d.pools.members, ""),
-            ("non-member pool", d.pools.nonmembers, ""),
-            ("adversary pool", d.pools.adversary, ""),
-            ("features dropped as correlated", d.dropped_correlated, ""),
-        ]
-    )
-
-
-def _shadow_section(result: AuditRecord) -> str:
-    s = result.shadow
-    if s is None:
-        return ""
-    return "<h2>Shadow models</h2>" + _rows(
-        [
-            ("shadow models", s.n, ""),
-            ("share of the adversary's pool each trains on", s.fraction, ".3g"),
-            ("training rows each", s.train_rows, ""),
-            ("mean train accuracy", s.mean_train_accuracy, ".4g"),
-            ("calibration pseudo-targets", s.n_calibration, ""),
-        ]
-    )
-
-
-def _warnings_section(warnings_: Sequence[str], problems: Sequence[str]) -> str:
-    items = [str(w) for w in warnings_] + list(problems)
-    if not items:
-        return "<p>None.</p>"
-    return '<ul class="warnings">' + "".join(f"<li>{_t(w)}</li>" for w in items) + "</ul>"
-
-
-def _timing_section(timing: Mapping[str, float]) -> str:
-    if not timing:
-        return '<p class="small">Not recorded.</p>'
-    total = timing.get("total")
-    rows = []
-    for stage, sec in timing.items():
-        if stage == "total":
-            continue
-        share = (
-            f' <span class="small">({100 * sec / total:.0f}%)</span>' if total and _is_num(sec) and total > 0 else ""
-        )
-        rows.append(f'<tr><th>{_e(stage)}</th><td class="num">{_fmt(float(sec), ".2f")}{share}</td></tr>')
-    if total is not None:
-        rows.append(f'<tr class="total"><th>total</th><td class="num">{_fmt(float(total), ".2f")}</td></tr>')
-    return "<table><tr><th>stage</th><th>seconds</th></tr>" + "".join(rows) + "</table>"
-
-
-def _config_section(result: AuditRecord) -> str:
-    cfg = result.config
-    rows = [(f.name.replace("_", " "), getattr(cfg, f.name), ".4g") for f in fields(cfg)]
-    return (
-        "<details><summary>All settings of this audit (click to expand)</summary>"
-        + _rows(rows)
-        + f'<p class="small">metrics.json schema version {_e(result.schema_version)}.</p></details>'
-    )
-
-
-def _figure(caption: str, path: str | Path, problems: list[str], css: str = "") -> str:
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        problems.append(f"figure {caption!s} could not be embedded: {exc}")
-        return ""
-    if not data:
-        problems.append(f"figure {caption!s} could not be embedded: {p} is empty")
-        return ""
-    mime = _MIME.get(p.suffix.lower(), "image/png")
-    b64 = base64.b64encode(data).decode("ascii")
-    cls = f' class="{css}"' if css else ""
-    return (
-        f'<figure{cls}><img src="data:{mime};base64,{b64}" alt="{_e(caption)}">'
-        f"<figcaption>{_e(caption)}</figcaption></figure>"
-    )
-
-
-_HOW_TO_READ = """
-<ul>
-<li><strong>Labels and scores.</strong> Members are the model's training points, non-members
-points it never saw. Every attack gives each point a score; a higher score means
-&ldquo;more likely a member&rdquo; (the table of conventions says how each attack's statistic
-was oriented, e.g. a larger counterfactual distance means member, Pawelczyk et al. 2023, eq. 3).</li>
-<li><strong>TPR at a fixed FPR.</strong> The false-positive rate (FPR) is the share of
-non-members wrongly flagged as members; the true-positive rate (TPR) is the share of members
-correctly identified. &ldquo;TPR at FPR 0.01&rdquo; is the <em>largest TPR among the points of
-the ROC curve whose FPR is at most 0.01</em>, with no interpolation between points; the FPR
-that point actually achieves is shown in brackets. Random guessing gives TPR = FPR. With
-fewer than 1/FPR non-members the smallest non-zero FPR the data can show is larger than the
-target, so such cells are marked unreliable. This low-FPR reading is the one advocated by
-Carlini et al. 2022 (LiRA) and used by Pawelczyk et al. 2023: an attack that identifies even a few
-members with high confidence is a privacy failure.</li>
-<li><strong>AUC</strong> is the area under the ROC curve (ties count one half): the
-probability that a random member scores higher than a random non-member. 0.5 is random
-guessing. Without leakage, AUC stays within 0.5 &plusmn; 1.96&middot;&radic;((n<sub>1</sub> +
-n<sub>0</sub> + 1) / (12&middot;n<sub>1</sub>&middot;n<sub>0</sub>)) about 95% of the time
-(Mann&ndash;Whitney null variance; n<sub>1</sub> members, n<sub>0</sub> non-members); the
-verdict calls leakage &ldquo;detected&rdquo; when an attack&rsquo;s interval (below) excludes 0.5.</li>
-<li><strong>Intervals.</strong> Every AUC comes with a 95% percentile bootstrap interval (members and
-non-members resampled separately, 1,000 seeded replicates); every TPR at a fixed FPR with an exact
-Clopper&ndash;Pearson interval on the members, beside the Clopper&ndash;Pearson interval of the FPR its
-threshold reached on the non-members (the threshold is read off the non-members, so its FPR is an
-estimate too; the upper end bounds its true FPR). An attack detects leakage when its AUC interval
-excludes 0.5 or its TPR interval lies above the FPR&rsquo;s.</li>
-<li><strong>Scores versus recourse.</strong> Attacks are split by what they read, as each declares it:
-the model&rsquo;s own outputs (loss, confidence: what the model leaks anyway) or the released
-counterfactuals. Recourse is said to leak <em>beyond</em> the scores when the lead recourse attack detects
-leakage and either the paired bootstrap interval of its AUC minus the lead score attack&rsquo;s
-(same resampled targets for both) lies above 0, or its TPR interval at 1% FPR lies above every score
-attack&rsquo;s. This compares single attacks: information that only a combination of both signals
-reveals is not measured.</li>
-<li><strong>Which attack is named.</strong> Each statement names its <em>lead attack</em>: the first
-that ran of a fixed order, chosen before any score is seen (recourse attacks before score attacks,
-reference-model tests before thresholds, online before offline; the order is
-<code>metrics.exposure.RANKING_PREFERENCE</code>), and the lead score attack is the one the recourse
-attacks are compared with. The attack of highest AUC on the targets is never chosen: its AUC is measured
-with the targets&rsquo; membership labels, so the maximum over several attacks is optimistic (the
-winner&rsquo;s curse). No attack&rsquo;s direction is flipped after its scores are seen.</li>
-<li><strong>Balanced accuracy (BA)</strong> is (TPR + 1 &minus; FPR) / 2 at the <em>best</em>
-threshold, i.e. it assumes the attacker knows the optimal threshold, as in Pawelczyk et al. 2023.
-It is therefore optimistic for the attacker and never below 0.5.</li>
-<li><strong>Theorem 2 bound.</strong> If the recourse is (&epsilon;, 0)-differentially private
-in the training data, any attacker's BA is at most 1/2 + (1 &minus; e<sup>&minus;&epsilon;</sup>)/2
-(Pawelczyk, Lakkaraju &amp; Neel 2023, Theorem 2). For small &epsilon; this is close to 0.5;
-for large &epsilon; it approaches 1 and guarantees nothing. The defenses are those of
-Huang et al. 2023 (a differentially private model, DPM, and Laplace Recourse).</li>
-</ul>
-"""
-
-
 # --------------------------------------------------------------------------- the page
 
 
@@ -716,8 +478,8 @@ def _render(result: AuditRecord, images: Mapping[str, str | Path], dp_audit: DPA
     verdict = verdict_of(result)
     problems: list[str] = []
     figures = [(str(c), p) for c, p in images.items()]
-    roc_html = _figure(*figures[0], problems, css="roc") if figures else ""
-    other_figs = "".join(_figure(c, p, problems) for c, p in figures[1:])
+    roc_html = embed_figure(*figures[0], problems, css="roc") if figures else ""
+    other_figs = "".join(embed_figure(c, p, problems) for c, p in figures[1:])
     title = report_title(result)
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -749,21 +511,21 @@ def _render(result: AuditRecord, images: Mapping[str, str | Path], dp_audit: DPA
         sections += ["<h2>Figures</h2>", other_figs]
     sections += [
         "<h2>Model</h2>",
-        _model_section(result),
+        model_section(result),
         "<h2>Recourse</h2>",
-        _recourse_section(result),
+        recourse_section(result),
         examples_html(result.arrays.counterfactuals if result.arrays is not None else None),
         "<h2>Data</h2>",
-        _data_section(result),
-        _shadow_section(result),
+        data_section(result),
+        shadow_section(result),
         "<h2>Warnings</h2>",
-        _warnings_section(result.warnings, problems),
+        warnings_section(result.warnings, problems),
         "<h2>Timing</h2>",
-        _timing_section(result.timing_seconds),
+        timing_section(result.timing_seconds),
         "<h2>Configuration</h2>",
-        _config_section(result),
+        config_section(result),
         "<h2>How to read these numbers</h2>",
-        _HOW_TO_READ,
+        HOW_TO_READ,
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'

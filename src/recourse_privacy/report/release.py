@@ -6,10 +6,10 @@ training records are named by their row id only, never by their values.
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 from recourse_privacy.attacks.release_report import ReleaseSummary
+from recourse_privacy.report.markup import escape as _e
 
 __all__ = ["CSV_COLUMNS", "release_section", "release_table", "write_release_csv"]
 
@@ -40,10 +40,6 @@ def write_release_csv(summary: ReleaseSummary, out_dir: str | Path) -> Path:
     frame.to_csv(tmp, index=False)
     tmp.replace(out / "release.csv")
     return out / "release.csv"
-
-
-def _e(x) -> str:
-    return html.escape(str(x))
 
 
 def _ids(summary: ReleaseSummary) -> str:

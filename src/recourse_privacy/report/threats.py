@@ -6,10 +6,10 @@ sentences come from the typed result (the query caps, what recourse adds over la
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 from recourse_privacy.attacks.threat_report import ThreatReport
+from recourse_privacy.report.markup import escape as _e
 
 __all__ = ["plot_extraction", "plot_queries", "threats_section", "write_threat_outputs"]
 
@@ -112,10 +112,6 @@ def write_threat_outputs(report: ThreatReport | None, out_dir: str | Path, title
     if any(p.queries_per_target > 0 for p in report.queries):
         files["queries_plot"] = plot_queries(report, out / "queries.png", title)
     return files
-
-
-def _e(x) -> str:
-    return html.escape(str(x))
 
 
 def _pct(x: float) -> str:
