@@ -15,6 +15,7 @@ import numpy as np
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.hyperparams import Float, Int
 from recourse_privacy.models.base import BaseClassifier
+from recourse_privacy.models.distinct import on_distinct_rows
 from recourse_privacy.validation import check_binary_labels, check_matrix
 
 __all__ = ["LightGBMModel", "XGBoostModel"]
@@ -69,11 +70,11 @@ class _BoostedTrees(BaseClassifier):
         return self
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """The favourable-class logit: the booster's raw margin, float64."""
+        """The favourable-class logit: the booster's raw margin, float64, computed once per distinct row."""
         X = self._check_X(X)
         if not len(X):
             return np.zeros(0)
-        return np.asarray(self._margin(X), dtype=np.float64).reshape(len(X))
+        return on_distinct_rows(lambda R: np.asarray(self._margin(R), dtype=np.float64).reshape(len(R)), X)
 
 
 class XGBoostModel(_BoostedTrees):

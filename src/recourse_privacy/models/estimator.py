@@ -23,6 +23,7 @@ import pandas as pd
 
 from recourse_privacy.errors import IncompatibleError, InvalidInputError
 from recourse_privacy.models.base import BaseClassifier
+from recourse_privacy.models.distinct import on_distinct_rows
 from recourse_privacy.validation import as_generator
 
 __all__ = ["EstimatorModel", "check_estimator", "estimator_labels", "seeded_clone"]
@@ -66,7 +67,9 @@ def estimator_labels(estimator: object, positive_label: Any, name: str = "model"
     match = [c for c in classes if c == positive_label or str(c) == str(positive_label)]
     if len(match) != 1:
         raise InvalidInputError(
-            f"positive_label={positive_label!r} is not one of {name} {type(estimator).__name__}'s classes_ {classes}"
+            f"positive_label={positive_label!r} is not one of {name} {type(estimator).__name__}'s classes_ {classes}: "
+            "the model must have been fitted on the target column's own values (its classes_ are the labels it saw); "
+            "refit it on the column as it is, or recode the column to the model's labels and name the favourable one"
         )
     return match[0], classes[1 - classes.index(match[0])]
 
@@ -170,6 +173,10 @@ class EstimatorModel(BaseClassifier):
 
     # ------------------------------------------------------------------ the logit
     def _raw_logit(self, X: np.ndarray) -> np.ndarray:
+        """The log-odds of ``predict_proba``, decoded and computed once per distinct row (a search repeats rows)."""
+        return on_distinct_rows(self._logit_of_rows, np.asarray(X))
+
+    def _logit_of_rows(self, X: np.ndarray) -> np.ndarray:
         p = self.estimator_.predict_proba(self.decode(X))
         p = np.clip(np.asarray(p, dtype=np.float64)[:, self.pos_index_], _EPS, 1 - _EPS)
         return np.log(p) - np.log1p(-p)
