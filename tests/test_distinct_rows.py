@@ -23,14 +23,42 @@ def _repeating(n: int, seed: int = 0) -> np.ndarray:
     return np.round(np.random.default_rng(seed).normal(size=(n, 4)))
 
 
+def _check_grouping(X: np.ndarray, first: np.ndarray, inverse: np.ndarray) -> None:
+    """``X[first][inverse]`` rebuilds ``X``, the ``first`` rows are distinct and each is its row's first occurrence."""
+    np.testing.assert_array_equal(X[first][inverse], X)  # -0.0 == 0.0
+    assert len(first) == len(np.unique(X + 0.0, axis=0))
+    for k in first:
+        assert not (X[:k] == X[k]).all(axis=1).any()
+
+
 def test_distinct_rows_rebuild_the_batch_and_are_distinct():
     X = _repeating(2000)
     first, inverse = distinct_rows(X)
-    np.testing.assert_array_equal(X[first][inverse], X)  # -0.0 == 0.0
-    assert len(first) == len(np.unique(X + 0.0, axis=0)) < len(X)
-    # first occurrences: no row before X[first[k]] equals it
-    for k in first[:50]:
-        assert not (X[:k] == X[k]).all(axis=1).any()
+    _check_grouping(X, first, inverse)
+    assert len(first) < len(X)
+    assert distinct_rows(X, max_share=0.5 * len(first) / len(X)) is None
+
+
+def test_rows_sharing_a_projection_are_told_apart_by_their_values(monkeypatch):
+    X = _repeating(1000)
+
+    class Flat:  # a projection that maps every row to 0: every pair of rows shares it
+        def __init__(self, seed):
+            pass
+
+        def standard_normal(self, n):
+            return np.zeros(n)
+
+    monkeypatch.setattr(distinct.np.random, "default_rng", Flat)
+    _check_grouping(X, *distinct_rows(X))
+
+
+def test_rows_with_nan_are_grouped_by_their_bytes():
+    X = _repeating(600)
+    X[::7, 1] = np.nan
+    first, inverse = distinct_rows(X)
+    np.testing.assert_array_equal(X[first][inverse], X)  # NaN where NaN, every value in place
+    assert len(first) == len({(r + 0.0).tobytes() for r in X}) < len(X)
 
 
 def test_the_model_sees_each_distinct_row_once_and_every_row_gets_its_value():
