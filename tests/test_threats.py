@@ -136,6 +136,27 @@ def test_extraction_curve_rows_intervals_and_query_caps():
     assert ThreatReport.from_dict(json.loads(json.dumps(again.to_dict()))).extraction == curve
 
 
+def test_domain_samples_without_a_domain_keep_each_columns_values():
+    from recourse_privacy.audit.threats import domain_sample
+    from recourse_privacy.data import Dataset, Preprocessor
+
+    df = _frame()
+    X = df.drop(columns="approved")
+    data = Dataset("frame", X, df["approved"].to_numpy(), "approved", categorical=("group",))
+    pre = Preprocessor(corr_threshold=None).fit(X, data)
+    adversary = X.iloc[:200]
+    enc, note = domain_sample(data, pre, 500, 0, adversary)
+    assert enc.shape == (500, pre.n_features_out_) and "declares no public domain" in note
+    back = pre.inverse_transform(enc)
+    back[["income", "age"]] = back[["income", "age"]].round(6)  # the scaling's round trip
+    for c in X.columns:  # every value is one of the adversary's, column by column
+        assert set(back[c]) <= set(adversary[c])
+    rows = set(map(tuple, adversary.to_numpy()))
+    assert sum(tuple(r) not in rows for r in back.to_numpy()) > 400  # combinations the rows never had
+    again, _ = domain_sample(data, pre, 500, 0, adversary)
+    np.testing.assert_array_equal(enc, again)  # seeded
+
+
 def test_label_only_distance_matches_the_closed_form_on_a_linear_model():
     w, b, f = _linear(d=8)
     X = np.random.default_rng(4).normal(size=(200, 8))
@@ -209,6 +230,9 @@ def test_audit_threats_all_on_a_user_pipeline(tmp_path):
     t = r.threats
     assert t.threats == ("membership", "extraction", "attribute", "release")
     assert len(t.extraction.points) == 8
+    # a DataFrame declares no public domain: the domain samples draw each column from the adversary's rows
+    assert all(0 <= p.domain_fidelity <= 1 for p in t.extraction.points)
+    assert any("declares no public domain" in n for n in t.notes)
     assert t.attribute.column == "group" and set(t.attribute.values) == {"a", "b"}
     assert t.attribute.prior_low <= t.attribute.prior_accuracy <= t.attribute.prior_high
     assert any(p.access == "decisions" for p in t.queries) and t.recourse_over_labels()

@@ -8,7 +8,7 @@ others reuse its pools and its owner's model:
   trains a copy (:mod:`~recourse_privacy.attacks.query_extraction`: ``base``, ``cf`` of Aivodji
   et al. 2020, ``dualcf`` of Wang et al. 2022, ``cca`` of Dissanayake and Dutta 2024) at each query
   budget; fidelity on the non-members (held out, never queried) and on uniform samples of the
-  dataset's public domain metadata;
+  dataset's public domain metadata (without any, each column drawn on its own from the adversary's rows);
 - ``attribute``: with the best copy at the largest budget, the adversary infers the targets'
   ``--sensitive`` column from their other features and label (Yang et al. 2022, Sec. 5.3.3),
   against the prior (the majority value of its own data).
@@ -144,19 +144,19 @@ def released(res, model, side: int) -> np.ndarray:
     return np.asarray(res.valid, bool) & (np.asarray(model.predict(res.counterfactuals)) == side)
 
 
-def domain_sample(dataset, preprocessor, n: int, seed: int, fallback: pd.DataFrame) -> tuple[np.ndarray | None, str]:
-    """``n`` uniform samples of the public domain, encoded; (None, why) where the data declares none.
+def domain_sample(dataset, preprocessor, n: int, seed: int, fallback: pd.DataFrame) -> tuple[np.ndarray, str]:
+    """``n`` samples of the public domain, encoded, and a note on how they were drawn ("" when all are uniform).
 
     Numeric: uniform in [lower, upper] (rounded for integer features); categorical: a uniform level.
-    A column the metadata leaves unbounded is drawn from ``fallback`` (the adversary's own rows), as said.
+    A column the metadata leaves unbounded is drawn from ``fallback`` (the adversary's own rows), as said;
+    data that declares no domain at all (no ``--schema``) has every column drawn so, each on its own: the
+    samples then keep each column's values but not the rows' combinations.
     """
     domain = getattr(dataset, "domain", None)
-    if domain is None:
-        return None, "the data declares no public domain (--schema): fidelity is measured on held-out rows only"
     rng = as_generator(derive_seed(seed, 59))
     cols, fell_back = {}, []
     for c in dataset.X.columns:
-        f = domain[c] if c in domain else None
+        f = domain[c] if domain is not None and c in domain else None
         if f is not None and f.kind == "categorical" and f.categories:
             cols[c] = rng.choice(np.asarray(f.categories, dtype=object), n)
         elif f is not None and f.lower is not None and f.upper is not None:
@@ -166,11 +166,15 @@ def domain_sample(dataset, preprocessor, n: int, seed: int, fallback: pd.DataFra
             cols[c] = rng.choice(fallback[c].to_numpy(), n)
             fell_back.append(str(c))
     frame = pd.DataFrame(cols)[list(dataset.X.columns)]
-    note = (
-        f"domain samples: {', '.join(fell_back)} drawn from the adversary's rows (no public bounds)"
-        if fell_back
-        else ""
-    )
+    if domain is None:
+        note = (
+            "the data declares no public domain (--schema): the domain samples draw every column on its own from "
+            "the adversary's rows (their combinations are new, their values are not)"
+        )
+    elif fell_back:
+        note = f"domain samples: {', '.join(fell_back)} drawn from the adversary's rows (no public bounds)"
+    else:
+        note = ""
     return preprocessor.transform(frame), note
 
 

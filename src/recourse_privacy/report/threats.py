@@ -142,7 +142,7 @@ def threats_section(report: ThreatReport | None) -> str:
         )
         parts.append(
             "<table><tr><th>surrogate</th><th>queries</th><th>fidelity (held-out, 95% interval)</th>"
-            f"<th>accuracy</th><th>fidelity on the public domain</th></tr>{rows}</table>"
+            f"<th>accuracy</th><th>fidelity on domain samples</th></tr>{rows}</table>"
         )
         conv = "".join(f"<li>{_e(k)}: {_e(v)}</li>" for k, v in ex.conventions.items())
         parts.append(f'<ul class="small">{conv}</ul>')
