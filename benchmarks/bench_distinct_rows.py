@@ -3,7 +3,7 @@
 Growing Spheres' candidates are projected onto the action set (integers rounded, one category per one-hot
 group), so a batch repeats rows; :mod:`recourse_privacy.models.distinct` scores each distinct row once. For
 each dataset a one-hot + LightGBM pipeline is fitted on a random half of the rows (the deployed model), and
-one audit "as deployed" (``members=``, Growing Spheres, 2 reference models, cfd, cfd-lrt and loss) runs twice: as
+one audit "as deployed" (``members=``, Growing Spheres or ``--recourse``, 2 reference models, cfd, cfd-lrt and loss) runs twice: as
 shipped, then with every batch scored whole. Prints the rows the model scored, the share distinct, the
 recourse and reference stages' seconds, and whether the counterfactuals and AUCs are identical.
 
@@ -53,7 +53,7 @@ def deployed(name: str, data_dir: Path, rows: int):
     return frame, target, positive, pipe
 
 
-def audit(frame, target, positive, pipe, shadow_models: int, whole: bool) -> tuple[object, dict]:
+def audit(frame, target, positive, pipe, shadow_models: int, whole: bool, recourse: str = "gs") -> tuple[object, dict]:
     """One as-deployed audit; ``whole``: every batch scored as it is. Returns the result and the rows scored."""
     from recourse_privacy import run_audit
     from recourse_privacy.models import distinct
@@ -77,7 +77,7 @@ def audit(frame, target, positive, pipe, shadow_models: int, whole: bool) -> tup
             target=target,
             positive_label=positive,
             members="in_train",
-            recourse="gs",
+            recourse=recourse,
             attacks="cfd,cfd-lrt,loss",
             shadow_models=shadow_models,
             cache="off",
@@ -93,6 +93,7 @@ def main() -> None:
     ap.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     ap.add_argument("--rows", type=int, default=4000)
     ap.add_argument("--shadow-models", type=int, default=2)
+    ap.add_argument("--recourse", default="gs", help="a black-box recourse method (gs, cchvae, face, revise)")
     args = ap.parse_args()
     data_dir = Path(os.environ.get("RECOURSE_PRIVACY_DATA", "../shared/data"))
     for name in args.datasets:
@@ -100,14 +101,14 @@ def main() -> None:
         out = {}
         for whole in (False, True):
             t0 = time.perf_counter()
-            res, counts = audit(frame, target, positive, pipe, args.shadow_models, whole)
+            res, counts = audit(frame, target, positive, pipe, args.shadow_models, whole, args.recourse)
             out[whole] = (res, counts, time.perf_counter() - t0)
         (a, ca, ta), (b, cb, tb) = out[False], out[True]
         same_cf = np.array_equal(
             a.arrays.recourse.counterfactuals, b.arrays.recourse.counterfactuals
         ) and np.array_equal(a.arrays.cfd, b.arrays.cfd)
         same_auc = all(a.attacks[k].auc == b.attacks[k].auc for k in a.attacks)
-        print(f"{name}: {len(frame)} rows, {a.n_members} / {a.n_nonmembers} targets")
+        print(f"{name}, {args.recourse}: {len(frame)} rows, {a.n_members} / {a.n_nonmembers} targets")
         for label, r, c, t in (("distinct rows", a, ca, ta), ("whole batches", b, cb, tb)):
             ts = r.timing_seconds
             print(
