@@ -32,6 +32,7 @@ from recourse_privacy.metrics.membership import (
     theorem2_bound,
     tight_ba_bound,
     tpr_at_fpr,
+    tpr_null_pvalue,
 )
 from recourse_privacy.metrics.plots import (
     plot_roc_loglog,
@@ -65,6 +66,7 @@ __all__ = [
     "auc",
     "auc_null_halfwidth",
     "auc_null_pvalue",
+    "tpr_null_pvalue",
     "balanced_accuracy",
     "fpr_key",
     "roc",

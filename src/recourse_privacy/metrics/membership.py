@@ -53,6 +53,7 @@ __all__ = [
     "attack_metrics",
     "auc_null_halfwidth",
     "auc_null_pvalue",
+    "tpr_null_pvalue",
     "fpr_key",
     "DEFAULT_FPRS",
 ]
@@ -345,6 +346,25 @@ def auc_null_pvalue(auc_value: float, n_members: int, n_nonmembers: int) -> floa
     if not 0.0 <= a <= 1.0:
         raise InvalidInputError(f"auc must lie in [0, 1], got {auc_value!r}")
     return float(math.erfc(abs(a - 0.5) / (sd * math.sqrt(2.0))))
+
+
+def tpr_null_pvalue(k_members: int, n_members: int, k_nonmembers: int, n_nonmembers: int) -> float:
+    """One-sided p-value of a TPR at a fixed FPR against "no leakage": ``k_members`` of ``n_members`` above a
+    threshold that ``k_nonmembers`` of ``n_nonmembers`` exceed.
+
+    The threshold sits just above the (k0 + 1)-th highest non-member, so the members above it are those
+    ranked before that non-member. Without leakage every order of the pooled scores is equally likely, and
+    that count is negative hypergeometric: the red balls (members) drawn before the (k0 + 1)-th blue one
+    (``scipy.stats.nhypergeom(n1 + n0, n1, k0 + 1)``). p = P(count >= k1), exact but for ties.
+    """
+    k1, n1, k0, n0 = int(k_members), int(n_members), int(k_nonmembers), int(n_nonmembers)
+    if n1 <= 0 or n0 <= 0 or not 0 <= k1 <= n1 or not 0 <= k0 < n0:
+        raise InvalidInputError(
+            f"need 0 <= k_members <= n_members and 0 <= k_nonmembers < n_nonmembers, got {k1}/{n1} and {k0}/{n0}"
+        )
+    from scipy.stats import nhypergeom
+
+    return float(min(1.0, nhypergeom.sf(k1 - 1, n1 + n0, n1, k0 + 1)))
 
 
 def attack_metrics(

@@ -171,11 +171,13 @@ threshold reached on the non-members (the threshold is read off the non-members,
 estimate too; the upper end bounds its true FPR). An attack detects leakage when its AUC interval
 excludes 0.5 or its TPR interval lies above the FPR&rsquo;s.</li>
 <li><strong>Several attacks at once.</strong> Each attack&rsquo;s own test is at 5%, so with k attacks
-luck alone makes at least one leave chance up to k&middot;5% of the time. The report also tests the
-attacks&rsquo; AUCs together: each one&rsquo;s Mann&ndash;Whitney p-value against 0.5, adjusted by Holm&rsquo;s
-step-down method (Holm 1979), which holds that chance at 5%. An attack whose adjusted p-value is below
-0.05 leaves chance even counting every attack tried; leakage found by no such attack rests on single
-tests.</li>
+luck alone makes at least one leave chance up to k&middot;5% of the time (twice that with both arms).
+The report also tests the attacks together: per attack, the Mann&ndash;Whitney p-value of its AUC against
+0.5 and the exact p-value of its TPR at 1% FPR (without leakage the members above a threshold that k<sub>0</sub>
+non-members exceed are negative hypergeometric), the smaller doubled; then Holm&rsquo;s step-down method
+(Holm 1979) over the attacks, which holds that chance at 5%. An attack whose adjusted p-value is below
+0.05 leaves chance even counting every attack and arm tried; leakage found by no such attack rests on
+single tests.</li>
 <li><strong>Scores versus recourse.</strong> Attacks are split by what they read, as each declares it:
 the model&rsquo;s own outputs (loss, confidence: what the model leaks anyway) or the released
 counterfactuals. Recourse is said to leak <em>beyond</em> the scores when the lead recourse attack detects

@@ -1,7 +1,7 @@
 """What chance gives an audit: the smallest effects its sample size can detect, and several attacks tested at once.
 
 :func:`detectable_effects` says what a "no measurable leakage" rules out; :func:`family_wise` tests the
-counted attacks' AUCs together (Holm 1979), so that luck over k attacks is held at 5%. No markup here.
+counted attacks together, both arms of each (Holm 1979), so that luck over k attacks is held at 5%. No markup here.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 from recourse_privacy.metrics.exposure import holm
 from recourse_privacy.metrics.intervals import minimum_detectable_auc, minimum_detectable_tpr
-from recourse_privacy.metrics.membership import auc_null_pvalue
+from recourse_privacy.metrics.membership import auc_null_pvalue, tpr_null_pvalue
 from recourse_privacy.report.assessment import LOW_FPR, AttackAssessment, fmt, percent
 
 __all__ = ["Detectable", "FamilyWise", "detectable_effects", "family_wise"]
@@ -71,16 +71,20 @@ def detectable_effects(
 
 @dataclass(frozen=True)
 class FamilyWise:
-    """The attacks' AUCs tested together, so that luck over several attacks is held at ``alpha``.
+    """The attacks tested together, so that luck over several attacks (and both arms of each) is held at ``alpha``.
 
-    ``p_values``: per attack, the two-sided Mann-Whitney p-value of its AUC against 0.5
-    (:func:`~recourse_privacy.metrics.membership.auc_null_pvalue`; nan without sample sizes);
-    ``p_holm``: Holm's (1979) step-down adjustment of them over the ``k`` attacks that have one;
-    ``survivors``: the attacks whose adjusted p-value is below ``alpha``, in the verdict's order.
-    Only the AUC arm is corrected; the TPR at 1% FPR is a second test per attack, as ``text`` says.
+    Per attack: ``p_auc``, the two-sided Mann-Whitney p-value of its AUC against 0.5
+    (:func:`~recourse_privacy.metrics.membership.auc_null_pvalue`); ``p_tpr``, the one-sided p-value of its
+    TPR at 1% FPR (:func:`~recourse_privacy.metrics.membership.tpr_null_pvalue`; nan where not recorded);
+    ``p_values``, the attack's own p-value over both arms (Bonferroni: twice the smaller, at most 1; the
+    AUC's alone without a TPR one; nan without sample sizes). ``p_holm``: Holm's (1979) step-down
+    adjustment of ``p_values`` over the ``k`` attacks that have one; ``survivors``: the attacks whose
+    adjusted p-value is below ``alpha``, in the verdict's order.
     """
 
     k: int
+    p_auc: Mapping[str, float]
+    p_tpr: Mapping[str, float]
     p_values: Mapping[str, float]
     p_holm: Mapping[str, float]
     survivors: tuple[str, ...]
@@ -88,19 +92,37 @@ class FamilyWise:
     text: str
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "p_values", MappingProxyType(dict(self.p_values)))
-        object.__setattr__(self, "p_holm", MappingProxyType(dict(self.p_holm)))
+        for name in ("p_auc", "p_tpr", "p_values", "p_holm"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+
+
+def _sizes(a: AttackAssessment) -> bool:
+    return bool(a.n_members and a.n_nonmembers and a.n_members > 0 and a.n_nonmembers > 0)
+
+
+def _tpr_p(a: AttackAssessment) -> float:
+    """The TPR arm's p-value: k1 = TPR x n1 members above the threshold of FPR <= 1%, which can go down until
+    k0 = floor(0.01 n0) non-members exceed it (never the FPR the TPR was first reached at: a data-chosen k0
+    would be optimistic); nan without the TPR or the sizes."""
+    if not _sizes(a) or a.tpr_low_fpr is None:
+        return math.nan
+    k1 = round(a.tpr_low_fpr * a.n_members)
+    k0 = math.floor(float(LOW_FPR) * a.n_nonmembers + 1e-9)
+    if not 0 <= k1 <= a.n_members or k0 >= a.n_nonmembers:
+        return math.nan
+    return tpr_null_pvalue(k1, a.n_members, k0, a.n_nonmembers)
 
 
 def family_wise(candidates: list[AttackAssessment], alpha: float = 0.05) -> FamilyWise | None:
-    """Holm's correction of the counted attacks' AUC tests; None with fewer than two attacks to test."""
-    p = {
-        a.name: (
-            auc_null_pvalue(a.auc, a.n_members, a.n_nonmembers)
-            if a.auc is not None and a.n_members and a.n_nonmembers and a.n_members > 0 and a.n_nonmembers > 0
-            else math.nan
-        )
+    """Holm's correction of the counted attacks' tests (both arms each); None with fewer than two attacks to test."""
+    p_auc = {
+        a.name: auc_null_pvalue(a.auc, a.n_members, a.n_nonmembers) if a.auc is not None and _sizes(a) else math.nan
         for a in candidates
+    }
+    p_tpr = {a.name: _tpr_p(a) for a in candidates}
+    p = {
+        n: pa if math.isnan(p_tpr[n]) or math.isnan(pa) else min(1.0, 2.0 * min(pa, p_tpr[n]))
+        for n, pa in p_auc.items()
     }
     k = sum(1 for v in p.values() if not math.isnan(v))
     if k < 2:
@@ -111,23 +133,19 @@ def family_wise(candidates: list[AttackAssessment], alpha: float = 0.05) -> Fami
     lead = (
         f"With {k} attacks checked at once, the chance that at least one leaves chance by luck alone is up to about "
         f"{min(100, round(100 * alpha * k))}% (twice that where both the AUC and the TPR at 1% FPR are tested). "
-        f"Holm's (1979) correction of their AUCs' Mann-Whitney tests against 0.5 holds that chance at "
-        f"{percent(alpha)}: "
+        "Tested together (each attack's AUC against 0.5 and its TPR at 1% FPR against chance, the smaller "
+        f"p-value doubled, then Holm's (1979) correction over the attacks), that chance is held at {percent(alpha)}: "
     )
     if survivors:
         named = ", ".join(f"{n} (adjusted p {adj[n]:.2g})" for n in survivors)
         dropped = [n for n in detected if n not in survivors]
-        tail = (
-            f"; {', '.join(dropped)} detect(s) leakage only without it (or through the TPR at 1% FPR)"
-            if dropped
-            else ""
-        )
+        tail = f"; {', '.join(dropped)} detect(s) leakage only without it" if dropped else ""
         text = lead + f"{named} still leave(s) chance{tail}."
     elif detected:
         text = lead + (
-            "no attack's AUC leaves chance once corrected, so the leakage found rests on single tests and may be "
+            "no attack leaves chance once corrected, so the leakage found rests on single tests and may be "
             "luck; more targets would settle it."
         )
     else:
-        text = lead + "no attack's AUC leaves chance, corrected or not."
-    return FamilyWise(k, p, adj, survivors, alpha, text)
+        text = lead + "no attack leaves chance, corrected or not."
+    return FamilyWise(k, p_auc, p_tpr, p, adj, survivors, alpha, text)

@@ -270,7 +270,8 @@ def _question_sections(result: AuditRecord, v: Verdict) -> list[str]:
     fw = v.family_wise
     if fw is not None:
         rows = "".join(
-            f'<tr><td>{_e(n)}</td><td class="num">{_fmt(fw.p_values[n], ".2g")}</td>'
+            f'<tr><td>{_e(n)}</td><td class="num">{_fmt(fw.p_auc[n], ".2g")}</td>'
+            f'<td class="num">{_fmt(fw.p_tpr[n], ".2g")}</td><td class="num">{_fmt(fw.p_values[n], ".2g")}</td>'
             f'<td class="num">{_fmt(fw.p_holm[n], ".2g")}</td>'
             f"<td>{'<strong>yes</strong>' if n in fw.survivors else 'no'}</td></tr>"
             for n in fw.p_values
@@ -278,7 +279,8 @@ def _question_sections(result: AuditRecord, v: Verdict) -> list[str]:
         out += [
             "<h2>Several attacks at once</h2>",
             f"<p>{_t(fw.text)}</p>",
-            "<table><tr><th>attack</th><th>AUC&rsquo;s p-value against 0.5</th><th>Holm-adjusted</th>"
+            "<table><tr><th>attack</th><th>p-value: AUC against 0.5</th><th>p-value: TPR at 1% FPR</th>"
+            "<th>the attack&rsquo;s (twice the smaller)</th><th>Holm-adjusted</th>"
             f"<th>below {_e(format(fw.alpha, 'g'))} once adjusted?</th></tr>{rows}</table>",
         ]
     return out

@@ -312,7 +312,7 @@ class Verdict:
     leak: the attacks of signal "score"), ``recourse`` (what the attacks reading the counterfactuals
     detect: signal "distance") and ``beyond`` (does recourse leak beyond the scores; see
     :func:`make_verdict` for the rule). ``detectable`` says what this sample size can detect, and
-    ``family_wise`` which attacks' AUCs still leave chance when all are tested together (Holm 1979).
+    ``family_wise`` which attacks still leave chance when all are tested together, both arms of each (Holm 1979).
     """
 
     level: str
