@@ -20,7 +20,6 @@ __all__ = [
     "AttackAssessment",
     "assess_attack",
     "finite_float",
-    "fmt",
     "percent",
     "signal_of",
     "tpr_reliable",
@@ -47,11 +46,6 @@ def finite_float(x: Any) -> float | None:
 def _int(x: Any) -> int | None:
     f = finite_float(x)
     return int(f) if f is not None and f == int(f) else None
-
-
-def fmt(x: float, spec: str) -> str:
-    """``format(x, spec)``: the verdict's numbers in its sentences."""
-    return format(x, spec)
 
 
 def tpr_reliable(attack: AttackResult, key: str) -> bool | None:

@@ -14,7 +14,7 @@ from types import MappingProxyType
 from recourse_privacy.metrics.exposure import holm
 from recourse_privacy.metrics.intervals import minimum_detectable_auc, minimum_detectable_tpr
 from recourse_privacy.metrics.membership import auc_null_pvalue, tpr_null_pvalue
-from recourse_privacy.report.assessment import LOW_FPR, AttackAssessment, fmt, percent
+from recourse_privacy.report.assessment import LOW_FPR, AttackAssessment, percent
 
 __all__ = ["Detectable", "FamilyWise", "detectable_effects", "family_wise"]
 
@@ -59,7 +59,7 @@ def detectable_effects(
     else:
         text = (
             f"With {n_members} members and {n_nonmembers} non-members, an attack with a true AUC of "
-            f"{fmt(auc, '.3f')}{low_txt}, would have been detected with probability {percent(power)} "
+            f"{format(auc, '.3f')}{low_txt}, would have been detected with probability {percent(power)} "
             "(95% intervals); a weaker leak can go unnoticed at this sample size, so “no measurable leakage” "
             "rules out leaks at least this strong, not every leak."
         )

@@ -25,7 +25,6 @@ from recourse_privacy.report.assessment import (
     AttackAssessment,
     assess_attack,
     finite_float,
-    fmt,
     percent,
     signal_of,
     tpr_reliable,
@@ -65,8 +64,8 @@ SIGNAL_LABELS = MappingProxyType({"score": "the model's own scores", "distance":
 
 
 def _auc_txt(a: AttackAssessment) -> str:
-    ci = f" [{fmt(a.auc_ci[0], '.3f')}, {fmt(a.auc_ci[1], '.3f')}]" if a.auc_ci is not None else ""
-    return f"AUC {fmt(a.auc, '.3f')}{ci}"
+    ci = f" [{format(a.auc_ci[0], '.3f')}, {format(a.auc_ci[1], '.3f')}]" if a.auc_ci is not None else ""
+    return f"AUC {format(a.auc, '.3f')}{ci}"
 
 
 def _tpr_txt(a: AttackAssessment, achieved: float | None) -> str:
@@ -162,7 +161,7 @@ def _signal_finding(signal: str, group: list[AttackAssessment], achieved: Mappin
         text = f"{label.capitalize()}: no measurable leakage. The lead attack, {lead.name}, has {what}"
         outs = []
         if lead.auc_ci is not None:
-            outs.append(f"an AUC above {fmt(lead.auc_ci[1], '.3f')}")
+            outs.append(f"an AUC above {format(lead.auc_ci[1], '.3f')}")
         if lead.tpr_ci is not None:
             outs.append(f"a TPR above {percent(lead.tpr_ci[1])} at that FPR")
         text += f"; these intervals rule out {' and '.join(outs)} for it (95%)." if outs else "."
@@ -197,7 +196,7 @@ class BeyondFinding:
 
 def _diff_txt(v: Any) -> str:
     """A recorded AUC difference with its interval: "0.080 [0.050, 0.110]"."""
-    return f"{fmt(v.auc_difference, '.3f')} [{fmt(v.ci_low, '.3f')}, {fmt(v.ci_high, '.3f')}]"
+    return f"{format(v.auc_difference, '.3f')} [{format(v.ci_low, '.3f')}, {format(v.ci_high, '.3f')}]"
 
 
 def _versus_finding(outcome: str, text: str, attack: str, v: Any, by: str = "") -> BeyondFinding:
@@ -259,7 +258,7 @@ def _beyond(
         f"Recourse leaks, but not measurably more than the model's scores{quiet}: {a.name}'s AUC "
         f"minus that of {v.attack}, {_choice(v)}, is {_diff_txt(v)} (paired bootstrap, 95%): "
         + (
-            f"it beats that score attack by at most {fmt(v.ci_high, '.3f')} AUC."
+            f"it beats that score attack by at most {format(v.ci_high, '.3f')} AUC."
             if round(v.ci_high, 3) > 0
             else "that score attack is at least as strong."
         )
@@ -517,11 +516,11 @@ def _dp_texts(dp: DPSummary, comparison: BoundComparison | None) -> list[str]:
         rows = {r.key: r for r in dp_bound_rows(dp)}
         paper = rows.get("theorem2")
         paper_txt = f"; {paper.text} would allow more" if paper is not None else ""
-        bound_txt = rows["verdict"].text if "verdict" in rows else f"the tight bound {fmt(dpv.ba_bound, '.4f')}"
+        bound_txt = rows["verdict"].text if "verdict" in rows else f"the tight bound {format(dpv.ba_bound, '.4f')}"
         return [
             f"Under the {dp.defense} defense, the worst case over the {len(dpv.covered)} attack(s) the DP claim "
-            f"covers is {dpv.attack} (balanced accuracy {fmt(dpv.balanced_accuracy, '.4f')}, 95% lower confidence "
-            f"bound {fmt(dpv.ba_lower_confidence, '.4f')}), against the {bound_txt} (ε twice the claim because "
+            f"covers is {dpv.attack} (balanced accuracy {format(dpv.balanced_accuracy, '.4f')}, 95% lower confidence "
+            f"bound {format(dpv.ba_lower_confidence, '.4f')}), against the {bound_txt} (ε twice the claim because "
             f"the targets are the rejected points){paper_txt}: "
             + (
                 "the claim is refuted for this release."
@@ -536,14 +535,14 @@ def _dp_texts(dp: DPSummary, comparison: BoundComparison | None) -> list[str]:
         return [
             f"Under {defense}, "
             + ", ".join(comparison.exceeded)
-            + f" exceed(s) the DP bound of {fmt(comparison.bound, '.4f')} on balanced accuracy "
+            + f" exceed(s) the DP bound of {format(comparison.bound, '.4f')} on balanced accuracy "
             "(the tight form of Theorem 2 of Pawelczyk et al. 2023): see the differential-privacy "
             "section."
         ]
     if any(c.status == "within" for c in comparison.checks):
         return [
             f"Under {defense}, every attack's balanced accuracy is within Theorem 2's bound of "
-            f"{fmt(comparison.bound, '.4f')} (Pawelczyk et al. 2023)."
+            f"{format(comparison.bound, '.4f')} (Pawelczyk et al. 2023)."
         ]
     return []
 
