@@ -296,6 +296,15 @@ def test_config_refuses_meaningless_parameters(kw, words):
         assert w in str(info.value)
 
 
+def test_misspelt_run_audit_setting_is_named_with_the_closest_field():
+    with pytest.raises(InvalidInputError) as info:
+        run_audit(n_shadow_models=4, recourse_pramas={}, zzz=1)
+    message = str(info.value)
+    assert "n_shadow_models (did you mean shadow_models?)" in message
+    assert "recourse_pramas (did you mean recourse_params?)" in message
+    assert message.endswith("zzz")  # nothing close: named alone
+
+
 def test_spec_typo_in_model_params_caught_at_load():
     from recourse_privacy.experiments.spec import spec_from_dict
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import inspect
 import json
@@ -629,3 +630,9 @@ class AuditConfig:
         if self.device != "cpu" and device_kind(self.device) != "cpu":
             d["device"] = device_kind(self.device)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def closest_setting(name: str) -> str | None:
+    """The :class:`AuditConfig` field whose name is closest to a misspelt ``name`` (None when none is close)."""
+    hint = difflib.get_close_matches(name, [f.name for f in fields(AuditConfig)], n=1)
+    return hint[0] if hint else None

@@ -21,7 +21,7 @@ import recourse_privacy.audit.stages as stages
 import recourse_privacy.audit.threats as threats
 from recourse_privacy import processes
 from recourse_privacy.attacks.shadow import PARALLEL_ENV, FittedShadows, spare_core
-from recourse_privacy.audit.config import AuditConfig
+from recourse_privacy.audit.config import AuditConfig, closest_setting
 from recourse_privacy.audit.defenses import Defense, dp_verdict
 from recourse_privacy.audit.exposure import check_group_columns, group_table, record_exposure
 from recourse_privacy.audit.result import AuditArrays, AuditResult
@@ -125,7 +125,8 @@ def play_audit(
     """
     unknown = sorted(set(overrides) - {f.name for f in fields(AuditConfig)})
     if unknown:
-        raise InvalidInputError(f"unknown audit setting(s): {', '.join(unknown)}")
+        named = [f"{u} (did you mean {hint}?)" if (hint := closest_setting(u)) else u for u in unknown]
+        raise InvalidInputError(f"unknown audit setting(s): {', '.join(named)}")
     config = replace(config or AuditConfig(), **overrides).validate()
     if resume_dir is not None:
         resume_dir = check_output_dir(resume_dir)

@@ -23,7 +23,6 @@ with :meth:`AuditConfig.validate` on load, so the spec follows whatever the regi
 from __future__ import annotations
 
 import copy
-import difflib
 import itertools
 import re
 from dataclasses import dataclass, fields
@@ -32,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from recourse_privacy.audit.config import AuditConfig
+from recourse_privacy.audit.config import AuditConfig, closest_setting
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics.membership import DEFAULT_FPRS, fpr_key
 
@@ -73,10 +72,10 @@ def config_fields() -> tuple[str, ...]:
 
 
 def _unknown_field(name: str, where: str) -> str:
-    hint = difflib.get_close_matches(name, config_fields(), n=1)
+    hint = closest_setting(name)
     return (
         f"unknown AuditConfig field {name!r} in {where}"
-        + (f" (did you mean {hint[0]!r}?)" if hint else "")
+        + (f" (did you mean {hint!r}?)" if hint else "")
         + f"; known fields: {', '.join(config_fields())}"
     )
 
