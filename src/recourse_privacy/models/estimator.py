@@ -11,11 +11,15 @@ the favourable-class logit is read from its ``predict_proba``.
 Linearity is decided numerically: where the estimator's logit is affine in the encoded space on a
 seeded probe of valid encoded points (``StandardScaler`` + ``LogisticRegression``, or one-hot +
 scaling + ``LogisticRegression``), the model exposes ``coef_`` / ``intercept_`` and a torch module,
-and exact recourse and gradient methods apply.
+and exact recourse and gradient methods apply. A PyTorch network inside the estimator (skorch's
+``NeuralNetClassifier``, the last step of a pipeline) is scored on whole batches, and gets gradients
+where the steps before it are affine in the encoded space
+(:mod:`recourse_privacy.models.network_estimators`).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -168,6 +172,9 @@ class EstimatorModel(BaseClassifier):
         self.n_features_in_ = int(self.preprocessor.n_features_out_)
         self.fitted_ = True
         self.is_linear = self.is_differentiable = False
+        self.network_ = self._find_network(est)
+        self.network_checked_ = False  # the batched scoring is checked against predict_proba on first use
+        self.network_map_ = self.network_logit_ = None
         if X_probe is not None:
             self.probe_linearity(X_probe)
 
@@ -176,8 +183,26 @@ class EstimatorModel(BaseClassifier):
         """The log-odds of ``predict_proba``, decoded and computed once per distinct row (a search repeats rows)."""
         return on_distinct_rows(self._logit_of_rows, np.asarray(X))
 
+    @staticmethod
+    def _find_network(est: object):
+        if "skorch" not in sys.modules:  # a skorch net exists only where skorch was imported
+            return None
+        from recourse_privacy.models.network_estimators import find_network
+
+        return find_network(est)
+
+    def _proba(self, rows) -> np.ndarray:
+        """``predict_proba`` of the estimator: a network inside it run on whole batches once that is checked."""
+        if self.network_ is not None and not self.network_checked_:
+            if not self.network_.matches(self.estimator_, rows[:64]):
+                self.network_ = None  # a net the batches do not reproduce keeps its own predict_proba
+            self.network_checked_ = True
+        if self.network_ is not None:
+            return self.network_.proba(rows)
+        return self.estimator_.predict_proba(rows)
+
     def _logit_of_rows(self, X: np.ndarray) -> np.ndarray:
-        p = self.estimator_.predict_proba(self.decode(X))
+        p = self._proba(self.decode(X))
         p = np.clip(np.asarray(p, dtype=np.float64)[:, self.pos_index_], _EPS, 1 - _EPS)
         return np.log(p) - np.log1p(-p)
 
@@ -195,11 +220,29 @@ class EstimatorModel(BaseClassifier):
         return s if self.pos_index_ == 1 else -s
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """The favourable-class logit: w.x + b on the linear fast path, else the log-odds of ``predict_proba``."""
+        """The favourable-class logit: w.x + b on the linear fast path, the composed network where one has
+        gradients, else the log-odds of ``predict_proba``."""
         X = self._check_X(X)
         if self.is_linear:
             return X @ self.coef_ + self.intercept_
+        if self.network_logit_ is not None:
+            return self._network_logit(X)
         return self._raw_logit(X)
+
+    def _network_logit(self, X: np.ndarray) -> np.ndarray:
+        """The composed network's logit (:meth:`probe_network`): the estimator's own at every valid encoded
+        point, and off them (a one-hot group between two levels, as a gradient search visits) its affine
+        extension, as the linear fast path and the built-in networks read such points."""
+        import torch
+
+        from recourse_privacy.models.network_estimators import CHUNK_ROWS
+
+        with torch.no_grad():
+            parts = [
+                self.network_logit_(torch.as_tensor(X[start : start + CHUNK_ROWS])).double().numpy()
+                for start in range(0, len(X), CHUNK_ROWS)
+            ]
+        return np.concatenate(parts) if parts else np.zeros(0)
 
     def probe_linearity(self, X: np.ndarray, n_probe: int = _PROBE_ROWS) -> bool:
         """Decide whether the logit is affine in the encoded space; set ``coef_``/``intercept_`` if so.
@@ -223,20 +266,77 @@ class EstimatorModel(BaseClassifier):
             return False
         z = self._score(P)
         if z is None:
-            return False
+            return self.probe_network(X, rng)
         p = np.asarray(self.estimator_.predict_proba(self.decode(P)), dtype=np.float64)[:, self.pos_index_]
         if not np.allclose(np.exp(-np.logaddexp(0.0, -z)), p, rtol=0, atol=1e-9):
             return False  # decision_function is not the logit of predict_proba (an SVM's margin, say)
         A = np.column_stack([P, np.ones(len(P))])
         sol, *_ = np.linalg.lstsq(A, z, rcond=None)
         if np.max(np.abs(A @ sol - z)) > LINEAR_RTOL * max(1.0, float(np.max(np.abs(z)))):
-            return False
+            return self.probe_network(X, rng)
         self.coef_, self.intercept_ = sol[:-1].astype(np.float64), float(sol[-1])
         self.is_linear = self.is_differentiable = True
         return True
 
+    def probe_network(self, X: np.ndarray, rng: np.random.Generator | int = 0) -> bool:
+        """Give a network inside the estimator gradients where the steps before it are affine; return whether.
+
+        Probe points: rows of ``X`` and as many with their numeric coordinates redrawn from N(0, 2^2)
+        and row ``i`` of them in category ``i mod k`` of every one-hot group of ``k`` (every category
+        is probed). The map is fitted and checked by
+        :func:`~recourse_privacy.models.network_estimators.affine_map`; the composed module's logits must then
+        give the estimator's own probabilities on the probe (within 1e-5: a float32 net's logits far from 0 are not
+        resolved by its probabilities) or the model stays black-box.
+        """
+        self.network_map_ = self.network_logit_ = None
+        if self.network_ is None:
+            return False
+        from recourse_privacy.models.network_estimators import NetworkLogit, affine_map
+
+        X = np.asarray(X, dtype=np.float64)
+        rng = as_generator(rng)
+        rows = X[rng.choice(len(X), size=min(len(X), X.shape[1] + 1 + _PROBE_ROWS), replace=False)]
+        sources = np.asarray(self.preprocessor.feature_sources_)
+        categorical = np.isin(sources, list(self.preprocessor.categorical_))
+        moved = rows.copy()
+        moved[:, ~categorical] = rng.normal(0.0, 2.0, size=(len(rows), int((~categorical).sum())))
+        at = np.arange(len(moved))
+        for group in self.preprocessor.groups_:  # row i in level i mod k (the all-off level last, where valid)
+            level = at % (len(group.index) + int(group.allow_none))
+            moved[:, group.index] = group.off
+            on = level < len(group.index)
+            moved[at[on], group.index[level[on]]] = group.on[level[on]]
+        P = np.vstack([rows, moved])
+        found = affine_map(self.network_, self.decode, P)
+        if found is None:
+            return False
+        module = NetworkLogit(self.network_, found[0], found[1], self.pos_index_)
+        import torch
+
+        with torch.no_grad():
+            z = module(torch.as_tensor(P)).double().numpy()
+        p = np.asarray(self._proba(self.decode(P)), dtype=np.float64)[:, self.pos_index_]
+        if not np.allclose(np.exp(-np.logaddexp(0.0, -z)), p, rtol=0, atol=1e-5):  # probabilities: float32's
+            return False
+        self.network_map_, self.network_logit_ = found, module
+        self.is_differentiable = True
+        return True
+
+    def use_network_map(self, A: np.ndarray, b: np.ndarray) -> None:
+        """Adopt an affine map into the network found by :meth:`probe_network` (a cached model read back)."""
+        if self.network_ is None:
+            return
+        from recourse_privacy.models.network_estimators import NetworkLogit
+
+        self.network_map_ = (A, b)
+        self.network_logit_ = NetworkLogit(self.network_, A, b, self.pos_index_)
+        self.is_differentiable = True
+
     def torch_module(self):
-        """A linear torch module on the linear fast path; other estimators give no gradients."""
+        """A linear torch module on the linear fast path, the composed network where one was found
+        differentiable (:meth:`probe_network`); other estimators give no gradients."""
+        if not self.is_linear and self.network_logit_ is not None:
+            return self.network_logit_
         if not self.is_linear:
             raise IncompatibleError(
                 f"{type(self.estimator).__name__} is not linear in the encoded space: no gradients; use a "

@@ -66,13 +66,16 @@ def estimator_fingerprint(model) -> str:
 
 
 def export_estimator(model) -> dict[str, np.ndarray]:
-    """The fitted estimator as skops bytes, and the linear fast path's coefficients where it has one."""
+    """The fitted estimator as skops bytes, the linear fast path's coefficients where it has one, and the
+    affine map into a network inside it where that network has gradients."""
     import skops.io as sio
 
     state = {"skops": np.frombuffer(sio.dumps(model.estimator_), dtype=np.uint8).copy()}
     if getattr(model, "is_linear", False):
         state["coef"] = np.asarray(model.coef_, np.float64)
         state["intercept"] = np.array(float(model.intercept_))
+    elif getattr(model, "network_map_", None) is not None:
+        state["network_A"], state["network_b"] = (np.asarray(a, np.float64) for a in model.network_map_)
     return state
 
 
@@ -106,3 +109,5 @@ def restore_estimator(model, state: dict[str, np.ndarray]) -> None:
         model.coef_ = np.asarray(state["coef"], np.float64)
         model.intercept_ = float(state["intercept"])
         model.is_linear = model.is_differentiable = True
+    elif "network_A" in state:
+        model.use_network_map(np.asarray(state["network_A"]), np.asarray(state["network_b"]))

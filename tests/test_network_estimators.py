@@ -1,0 +1,257 @@
+"""A deployed PyTorch network in a scikit-learn pipeline (skorch): batched scoring, gradients, the audit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+skorch = pytest.importorskip("skorch")
+import torch  # noqa: E402
+from sklearn.compose import ColumnTransformer  # noqa: E402
+from sklearn.pipeline import Pipeline  # noqa: E402
+from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, StandardScaler  # noqa: E402
+from torch import nn  # noqa: E402
+
+import recourse_privacy.models.network_estimators as network_estimators  # noqa: E402
+from recourse_privacy import run_audit  # noqa: E402
+from recourse_privacy.data import Preprocessor  # noqa: E402
+from recourse_privacy.errors import IncompatibleError  # noqa: E402
+from recourse_privacy.models.estimator import EstimatorModel  # noqa: E402
+from recourse_privacy.models.network_estimators import find_network  # noqa: E402
+
+REGIONS = ["north", "south", "east", "west", "centre"]
+NUMERIC = ["income", "debt", "age"]
+
+
+def applicants(n: int = 600, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame(
+        {
+            "income": rng.normal(50.0, 15.0, n).round(1),
+            "debt": rng.gamma(2.0, 5.0, n).round(1),
+            "age": rng.integers(20, 70, n).astype(float),
+            "region": rng.choice(REGIONS, n),
+        }
+    )
+    z = (df.income - 50) / 15 - (df.debt - 10) / 7 + 0.6 * (df.region == "north")
+    df["approved"] = (z + rng.normal(0, 0.8, n) > 0).astype("int64")
+    return df
+
+
+class Net(nn.Module):
+    def __init__(self, d: int = 8, hidden: int = 32, out: int = 2):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(), nn.Linear(hidden, out))
+
+    def forward(self, X):
+        return self.layers(X)
+
+
+def to_float32(a):
+    return np.asarray(a, dtype=np.float32)
+
+
+def network_pipeline(binary: bool = False, numeric_step=None, epochs: int = 8) -> Pipeline:
+    """One-hot + scaling (or ``numeric_step``), float32, then a skorch net (softmax or one sigmoid output)."""
+    encode = ColumnTransformer(
+        [
+            ("cat", OneHotEncoder(handle_unknown="ignore", sparse_output=False), ["region"]),
+            ("num", numeric_step if numeric_step is not None else StandardScaler(), NUMERIC),
+        ]
+    )
+    common = dict(max_epochs=epochs, lr=0.01, optimizer=torch.optim.Adam, batch_size=64, train_split=None, verbose=0)
+    if binary:
+        net = skorch.NeuralNetBinaryClassifier(Net, module__out=1, **common)
+    else:
+        net = skorch.NeuralNetClassifier(Net, criterion=nn.CrossEntropyLoss, **common)
+    return Pipeline([("encode", encode), ("float32", FunctionTransformer(to_float32)), ("net", net)])
+
+
+def fitted(df: pd.DataFrame, **kw) -> Pipeline:
+    torch.manual_seed(0)
+    pipe = network_pipeline(**kw).set_params(net__module__d=df.region.nunique() + len(NUMERIC))
+    if kw.get("binary"):  # NeuralNetBinaryClassifier wants float targets
+        return pipe.fit(df.drop(columns="approved"), df.approved.astype(np.float32))
+    return pipe.fit(df.drop(columns="approved"), df.approved)
+
+
+def wrapped(pipe: Pipeline, df: pd.DataFrame) -> tuple[EstimatorModel, np.ndarray]:
+    X = df.drop(columns="approved")
+    pre = Preprocessor(corr_threshold=None).fit(X)  # text columns are categorical
+    model = EstimatorModel(pipe, pre, labels=(1, 0), feature_names=tuple(X.columns), estimator_=pipe)
+    return model, pre.transform(X)
+
+
+def pipeline_logit(pipe: Pipeline, model: EstimatorModel, X: np.ndarray) -> np.ndarray:
+    """The deployed pipeline's own favourable log-odds at encoded points, through its predict_proba."""
+    p = np.asarray(pipe.predict_proba(model.decode(X)), dtype=np.float64)[:, 1]
+    return np.log(p) - np.log1p(-p)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return applicants()
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_batched_scoring_is_predict_proba(data, binary, monkeypatch):
+    pipe = fitted(data, binary=binary)
+    parts = find_network(pipe)
+    assert parts is not None and parts.net is pipe.named_steps["net"]
+    rows = data.drop(columns="approved")
+    expected = pipe.predict_proba(rows)
+    np.testing.assert_allclose(parts.proba(rows), expected, rtol=1e-6, atol=1e-7)
+    monkeypatch.setattr(network_estimators, "CHUNK_ROWS", 37)  # chunks that split the rows unevenly
+    np.testing.assert_allclose(parts.proba(rows), expected, rtol=1e-6, atol=1e-7)
+    assert parts.matches(pipe, rows)
+
+
+def test_the_audit_model_scores_through_the_batches_not_skorchs_loader(data, monkeypatch):
+    pipe = fitted(data)
+    model, X = wrapped(pipe, data)
+    expected = pipe.predict_proba(model.decode(X))[:, 1]
+    calls = []
+    original = skorch.NeuralNet.forward_iter
+
+    def counted(self, *a, **k):
+        calls.append(1)
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(skorch.NeuralNet, "forward_iter", counted)
+    z = model.decision_function(X)
+    np.testing.assert_allclose(1 / (1 + np.exp(-z)), expected, rtol=1e-6, atol=1e-7)
+    assert len(calls) == 1  # skorch's own path ran once, for the check on the first 64 rows
+    model.decision_function(X[::-1])
+    assert len(calls) == 1
+
+
+class Tempered(skorch.NeuralNetClassifier):
+    """A net whose predict_proba is not its module's softmax: the batches must not stand in for it."""
+
+    def predict_proba(self, X):
+        p = super().predict_proba(X) ** 2
+        return p / p.sum(axis=1, keepdims=True)
+
+
+def test_a_net_whose_predict_proba_differs_keeps_its_own(data):
+    pipe = network_pipeline()
+    pipe.steps[-1] = ("net", Tempered(Net, criterion=nn.CrossEntropyLoss, max_epochs=5, train_split=None, verbose=0))
+    torch.manual_seed(0)
+    pipe.fit(data.drop(columns="approved"), data.approved)
+    model, X = wrapped(pipe, data)
+    z = model.decision_function(X)
+    assert model.network_ is None
+    np.testing.assert_allclose(1 / (1 + np.exp(-z)), pipe.predict_proba(model.decode(X))[:, 1], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_affine_steps_give_the_network_gradients(data, binary):
+    pipe = fitted(data, binary=binary)
+    net = pipe.named_steps["net"].module_
+    before = [(p.detach().clone(), p.requires_grad) for p in net.parameters()]
+    model, X = wrapped(pipe, data)
+    assert model.probe_linearity(X) and model.is_differentiable and not model.is_linear
+    module = model.torch_module()
+    with torch.no_grad():
+        z = module(torch.as_tensor(X)).double().numpy()
+    np.testing.assert_array_equal(model.decision_function(X), z)  # the model scores through the composed net
+    # which is the deployed pipeline at every valid point (probabilities: a float32 net's resolution)
+    np.testing.assert_allclose(1 / (1 + np.exp(-z)), pipe.predict_proba(model.decode(X))[:, 1], rtol=0, atol=1e-5)
+    # its gradient along each numeric coordinate is the pipeline's own central difference, on rows whose float32
+    # probability resolves the logit (0.02 < p < 0.98: an error of 3e-6 in it); a step of 2h crosses a ReLU's kink
+    # in a few rows (the net is piecewise linear)
+    Xs = X[np.abs(z) < np.log(0.98 / 0.02)][:200]
+    zt = torch.as_tensor(Xs).clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(module(zt).sum(), zt)
+    numeric = [i for i, s in enumerate(model.preprocessor.feature_sources_) if s in NUMERIC]
+    h = 1e-2
+    for j in numeric:
+        up, down = Xs.copy(), Xs.copy()
+        up[:, j] += h
+        down[:, j] -= h
+        fd = (pipeline_logit(pipe, model, up) - pipeline_logit(pipe, model, down)) / (2 * h)
+        close = np.isclose(grad[:, j].numpy(), fd, rtol=1e-2, atol=1e-3)
+        assert close.mean() > 0.9, (j, close.mean())
+    # the user's network is untouched: same weights, same requires_grad
+    for (w, rg), p in zip(before, net.parameters(), strict=True):
+        assert torch.equal(w, p.detach()) and p.requires_grad == rg
+
+
+@pytest.mark.parametrize("step", [FunctionTransformer(np.cbrt), FunctionTransformer(np.square)])
+def test_non_affine_steps_leave_the_network_black_box(data, step):
+    pipe = fitted(data, numeric_step=step)
+    model, X = wrapped(pipe, data)
+    assert not model.probe_linearity(X) and not model.is_differentiable
+    with pytest.raises(IncompatibleError, match="not linear"):
+        model.torch_module()
+    # the batches still score it
+    np.testing.assert_allclose(
+        1 / (1 + np.exp(-model.decision_function(X))),
+        pipe.predict_proba(model.decode(X))[:, 1],
+        rtol=1e-6,
+        atol=1e-7,
+    )
+
+
+def test_an_affine_map_needs_finite_features():
+    """Steps that leave their domain on a probe point (log of a negative value) give NaN: no map, not a NaN fit."""
+
+    class Parts:
+        def features(self, rows):
+            return np.log(rows)
+
+    P = np.random.default_rng(0).normal(size=(40, 3))
+    with np.errstate(invalid="ignore"):
+        assert network_estimators.affine_map(Parts(), lambda z: z, P) is None
+        assert network_estimators.affine_map(Parts(), lambda z: np.exp(z), P) is not None  # log(exp(z)) = z
+
+
+def test_a_rare_category_is_probed(data):
+    """A category absent from the probed rows still gets its column of the map (the probe cycles categories)."""
+    df = data.copy()
+    df.loc[df.index[:3], "region"] = "islands"  # three rows of a sixth category
+    pipe = fitted(df)
+    model, X = wrapped(pipe, df)
+    assert model.probe_network(X[3:]) and model.is_differentiable  # the probe's rows hold no "islands"
+    z = model.decision_function(X[:3])
+    np.testing.assert_allclose(1 / (1 + np.exp(-z)), pipe.predict_proba(model.decode(X[:3]))[:, 1], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("recourse", ["scfe", "gs"])
+def test_deployed_network_audit(data, recourse, tmp_path):
+    """The as-deployed audit of a skorch pipeline: gradient and black-box recourse, valid for the deployed net."""
+    rng = np.random.default_rng(1)
+    mask = rng.random(len(data)) < 0.5
+    pipe = fitted(data[mask])
+    r = run_audit(
+        model=pipe,
+        data=data,
+        members=mask,
+        target="approved",
+        recourse=recourse,
+        attacks=("cfd", "cfd-lrt", "loss"),
+        shadow_models=2,
+        cache=tmp_path / "cache",
+    )
+    assert r.question == "this deployed model"
+    cf = r.arrays.counterfactuals
+    valid = cf["valid"].to_numpy(bool)
+    assert valid.mean() > 0.9
+    after = cf.loc[valid, [f"{c}_cf" for c in ("income", "debt", "age", "region")]]
+    after.columns = ["income", "debt", "age", "region"]
+    assert (pipe.predict(after) == 1).mean() > 0.99  # the deployed net accepts its recourse
+    for attack in ("cfd", "cfd-lrt", "loss"):
+        assert 0.0 <= r.attacks[attack].auc <= 1.0
+    # a second audit reads the reference models back from the cache, gradients included: the same numbers
+    again = run_audit(
+        model=pipe,
+        data=data,
+        members=mask,
+        target="approved",
+        recourse=recourse,
+        attacks=("cfd", "cfd-lrt", "loss"),
+        shadow_models=2,
+        cache=tmp_path / "cache",
+    )
+    assert again.attacks["cfd-lrt"].auc == r.attacks["cfd-lrt"].auc
