@@ -137,7 +137,8 @@ def check_deployed_config(config) -> None:
     if not config.user_model or model_kind(config.model) != "estimator":
         raise InvalidInputError(
             "the as-deployed audit reads your fitted scikit-learn model (--model-file, or model=fitted_pipeline): "
-            "a registered model name has no deployed instance"
+            "a registered model name has no deployed instance; a PyTorch network goes in as skorch's "
+            "NeuralNetClassifier, the last step of the pipeline that encodes its columns"
         )
     if not hasattr(config.model, "classes_"):
         raise InvalidInputError(
