@@ -22,6 +22,7 @@ __all__ = [
     "finite_float",
     "percent",
     "signal_of",
+    "sizes_known",
     "tpr_reliable",
 ]
 
@@ -113,16 +114,26 @@ class AttackAssessment:
     tpr_detected: bool | None = None
 
     @property
+    def sizes_known(self) -> bool:
+        """Both sides' target counts are known and positive (the chance tests need them)."""
+        return sizes_known(self.n_members, self.n_nonmembers)
+
+    @property
     def reversed(self) -> bool:
         """Significant with an AUC below 0.5."""
         return bool(self.auc_detected) and self.auc is not None and self.auc < 0.5
+
+
+def sizes_known(n1: int | None, n0: int | None) -> bool:
+    """Whether both sides' target counts are known and positive."""
+    return bool(n1 and n0 and n1 > 0 and n0 > 0)
 
 
 def assess_attack(attack: AttackResult) -> AttackAssessment:
     """Compare ``attack``'s AUC and TPR at 1% FPR with random guessing, through their intervals."""
     auc = finite_float(attack.auc)
     n1, n0 = _int(attack.n_members), _int(attack.n_nonmembers)
-    hw = auc_null_halfwidth(n1, n0) if n1 and n0 and n1 > 0 and n0 > 0 else None
+    hw = auc_null_halfwidth(n1, n0) if sizes_known(n1, n0) else None
     auc_ci = _interval(attack.auc_ci)
     tpr_ci = _interval(attack.tpr_at_fpr_ci.get(LOW_FPR))
     fpr_ci = _interval(attack.achieved_fpr_ci.get(LOW_FPR))

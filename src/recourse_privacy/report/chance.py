@@ -96,15 +96,11 @@ class FamilyWise:
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
 
-def _sizes(a: AttackAssessment) -> bool:
-    return bool(a.n_members and a.n_nonmembers and a.n_members > 0 and a.n_nonmembers > 0)
-
-
 def _tpr_p(a: AttackAssessment) -> float:
     """The TPR arm's p-value: k1 = TPR x n1 members above the threshold of FPR <= 1%, which can go down until
     k0 = floor(0.01 n0) non-members exceed it (never the FPR the TPR was first reached at: a data-chosen k0
     would be optimistic); nan without the TPR or the sizes."""
-    if not _sizes(a) or a.tpr_low_fpr is None:
+    if not a.sizes_known or a.tpr_low_fpr is None:
         return math.nan
     k1 = round(a.tpr_low_fpr * a.n_members)
     k0 = math.floor(float(LOW_FPR) * a.n_nonmembers + 1e-9)
@@ -116,7 +112,7 @@ def _tpr_p(a: AttackAssessment) -> float:
 def family_wise(candidates: list[AttackAssessment], alpha: float = 0.05) -> FamilyWise | None:
     """Holm's correction of the counted attacks' tests (both arms each); None with fewer than two attacks to test."""
     p_auc = {
-        a.name: auc_null_pvalue(a.auc, a.n_members, a.n_nonmembers) if a.auc is not None and _sizes(a) else math.nan
+        a.name: auc_null_pvalue(a.auc, a.n_members, a.n_nonmembers) if a.auc is not None and a.sizes_known else math.nan
         for a in candidates
     }
     p_tpr = {a.name: _tpr_p(a) for a in candidates}

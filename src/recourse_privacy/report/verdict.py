@@ -489,7 +489,7 @@ def _caveats(
         )
     parts.append(chance)
     n1, n0 = best.n_members, best.n_nonmembers
-    detectable = detectable_effects(n1, n0) if n1 and n0 and n1 > 0 and n0 > 0 else None
+    detectable = detectable_effects(n1, n0) if best.sizes_known else None
     if detectable is not None:
         parts.append(detectable.text)
     fw = family_wise(candidates)
