@@ -276,3 +276,29 @@ def test_deployed_network_audit(data, recourse):
     assert (pipe.predict(after) == 1).mean() > 0.99  # the deployed net accepts its recourse
     for attack in ("cfd", "cfd-lrt", "loss"):
         assert 0.0 <= r.attacks[attack].auc <= 1.0
+
+
+def test_cli_audits_a_deployed_network_from_a_skops_file(data, tmp_path):
+    """The analyst's journey: the pipeline in a .skops file, the refusal's own --trust list pasted back, SCFE."""
+    import json
+    import re
+
+    import skops.io as sio
+    from typer.testing import CliRunner
+
+    from recourse_privacy.cli import app
+
+    mask = np.random.default_rng(2).random(len(data)) < 0.5
+    sio.dump(fitted(data[mask]), tmp_path / "net.skops")
+    data.assign(in_train=mask.astype(int)).to_csv(tmp_path / "d.csv", index=False)
+    common = ["audit", "--data", str(tmp_path / "d.csv"), "--target", "approved", "--positive-label", "1"]
+    common += ["--members", "in_train", "--model-file", str(tmp_path / "net.skops"), "--recourse", "scfe"]
+    common += ["--attacks", "cfd,loss", "--shadow-models", "2", "--cache-dir", "off", "--out", str(tmp_path / "o")]
+    refused = CliRunner().invoke(app, common, env={"COLUMNS": "400"})
+    assert refused.exit_code != 0
+    types = re.search(r"pass --trust (\S+) \(Python", " ".join(refused.output.split())).group(1)
+    assert "skorch.classifier.NeuralNetClassifier" in types.split(",")
+    res = CliRunner().invoke(app, [*common, "--trust", types])
+    assert res.exit_code == 0, res.output
+    metrics = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert metrics["question"] == "this deployed model" and metrics["recourse"]["validity"] > 0.9

@@ -351,7 +351,8 @@ def _user_inputs(options: dict) -> dict:
             raise InvalidInputError(f"pass either --model {model} or --model-file, not both")
         from recourse_privacy.models.files import load_model_file
 
-        out["model"] = load_model_file(model_file, tuple(trust or ()), trust_pickle=trust_pickle)
+        trusted = _columns(trust, "--trust")  # type names, repeated or comma-separated like the column options
+        out["model"] = load_model_file(model_file, trusted, trust_pickle=trust_pickle)
     elif trust or trust_pickle:
         raise InvalidInputError("--trust and --trust-pickle apply to --model-file")
     return out

@@ -38,7 +38,7 @@ def load_model_file(path: str | Path, trusted: Sequence[str] = (), *, trust_pick
         if refused:
             raise InvalidInputError(
                 f"{path.name} holds types skops does not trust by default: {', '.join(refused)}; "
-                f"if you trust this file, pass {' '.join(f'--trust {t}' for t in refused)} (Python: trusted=[...])"
+                f"if you trust this file, pass --trust {','.join(refused)} (Python: trusted=[...])"
             )
         return sio.load(path, trusted=list(untrusted))
     if suffix in _PICKLE:
