@@ -302,3 +302,19 @@ def test_cli_audits_a_deployed_network_from_a_skops_file(data, tmp_path):
     assert res.exit_code == 0, res.output
     metrics = json.loads((tmp_path / "o" / "metrics.json").read_text())
     assert metrics["question"] == "this deployed model" and metrics["recourse"]["validity"] > 0.9
+
+
+def test_refitting_the_recipe_is_seeded(data):
+    """The recipe question trains fresh nets: the same seed gives the same network, another seed another one."""
+    X = data.drop(columns="approved")
+    pre = Preprocessor(corr_threshold=None).fit(X)
+    Z, y = pre.transform(X), data.approved.to_numpy()
+    recipe = fitted(data, epochs=3)  # the user's fitted object is the recipe; the audit trains clones of it
+
+    def trained(seed: int, before: int) -> np.ndarray:
+        torch.manual_seed(before)  # the global generator's state before the fit must not matter
+        model = EstimatorModel(recipe, pre, labels=(1, 0), feature_names=tuple(X.columns), random_state=seed)
+        return model.fit(Z, y).decision_function(Z)
+
+    np.testing.assert_array_equal(trained(7, before=1), trained(7, before=2))
+    assert not np.allclose(trained(7, before=1), trained(8, before=1))

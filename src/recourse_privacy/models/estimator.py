@@ -152,7 +152,8 @@ class EstimatorModel(BaseClassifier):
         est = seeded_clone(self.estimator, self.random_state)
         self.__dict__.pop("fit_key_", None)  # a cached training's key (models/cached.py) no longer describes it
         try:
-            est.fit(self.decode(X), labels)
+            with self._torch_seeded(est):
+                est.fit(self.decode(X), labels)
         except Exception as err:  # noqa: BLE001 - whatever the user's estimator raises, say which
             raise InvalidInputError(
                 f"model {type(self.estimator).__name__} could not be refit on the audit's data: "
@@ -182,6 +183,18 @@ class EstimatorModel(BaseClassifier):
     def _raw_logit(self, X: np.ndarray) -> np.ndarray:
         """The log-odds of ``predict_proba``, decoded and computed once per distinct row (a search repeats rows)."""
         return on_distinct_rows(self._logit_of_rows, np.asarray(X))
+
+    def _torch_seeded(self, est: object):
+        """A skorch net draws its initial weights and batches from torch's global generator: seeded with
+        ``random_state`` (one such fit at a time in this process, as :class:`~recourse_privacy.models.TorchModel`'s)."""
+        import contextlib
+
+        if self.random_state is None or "skorch" not in sys.modules:
+            return contextlib.nullcontext()
+        from recourse_privacy.global_rng import torch_global_seed
+        from recourse_privacy.models.network_estimators import holds_network
+
+        return torch_global_seed(self.random_state) if holds_network(est) else contextlib.nullcontext()
 
     @staticmethod
     def _find_network(est: object):

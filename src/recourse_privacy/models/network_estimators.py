@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["CHUNK_ROWS", "NetworkLogit", "NetworkParts", "affine_map", "find_network"]
+__all__ = ["CHUNK_ROWS", "NetworkLogit", "NetworkParts", "affine_map", "find_network", "holds_network"]
 
 #: rows per forward pass of the batched scoring (a 1,000-unit hidden layer: 64 MB of float32 activations)
 CHUNK_ROWS = 16_384
@@ -107,6 +107,16 @@ class NetworkParts:
             return torch.log(p[:, pos]) - torch.log(p[:, neg])
 
         return head
+
+
+def holds_network(estimator: object) -> bool:
+    """Whether ``estimator`` (fitted or not) is a skorch net or a Pipeline ending in one: its training draws from
+    torch's global generator."""
+    skorch = sys.modules.get("skorch")
+    if skorch is None:
+        return False
+    steps = getattr(estimator, "steps", None)
+    return isinstance(steps[-1][1] if steps else estimator, skorch.NeuralNet)
 
 
 def find_network(estimator: object) -> NetworkParts | None:
