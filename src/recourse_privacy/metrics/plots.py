@@ -41,6 +41,14 @@ def plain_text(text: str) -> str:
     return str(text).replace("\\$", "$").replace("$", "\\$")
 
 
+def title_lines(text: str, width: int = 56) -> str:
+    """A figure title as :func:`plain_text`, wrapped at ``width`` characters (a long model label, say a pipeline's
+    steps, would run past the figure's edge)."""
+    import textwrap
+
+    return plain_text(textwrap.fill(str(text), width, break_on_hyphens=False))
+
+
 def _new_figure(figsize: tuple[float, float]) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -104,7 +112,7 @@ def roc_loglog_figure(curves: Mapping[str, tuple[ArrayLike, ArrayLike]], *, titl
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     if title:
-        ax.set_title(plain_text(title))
+        ax.set_title(title_lines(title))
     return fig
 
 
@@ -188,9 +196,9 @@ def score_histogram_figure(
         full_title = (title + " " if title else "") + "(" + "; ".join(notes) + ")"
     if full_title:
         if use_log:
-            fig.suptitle(plain_text(full_title), fontsize=10)
+            fig.suptitle(title_lines(full_title, 90), fontsize=10)
         else:
-            ax.set_title(plain_text(full_title), fontsize=10)
+            ax.set_title(title_lines(full_title), fontsize=10)
     return fig
 
 
