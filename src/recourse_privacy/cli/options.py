@@ -155,5 +155,7 @@ _MODEL_FILE = typer.Option(
     ".joblib/.pkl (trusted files only, with --trust-pickle); the game retrains it on the members (a clone), "
     "or, with --members / --train-data, audits it as it is",
 )
-_TRUST = typer.Option(None, "--trust", help="a type in the .skops file you trust (repeatable or comma-separated); the error lists them")
+_TRUST = typer.Option(
+    None, "--trust", help="a type in the .skops file you trust (repeatable or comma-separated); the error lists them"
+)
 _TRUST_PICKLE = typer.Option(False, "--trust-pickle", help="load a .joblib/.pkl model file (runs code from it)")

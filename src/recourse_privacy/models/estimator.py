@@ -323,11 +323,14 @@ class EstimatorModel(BaseClassifier):
         found = affine_map(self.network_, self.decode, P)
         if found is None:
             return False
-        module = NetworkLogit(self.network_, found[0], found[1], self.pos_index_)
         import torch
 
-        with torch.no_grad():
-            z = module(torch.as_tensor(P)).double().numpy()
+        try:
+            module = NetworkLogit(self.network_, found[0], found[1], self.pos_index_)
+            with torch.no_grad():
+                z = module(torch.as_tensor(P)).double().numpy()
+        except Exception:  # noqa: BLE001 - a module the composition cannot run (its own input types): black-box
+            return False
         p = np.asarray(self._proba(self.decode(P)), dtype=np.float64)[:, self.pos_index_]
         if not np.allclose(np.exp(-np.logaddexp(0.0, -z)), p, rtol=0, atol=1e-5):  # probabilities: float32's
             return False

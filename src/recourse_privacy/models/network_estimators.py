@@ -155,7 +155,8 @@ class NetworkLogit(nn.Module):
 
     def __init__(self, parts: NetworkParts, A: np.ndarray, b: np.ndarray, pos_index: int):
         super().__init__()
-        self.module = copy.deepcopy(parts.net.module_).eval().requires_grad_(False)  # the user's net untouched
+        # a copy (the user's net untouched), on the CPU where the searches run (module_on_device moves it for a GPU)
+        self.module = copy.deepcopy(parts.net.module_).cpu().eval().requires_grad_(False)
         dtype = next((p.dtype for p in self.module.parameters()), torch.float32)
         self.register_buffer("A", torch.as_tensor(A, dtype=dtype))
         self.register_buffer("b", torch.as_tensor(b, dtype=dtype))
