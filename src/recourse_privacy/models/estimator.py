@@ -320,6 +320,8 @@ class EstimatorModel(BaseClassifier):
             on = level < len(group.index)
             moved[at[on], group.index[level[on]]] = group.on[level[on]]
         P = np.vstack([rows, moved])
+        if len(P) < 2 * (X.shape[1] + 1):  # too few points to pin an affine map down (any fit would be exact)
+            return False
         found = affine_map(self.network_, self.decode, P)
         if found is None:
             return False
