@@ -6,7 +6,7 @@ team deploys a PyTorch network on a table, and how the as-deployed audit reads i
 (:class:`~recourse_privacy.models.estimator.EstimatorModel`).
 
 * **Scoring.** skorch's ``predict_proba`` collates its input row by row through a ``DataLoader``; a
-  search that scores millions of candidate rows spent 77% of a COMPAS audit there. :class:`NetworkParts`
+  search that scores millions of candidate rows spent 70% of a COMPAS audit there (py-spy). :class:`NetworkParts`
   runs the same computation on whole chunks: the pipeline's steps before the net, the net's own
   ``infer`` (its module, on its device) and its predict nonlinearity, without gradients.
   :meth:`NetworkParts.matches` checks it against ``predict_proba`` on the rows given before it is used.
