@@ -318,3 +318,15 @@ def test_refitting_the_recipe_is_seeded(data):
 
     np.testing.assert_array_equal(trained(7, before=1), trained(7, before=2))
     assert not np.allclose(trained(7, before=1), trained(8, before=1))
+
+
+def test_the_recipe_question_trains_an_unfitted_network_pipeline_reproducibly(data):
+    """An unfitted pipeline (its ColumnTransformer selects columns by name) is the recipe: fresh seeded networks,
+    gradient recourse through them, and the same numbers twice."""
+    recipe = network_pipeline(epochs=5).set_params(net__module__d=len(REGIONS) + len(NUMERIC))
+    kw = dict(target="approved", recourse="scfe", attacks=("cfd", "cfd-lrt"), shadow_models=2, n_members=150)
+    first = run_audit(model=recipe, data=data, cache="off", **kw)
+    again = run_audit(model=recipe, data=data, cache="off", **kw)
+    assert first.question == "this recipe, re-trained" and first.recourse.validity > 0.9
+    for name in ("cfd", "cfd-lrt"):
+        np.testing.assert_array_equal(first.scores[name].scores, again.scores[name].scores)

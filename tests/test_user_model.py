@@ -85,6 +85,19 @@ def test_pipeline_and_dataframe_audit_decodes_counterfactuals():
     json.dumps(r.to_dict())  # metrics.json stays JSON
 
 
+def test_an_unfitted_pipeline_selecting_columns_by_name_is_a_recipe():
+    """Unfitted, its ColumnTransformer selects columns by name: the clones are trained on frames of the data's columns
+    (the refit once failed with "Specifying the columns using strings is only supported for dataframes")."""
+    df = loans(600)
+    ct = ColumnTransformer(
+        [("cat", OneHotEncoder(handle_unknown="ignore"), ["housing", "purpose"]), ("num", StandardScaler(), ["income"])]
+    )
+    recipe = Pipeline([("prep", ct), ("clf", GradientBoostingClassifier(n_estimators=20, random_state=0))])
+    r = run_audit(model=recipe, data=df, recourse="gs", **FAST)
+    assert r.question == "this recipe, re-trained" and r.recourse.validity > 0.9
+    assert not hasattr(recipe, "classes_")  # the user's object stays unfitted: clones were trained
+
+
 def test_linear_pipeline_gets_exact_recourse_with_the_builtin_distances():
     rng = np.random.default_rng(3)
     X = pd.DataFrame(rng.normal(size=(900, 4)) * [1, 10, 100, 0.1], columns=list("abcd"))

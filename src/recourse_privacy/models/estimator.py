@@ -133,12 +133,15 @@ class EstimatorModel(BaseClassifier):
 
     # ------------------------------------------------------------------ decoding
     def decode(self, X: np.ndarray) -> pd.DataFrame | np.ndarray:
-        """Encoded rows as the estimator's input: a frame of its ``feature_names_in_`` (or numpy in data order)."""
+        """Encoded rows as the estimator's input: a frame of its ``feature_names_in_`` (numpy in data order for one
+        fitted on an array; a frame of the data's columns for an unfitted recipe)."""
         frame = self.preprocessor.inverse_transform(np.asarray(X, dtype=np.float64))
         est = getattr(self, "estimator_", self.estimator)
         names = getattr(est, "feature_names_in_", None)
         if names is None:
             order = list(self.feature_names) if self.feature_names is not None else list(frame.columns)
+            if not hasattr(est, "classes_"):  # an unfitted recipe: the data's columns by name (a ColumnTransformer
+                return frame[order]  # selects by them), so the fitted clone records them as feature_names_in_
             return frame[order].to_numpy()
         return frame[[str(c) for c in names]]
 
