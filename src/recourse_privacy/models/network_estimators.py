@@ -62,9 +62,8 @@ class NetworkParts:
         return out[0] if isinstance(out, tuple) else out
 
     def proba(self, rows) -> np.ndarray:
-        """``predict_proba`` of the whole estimator, the net run on chunks of :data:`CHUNK_ROWS` rows."""
-        import torch
-
+        """``predict_proba`` of the whole estimator, the net run on chunks of :data:`CHUNK_ROWS` rows (steps that
+        give a sparse matrix make :meth:`matches` fail: the estimator keeps skorch's own path)."""
         X = self.features(rows)
         nonlinearity = self.net._get_predict_nonlinearity()
         self.net._set_training(False)  # what skorch's own predict_proba does first
