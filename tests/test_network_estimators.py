@@ -330,3 +330,28 @@ def test_the_recipe_question_trains_an_unfitted_network_pipeline_reproducibly(da
     assert first.question == "this recipe, re-trained" and first.recourse.validity > 0.9
     for name in ("cfd", "cfd-lrt"):
         np.testing.assert_array_equal(first.scores[name].scores, again.scores[name].scores)
+
+
+def to_float32_sparse(a):
+    return a.astype(np.float32)
+
+
+def test_steps_giving_a_sparse_matrix_keep_skorchs_own_path(data):
+    """A sparse encoding (skorch feeds the net a sparse tensor): no batches, no gradients, the pipeline's numbers."""
+    encode = ColumnTransformer(
+        [("cat", OneHotEncoder(handle_unknown="ignore"), ["region"]), ("num", StandardScaler(), NUMERIC)],
+        sparse_threshold=1.0,
+    )
+    net = skorch.NeuralNetClassifier(
+        Net, module__d=len(REGIONS) + len(NUMERIC), criterion=nn.CrossEntropyLoss, max_epochs=3, train_split=None,
+        verbose=0,
+    )  # fmt: skip
+    sparse_cast = FunctionTransformer(to_float32_sparse, accept_sparse=True)
+    pipe = Pipeline([("encode", encode), ("float32", sparse_cast), ("net", net)])
+    torch.manual_seed(0)
+    pipe.fit(data.drop(columns="approved"), data.approved)
+    model, X = wrapped(pipe, data)
+    assert not model.probe_linearity(X) and not model.is_differentiable
+    z = model.decision_function(X)
+    assert model.network_ is None  # the batches did not reproduce it: skorch's own predict_proba from here on
+    np.testing.assert_allclose(1 / (1 + np.exp(-z)), pipe.predict_proba(model.decode(X))[:, 1], rtol=1e-9, atol=1e-12)
