@@ -249,16 +249,10 @@ class EstimatorModel(BaseClassifier):
         """The composed network's logit (:meth:`probe_network`): the estimator's own at every valid encoded
         point, and off them (a one-hot group between two levels, as a gradient search visits) its affine
         extension, as the linear fast path and the built-in networks read such points."""
-        import torch
-
         from recourse_privacy.models.network_estimators import CHUNK_ROWS
+        from recourse_privacy.models.torch_utils import batched_logits
 
-        with torch.no_grad():
-            parts = [
-                self.network_logit_(torch.as_tensor(X[start : start + CHUNK_ROWS])).double().numpy()
-                for start in range(0, len(X), CHUNK_ROWS)
-            ]
-        return np.concatenate(parts) if parts else np.zeros(0)
+        return batched_logits(self.network_logit_, X, CHUNK_ROWS)
 
     def probe_linearity(self, X: np.ndarray, n_probe: int = _PROBE_ROWS) -> bool:
         """Decide whether the logit is affine in the encoded space; set ``coef_``/``intercept_`` if so.
