@@ -36,14 +36,19 @@ CHUNK_ROWS = 16_384
 AFFINE_RTOL = 1e-5
 
 
-def _is_skorch_net(obj: object) -> bool:
+def _net_of(estimator: object):
+    """The skorch net of ``estimator`` (itself, or the last step of its Pipeline), fitted or not; else None."""
     skorch = sys.modules.get("skorch")  # never imported here: a skorch net can only exist where it was
-    return (
-        skorch is not None
-        and isinstance(obj, skorch.NeuralNet)
-        and bool(getattr(obj, "initialized_", False))
-        and callable(getattr(obj, "predict_proba", None))
-    )
+    if skorch is None:
+        return None
+    steps = getattr(estimator, "steps", None)
+    last = steps[-1][1] if steps else estimator
+    return last if isinstance(last, skorch.NeuralNet) else None
+
+
+def _first(output):
+    """A module's output, or the first of several (skorch's predict_proba reads the first)."""
+    return output[0] if isinstance(output, tuple) else output
 
 
 @dataclass(frozen=True)
@@ -57,10 +62,6 @@ class NetworkParts:
         """The net's input for ``rows`` (the estimator's input), as the pipeline gives it to the net."""
         return np.asarray(self.pre.transform(rows) if self.pre is not None else rows)
 
-    def _output(self, x: np.ndarray):
-        out = self.net.infer(x)
-        return out[0] if isinstance(out, tuple) else out
-
     def proba(self, rows) -> np.ndarray:
         """``predict_proba`` of the whole estimator, the net run on chunks of :data:`CHUNK_ROWS` rows (steps that
         give a sparse matrix make :meth:`matches` fail: the estimator keeps skorch's own path)."""
@@ -70,7 +71,7 @@ class NetworkParts:
         parts = []
         with torch.no_grad():
             for start in range(0, len(X), CHUNK_ROWS):
-                parts.append(nonlinearity(self._output(X[start : start + CHUNK_ROWS])).detach().cpu().numpy())
+                parts.append(nonlinearity(_first(self.net.infer(X[start : start + CHUNK_ROWS]))).detach().cpu().numpy())
         return np.concatenate(parts) if parts else np.empty((0, 2))
 
     def matches(self, estimator: object, rows) -> bool:
@@ -96,7 +97,7 @@ class NetworkParts:
         softmax = getattr(nonlinearity, "func", None) is torch.softmax
 
         def head(output):
-            output = output[0] if isinstance(output, tuple) else output
+            output = _first(output)
             if softmax and output.ndim == 2 and output.shape[1] == 2:
                 return output[:, pos] - output[:, neg]
             if nonlinearity is _sigmoid_then_2d:
@@ -111,21 +112,16 @@ class NetworkParts:
 def holds_network(estimator: object) -> bool:
     """Whether ``estimator`` (fitted or not) is a skorch net or a Pipeline ending in one: its training draws from
     torch's global generator."""
-    skorch = sys.modules.get("skorch")
-    if skorch is None:
-        return False
-    steps = getattr(estimator, "steps", None)
-    return isinstance(steps[-1][1] if steps else estimator, skorch.NeuralNet)
+    return _net_of(estimator) is not None
 
 
 def find_network(estimator: object) -> NetworkParts | None:
-    """The skorch net of ``estimator`` (the net itself, or a fitted Pipeline ending in one), else None."""
-    if _is_skorch_net(estimator):
-        return NetworkParts(None, estimator)
+    """The fitted skorch net of ``estimator`` (the net itself, or a Pipeline ending in one), else None."""
+    net = _net_of(estimator)
+    if net is None or not getattr(net, "initialized_", False):
+        return None
     steps = getattr(estimator, "steps", None)
-    if steps and _is_skorch_net(steps[-1][1]):
-        return NetworkParts(estimator[:-1] if len(steps) > 1 else None, steps[-1][1])
-    return None
+    return NetworkParts(estimator[:-1] if steps and len(steps) > 1 else None, net)
 
 
 def affine_map(parts: NetworkParts, decode, P: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
