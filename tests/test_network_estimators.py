@@ -355,3 +355,22 @@ def test_steps_giving_a_sparse_matrix_keep_skorchs_own_path(data):
     z = model.decision_function(X)
     assert model.network_ is None  # the batches did not reproduce it: skorch's own predict_proba from here on
     np.testing.assert_allclose(1 / (1 + np.exp(-z)), pipe.predict_proba(model.decode(X))[:, 1], rtol=1e-9, atol=1e-12)
+
+
+def test_a_binary_nets_own_threshold_is_its_decision_with_gradients(data):
+    """NeuralNetBinaryClassifier(threshold=0.7): the composed network decides as the pipeline's predict does."""
+    pipe = network_pipeline(binary=True).set_params(net__threshold=0.7, net__module__d=len(REGIONS) + len(NUMERIC))
+    torch.manual_seed(0)
+    pipe.fit(data.drop(columns="approved"), data.approved.astype(np.float32))
+    model, X = wrapped(pipe, data)
+    assert model.threshold_.value == pytest.approx(0.7) and "NeuralNetBinaryClassifier" in model.threshold_.source
+    assert model.probe_network(X) and model.is_differentiable
+    p = pipe.predict_proba(model.decode(X))[:, 1]
+    far = np.abs(p - 0.7) > 1e-5
+    assert ((p > 0.5) & (p < 0.7)).sum() > 10
+    np.testing.assert_array_equal(model.predict(X)[far], pipe.predict(model.decode(X))[far])
+    model.check_decisions(X)
+    x = torch.as_tensor(X[:5])  # the module the gradient methods search: the decision logit, 0 at the cutoff
+    with torch.no_grad():
+        z = model.torch_module()(x).double().numpy()
+    np.testing.assert_allclose(z, pipeline_logit(pipe, model, X[:5]) - np.log(0.7 / 0.3), atol=1e-4)

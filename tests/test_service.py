@@ -735,6 +735,26 @@ def test_publish_model_file_serves_the_users_linear_pipeline_exactly(tmp_path, m
     assert served == pytest.approx(np.log(p / (1 - p)), abs=1e-6)
 
 
+def test_publish_model_file_serves_decisions_at_the_models_own_cutoff(tmp_path):
+    """A FixedThresholdClassifier's cutoff, stated on "denied" (classes_[1]): the served logit is 0 where it is."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import FixedThresholdClassifier
+
+    ds = tiny_dataset(300)
+    inner = _user_pipeline(ds, LogisticRegression(max_iter=1000))
+    wrapped = FixedThresholdClassifier(inner, threshold=0.7).fit(ds.X, np.where(ds.y == 1, "approved", "denied"))
+    publish(ds, method="laplace", epsilon=1.0, out=tmp_path, bounds=BOUNDS, model=wrapped, positive_label="approved")
+    b = load_bundle(tmp_path, random_state=0)
+    docs = [applicant(hours=h, income=2.0 * h, job=("clerk", "manager", "worker")[h % 3]) for h in range(0, 100, 3)]
+    frame = pd.DataFrame(docs)
+    p = wrapped.predict_proba(frame)[:, list(wrapped.classes_).index("approved")]
+    served = b.model.logit(b.schema.encode(b.schema.parse_many(docs)))
+    assert served == pytest.approx(np.log(p / (1 - p)) - np.log(0.3 / 0.7), abs=1e-6)  # favourable from P = 0.3
+    far = np.abs(p - 0.3) > 1e-6
+    assert ((p > 0.3) & (p < 0.5)).any()  # applicants one half would have denied and the cutoff approves
+    np.testing.assert_array_equal((served >= 0)[far], (wrapped.predict(frame) == "approved")[far])
+
+
 def test_publish_model_file_refuses_a_nonlinear_model_and_dpm(tmp_path):
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.linear_model import LogisticRegression

@@ -137,6 +137,14 @@ class AuditConfig:
     model: Any = field(
         default="logistic", metadata=cli(help="a registered model: {names}", names="model", cli="text")
     )  # a registered name or a model object
+    decision_threshold: float | None = field(
+        default=None,
+        metadata=cli(
+            help="your model's cutoff: it decides favourable from this probability of --positive-label (default: "
+            "the cutoff the model states, as scikit-learn's FixedThresholdClassifier or TunedThresholdClassifierCV "
+            "or skorch's NeuralNetBinaryClassifier do, else 0.5); checked against its own predict"
+        ),
+    )  # the user's model's decision cutoff on the favourable probability (models/decision_threshold.py)
     recourse: str = field(
         default="linear",
         metadata=cli(
@@ -336,6 +344,13 @@ class AuditConfig:
         check_attack_names(self.attacks)
         if self.rmia_a is not None:
             check_interval(self.rmia_a, "rmia_a", 0, 1, closed="both")
+        if self.decision_threshold is not None:
+            check_interval(self.decision_threshold, "decision_threshold", 0, 1, closed="neither")
+            if not self.user_model or model_kind(self.model) != "estimator":
+                raise InvalidInputError(
+                    f"decision_threshold (--decision-threshold) is the cutoff of your own scikit-learn model; model "
+                    f"{describe_model(self.model)} decides at a probability of one half"
+                )
         check_interval(self.rmia_gamma, "rmia_gamma", 0, 1e12, closed="right")
         check_positive_int(self.rmia_population, "rmia_population")
         self._check_threats()

@@ -196,8 +196,10 @@ def deployed_targets(config: AuditConfig, game: GameData) -> Targets:
         feature_names=game.dataset.feature_names,
         estimator_=est,
         random_state=0,
+        threshold=config.decision_threshold,
     )
     model.probe_linearity(game.X_members)
+    model.check_decisions(game.X_members)  # the targets are the rows the model's own cutoff rejects
     return select_targets(model, game)
 
 

@@ -88,7 +88,7 @@ def record_exposure(
         table["source"], table["source_row"] = deployed.source[rows], deployed.source_row[rows]
     table.update(
         member=member,
-        decision=np.where(proba > 0.5, labels[0], labels[1]),
+        decision=np.where(targets.model.predict(targets.X) == 1, labels[0], labels[1]),  # at the model's cutoff
         p_favourable=proba,
     )
     lr = tuple(n for n, s in scores.items() if _is_lr(s))

@@ -457,6 +457,12 @@ def _summaries(run: _Run) -> dict:
     return {"recourse": recourse, "dp": dp, "shadow": shadow_info, "deployed": deployed_info}
 
 
+def _cutoff(model) -> dict:
+    """The model's decision cutoff for :class:`ModelSummary` (a user's estimator may state one of its own)."""
+    cutoff = getattr(model, "threshold_", None)
+    return {} if cutoff is None else {"decision_threshold": cutoff.value, "threshold_source": cutoff.source}
+
+
 def _assemble(run: _Run) -> AuditResult:
     """The typed result of the finished game."""
     config, game, targets = run.config, run.game, run.targets
@@ -478,6 +484,7 @@ def _assemble(run: _Run) -> AuditResult:
             name=run.recipe.label,
             train_accuracy=accuracy(targets.model, game.X_members, game.y_members),
             test_accuracy=accuracy(targets.model, game.X_nonmembers, game.y_nonmembers),
+            **_cutoff(targets.model),
         ),
         n_members=int(targets.is_member.sum()),
         n_nonmembers=int((targets.is_member == 0).sum()),

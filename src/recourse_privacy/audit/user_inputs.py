@@ -55,10 +55,18 @@ def model_kind(model: object) -> str:
     return "estimator"
 
 
+#: scikit-learn's decision-threshold wrappers: described with the estimator they hold
+_WRAPPERS = ("FixedThresholdClassifier", "TunedThresholdClassifierCV")
+
+
 def describe_model(model: object) -> str:
-    """A short JSON-safe label: the registered name, or e.g. ``Pipeline(ColumnTransformer, GradientBoostingClassifier)``."""
+    """A short JSON-safe label: the registered name, or e.g. ``Pipeline(ColumnTransformer, GradientBoostingClassifier)``
+    (a threshold wrapper around it: ``FixedThresholdClassifier(Pipeline(...))``)."""
     if isinstance(model, str):
         return model
+    held = getattr(model, "estimator", None)
+    if type(model).__name__ in _WRAPPERS and held is not None and not isinstance(held, str):
+        return f"{type(model).__name__}({describe_model(held)})"
     steps = getattr(model, "steps", None)
     if steps:
         inner = ", ".join(type(step).__name__ for _, step in steps if step not in (None, "passthrough"))

@@ -110,21 +110,35 @@ def _estimator_recipe(config: AuditConfig, game: GameData, label: str) -> ModelR
         _check_columns(est, ds.feature_names, label)
         _check_categories(est, ds.X, label)
         _check_scores(est, ds.X, label)
-    make = _make_estimator(est, game, labels)
+    make = _make_estimator(est, game, labels, config.decision_threshold)
     capabilities = None
     if fitted:
         probe = EstimatorModel(
-            est, game.preprocessor, labels=labels, feature_names=ds.feature_names, estimator_=est, random_state=0
+            est,
+            game.preprocessor,
+            labels=labels,
+            feature_names=ds.feature_names,
+            estimator_=est,
+            random_state=0,
+            threshold=config.decision_threshold,
         )
         probe.probe_linearity(game.X_members)
+        probe.check_decisions(game.X_members)  # a cutoff the audit was not told of: said now, before any training
         capabilities = model_capabilities(probe)
     return ModelRecipe(label, make, capabilities)
 
 
-def _make_estimator(est: object, game: GameData, labels: tuple) -> Callable[[int], EstimatorModel]:
+def _make_estimator(
+    est: object, game: GameData, labels: tuple, threshold: float | None = None
+) -> Callable[[int], EstimatorModel]:
     def make(seed: int) -> EstimatorModel:
         return EstimatorModel(
-            est, game.preprocessor, labels=labels, feature_names=game.dataset.feature_names, random_state=seed
+            est,
+            game.preprocessor,
+            labels=labels,
+            feature_names=game.dataset.feature_names,
+            random_state=seed,
+            threshold=threshold,
         )
 
     return make

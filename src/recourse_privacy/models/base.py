@@ -38,6 +38,9 @@ class BaseClassifier:
     is_linear: bool = False
     #: True when ``torch_module()`` gives a differentiable logit.
     is_differentiable: bool = False
+    #: the log-odds of the model's own probability at its decision cutoff: ``decision_function`` is the
+    #: log-odds less this (0: favourable from one half; a deployed cutoff, models/decision_threshold.py)
+    decision_offset_: float = 0.0
 
     def __init_subclass__(cls, **kwargs) -> None:
         """A subclass that declares ``PARAMS`` has them checked at every construction (hyperparams)."""
@@ -55,6 +58,12 @@ class BaseClassifier:
     def predict(self, X: np.ndarray) -> np.ndarray:
         """1 (favourable) where the probability of class 1 is at least 0.5, else 0."""
         return (self.decision_function(X) >= 0.0).astype(np.int64)
+
+    def log_odds(self, X: np.ndarray) -> np.ndarray:
+        """The log-odds of the model's own probability of the favourable label: ``decision_function`` plus
+        ``decision_offset_`` (the same values for a model that decides at one half)."""
+        z = self.decision_function(X)
+        return z + self.decision_offset_ if self.decision_offset_ else z
 
     def search_logits(self, X: np.ndarray) -> np.ndarray:
         """``decision_function`` for rows a recourse search built itself (already checked): the same values.
@@ -187,19 +196,27 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return np.exp(-np.logaddexp(0.0, -z))
 
 
+def _log_odds(model: Classifier, X: np.ndarray) -> np.ndarray:
+    """The model's own log-odds of the favourable label (its decision logit where it has no cutoff of its own)."""
+    fn = getattr(model, "log_odds", None)
+    return fn(X) if callable(fn) else model.decision_function(X)
+
+
 def per_example_loss(model: Classifier, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Binary cross-entropy of each example under ``model`` (Yeom et al.'s loss), computed stably."""
+    """Binary cross-entropy of each example under ``model`` (Yeom et al.'s loss), computed stably from the
+    model's own probability (not moved by a decision cutoff)."""
     X = check_matrix(X)
     y = check_binary_labels(y, n=X.shape[0])
-    z = model.decision_function(X)
+    z = _log_odds(model, X)
     return np.logaddexp(0.0, np.where(y == 1, -z, z))
 
 
 def logit_confidence(model: Classifier, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Carlini et al.'s logit-scaled confidence log(p_y / (1 - p_y)) of the true label."""
+    """Carlini et al.'s logit-scaled confidence log(p_y / (1 - p_y)) of the true label, from the model's own
+    probability."""
     X = check_matrix(X)
     y = check_binary_labels(y, n=X.shape[0])
-    z = model.decision_function(X)
+    z = _log_odds(model, X)
     return np.where(y == 1, z, -z)
 
 

@@ -27,6 +27,7 @@ import pandas as pd
 
 from recourse_privacy.errors import IncompatibleError, InvalidInputError
 from recourse_privacy.models.base import BaseClassifier
+from recourse_privacy.models.decision_threshold import check_decisions, check_rows, resolve_threshold
 from recourse_privacy.models.distinct import on_distinct_rows
 from recourse_privacy.validation import as_generator
 
@@ -110,6 +111,13 @@ class EstimatorModel(BaseClassifier):
     trains a seeded clone on the decoded frame with the original label values, so shadow
     models are trained as the owner's model was. Pass ``estimator_`` (a fitted instance) to
     adopt it unchanged.
+
+    ``threshold``: the probability of the favourable label from which the model says favourable
+    (None: the one the estimator states, :mod:`~recourse_privacy.models.decision_threshold`, else one
+    half). ``decision_function`` is the log-odds minus the cutoff's (``decision_offset_``), so that
+    every recourse method's "logit >= 0" is the model's own decision; ``predict_proba`` follows it
+    (0.5 at the cutoff), and :meth:`log_odds`, the losses and the confidences read the estimator's
+    own probability.
     """
 
     def __init__(
@@ -121,9 +129,11 @@ class EstimatorModel(BaseClassifier):
         feature_names: tuple[str, ...] | None = None,
         random_state: int | None = None,
         estimator_: object | None = None,
+        threshold: float | None = None,
     ):
         check_estimator(estimator)
         self.estimator = estimator
+        self.threshold = threshold
         self.preprocessor = preprocessor
         self.labels = tuple(labels)
         self.feature_names = tuple(feature_names) if feature_names is not None else None
@@ -171,6 +181,8 @@ class EstimatorModel(BaseClassifier):
             raise InvalidInputError(
                 f"model {type(est).__name__} has classes_ {classes}; expected the two labels {list(self.labels)}"
             )
+        self.threshold_ = resolve_threshold(est, self.labels[0], self.threshold)
+        self.decision_offset_ = self.threshold_.offset
         self.estimator_ = est
         self.pos_index_ = classes.index(self.labels[0])
         self.n_features_in_ = int(self.preprocessor.n_features_out_)
@@ -181,6 +193,22 @@ class EstimatorModel(BaseClassifier):
         self.network_map_ = self.network_logit_ = None
         if X_probe is not None:
             self.probe_linearity(X_probe)
+            self.check_decisions(X_probe)
+
+    def check_decisions(self, X: np.ndarray) -> None:
+        """Raise unless the estimator's own ``predict`` agrees with this model's decisions on the first rows of
+        ``X`` (:func:`~recourse_privacy.models.decision_threshold.check_decisions`): a cutoff the audit was
+        not told of is found here, not after the reference models."""
+        X = np.asarray(X, dtype=np.float64)[: check_rows(len(X))]
+        p = np.exp(-np.logaddexp(0.0, -self.log_odds(X)))
+        check_decisions(
+            self.estimator_,
+            self.decode(X),
+            p,
+            self.labels[0],
+            self.threshold_,
+            f"model {type(self.estimator_).__name__}",
+        )
 
     # ------------------------------------------------------------------ the logit
     def _raw_logit(self, X: np.ndarray) -> np.ndarray:
@@ -236,14 +264,14 @@ class EstimatorModel(BaseClassifier):
         return s if self.pos_index_ == 1 else -s
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """The favourable-class logit: w.x + b on the linear fast path, the composed network where one has
-        gradients, else the log-odds of ``predict_proba``."""
+        """The favourable-class decision logit: w.x + b on the linear fast path, the composed network where one
+        has gradients, else the log-odds of ``predict_proba``; less the cutoff's log-odds (``decision_offset_``)."""
         X = self._check_X(X)
         if self.is_linear:
-            return X @ self.coef_ + self.intercept_
+            return X @ self.coef_ + self.intercept_  # the cutoff is in intercept_
         if self.network_logit_ is not None:
-            return self._network_logit(X)
-        return self._raw_logit(X)
+            return self._network_logit(X)  # and in the composed module's offset
+        return self._raw_logit(X) - self.decision_offset_
 
     def _network_logit(self, X: np.ndarray) -> np.ndarray:
         """The composed network's logit (:meth:`probe_network`): the estimator's own at every valid encoded
@@ -284,7 +312,7 @@ class EstimatorModel(BaseClassifier):
         sol, *_ = np.linalg.lstsq(A, z, rcond=None)
         if np.max(np.abs(A @ sol - z)) > LINEAR_RTOL * max(1.0, float(np.max(np.abs(z)))):
             return self.probe_network(X, rng)
-        self.coef_, self.intercept_ = sol[:-1].astype(np.float64), float(sol[-1])
+        self.coef_, self.intercept_ = sol[:-1].astype(np.float64), float(sol[-1]) - self.decision_offset_
         self.is_linear = self.is_differentiable = True
         return True
 
@@ -325,9 +353,9 @@ class EstimatorModel(BaseClassifier):
         import torch
 
         try:
-            module = NetworkLogit(self.network_, found[0], found[1], self.pos_index_)
+            module = NetworkLogit(self.network_, found[0], found[1], self.pos_index_, self.decision_offset_)
             with torch.no_grad():
-                z = module(torch.as_tensor(P)).double().numpy()
+                z = module(torch.as_tensor(P)).double().numpy() + self.decision_offset_
         except Exception:  # noqa: BLE001 - a module the composition cannot run (its own input types): black-box
             return False
         p = np.asarray(self._proba(self.decode(P)), dtype=np.float64)[:, self.pos_index_]
@@ -344,7 +372,7 @@ class EstimatorModel(BaseClassifier):
         from recourse_privacy.models.network_estimators import NetworkLogit
 
         self.network_map_ = (A, b)
-        self.network_logit_ = NetworkLogit(self.network_, A, b, self.pos_index_)
+        self.network_logit_ = NetworkLogit(self.network_, A, b, self.pos_index_, self.decision_offset_)
         self.is_differentiable = True
 
     def torch_module(self):

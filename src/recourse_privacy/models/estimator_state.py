@@ -58,10 +58,16 @@ def estimator_config(model) -> dict:
 def estimator_fingerprint(model) -> str:
     """SHA-256 of a fitted model's behaviour: the key of the cached training that made it (``fit_key_``, set by
     :func:`~recourse_privacy.models.cached.fit_cached`), else its fitted estimator's bytes, the decoding and the
-    labels (a model read back from skops need not pickle to the bytes of the one that was stored)."""
+    labels (a model read back from skops need not pickle to the bytes of the one that was stored), and the
+    decision cutoff where it is not one half."""
+    cutoff = getattr(model, "threshold_", None)
+    moved = cutoff is not None and not cutoff.is_default  # a cutoff changes the decisions, not the training
     if getattr(model, "fit_key_", None):
-        return str(model.fit_key_)
+        key = str(model.fit_key_)
+        return hashlib.sha256(f"{key}\0threshold={cutoff.value!r}".encode()).hexdigest() if moved else key
     parts = [_sha(model.estimator_), _sha(model.preprocessor), repr(model.labels), repr(model.feature_names)]
+    if moved:
+        parts.append(f"threshold={cutoff.value!r}")
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
@@ -73,7 +79,8 @@ def export_estimator(model) -> dict[str, np.ndarray]:
     state = {"skops": np.frombuffer(sio.dumps(model.estimator_), dtype=np.uint8).copy()}
     if getattr(model, "is_linear", False):
         state["coef"] = np.asarray(model.coef_, np.float64)
-        state["intercept"] = np.array(float(model.intercept_))
+        # the estimator's own intercept (the decision cutoff is re-read from the estimator when it is loaded)
+        state["intercept"] = np.array(float(model.intercept_) + float(getattr(model, "decision_offset_", 0.0)))
     elif getattr(model, "network_map_", None) is not None:
         state["network_A"], state["network_b"] = (np.asarray(a, np.float64) for a in model.network_map_)
     return state
@@ -107,7 +114,7 @@ def restore_estimator(model, state: dict[str, np.ndarray]) -> None:
     model._adopt(sio.loads(blob, trusted=sorted(found)))
     if "coef" in state:
         model.coef_ = np.asarray(state["coef"], np.float64)
-        model.intercept_ = float(state["intercept"])
+        model.intercept_ = float(state["intercept"]) - model.decision_offset_
         model.is_linear = model.is_differentiable = True
     elif "network_A" in state:
         model.use_network_map(np.asarray(state["network_A"]), np.asarray(state["network_b"]))

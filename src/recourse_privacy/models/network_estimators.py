@@ -27,6 +27,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from recourse_privacy.models.decision_threshold import inner_estimator
+
 __all__ = ["CHUNK_ROWS", "NetworkLogit", "NetworkParts", "affine_map", "find_network", "holds_network"]
 
 #: rows per forward pass of the batched scoring (a 1,000-unit hidden layer: 64 MB of float32 activations)
@@ -41,6 +43,7 @@ def _net_of(estimator: object):
     skorch = sys.modules.get("skorch")  # never imported here: a skorch net can only exist where it was
     if skorch is None:
         return None
+    estimator = inner_estimator(estimator)  # a threshold wrapper decides with the pipeline it holds
     steps = getattr(estimator, "steps", None)
     last = steps[-1][1] if steps else estimator
     return last if isinstance(last, skorch.NeuralNet) else None
@@ -120,6 +123,7 @@ def find_network(estimator: object) -> NetworkParts | None:
     net = _net_of(estimator)
     if net is None or not getattr(net, "initialized_", False):
         return None
+    estimator = inner_estimator(estimator)
     steps = getattr(estimator, "steps", None)
     return NetworkParts(estimator[:-1] if steps and len(steps) > 1 else None, net)
 
@@ -148,8 +152,9 @@ def affine_map(parts: NetworkParts, decode, P: np.ndarray) -> tuple[np.ndarray, 
 class NetworkLogit(nn.Module):
     """The favourable logit of a skorch net on encoded points: the affine map, then a copy of its module."""
 
-    def __init__(self, parts: NetworkParts, A: np.ndarray, b: np.ndarray, pos_index: int):
+    def __init__(self, parts: NetworkParts, A: np.ndarray, b: np.ndarray, pos_index: int, offset: float = 0.0):
         super().__init__()
+        self.offset = float(offset)  # the decision cutoff's log-odds, subtracted from the logit
         # a copy (the user's net untouched), on the CPU where the searches run (module_on_device moves it for a GPU)
         self.module = copy.deepcopy(parts.net.module_).cpu().eval().requires_grad_(False)
         dtype = next((p.dtype for p in self.module.parameters()), torch.float32)
@@ -158,4 +163,5 @@ class NetworkLogit(nn.Module):
         self.head = parts.logit_head(pos_index)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return self.head(self.module(z.to(self.A.dtype) @ self.A + self.b)).to(z.dtype)
+        logit = self.head(self.module(z.to(self.A.dtype) @ self.A + self.b)).to(z.dtype)
+        return logit - self.offset if self.offset else logit

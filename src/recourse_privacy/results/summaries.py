@@ -103,11 +103,14 @@ class DataSummary:
 
 @dataclass(frozen=True)
 class ModelSummary:
-    """The owner's model: its registered name and accuracies."""
+    """The owner's model: its registered name, accuracies, and the probability of the favourable label from
+    which it decides favourable (``decision_threshold``; ``threshold_source``: where that cutoff came from)."""
 
     name: str
     train_accuracy: float
     test_accuracy: float
+    decision_threshold: float = 0.5
+    threshold_source: str = "default (one half)"
 
     @property
     def generalization_gap(self) -> float:

@@ -271,9 +271,12 @@ _LINEAR_RTOL = 1e-6
 
 def _user_linear_model(est, schema: Schema, dataset, positive_label, seed: int) -> tuple[np.ndarray, float]:
     """(coef, intercept) of a user's fitted classifier whose favourable-class logit is affine in the schema's model
-    space, read on seeded random points of the schema (no data row); refuse another model, saying why."""
+    space, read on seeded random points of the schema (no data row); refuse another model, saying why. The
+    intercept is that of the decision logit: less the log-odds of the cutoff the model states
+    (:mod:`~recourse_privacy.models.decision_threshold`), checked against its ``predict`` on the same points."""
     import pandas as pd
 
+    from recourse_privacy.models.decision_threshold import check_decisions, resolve_threshold
     from recourse_privacy.models.estimator import check_estimator, estimator_labels
 
     check_estimator(est, "--model-file")
@@ -298,8 +301,10 @@ def _user_linear_model(est, schema: Schema, dataset, positive_label, seed: int) 
             f"--model-file: {type(est).__name__}.predict_proba fails on the data's columns {list(frame.columns)}: "
             f"{type(err).__name__}: {err}"
         ) from None
+    cutoff = resolve_threshold(est, favourable)  # a FixedThresholdClassifier's, say: the service's decisions are its
+    check_decisions(est, frame, p, favourable, cutoff, f"--model-file {type(est).__name__}")
     p = np.clip(p, 1e-15, 1 - 1e-15)
-    logit = np.log(p) - np.log1p(-p)
+    logit = np.log(p) - np.log1p(-p) - cutoff.offset
     Z = np.column_stack([schema.encode(probe), np.ones(n)])
     sol, *_ = np.linalg.lstsq(Z, logit, rcond=None)
     resid = np.max(np.abs(Z @ sol - logit))
