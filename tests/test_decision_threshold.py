@@ -3,6 +3,7 @@ to the targets, the recourse and the losses."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -17,6 +18,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from recourse_privacy import run_audit
+from recourse_privacy.audit import AuditResult
 from recourse_privacy.data import Preprocessor
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.models.base import logit_confidence, per_example_loss
@@ -182,12 +184,19 @@ def test_the_deployed_audit_targets_and_repairs_at_the_models_cutoff(data, recou
     assert (fixed.predict(after) == 1).mean() > 0.99 and p_after.min() > 0.75 - 1e-6
 
 
-def test_an_audit_with_the_lenders_own_cutoff_and_the_refusals(data):
+def test_an_audit_with_the_lenders_own_cutoff_and_the_refusals(data, tmp_path):
     df, X, y = data
     mask = np.random.default_rng(4).random(len(df)) < 0.5
     plain = pipeline().fit(X[mask], y[mask])
-    r = run_audit(model=plain, data=df, members=mask, recourse="linear", decision_threshold=0.75, **SMALL)
+    r = run_audit(
+        model=plain, data=df, members=mask, recourse="linear", decision_threshold=0.75, out_dir=tmp_path, **SMALL
+    )
     assert r.model.decision_threshold == 0.75 and r.model.threshold_source == "decision_threshold"
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert m["model"]["decision_threshold"] == 0.75 and m["config"]["decision_threshold"] == 0.75
+    assert AuditResult.from_dict(m).model == r.model  # read back whole
+    html = (tmp_path / "report.html").read_text()
+    assert html.count("favourable from P = 0.75") == 2  # the subtitle and the model section
     p = r.arrays.exposure["p_favourable"].to_numpy()
     assert p.max() < 0.75 and (p >= 0.5).any()
     with pytest.raises(InvalidInputError, match="between the two"):  # before any reference model trains
