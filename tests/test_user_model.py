@@ -291,6 +291,30 @@ def test_config_with_objects_is_json_safe_and_hashed_by_content():
     assert AuditConfig().digest() == "44136fa355b3678a"  # the defaults' cache keys are unchanged
 
 
+def test_counterfactuals_outside_the_datas_range_are_flagged_with_the_bounds_that_keep_them_in():
+    """A column that is never negative in the data (debt), moved below zero by linear recourse: each such
+    counterfactual says which column, the audit warns with the --bounds of the data's range; given, none is."""
+    rng = np.random.default_rng(5)
+    n = 900
+    df = pd.DataFrame({"debt": rng.gamma(1.0, 1.0, n), "income": rng.normal(0.0, 1.0, n)})
+    df["label"] = (df.income - 2.0 * df.debt + rng.normal(0, 0.5, n) > -1.0).astype(int)
+    pipe = Pipeline([("s", StandardScaler()), ("lr", LogisticRegression())]).fit(df[["debt", "income"]], df.label)
+    common = dict(data=df, target="label", n_members=300, attacks=("cfd",), recourse="linear")
+    r = run_audit(model=pipe, **common)
+    cf = r.arrays.counterfactuals
+    below = cf["debt_cf"].to_numpy() < df.debt.min()
+    assert below.sum() > 10
+    np.testing.assert_array_equal(cf["outside_range"].str.contains("debt").to_numpy(), below)
+    hi = f"{df.debt.max():g}"
+    (warning,) = [w for w in r.warnings if "outside its range" in w]
+    assert f"debt ({int(below.sum())})" in warning and f"--bounds debt={df.debt.min():g}:{hi}" in warning
+    ranges = {c: (float(df[c].min()), float(df[c].max())) for c in ("debt", "income")}  # income is next to leave
+    inside = run_audit(model=pipe, bounds=ranges, **common)
+    assert (inside.arrays.counterfactuals["outside_range"] == "").all()
+    assert not any("outside its range" in w for w in inside.warnings)
+    assert inside.recourse.validity > 0.95
+
+
 def test_bounds_and_immutable_feed_the_action_set():
     from recourse_privacy.audit.stages import load_data, prepare_game
     from recourse_privacy.audit.user_model import action_set_for

@@ -665,6 +665,7 @@ def counterfactual_table(
         else:
             changed[:, j] = a != b
     names = np.asarray([str(c) for c in before.columns], dtype=object)
+    outside, note = _outside_range(dataset, before.columns, after, changed, pre.numeric_)
     table = pd.DataFrame(
         {
             "row": rows if rows is not None else np.arange(len(before)),
@@ -673,9 +674,39 @@ def counterfactual_table(
             f"cost_{distance}": res.distance(distance),
             "n_changed": changed.sum(axis=1),
             "changed": ["; ".join(names[m]) for m in changed],
+            "outside_range": ["; ".join(names[m]) for m in outside],
         }
     )
     parts = [table]
     for col in before.columns:
         parts.append(pd.DataFrame({str(col): before[col].to_numpy(), f"{col}_cf": after[col].to_numpy()}))
-    return pd.concat(parts, axis=1), None
+    return pd.concat(parts, axis=1), note
+
+
+def _outside_range(
+    dataset: Dataset, columns, after: pd.DataFrame, changed: np.ndarray, numeric
+) -> tuple[np.ndarray, str | None]:
+    """Which changed numeric values of the counterfactuals lie outside the column's range in the data (n, columns),
+    and a warning naming the columns (most first) and the ``--bounds`` that keep recourse inside, or None."""
+    outside = np.zeros(changed.shape, dtype=bool)
+    ranges = {}
+    for j, col in enumerate(columns):
+        if col not in numeric or col not in dataset.X.columns:
+            continue
+        lo, hi = float(dataset.X[col].min()), float(dataset.X[col].max())
+        v = after[col].to_numpy(np.float64)
+        tol = 1e-9 * max(1.0, abs(lo), abs(hi))
+        outside[:, j] = changed[:, j] & ((v < lo - tol) | (v > hi + tol))
+        ranges[j] = (lo, hi)
+    rows = outside.any(axis=1)
+    if not rows.any():
+        return outside, None
+    count = outside.sum(axis=0)
+    worst = [j for j in np.argsort(-count, kind="stable") if count[j]][:3]
+    listed = ", ".join(f"{columns[j]} ({int(count[j])})" for j in worst)
+    bounds = " ".join(f"--bounds {columns[j]}={ranges[j][0]:g}:{ranges[j][1]:g}" for j in worst)
+    return outside, (
+        f"{int(rows.sum())} of {len(rows)} counterfactuals move a column outside its range in the data: {listed} "
+        f"(counterfactuals.csv, outside_range): advice no applicant can follow. Keep recourse inside with "
+        f"{bounds} (the data's ranges), or --immutable for a column no one can change"
+    )
