@@ -753,6 +753,19 @@ def test_publish_model_file_serves_decisions_at_the_models_own_cutoff(tmp_path):
     far = np.abs(p - 0.3) > 1e-6
     assert ((p > 0.3) & (p < 0.5)).any()  # applicants one half would have denied and the cutoff approves
     np.testing.assert_array_equal((served >= 0)[far], (wrapped.predict(frame) == "approved")[far])
+    # the lender's own rule on a plain pipeline's score: approve from 0.8, written in the manifest
+    man = publish(ds, method="laplace", epsilon=1.0, out=tmp_path / "b", bounds=BOUNDS, model=inner,
+                  positive_label="approved", decision_threshold=0.8)  # fmt: skip
+    assert man["privacy"]["model"]["decision_threshold"] == 0.8
+    assert man["privacy"]["model"]["threshold_source"] == "decision_threshold"
+    served = load_bundle(tmp_path / "b", random_state=0).model.logit(b.schema.encode(b.schema.parse_many(docs)))
+    p = inner.predict_proba(frame)[:, list(inner.classes_).index("approved")]
+    assert served == pytest.approx(np.log(p / (1 - p)) - np.log(0.8 / 0.2), abs=1e-6)
+    with pytest.raises(InvalidInputError, match="decides at P"):  # not the cutoff the wrapper states
+        publish(ds, method="laplace", epsilon=1.0, out=tmp_path / "c", bounds=BOUNDS, model=wrapped,
+                positive_label="approved", decision_threshold=0.8)  # fmt: skip
+    with pytest.raises(InvalidInputError, match="--model-file"):
+        publish(ds, method="laplace", epsilon=1.0, out=tmp_path / "d", bounds=BOUNDS, decision_threshold=0.8)
 
 
 def test_publish_model_file_refuses_a_nonlinear_model_and_dpm(tmp_path):

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from recourse_privacy.errors import IncompatibleError, InvalidInputError, MissingFileError
+from recourse_privacy.models.decision_threshold import DecisionThreshold, check_decisions, resolve_threshold
 from recourse_privacy.service.latent_search import CHUNK, PRECISIONS, search_threads
 from recourse_privacy.service.page import sentence, sentences
 from recourse_privacy.service.schema import Applicants, Schema, schema_from_dataset
@@ -148,6 +149,7 @@ def publish(
     model=None,
     positive_label=None,
     model_source: str | None = None,
+    decision_threshold: float | None = None,
 ) -> dict:
     """Train or derive ``method``'s private artefact on ``dataset`` and write the bundle to ``out``; return the manifest.
 
@@ -157,7 +159,9 @@ def publish(
     IS its DP model). It must be affine in the schema's model space (a logistic regression on
     one-hot and scaled columns): it is exported exactly as its weights, checked on seeded probe
     points of the schema; another model is refused. The user's model is not private: the manifest
-    says so.
+    says so. ``decision_threshold``: the probability of the favourable class from which the lender
+    approves, where the model does not state it itself (the model's own cutoff is read, see
+    :mod:`~recourse_privacy.models.decision_threshold`); the bundle serves recourse to that cutoff.
     """
     from recourse_privacy.validation import check_choice, check_delta, check_epsilon, derive_seed
 
@@ -165,6 +169,11 @@ def publish(
     epsilon = check_epsilon(epsilon, "--epsilon")
     delta = check_delta(delta, "--delta")
     user_model = model is not None
+    if decision_threshold is not None and not user_model:
+        raise InvalidInputError(
+            "--decision-threshold is the cutoff of your own model: pass --model-file too (the method's own model "
+            "decides at one half)"
+        )
     if user_model and method == "dpm":
         raise IncompatibleError(
             "--model-file with --method dpm: dpm's release is its DP logistic regression; a model file would replace "
@@ -176,9 +185,12 @@ def publish(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if user_model:
-        coef, intercept = _user_linear_model(model, schema, dataset, positive_label, derive_seed(seed, 3))
+        coef, intercept, cutoff = _user_linear_model(
+            model, schema, dataset, positive_label, derive_seed(seed, 3), decision_threshold
+        )
         kind = f"the user's {type(model).__name__} (not private)"
         privacy: dict = {"model": {"epsilon": None, "dp": False, "kind": kind, "source": model_source}}
+        privacy["model"] |= {"decision_threshold": cutoff.value, "threshold_source": cutoff.source}
         model, model_eps = _LinearModel(coef, intercept), 0.0
     else:
         model, model_eps, privacy = _method_model(method, epsilon, Z, y, derive_seed(seed, 0))
@@ -269,14 +281,16 @@ def _manifest(dataset, schema, method, epsilon, delta, model_eps, privacy, files
 _LINEAR_RTOL = 1e-6
 
 
-def _user_linear_model(est, schema: Schema, dataset, positive_label, seed: int) -> tuple[np.ndarray, float]:
+def _user_linear_model(
+    est, schema: Schema, dataset, positive_label, seed: int, threshold: float | None = None
+) -> tuple[np.ndarray, float, DecisionThreshold]:
     """(coef, intercept) of a user's fitted classifier whose favourable-class logit is affine in the schema's model
     space, read on seeded random points of the schema (no data row); refuse another model, saying why. The
     intercept is that of the decision logit: less the log-odds of the cutoff the model states
-    (:mod:`~recourse_privacy.models.decision_threshold`), checked against its ``predict`` on the same points."""
+    (:mod:`~recourse_privacy.models.decision_threshold`) or given (``threshold``), checked against its ``predict``
+    on the same points where the model applies it; returned with the cutoff."""
     import pandas as pd
 
-    from recourse_privacy.models.decision_threshold import check_decisions, resolve_threshold
     from recourse_privacy.models.estimator import check_estimator, estimator_labels
 
     check_estimator(est, "--model-file")
@@ -301,7 +315,7 @@ def _user_linear_model(est, schema: Schema, dataset, positive_label, seed: int) 
             f"--model-file: {type(est).__name__}.predict_proba fails on the data's columns {list(frame.columns)}: "
             f"{type(err).__name__}: {err}"
         ) from None
-    cutoff = resolve_threshold(est, favourable)  # a FixedThresholdClassifier's, say: the service's decisions are its
+    cutoff = resolve_threshold(est, favourable, threshold)  # a FixedThresholdClassifier's, or the lender's rule
     check_decisions(est, frame, p, favourable, cutoff, f"--model-file {type(est).__name__}")
     p = np.clip(p, 1e-15, 1 - 1e-15)
     logit = np.log(p) - np.log1p(-p) - cutoff.offset
@@ -314,7 +328,7 @@ def _user_linear_model(est, schema: Schema, dataset, positive_label, seed: int) 
             f"{resid:.3g} on {n} probe points): publish serves linear models (a logistic regression on one-hot and "
             "scaled columns); audit this model with `recourse-privacy audit --model-file` instead"
         )
-    return sol[:-1], float(sol[-1])
+    return sol[:-1], float(sol[-1]), cutoff
 
 
 def _publish_dpc(Z: np.ndarray, y: np.ndarray, epsilon: float, out: Path, seed: int) -> dict[str, str]:

@@ -91,6 +91,12 @@ def publish_command(
         "as its exact weights if its logit is affine in the one-hot/scaled columns, else refused",
     ),
     trust: list[str] | None = typer.Option(None, "--trust", help="a type in the .skops file you trust"),
+    decision_threshold: float | None = typer.Option(
+        None,
+        "--decision-threshold",
+        help="with --model-file: approve from this probability of --positive-label (default: the cutoff the model "
+        "states, e.g. a FixedThresholdClassifier's, else 0.5); the bundle serves recourse to it",
+    ),
     n_clusters: int = typer.Option(100, "--n-clusters", min=2, max=100_000, help="privrecourse: graph nodes"),
     seed: int = typer.Option(0, "--seed", help="seed of the training (not of the served noise)"),
     overwrite: bool = typer.Option(
@@ -120,8 +126,8 @@ def publish_command(
         if model_file.suffix.lower() != ".skops":
             raise InvalidInputError(f"--model-file {model_file.name}: publish takes a .skops file (safe format)")
         user_model = load_model_file(model_file, tuple(trust or ()))
-    elif trust:
-        raise InvalidInputError("--trust applies to --model-file")
+    elif trust or decision_threshold is not None:
+        raise InvalidInputError(f"{'--trust' if trust else '--decision-threshold'} applies to --model-file")
     parsed_bounds = _bounds(bounds)
     ds = _load_data(dataset, data_dir, data, target, positive_label, categorical, immutable, increasing)
     from recourse_privacy.output_dir import claim_output_dir
@@ -130,7 +136,7 @@ def publish_command(
     man = publish(
         ds, method=method, epsilon=epsilon, delta=delta, out=out, bounds=parsed_bounds, n_clusters=n_clusters,
         seed=seed, model=user_model, positive_label=positive_label,
-        model_source=None if model_file is None else model_file.name,
+        model_source=None if model_file is None else model_file.name, decision_threshold=decision_threshold,
     )  # fmt: skip
     claim.finish()
     typer.echo(
