@@ -193,6 +193,8 @@ def test_projection_properties(k: int, allow_none: bool, seed: int, integer_scal
     P = aset.project(V, V)
     assert (aset.structural_violations(P) == 0).all()
     assert np.array_equal(aset.project(P, P), P)  # idempotent; a valid point is its own projection
+    blocks = V.reshape(5, 10, k + 1)  # a block of (rows, samples, d) as a search projects it: the same points
+    assert np.array_equal(aset.project(blocks, blocks), P.reshape(5, 10, k + 1))
     # the chosen level is the l2-nearest valid level
     levels = [np.where(np.arange(k) == j, on, off) for j in range(k)] + ([off] if allow_none else [])
     dist = np.stack([((V[:, :k] - lv) ** 2).sum(axis=1) for lv in levels], axis=1)

@@ -142,31 +142,32 @@ class ActionSet:
             out = np.where(self.immutable, X, X_cf)
             out = np.where(self.increasing, np.maximum(out, X), out)
             return np.clip(out, np.minimum(self.lower, X), np.maximum(self.upper, X))
-        X_cf, X = np.broadcast_arrays(X_cf, X)
-        shape = X_cf.shape
-        out = X_cf.reshape(-1, shape[-1]).copy()
-        X = X.reshape(-1, shape[-1])
+        # one copy of the candidates, worked on in place; the factuals, ranges and rules keep their own (smaller)
+        # shape and broadcast (a block of Growing Spheres candidates is (rows, samples, d) against (rows, 1, d))
+        out = np.empty(np.broadcast_shapes(X_cf.shape, X.shape))
+        np.copyto(out, X_cf)
         for g in self.groups:
-            out[:, g.index] = self._nearest_level(g, out[:, g.index])
-        out = np.where(self.immutable, X, out)
+            out[..., g.index] = self._nearest_level(g, out[..., g.index])
+        if self.immutable.any():
+            out[..., self.immutable] = X[..., self.immutable]
         increasing = self.increasing & ~self.in_group
-        out = np.where(increasing, np.maximum(out, X), out)
+        if increasing.any():
+            out[..., increasing] = np.maximum(out[..., increasing], X[..., increasing])
         lo, hi = np.minimum(self.lower, X), np.maximum(self.upper, X)
-        out = np.clip(out, lo, hi)
+        np.clip(out, lo, hi, out=out)
         if self.integer is not None and self.integer.any():
-            out = self._round_integers(out, X, lo, hi, increasing)
-        return out.reshape(shape)
+            self._round_integers(out, X, lo, hi, increasing)
+        return out
 
     @staticmethod
     def _nearest_level(g: OneHotGroup, V: np.ndarray) -> np.ndarray:
-        """Rows of one group's block set to their l2-nearest valid level (exactly ``on`` / ``off`` values)."""
+        """Rows (any leading shape) of one group's block set to their l2-nearest valid level (exactly ``on`` / ``off``)."""
         # squared distance to level j minus that to all-off: only feature j differs
         delta = (V - g.on) ** 2 - (V - g.off) ** 2
-        pick = np.argmin(delta, axis=1)
-        on = np.ones(len(V), dtype=bool)
+        pick = np.argmin(delta, axis=-1)[..., None]
+        choose = np.arange(g.size) == pick
         if g.allow_none:
-            on = delta[np.arange(len(V)), pick] < 0
-        choose = (np.arange(g.size) == pick[:, None]) & on[:, None]
+            choose &= np.take_along_axis(delta, pick, axis=-1) < 0
         return np.where(choose, g.on, g.off)
 
     def units(self) -> tuple[np.ndarray, np.ndarray]:
@@ -178,24 +179,25 @@ class ActionSet:
 
     def _round_integers(
         self, out: np.ndarray, X: np.ndarray, lo: np.ndarray, hi: np.ndarray, increasing: np.ndarray
-    ) -> np.ndarray:
-        """Integer features to the nearest integer (original units) inside ``[lo, hi]`` (and >= X if increasing)."""
+    ) -> None:
+        """Integer features of ``out`` (in place; the others broadcast against it) to the nearest integer (original
+        units) inside ``[lo, hi]`` (and >= X if increasing)."""
         j = np.flatnonzero(self.integer & ~self.immutable)
         scale, offset = self.units()
         s, b = scale[j], offset[j]
-        v = out[:, j] * s + b
+        now = out[..., j]
+        v = now * s + b
         r = np.round(v)
         # an integer already (up to floating error of the map) stays exactly as it is: idempotence
         keep = np.abs(v - r) <= 1e-9 * np.maximum(1.0, np.abs(v))
-        lo_o, hi_o = np.sort(np.stack([lo[:, j] * s + b, hi[:, j] * s + b]), axis=0)
-        x_o = X[:, j] * s + b
+        lo_j, hi_j = lo[..., j], hi[..., j]
+        lo_o, hi_o = np.sort(np.stack([lo_j * s + b, hi_j * s + b]), axis=0)
+        x_o = X[..., j] * s + b
         r = np.where(increasing[j] & (r < x_o), np.ceil(x_o - 1e-9), r)
         r = np.where(r < lo_o, np.ceil(lo_o - 1e-9), r)
         r = np.where(r > hi_o, np.floor(hi_o + 1e-9), r)
-        out = out.copy()
         # the map's floating error must not step outside the range: clip in encoded units (ulps)
-        out[:, j] = np.where(keep, out[:, j], np.clip((r - b) / s, lo[:, j], hi[:, j]))
-        return out
+        out[..., j] = np.where(keep, now, np.clip((r - b) / s, lo_j, hi_j))
 
     # ------------------------------------------------------------------ checks
     def structural_violations(self, X_cf: np.ndarray, tol: float = 1e-8) -> np.ndarray:
