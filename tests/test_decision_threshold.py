@@ -222,3 +222,44 @@ def test_the_recipe_question_refits_the_wrapper_with_its_cutoff(data):
     )
     assert r.model.decision_threshold == 0.7
     assert r.recourse.validity > 0.95
+
+
+def test_the_recourse_command_answers_to_the_lenders_cutoff(data, tmp_path, monkeypatch):
+    """`recourse --model-file ... --decision-threshold 0.75`: the queries are the rows the cutoff rejects, the
+    counterfactuals reach it (for the model the command trains, a clone of the file's)."""
+    import skops.io as sio
+    from typer.testing import CliRunner
+
+    from recourse_privacy.cli import app
+    from recourse_privacy.evaluation.quality import run_quality
+
+    trained = []
+    fit = EstimatorModel.fit
+    monkeypatch.setattr(EstimatorModel, "fit", lambda self, X, y: trained.append(self) or fit(self, X, y))
+    df, X, y = data
+    plain = pipeline().fit(X, y)
+    q = run_quality(model=plain, data=df, target="label", methods=("gs",), n_points=80, n_train=600,
+                    decision_threshold=0.75)  # fmt: skip
+    (model,) = trained
+    assert model.threshold_.value == 0.75
+    cf = q.counterfactuals
+    p = model.estimator_.predict_proba(X.iloc[cf["row"].to_numpy()])[:, 1]
+    assert p.max() < 0.75 and (p >= 0.5).any()  # rejected at the cutoff, some favourable at one half
+    after = cf.loc[cf["valid"], ["a_cf", "b_cf", "g_cf"]].set_axis(["a", "b", "g"], axis=1)
+    assert cf["valid"].mean() > 0.95 and model.estimator_.predict_proba(after)[:, 1].min() > 0.75 - 1e-6
+    sio.dump(plain, tmp_path / "m.skops")
+    df.to_csv(tmp_path / "d.csv", index=False)
+    common = [
+        "recourse",
+        "--data",
+        str(tmp_path / "d.csv"),
+        "--target",
+        "label",
+        "--model-file",
+        str(tmp_path / "m.skops"),
+    ]
+    common += ["--methods", "gs", "--n-points", "40", "--n-train", "600", "--out", str(tmp_path / "o")]
+    ok = CliRunner().invoke(app, [*common, "--decision-threshold", "0.75"])
+    assert ok.exit_code == 0, ok.output
+    bad = CliRunner().invoke(app, [*common, "--decision-threshold", "1.5", "--overwrite"])
+    assert bad.exit_code != 0 and "decision_threshold must be in (0, 1)" in " ".join(bad.output.split())

@@ -344,13 +344,7 @@ class AuditConfig:
         check_attack_names(self.attacks)
         if self.rmia_a is not None:
             check_interval(self.rmia_a, "rmia_a", 0, 1, closed="both")
-        if self.decision_threshold is not None:
-            check_interval(self.decision_threshold, "decision_threshold", 0, 1, closed="neither")
-            if not self.user_model or model_kind(self.model) != "estimator":
-                raise InvalidInputError(
-                    f"decision_threshold (--decision-threshold) is the cutoff of your own scikit-learn model; model "
-                    f"{describe_model(self.model)} decides at a probability of one half"
-                )
+
         check_interval(self.rmia_gamma, "rmia_gamma", 0, 1e12, closed="right")
         check_positive_int(self.rmia_population, "rmia_population")
         self._check_threats()
@@ -438,6 +432,13 @@ class AuditConfig:
     def check_user_inputs(self) -> None:
         """The user's data options and model object (:meth:`validate` runs it; so does the ``recourse`` command)."""
         self._check_user_data()
+        if self.decision_threshold is not None:
+            check_interval(self.decision_threshold, "decision_threshold", 0, 1, closed="neither")
+            if not self.user_model or model_kind(self.model) != "estimator":
+                raise InvalidInputError(
+                    f"decision_threshold (--decision-threshold) is the cutoff of your own scikit-learn model; model "
+                    f"{describe_model(self.model)} decides at a probability of one half"
+                )
         if self.user_model:
             self._check_user_model()
 

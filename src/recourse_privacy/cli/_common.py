@@ -346,6 +346,8 @@ def _user_inputs(options: dict) -> dict:
         "bounds": _bounds(bounds),
         "model": model,
     }
+    if options.get("decision_threshold") is not None:  # a command that takes it (audit, recourse): your model's cutoff
+        out["decision_threshold"] = options["decision_threshold"]
     if model_file is not None:
         if model != "logistic":
             raise InvalidInputError(f"pass either --model {model} or --model-file, not both")

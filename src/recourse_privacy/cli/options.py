@@ -148,6 +148,7 @@ _CATEGORICAL = audit_options()["categorical"].option
 _IMMUTABLE = audit_options()["immutable"].option
 _INCREASING = audit_options()["increasing"].option
 _BOUNDS = audit_options()["bounds"].option
+_DECISION_THRESHOLD = audit_options()["decision_threshold"].option
 _MODEL_FILE = typer.Option(
     None,
     "--model-file",

@@ -22,6 +22,7 @@ from recourse_privacy.cli.options import (
     _CATEGORICAL,
     _DATA,
     _DATA_DIR,
+    _DECISION_THRESHOLD,
     _DEVICE,
     _IMMUTABLE,
     _INCREASING,
@@ -61,6 +62,7 @@ def recourse_command(
     model_file: Path | None = _MODEL_FILE,
     trust: list[str] | None = _TRUST,
     trust_pickle: bool = _TRUST_PICKLE,
+    decision_threshold: float | None = _DECISION_THRESHOLD,
     model: str = typer.Option("mlp", help=f"a registered model: {_names('model')}"),
     methods: str = typer.Option(
         "scfe,cadex,dice,face",

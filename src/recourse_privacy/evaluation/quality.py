@@ -159,6 +159,7 @@ def run_quality(
     increasing: Sequence[str] = (),
     bounds: dict | None = None,
     bounds_from_data: bool = False,
+    decision_threshold: float | None = None,
 ) -> QualityResult:
     """Measure every method in ``methods`` on the same model and query points (see the module docstring).
 
@@ -178,7 +179,17 @@ def run_quality(
     report = progress or (lambda stage, done, total: None)
     t_start = time.perf_counter()
     user = _user_config(
-        methods, data, model, target, positive_label, categorical, immutable, increasing, bounds, actionable
+        methods,
+        data,
+        model,
+        target,
+        positive_label,
+        categorical,
+        immutable,
+        increasing,
+        bounds,
+        actionable,
+        decision_threshold,
     )
     report("data", 0, 1)
     split = _split_data(dataset, data, data_dir, data_params, user, n_train, n_points, seed)
@@ -261,12 +272,24 @@ class _MethodContext:
 
 
 def _user_config(
-    methods, data, model, target, positive_label, categorical, immutable, increasing, bounds, actionable
+    methods,
+    data,
+    model,
+    target,
+    positive_label,
+    categorical,
+    immutable,
+    increasing,
+    bounds,
+    actionable,
+    decision_threshold=None,
 ) -> AuditConfig | None:
     """Your own data or model as an :class:`AuditConfig` (checked, before any work); None for a named dataset."""
     if data is None and isinstance(model, str):
         if bounds or categorical or immutable or increasing or positive_label is not None:
             raise InvalidInputError("positive_label, categorical, immutable, increasing and bounds need data=...")
+        if decision_threshold is not None:
+            raise InvalidInputError("decision_threshold (--decision-threshold) is the cutoff of your own model")
         return None
     user = AuditConfig(
         data=data,
@@ -278,6 +301,7 @@ def _user_config(
         bounds=dict(bounds or {}),
         model=model,
         actionable=actionable,
+        decision_threshold=decision_threshold,
     )
     user.check_user_inputs()
     asked = [f"--{n}" for n in ("bounds", "immutable", "increasing") if getattr(user, n)]
