@@ -98,7 +98,7 @@ def test_a_given_cutoff_is_checked(data):
     assert resolve_threshold(fixed, 1, 0.7).in_predict
     with pytest.raises(InvalidInputError, match=r"decision_threshold=0.6 .*decides at P\(1\) >= 0.7"):
         resolve_threshold(fixed, 1, 0.6)
-    for bad in (0.0, 1.0, float("nan"), -0.2):
+    for bad in (0.0, 1.0, float("nan"), -0.2, "high", True):
         with pytest.raises(InvalidInputError, match="decision_threshold"):
             resolve_threshold(plain, 1, bad)
 

@@ -30,6 +30,7 @@ __all__ = [
     "THRESHOLD_READERS",
     "DecisionThreshold",
     "check_decisions",
+    "check_rows",
     "declared_threshold",
     "inner_estimator",
     "resolve_threshold",
@@ -149,8 +150,11 @@ def declared_threshold(est: object, favourable: Any) -> DecisionThreshold | None
 
 
 def _check_value(value: float, name: str) -> float:
-    v = float(value)
-    if not 0.0 < v < 1.0 or not math.isfinite(v):
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    if isinstance(value, bool) or not 0.0 < v < 1.0:
         raise InvalidInputError(f"{name}={value!r} must be a probability strictly between 0 and 1")
     return v
 
