@@ -178,19 +178,8 @@ def run_quality(
     methods, n_points, n_train, method_params = _checked_request(methods, n_points, n_train, method_params)
     report = progress or (lambda stage, done, total: None)
     t_start = time.perf_counter()
-    user = _user_config(
-        methods,
-        data,
-        model,
-        target,
-        positive_label,
-        categorical,
-        immutable,
-        increasing,
-        bounds,
-        actionable,
-        decision_threshold,
-    )
+    user = _user_config(methods, data, model, target, positive_label, categorical, immutable, increasing, bounds,
+                        actionable, decision_threshold)  # fmt: skip
     report("data", 0, 1)
     split = _split_data(dataset, data, data_dir, data_params, user, n_train, n_points, seed)
     report("data", 1, 1)

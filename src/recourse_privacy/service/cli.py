@@ -63,6 +63,14 @@ def _load_data(dataset, data_dir, data, target, positive_label, categorical, imm
     return load_dataset(dataset, str(data_dir) if data_dir else None)
 
 
+_DECISION_THRESHOLD = typer.Option(
+    None,
+    "--decision-threshold",
+    help="with --model-file: approve from this probability of --positive-label (default: the cutoff the model "
+    "states, e.g. a FixedThresholdClassifier's, else 0.5); the bundle serves recourse to it",
+)
+
+
 def publish_command(
     method: str = typer.Option(
         ..., "--method", help="privrecourse, dpm (DP model), laplace (Laplace Recourse), dpc (DPC prototypes)"
@@ -91,12 +99,7 @@ def publish_command(
         "as its exact weights if its logit is affine in the one-hot/scaled columns, else refused",
     ),
     trust: list[str] | None = typer.Option(None, "--trust", help="a type in the .skops file you trust"),
-    decision_threshold: float | None = typer.Option(
-        None,
-        "--decision-threshold",
-        help="with --model-file: approve from this probability of --positive-label (default: the cutoff the model "
-        "states, e.g. a FixedThresholdClassifier's, else 0.5); the bundle serves recourse to it",
-    ),
+    decision_threshold: float | None = _DECISION_THRESHOLD,
     n_clusters: int = typer.Option(100, "--n-clusters", min=2, max=100_000, help="privrecourse: graph nodes"),
     seed: int = typer.Option(0, "--seed", help="seed of the training (not of the served noise)"),
     overwrite: bool = typer.Option(
