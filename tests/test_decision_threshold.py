@@ -263,3 +263,12 @@ def test_the_recourse_command_answers_to_the_lenders_cutoff(data, tmp_path, monk
     assert ok.exit_code == 0, ok.output
     bad = CliRunner().invoke(app, [*common, "--decision-threshold", "1.5", "--overwrite"])
     assert bad.exit_code != 0 and "decision_threshold must be in (0, 1)" in " ".join(bad.output.split())
+
+
+def test_the_wrapped_pipelines_encoders_are_checked_against_the_data(data):
+    """A category the wrapped pipeline's one-hot encoder never saw is refused by name, as for a bare pipeline."""
+    df, X, y = data
+    seen = (X.g != "z").to_numpy()
+    fixed = FixedThresholdClassifier(pipeline(), threshold=0.7).fit(X[seen], y[seen])
+    with pytest.raises(InvalidInputError, match=r"column 'g' holds values \['z'\]"):
+        run_audit(model=fixed, data=df, recourse="gs", **SMALL)

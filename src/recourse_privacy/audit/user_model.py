@@ -28,6 +28,7 @@ from recourse_privacy.audit.user_inputs import describe_model, model_kind
 from recourse_privacy.data.domain import encoded_bounds
 from recourse_privacy.errors import IncompatibleError, InvalidInputError
 from recourse_privacy.models.base import BaseClassifier
+from recourse_privacy.models.decision_threshold import inner_estimator
 from recourse_privacy.models.estimator import EstimatorModel, estimator_labels, seeded_clone
 from recourse_privacy.models.registry import MODELS, model_factory
 from recourse_privacy.recourse.constraints import ActionSet
@@ -84,8 +85,11 @@ def resolve_model(config: AuditConfig, game: GameData) -> ModelRecipe:
 
 
 def _fitted_parts(est: object):
-    """The estimator and every fitted sub-estimator of its pipelines and column transformers."""
+    """The estimator and every fitted sub-estimator of its pipelines, column transformers and threshold wrappers."""
     yield est
+    held = inner_estimator(est)  # a FixedThresholdClassifier's fitted pipeline
+    if held is not est:
+        yield from _fitted_parts(held)
     for _, step in getattr(est, "steps", None) or ():
         yield from _fitted_parts(step)
     for _, part, _ in getattr(est, "transformers_", None) or ():
