@@ -313,6 +313,9 @@ def test_counterfactuals_outside_the_datas_range_are_flagged_with_the_bounds_tha
     assert (inside.arrays.counterfactuals["outside_range"] == "").all()
     assert not any("outside its range" in w for w in inside.warnings)
     assert inside.recourse.validity > 0.95
+    assert "--actionable" in warning  # the one flag: every column in the members' range
+    members_range = run_audit(model=pipe, actionable=True, **common)
+    assert (members_range.arrays.counterfactuals["outside_range"] == "").all()
 
 
 def test_bounds_and_immutable_feed_the_action_set():

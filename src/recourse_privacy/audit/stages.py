@@ -708,5 +708,6 @@ def _outside_range(
     return outside, (
         f"{int(rows.sum())} of {len(rows)} counterfactuals move a column outside its range in the data: {listed} "
         f"(counterfactuals.csv, outside_range): advice no applicant can follow. Keep recourse inside with "
-        f"{bounds} (the data's ranges), or --immutable for a column no one can change"
+        f"--actionable (every column in the members' range), or {bounds} (the data's ranges), or --immutable for a "
+        "column no one can change"
     )
