@@ -290,7 +290,7 @@ def _print_summary(console, result) -> None:
     console.print(
         f"\n[bold]{result.data.dataset}[/] | model {cfg.model_label} "
         f"(train acc {model.train_accuracy:.3f}, test acc {model.test_accuracy:.3f}"
-        f"{'' if model.decision_threshold == 0.5 else f', favourable from P = {model.decision_threshold:g}'}) | "
+        f"{f', {model.cutoff_line}' if model.cutoff_line else ''}) | "
         f"recourse {cfg.recourse} (validity {rec.validity:.3f}, "
         f"mean L1 {rec.mean_l1:.3g}, mean L2 {rec.mean_l2:.3g}) | "
         f"targets: {result.n_members} members, {result.n_nonmembers} non-members",

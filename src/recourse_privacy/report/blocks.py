@@ -54,11 +54,7 @@ def model_section(result: AuditRecord) -> str:
                 ("train accuracy (members)", m.train_accuracy, ".4g"),
                 ("test accuracy (non-members)", m.test_accuracy, ".4g"),
                 ("train − test accuracy", m.generalization_gap, ".4g"),
-                *(
-                    [("decision cutoff", f"favourable from P = {m.decision_threshold:g} ({m.threshold_source})", "")]
-                    if m.decision_threshold != 0.5
-                    else []
-                ),
+                *([("decision cutoff", f"{m.cutoff_line} ({m.threshold_source})", "")] if m.cutoff_line else []),
             ]
         )
         + '<p class="small">A large gap between train and test accuracy (overfitting) is the usual driver '

@@ -134,11 +134,7 @@ def _subtitle(result: AuditRecord) -> str:
     parts = [f"target column {cfg.target}"] if cfg.data is not None and cfg.target else []
     parts += [
         f"model trained: {result.model.name}",
-        *(
-            [f"favourable from P = {result.model.decision_threshold:g}"]
-            if result.model.decision_threshold != 0.5
-            else []
-        ),
+        *([result.model.cutoff_line] if result.model.cutoff_line else []),
         f"recourse released: {result.recourse.method}",
         f"{result.n_members} members / {result.n_nonmembers} non-members attacked",
         f"seed {cfg.seed}",

@@ -18,6 +18,7 @@ import numpy as np
 from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics.membership import AttackMetrics
+from recourse_privacy.models.decision_threshold import DEFAULT_THRESHOLD
 from recourse_privacy.provenance import Provenance
 
 __all__ = [
@@ -109,8 +110,15 @@ class ModelSummary:
     name: str
     train_accuracy: float
     test_accuracy: float
-    decision_threshold: float = 0.5
+    decision_threshold: float = DEFAULT_THRESHOLD
     threshold_source: str = "default (one half)"
+
+    @property
+    def cutoff_line(self) -> str | None:
+        """ "favourable from P = 0.9" where the model decides at a cutoff other than one half, else None."""
+        return (
+            None if self.decision_threshold == DEFAULT_THRESHOLD else f"favourable from P = {self.decision_threshold:g}"
+        )
 
     @property
     def generalization_gap(self) -> float:
