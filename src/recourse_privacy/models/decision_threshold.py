@@ -33,6 +33,7 @@ __all__ = [
     "check_rows",
     "declared_threshold",
     "inner_estimator",
+    "last_step",
     "resolve_threshold",
 ]
 
@@ -77,14 +78,19 @@ def _on_favourable(t: float, stated_on: Any, favourable: Any) -> float:
     return float(t) if _same_label(stated_on, favourable) else 1.0 - float(t)
 
 
+def last_step(est: object) -> object:
+    """The estimator a Pipeline decides with (its last step), else ``est`` itself."""
+    steps = getattr(est, "steps", None)
+    return steps[-1][1] if steps else est
+
+
 def _threshold_wrapper(est: object) -> tuple[DecisionThreshold, Any] | None:
     """scikit-learn's ``FixedThresholdClassifier`` and ``TunedThresholdClassifierCV`` on ``predict_proba``."""
     try:
         from sklearn.model_selection import FixedThresholdClassifier, TunedThresholdClassifierCV
     except ImportError:  # pragma: no cover - scikit-learn < 1.5
         return None
-    steps = getattr(est, "steps", None)
-    est = steps[-1][1] if steps else est  # a Pipeline decides with its last step
+    est = last_step(est)
     if not isinstance(est, FixedThresholdClassifier | TunedThresholdClassifierCV):
         return None
     if est.response_method not in ("auto", "predict_proba"):
@@ -111,13 +117,12 @@ def _skorch_binary(est: object) -> tuple[DecisionThreshold, Any] | None:
     skorch = sys.modules.get("skorch")
     if skorch is None:
         return None
-    steps = getattr(est, "steps", None)
-    net = steps[-1][1] if steps else est
+    net = last_step(est)
     if not isinstance(net, skorch.NeuralNetBinaryClassifier):
         return None
-    classes = list(getattr(est, "classes_", None) if getattr(est, "classes_", None) is not None else [0, 1])
+    classes = getattr(est, "classes_", None)
     t = float(net.threshold)
-    return DecisionThreshold(t, f"NeuralNetBinaryClassifier(threshold={t:g})"), classes[1]
+    return DecisionThreshold(t, f"NeuralNetBinaryClassifier(threshold={t:g})"), 1 if classes is None else classes[1]
 
 
 #: how a cutoff is read from an estimator: each gives (the cutoff as stated, the label it is stated on) or None

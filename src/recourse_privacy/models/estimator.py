@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from recourse_privacy.errors import IncompatibleError, InvalidInputError
-from recourse_privacy.models.base import BaseClassifier
+from recourse_privacy.models.base import BaseClassifier, _sigmoid
 from recourse_privacy.models.decision_threshold import check_decisions, check_rows, resolve_threshold
 from recourse_privacy.models.distinct import on_distinct_rows
 from recourse_privacy.validation import as_generator
@@ -200,7 +200,7 @@ class EstimatorModel(BaseClassifier):
         ``X`` (:func:`~recourse_privacy.models.decision_threshold.check_decisions`): a cutoff the audit was
         not told of is found here, not after the reference models."""
         X = np.asarray(X, dtype=np.float64)[: check_rows(len(X))]
-        p = np.exp(-np.logaddexp(0.0, -self.log_odds(X)))
+        p = _sigmoid(self.log_odds(X))
         check_decisions(
             self.estimator_,
             self.decode(X),
@@ -306,7 +306,7 @@ class EstimatorModel(BaseClassifier):
         if z is None:
             return self.probe_network(X, rng)
         p = np.asarray(self.estimator_.predict_proba(self.decode(P)), dtype=np.float64)[:, self.pos_index_]
-        if not np.allclose(np.exp(-np.logaddexp(0.0, -z)), p, rtol=0, atol=1e-9):
+        if not np.allclose(_sigmoid(z), p, rtol=0, atol=1e-9):
             return False  # decision_function is not the logit of predict_proba (an SVM's margin, say)
         A = np.column_stack([P, np.ones(len(P))])
         sol, *_ = np.linalg.lstsq(A, z, rcond=None)
@@ -359,7 +359,7 @@ class EstimatorModel(BaseClassifier):
         except Exception:  # noqa: BLE001 - a module the composition cannot run (its own input types): black-box
             return False
         p = np.asarray(self._proba(self.decode(P)), dtype=np.float64)[:, self.pos_index_]
-        if not np.allclose(np.exp(-np.logaddexp(0.0, -z)), p, rtol=0, atol=1e-5):  # probabilities: float32's
+        if not np.allclose(_sigmoid(z), p, rtol=0, atol=1e-5):  # probabilities: float32's
             return False
         self.network_map_, self.network_logit_ = found, module
         self.is_differentiable = True

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from recourse_privacy.models.decision_threshold import inner_estimator
+from recourse_privacy.models.decision_threshold import inner_estimator, last_step
 
 __all__ = ["CHUNK_ROWS", "NetworkLogit", "NetworkParts", "affine_map", "find_network", "holds_network"]
 
@@ -43,9 +43,7 @@ def _net_of(estimator: object):
     skorch = sys.modules.get("skorch")  # never imported here: a skorch net can only exist where it was
     if skorch is None:
         return None
-    estimator = inner_estimator(estimator)  # a threshold wrapper decides with the pipeline it holds
-    steps = getattr(estimator, "steps", None)
-    last = steps[-1][1] if steps else estimator
+    last = last_step(inner_estimator(estimator))  # a threshold wrapper decides with the pipeline it holds
     return last if isinstance(last, skorch.NeuralNet) else None
 
 
