@@ -26,6 +26,7 @@ import numpy as np
 from recourse_privacy.errors import InvalidInputError
 
 __all__ = [
+    "DEFAULT_SOURCE",
     "DEFAULT_THRESHOLD",
     "THRESHOLD_READERS",
     "DecisionThreshold",
@@ -39,6 +40,8 @@ __all__ = [
 
 #: the cutoff of a classifier that states none: favourable where its probability is at least one half
 DEFAULT_THRESHOLD = 0.5
+#: where that cutoff comes from, as the result and the report say it
+DEFAULT_SOURCE = "default (one half)"
 #: decisions of rows whose probability is this close to the cutoff are not compared (float32 nets, ties)
 _NEAR = 1e-5
 #: rows of the data the decisions are compared on
@@ -173,7 +176,7 @@ def resolve_threshold(est: object, favourable: Any, given: float | None = None) 
     if declared is not None:
         _check_value(declared.value, f"the cutoff of {type(est).__name__}")
     if given is None:
-        return declared if declared is not None else DecisionThreshold(DEFAULT_THRESHOLD, "default (one half)")
+        return declared if declared is not None else DecisionThreshold(DEFAULT_THRESHOLD, DEFAULT_SOURCE)
     value = _check_value(given, "decision_threshold")
     if declared is not None and not math.isclose(declared.value, value, rel_tol=0, abs_tol=1e-12):
         raise InvalidInputError(

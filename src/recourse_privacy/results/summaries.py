@@ -18,7 +18,7 @@ import numpy as np
 from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.metrics.membership import AttackMetrics
-from recourse_privacy.models.decision_threshold import DEFAULT_THRESHOLD
+from recourse_privacy.models.decision_threshold import DEFAULT_SOURCE, DEFAULT_THRESHOLD
 from recourse_privacy.provenance import Provenance
 
 __all__ = [
@@ -111,7 +111,7 @@ class ModelSummary:
     train_accuracy: float
     test_accuracy: float
     decision_threshold: float = DEFAULT_THRESHOLD
-    threshold_source: str = "default (one half)"
+    threshold_source: str = DEFAULT_SOURCE
 
     @property
     def cutoff_line(self) -> str | None:
