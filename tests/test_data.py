@@ -594,10 +594,13 @@ def test_preprocessor_input_errors_and_unknown_category() -> None:
         pre.transform(X.drop(columns="b"))
     bad = X.copy()
     bad.loc[3, "a"] = np.nan
-    with pytest.raises(ValueError, match="'a'"):
-        pre.transform(bad)
-    with pytest.raises(ValueError, match="'a'"):
-        Preprocessor().fit(bad)
+    with pytest.raises(ValueError, match="'a'.*at fit time they had none"):
+        pre.transform(bad)  # a gap where the fit data had none: no indicator to carry it
+    assert [f.column for f in Preprocessor().fit(bad).missing_flags_] == ["a"]  # a numeric column may be missing
+    gap = X.copy()
+    gap.loc[3, "colour"] = None
+    with pytest.raises(ValueError, match="'colour'.*categorical column cannot be missing"):
+        Preprocessor().fit(gap)
 
 
 # ----------------------------------------------------------------------------- pools
@@ -690,9 +693,13 @@ def test_load_tabular_missing_values(tmp_path: Path) -> None:
     df["income"] = df["income"].astype(object)
     df.loc[[2, 5], "income"] = np.nan
     df.loc[7, "city"] = ""
+    df.loc[9, "outcome"] = None
     path = _write(tmp_path, df)
-    with pytest.raises(ValueError, match=r"'income' \(2\), 'city' \(1\), in 3 rows"):
+    # the target and a categorical column cannot be missing; a numeric feature can
+    with pytest.raises(ValueError, match=r"'outcome' \(1\), 'city' \(1\), in 2 rows.*a numeric feature can"):
         load_tabular(path, "outcome", positive_label="good")
+    ds = load_tabular(_write(tmp_path, df.drop(index=[7, 9]), "gaps.csv"), "outcome", positive_label="good")
+    assert ds.X["income"].isna().sum() == 2 and ds.X["income"].dtype == np.float64
 
 
 def test_load_tabular_free_text_column(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from recourse_privacy.audit.config import AuditConfig
-from recourse_privacy.audit.stages import GameData, Targets, load_data, select_targets
+from recourse_privacy.audit.stages import GameData, Targets, load_data, missing_values_note, select_targets
 from recourse_privacy.data import Dataset, Pools, Preprocessor
 from recourse_privacy.data.tabular import read_table
 from recourse_privacy.errors import InvalidInputError
@@ -169,6 +169,9 @@ def prepare_deployed(config: AuditConfig, dd: DeployedData) -> tuple[AuditConfig
         )
     pre = Preprocessor(scaling=config.scaling, corr_threshold=None, normalize_rows=False).fit(ds.X.iloc[train], ds)
     Xm, Xn, Xa = (pre.transform(ds.X.iloc[idx]) for idx in (members, nonmembers, pool))
+    gaps = missing_values_note(ds, pre)
+    if gaps:
+        notes.append(gaps)
     game = GameData(
         ds,
         Pools(members, nonmembers, pool),

@@ -161,6 +161,22 @@ def resolve_pool_sizes(config: AuditConfig, n_rows: int) -> tuple[tuple[int, int
     return (n_mem, n_non, n_adv), None
 
 
+def missing_values_note(dataset: Dataset, pre: Preprocessor) -> str | None:
+    """A note naming the columns with missing values (most first) and what the audit does with them, or None."""
+    flags = getattr(pre, "missing_flags_", ())
+    if not flags:
+        return None
+    counts = dataset.X[[f.column for f in flags]].isna().sum().sort_values(ascending=False, kind="stable")
+    listed = ", ".join(f"{c} ({int(n)})" for c, n in counts.head(3).items())
+    more = f" and {len(counts) - 3} more" if len(counts) > 3 else ""
+    rows = int(dataset.X[counts.index].isna().any(axis=1).sum())
+    return (
+        f"{rows} of {dataset.n_rows} rows have missing values, in {len(counts)} columns: {listed}{more}. A missing "
+        "value stays missing in every counterfactual (recourse acts on what the record holds) and reaches the model "
+        "as NaN; a rejected row missing every changeable column gets no recourse"
+    )
+
+
 def prepare_game(config: AuditConfig, dataset: Dataset) -> GameData:
     """Draw the disjoint pools with one seeded permutation and preprocess them (fitted on the members)."""
     (n_mem, n_non, n_adv), note = resolve_pool_sizes(config, dataset.n_rows)
@@ -190,7 +206,7 @@ def prepare_game(config: AuditConfig, dataset: Dataset) -> GameData:
         y[pools.nonmembers],
         Xa,
         y[pools.adversary],
-        notes=(note,) if note else (),
+        notes=tuple(n for n in (note, missing_values_note(dataset, pre)) if n),
     )
 
 

@@ -379,6 +379,12 @@ def check_sensitive(config: AuditConfig, dataset) -> None:
         raise InvalidInputError(
             f"--sensitive {config.sensitive!r} is not a feature of {dataset.name}; its features are {', '.join(columns)}"
         )
+    gaps = int(dataset.X[config.sensitive].isna().sum())
+    if gaps:
+        raise InvalidInputError(
+            f"--sensitive {config.sensitive}: the column is missing in {gaps} rows; attribute inference needs its "
+            "value in every row (choose another column, or audit the rows that have it)"
+        )
     n = dataset.X[config.sensitive].nunique()
     if not 2 <= n <= MAX_SENSITIVE_VALUES:
         raise InvalidInputError(

@@ -446,8 +446,8 @@ def encoded_bounds(pre, bounds: Mapping[str, tuple[float, float]]) -> tuple[np.n
     """Public (lower, upper) per encoded feature of a fitted Preprocessor, and the numeric columns lacking bounds.
 
     Numeric features: the raw ``bounds`` through the preprocessing's affine map
-    (``encoded = (raw - unit_offset_) / unit_scale_``); one-hot features: the encoded images of
-    0 and 1 (no data needed). A numeric feature with no entry in ``bounds`` gets -inf/inf and
+    (``encoded = (raw - unit_offset_) / unit_scale_``); one-hot features and missing-value
+    indicators: the encoded images of 0 and 1 (no data needed). A numeric feature with no entry in ``bounds`` gets -inf/inf and
     is listed in the third value.
     """
     n = int(pre.n_features_out_)
@@ -457,6 +457,9 @@ def encoded_bounds(pre, bounds: Mapping[str, tuple[float, float]]) -> tuple[np.n
         in_group[g.index] = True
         lower[g.index] = np.minimum(g.on, g.off)
         upper[g.index] = np.maximum(g.on, g.off)
+    for f in getattr(pre, "missing_flags_", ()):  # a missing-value indicator: like a one-hot feature
+        in_group[f.flag] = True
+        lower[f.flag], upper[f.flag] = min(f.on, f.off), max(f.on, f.off)
     missing = []
     scale, offset = np.asarray(pre.unit_scale_, np.float64), np.asarray(pre.unit_offset_, np.float64)
     for j, column in enumerate(pre.feature_sources_):

@@ -4,7 +4,9 @@ Steps, all fitted on the model owner's training data only (never on non-members 
 adversary's pool, which would leak their statistics into the model's input space):
 
 1. one-hot encode the categorical columns (``OneHotEncoder(handle_unknown="ignore")``;
-   two-level columns keep one indicator when ``drop_first_binary``),
+   two-level columns keep one indicator when ``drop_first_binary``); a numeric column that may be
+   missing (NaN) gets its most frequent value in the gaps (``SimpleImputer``) and an indicator of
+   its own (``MissingIndicator``, :class:`MissingFlag`), so that decoding gives the NaN back,
 2. scale every column, numeric and one-hot alike (standard, min-max or none),
 3. drop each feature whose absolute Pearson correlation with an earlier kept feature exceeds
    ``corr_threshold``, and every constant feature,
@@ -30,7 +32,7 @@ import pandas as pd
 from recourse_privacy.data.dataset import Dataset
 from recourse_privacy.errors import IncompatibleError, InvalidInputError, NotFittedError
 
-__all__ = ["OneHotGroup", "Preprocessor"]
+__all__ = ["MissingFlag", "OneHotGroup", "Preprocessor"]
 
 _SCALINGS = ("standard", "minmax", "none")
 _CORR_BLOCK = 512  # features whose correlations are computed at a time
@@ -71,13 +73,36 @@ class OneHotGroup:
         return int(len(self.index))
 
 
+@dataclass(frozen=True)
+class MissingFlag:
+    """A numeric column that may be missing: its indicator feature and its value feature.
+
+    ``flag``: the encoded index of the indicator (1 where the raw value is NaN), ``on`` / ``off``
+    its encoded (scaled) values for 1 / 0; ``value``: the encoded index of the column's values
+    (the gaps hold the fit rows' most frequent value), None where the correlation filter dropped
+    it as a constant. A row whose flag is on decodes to NaN in ``column``, whatever its value
+    feature holds; recourse keeps both as the factual has them (a missing value stays missing).
+    """
+
+    column: str
+    flag: int
+    value: int | None
+    on: float
+    off: float
+
+    def is_on(self, Z: np.ndarray) -> np.ndarray:
+        """Where the encoded rows ``Z`` (any leading shape) have the flag on (nearer ``on`` than ``off``)."""
+        return (Z[..., self.flag] - self.off) / (self.on - self.off) >= 0.5
+
+
 class Preprocessor:
     """One-hot, scale, de-correlate and optionally row-normalise a raw feature frame.
 
     scikit-learn style: hyperparameters are stored unchanged, learned state ends in ``_``.
     Fit it on the model owner's training rows only. After :meth:`fit`:
 
-    - ``feature_names_out_`` (list of str; one-hot columns are named ``column=level``),
+    - ``feature_names_out_`` (list of str; one-hot columns are named ``column=level``, missing
+      indicators ``missingindicator_column``),
       ``n_features_out_``, ``feature_sources_`` (raw column of each output feature);
     - ``dropped_correlated_``: output features removed by the correlation filter, constant
       features included (also listed in ``dropped_constant_``); with
@@ -88,6 +113,9 @@ class Preprocessor:
       normalised);
     - ``groups_``: one :class:`OneHotGroup` per categorical column (output feature indices,
       levels, scaled on/off values, whether all-off is a valid level);
+    - ``missable_``: the numeric columns that may be missing (NaN anywhere in ``dataset.X``, or in
+      the fit rows); ``missing_flags_``: one :class:`MissingFlag` per such column. NaN in any other
+      column, or in a categorical one, is refused;
     - ``integer_mask_``: bool over the output features, True for a numeric feature whose fit
       values are all integers (counterfactuals must keep it integer);
     - ``unit_scale_`` / ``unit_offset_``: per output feature, the affine map from encoded to
@@ -122,12 +150,12 @@ class Preprocessor:
         return pd.DataFrame(arr, columns=[f"x{j}" for j in range(arr.shape[1])])
 
     @staticmethod
-    def _check_missing(X: pd.DataFrame, columns: Sequence[str]) -> None:
+    def _check_missing(X: pd.DataFrame, columns: Sequence[str], why: str = "") -> None:
         counts = X[list(columns)].isna().sum()
         bad = counts[counts > 0]
         if len(bad):
             detail = ", ".join(f"{c!r} ({n} rows)" for c, n in bad.items())
-            raise InvalidInputError(f"X has missing values (NaN) in columns {detail}")
+            raise InvalidInputError(f"X has missing values (NaN) in columns {detail}{why}")
 
     def _prepare(self, X: pd.DataFrame) -> pd.DataFrame:
         """Select the fitted columns in order: numeric as float64, categorical as str objects."""
@@ -136,16 +164,21 @@ class Preprocessor:
             raise InvalidInputError(
                 f"X lacks the columns {missing} seen at fit time (expected {list(self.feature_names_in_)})"
             )
-        self._check_missing(X, self.feature_names_in_)
+        missable = set(getattr(self, "missable_", ()))
+        self._check_missing(
+            X,
+            [c for c in self.feature_names_in_ if c not in missable],
+            "; at fit time they had none (only the columns with missing values in the fit data may have them)",
+        )
         for col in self.numeric_:
             if not _is_numeric(X[col]):
                 raise InvalidInputError(f"column {col!r} was numeric at fit time but has dtype {X[col].dtype} now")
         # the numeric columns as one float64 block (one copy; a frame of thousands of columns built column by
         # column is consolidated, a second copy: 280 MB each at 5,000 x 7,000)
         numeric = X[self.numeric_].to_numpy(dtype=np.float64) if self.numeric_ else np.empty((len(X), 0))
-        finite = np.isfinite(numeric).all(axis=0)
-        if not finite.all():
-            raise InvalidInputError(f"column {self.numeric_[int(np.argmin(finite))]!r} has infinite values")
+        infinite = np.isinf(numeric).any(axis=0)
+        if infinite.any():
+            raise InvalidInputError(f"column {self.numeric_[int(np.argmax(infinite))]!r} has infinite values")
         out = pd.DataFrame(numeric, columns=list(self.numeric_), index=pd.RangeIndex(len(X)), copy=False)
         if not self.categorical_:
             return out
@@ -169,14 +202,16 @@ class Preprocessor:
         self.pipeline_ = self._new_pipeline()
         scaled = self._fit_pipeline(X)
         names, sources = self._encoded_sources()
-        one_hot = np.arange(len(names)) >= len(self.numeric_)
+        one_hot = np.arange(len(names)) >= len(self.numeric_)  # one-hot features and missing indicators: 0 / 1
+        flags = np.zeros(len(names), dtype=bool)
+        flags[len(self.numeric_) : len(self.numeric_) + len(self.missable_)] = True
 
-        # correlation filter (constants always go with it)
+        # correlation filter (constants always go with it; a missing indicator always stays, as decoding needs it)
         if self.corr_threshold is None:
             keep = np.ones(len(names), dtype=bool)
             constant: list[int] = []
         else:
-            keep, constant = self._select(scaled, float(self.corr_threshold))
+            keep, constant = self._select(scaled, float(self.corr_threshold), protect=flags)
         self.keep_ = keep
         self.dropped_constant_ = [names[j] for j in constant]
         self.dropped_correlated_ = [names[j] for j in np.flatnonzero(~keep)]
@@ -211,19 +246,27 @@ class Preprocessor:
         unknown = sorted((set(listed_cat) | immutable | increasing) - set(columns))
         if unknown:
             raise InvalidInputError(f"the dataset names columns {unknown} that X lacks")
-        self._check_missing(X, columns)
-
         self.feature_names_in_ = np.asarray(columns, dtype=object)
         self.n_features_in_ = len(columns)
         cat = set(listed_cat) | {c for c in columns if not _is_numeric(X[c])}
         self.categorical_ = [c for c in columns if c in cat]
         self.numeric_ = [c for c in columns if c not in cat]
+        self._check_missing(
+            X, self.categorical_, ": a categorical column cannot be missing; give the gaps a level of their own"
+        )
+        self.missable_ = self._missable(X, dataset)
         return X, immutable, increasing
+
+    def _missable(self, X: pd.DataFrame, dataset: Dataset | None) -> list[str]:
+        """The numeric columns with a NaN in the fit rows or anywhere in ``dataset.X`` (every pool it transforms)."""
+        frames = [X] + ([dataset.X] if dataset is not None else [])
+        return [c for c in self.numeric_ if any(c in f.columns and f[c].isna().any() for f in frames)]
 
     def _new_pipeline(self):
         """The unfitted encoding (numeric columns passed through, categorical one-hot) and scaling pipeline."""
         # scikit-learn is imported here, not at module level, to keep package import fast
         from sklearn.compose import ColumnTransformer
+        from sklearn.impute import MissingIndicator, SimpleImputer
         from sklearn.pipeline import Pipeline
         from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
@@ -235,8 +278,14 @@ class Preprocessor:
             feature_name_combiner=_one_hot_name,
         )
         scaler = {"standard": StandardScaler(), "minmax": MinMaxScaler(), "none": "passthrough"}[self.scaling]
+        # a gap gets an observed value (integer where the column is, inside its range); its indicator says it was one
+        numeric = SimpleImputer(strategy="most_frequent", keep_empty_features=True) if self.missable_ else "passthrough"
         encode = ColumnTransformer(
-            [("num", "passthrough", self.numeric_), ("cat", encoder, self.categorical_)],
+            [
+                ("num", numeric, self.numeric_),
+                ("missing", MissingIndicator(features="all"), self.missable_),
+                ("cat", encoder, self.categorical_),
+            ],
             verbose_feature_names_out=False,
         )
         return Pipeline([("encode", encode), ("scale", scaler)])
@@ -259,7 +308,7 @@ class Preprocessor:
     def _encoded_sources(self) -> tuple[list[str], list[str]]:
         """The fitted pipeline's encoded feature names, and the raw column each one comes from."""
         names = [str(n) for n in self.pipeline_.named_steps["encode"].get_feature_names_out()]
-        sources = list(self.numeric_)
+        sources = list(self.numeric_) + list(self.missable_)
         fitted_encoder = self.pipeline_.named_steps["encode"].named_transformers_["cat"]
         if self.categorical_:
             drop_idx = getattr(fitted_encoder, "drop_idx_", None)
@@ -349,6 +398,8 @@ class Preprocessor:
             columns[col] = raw[:, j] if j is not None else np.full(len(Z), self._numeric_constants[col])
         for group in self.groups_:
             columns[group.column] = self._decode_group(group, Z)
+        for flag in getattr(self, "missing_flags_", ()):
+            columns[flag.column] = np.where(flag.is_on(Z), np.nan, columns[flag.column])
         out = {}
         for label, name, dtype in zip(self._labels_in, self.feature_names_in_, self._dtypes_in):
             out[label] = self._as_dtype(name, columns[name], dtype)
@@ -370,20 +421,30 @@ class Preprocessor:
         out_index = np.cumsum(keep) - 1  # pre-filter feature -> output feature (where kept)
         n_num = len(self.numeric_)
         self._numeric_out = {c: int(out_index[j]) for j, c in enumerate(self.numeric_) if keep[j]}
-        self._numeric_constants = {
-            self.numeric_[j]: float(X[self.numeric_[j]].iloc[0]) for j in constant if j < n_num and len(X)
-        }
+        fills = self._fill_values(X)
+        self._numeric_constants = {self.numeric_[j]: fills[j] for j in constant if j < n_num and len(X)}
         integer = np.zeros(len(keep), dtype=bool)
         for j, col in enumerate(self.numeric_):
             values = X[col].to_numpy(dtype=np.float64)
+            values = values[~np.isnan(values)]
             integer[j] = bool(np.all(values == np.round(values)))
         self.integer_mask_ = integer[keep]
+        self.missing_flags_ = tuple(
+            MissingFlag(
+                column=col,
+                flag=int(out_index[n_num + i]),
+                value=self._numeric_out.get(col),
+                on=float(images[1][n_num + i]),
+                off=float(images[0][n_num + i]),
+            )
+            for i, col in enumerate(self.missable_)
+        )
 
         groups, self._level_values = [], {}
         if self.categorical_:
             encoder = self.pipeline_.named_steps["encode"].named_transformers_["cat"]
             drop_idx = getattr(encoder, "drop_idx_", None)
-            start = n_num
+            start = n_num + len(self.missable_)
             for i, (col, cats) in enumerate(zip(self.categorical_, encoder.categories_)):
                 originals = X[col].drop_duplicates()
                 self._level_values[col] = dict(zip(originals.astype(str), originals))
@@ -409,6 +470,15 @@ class Preprocessor:
                     )
                 )
         self.groups_ = tuple(groups)
+
+    def _fill_values(self, X: pd.DataFrame) -> list[float]:
+        """Per numeric column, the value its gaps get (the imputer's), or without gaps its first fit row's.
+
+        Either is a constant column's constant: what the column decodes to where the filter dropped it."""
+        step = self.pipeline_.named_steps["encode"].named_transformers_.get("num")
+        if hasattr(step, "statistics_"):  # the imputer: its most frequent value
+            return [float(v) for v in step.statistics_]
+        return [float(X[c].iloc[0]) if len(X) else 0.0 for c in self.numeric_]
 
     def _decode_group(self, group: OneHotGroup, Z: np.ndarray) -> np.ndarray:
         """The original level of each row for one group: the most-"on" indicator (see :meth:`inverse_transform`)."""
@@ -465,15 +535,18 @@ class Preprocessor:
         return out / norms
 
     @staticmethod
-    def _select(scaled: np.ndarray, threshold: float) -> tuple[np.ndarray, list[int]]:
+    def _select(
+        scaled: np.ndarray, threshold: float, protect: np.ndarray | None = None
+    ) -> tuple[np.ndarray, list[int]]:
         """Greedy left-to-right filter: keep a feature unless it is constant or its |Pearson r|
-        with an already kept feature exceeds ``threshold``. Returns the keep mask and the
-        constant features. Blockwise, so thousands of features need only (block x d)
-        correlations in memory at a time."""
+        with an already kept feature exceeds ``threshold``; ``protect``ed features are always kept.
+        Returns the keep mask and the constant features dropped. Blockwise, so thousands of
+        features need only (block x d) correlations in memory at a time."""
         n, d = scaled.shape
+        protect = np.zeros(d, dtype=bool) if protect is None else np.asarray(protect, dtype=bool)
         # identical inputs give identical scaled outputs, so constants have ptp exactly 0
         constant = np.ptp(scaled, axis=0) == 0
-        keep = ~constant
+        keep = ~constant | protect
         Z = scaled - scaled.mean(axis=0)  # the one extra n x d array
         # column norms a block of columns at a time (the same sums; one call squares all of Z, a second n x d)
         norms = np.concatenate(
@@ -496,9 +569,9 @@ class Preprocessor:
             within = np.abs(Zb.T @ Zb)
             survivors: list[int] = []
             for i, j in enumerate(block):
-                if prior[i] or (survivors and within[i, survivors].max() > threshold):
+                if not protect[j] and (prior[i] or (survivors and within[i, survivors].max() > threshold)):
                     keep[j] = False
                 else:
                     survivors.append(i)
             kept_idx.extend(block[i] for i in survivors)
-        return keep, [int(j) for j in np.flatnonzero(constant)]
+        return keep, [int(j) for j in np.flatnonzero(constant & ~protect)]

@@ -121,7 +121,7 @@ def _check_features(X: dict[str, pd.Series], y: np.ndarray, target: str) -> None
     numeric = [c for c, s in X.items() if s.dtype == np.float64]
     if numeric:
         M = np.column_stack([X[c].to_numpy() for c in numeric])
-        bad = ~np.isfinite(M)
+        bad = np.isinf(M)
         if bad.any():
             cols = [numeric[j] for j in np.unique(np.nonzero(bad)[1])]
             raise InvalidInputError(
@@ -131,7 +131,7 @@ def _check_features(X: dict[str, pd.Series], y: np.ndarray, target: str) -> None
         if big.any():
             j = int(np.unique(np.nonzero(big)[1])[0])
             raise InvalidInputError(
-                f"column {numeric[j]!r} holds values as large as {np.abs(M[:, j]).max():.3g}; values beyond "
+                f"column {numeric[j]!r} holds values as large as {np.nanmax(np.abs(M[:, j])):.3g}; values beyond "
                 f"+-{_MAX_ABS_VALUE:.0e} overflow the feature scaling: rescale the column (e.g. to thousands)"
             )
     constant = [c for c, s in X.items() if s.nunique(dropna=False) <= 1]
@@ -144,6 +144,9 @@ def _check_features(X: dict[str, pd.Series], y: np.ndarray, target: str) -> None
     yc = y - y.mean()
     if numeric and yc.any():
         M = np.column_stack([X[c].to_numpy() for c in numeric])
+        gaps = np.isnan(M)
+        if gaps.any():  # a gap at its column's mean adds nothing to the correlation
+            M = np.where(gaps, np.nanmean(np.where(gaps.all(axis=0), 0.0, M), axis=0), M)
         Mc = M - M.mean(axis=0)
         norms = np.linalg.norm(Mc, axis=0) * np.linalg.norm(yc)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -189,8 +192,8 @@ def validate_frame(
         if unknown:
             why = f"{target!r} is the target" if target in unknown else f"feature columns are {features}"
             raise InvalidInputError(f"{param} names unknown columns {unknown}; {why}")
-    _check_no_missing(df)
     cat_cols = _categorical_columns(df, features, set(categorical or ()))
+    _check_no_missing(df, [target, *cat_cols])
     y, label_values = _encode_target(df[target], target, positive_label)
     X = {}
     for col in features:
@@ -228,10 +231,12 @@ def _check_columns(df: pd.DataFrame, target: str) -> list[str]:
     return features
 
 
-def _check_no_missing(df: pd.DataFrame) -> None:
-    """Refuse missing values: NaN / None, and empty or blank strings in text columns (counted per column)."""
-    missing = df.isna()
-    for col in df.columns:
+def _check_no_missing(df: pd.DataFrame, columns: list[str]) -> None:
+    """Refuse missing values in the target and the categorical ``columns``: NaN / None, and empty or blank
+    strings in text columns (counted per column). A numeric feature may be missing: the audit keeps its gaps
+    (:class:`~recourse_privacy.data.preprocessing.MissingFlag`), and the user's model gets them as NaN."""
+    missing = df[columns].isna()
+    for col in columns:
         if not _is_numeric(df[col]):
             text = df[col].astype(str).str.strip()
             missing[col] |= text.eq("")
@@ -241,7 +246,8 @@ def _check_no_missing(df: pd.DataFrame) -> None:
         detail = ", ".join(f"{c!r} ({n})" for c, n in bad.items())
         raise InvalidInputError(
             f"missing or empty values in columns {detail}, in {int(missing.any(axis=1).sum())} "
-            "rows in all; drop or impute them first"
+            "rows in all: a target or categorical column cannot be missing (a numeric feature can); drop those "
+            "rows, or give a categorical column's gaps a level of their own"
         )
 
 

@@ -17,8 +17,9 @@ and the driver, in this order:
    model's ``torch_module()`` for a method that needs ``gradients`` (moved onto the device of
    the current :func:`~recourse_privacy.models.device.use_device` block when the method sets
    ``device_aware = True``: its search then creates every tensor on the module's device), else None;
-4. with ``skip_accepted=True``, keeps the rows the model already accepts unchanged
-   (``n_iter`` 0) and searches only the others;
+4. with ``skip_accepted=True``, keeps the rows the model already accepts unchanged (``n_iter``
+   0), and the rejected rows that nothing may move (a missing value in every mutable column: no
+   recourse, ``n_iter`` -1), and searches only the others;
 5. calls ``method._search(model, rows, state) -> SearchOutput`` on chunks of at most
    ``method.batch_size`` rows (all rows at once when the method has no ``batch_size`` or it
    is None; a batch of zero rows is one call on the empty array, so every search step must
@@ -200,10 +201,16 @@ def generate_recourse(
 
             state = module_on_device(state)
     if skip_accepted:
-        todo = np.flatnonzero(model.predict(X) == 0) if len(X) else np.zeros(0, np.int64)
+        rejected = model.predict(X) == 0 if len(X) else np.zeros(0, bool)
+        # a rejected row that nothing may move (every mutable value missing in it) has no recourse: not searched
+        stuck = (
+            rejected & action_set.stuck(X) if action_set is not None and action_set.flags else np.zeros_like(rejected)
+        )
+        todo = np.flatnonzero(rejected & ~stuck)
         out = _search_in_chunks(method, model, X[todo], state)
         X_cf, n_iter = X.copy(), np.zeros(len(X), dtype=np.int64)
         X_cf[todo] = out.counterfactuals
+        n_iter[stuck] = -1
         if out.n_iter is not None:
             n_iter[todo] = out.n_iter
         out = SearchOutput(X_cf, n_iter, info=out.info)

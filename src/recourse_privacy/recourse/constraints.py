@@ -5,8 +5,9 @@ Two kinds of constraint live in one :class:`ActionSet`:
 - actionability (Ustun et al. 2019): immutable features, features that may only increase,
   value ranges;
 - structure, what makes a row a person at all: a one-hot group (:class:`OneHotGroup`) holds
-  exactly one "on" indicator (or none, where the all-off state is a dropped level), and an
-  integer feature is an integer in its original units.
+  exactly one "on" indicator (or none, where the all-off state is a dropped level), an
+  integer feature is an integer in its original units, and a missing value stays missing
+  (:class:`MissingFlag`: its indicator and its value feature as the factual has them).
 
 :meth:`ActionSet.project` maps any proposal onto the set of rows that satisfy both.
 """
@@ -17,10 +18,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from recourse_privacy.data.preprocessing import OneHotGroup
+from recourse_privacy.data.preprocessing import MissingFlag, OneHotGroup
 from recourse_privacy.errors import InvalidInputError
 
-__all__ = ["ActionSet", "OneHotGroup"]
+__all__ = ["ActionSet", "MissingFlag", "OneHotGroup"]
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,10 @@ class ActionSet:
     ``integer``: boolean mask of the integer-valued features, with ``scale`` / ``offset`` the
     affine map to their original units (``original = encoded * scale + offset``; None: the
     encoded value itself). Monotonicity does not apply inside a one-hot group (a level is
-    switched, not increased). :meth:`project` maps any proposal onto the feasible set.
+    switched, not increased). ``flags``: the columns that may be missing (:class:`MissingFlag`);
+    their indicators are immutable in every set built from a preprocessor, and a row whose
+    factual is missing keeps the factual's value feature. :meth:`project` maps any proposal
+    onto the feasible set.
     """
 
     immutable: np.ndarray
@@ -43,6 +47,7 @@ class ActionSet:
     integer: np.ndarray | None = None
     scale: np.ndarray | None = None
     offset: np.ndarray | None = None
+    flags: tuple[MissingFlag, ...] = ()
 
     @classmethod
     def unconstrained(cls, n_features: int) -> ActionSet:
@@ -54,8 +59,8 @@ class ActionSet:
     def from_preprocessor(cls, pre, *, actionable: bool = True, bounds: bool = True) -> ActionSet:
         """Masks, ranges and structure learned by a fitted :class:`~recourse_privacy.data.Preprocessor`.
 
-        ``actionable=False``: only the structure (one-hot groups, integer features), no
-        immutability, monotonicity or ranges. ``bounds=False``: no ranges. With normalised rows
+        ``actionable=False``: only the structure (one-hot groups, integer features, missing values
+        held), no immutability, monotonicity or ranges. ``bounds=False``: no ranges. With normalised rows
         (``normalize_rows=True``) a row's encoded values depend on its norm, so no structure is
         recorded (the masks and ranges only, as before).
         """
@@ -64,9 +69,11 @@ class ActionSet:
         lo = np.asarray(pre.lower_, dtype=np.float64) if use_bounds else np.full(n, -np.inf)
         hi = np.asarray(pre.upper_, dtype=np.float64) if use_bounds else np.full(n, np.inf)
         if actionable:
-            imm, inc = np.asarray(pre.immutable_mask_, bool), np.asarray(pre.increasing_mask_, bool)
+            imm, inc = np.array(pre.immutable_mask_, bool), np.asarray(pre.increasing_mask_, bool)
         else:
             imm, inc = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        flags = tuple(getattr(pre, "missing_flags_", ()))
+        imm[[f.flag for f in flags]] = True  # whether a value is missing is the record's, not an action
         if getattr(pre, "normalize_rows", False):
             return cls(imm, inc, lo, hi)
         return cls(
@@ -78,6 +85,7 @@ class ActionSet:
             integer=np.asarray(pre.integer_mask_, bool),
             scale=np.asarray(pre.unit_scale_, np.float64),
             offset=np.asarray(pre.unit_offset_, np.float64),
+            flags=flags,
         )
 
     def with_ranges(self, lower: np.ndarray, upper: np.ndarray) -> ActionSet:
@@ -103,8 +111,9 @@ class ActionSet:
 
     @property
     def structured(self) -> bool:
-        """Whether the set has one-hot groups or integer features (else project is the actionability rules only)."""
-        return bool(self.groups) or (self.integer is not None and bool(self.integer.any()))
+        """Whether the set has one-hot groups, integer features or missing values (else project is the actionability
+        rules only)."""
+        return bool(self.groups) or bool(self.flags) or (self.integer is not None and bool(self.integer.any()))
 
     @property
     def actionability(self) -> ActionSet:
@@ -118,6 +127,15 @@ class ActionSet:
         for g in self.groups:
             mask[g.index] = True
         return mask
+
+    def stuck(self, X: np.ndarray) -> np.ndarray:
+        """Rows of ``X`` (n, d) that no proposal can move: every mutable feature is the value of a column they lack."""
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        free = np.broadcast_to(self.mutable, X.shape).copy()
+        for f in self.flags:
+            if f.value is not None:
+                free[:, f.value] &= ~f.is_on(X)
+        return ~free.any(axis=1)
 
     def check(self, n_features: int) -> None:
         """Raise where the action set does not match the model's feature count."""
@@ -133,7 +151,8 @@ class ActionSet:
         immutable group keeps the factual's level); increasing features (outside groups) at
         least the factual; the range, widened to hold the factual; integer features rounded
         to the nearest integer in original units that keeps the range (and, for an
-        increasing feature, stays at or above the factual). A feasible row maps to itself and
+        increasing feature, stays at or above the factual); a value the factual lacks (its
+        :class:`MissingFlag` on) back to the factual's. A feasible row maps to itself and
         projecting twice equals projecting once.
         """
         X_cf = np.asarray(X_cf, dtype=np.float64)
@@ -157,6 +176,10 @@ class ActionSet:
         np.clip(out, lo, hi, out=out)
         if self.integer is not None and self.integer.any():
             self._round_integers(out, X, lo, hi, increasing)
+        for f in self.flags:
+            if f.value is not None:
+                held = f.is_on(X)
+                out[..., f.value] = np.where(held, X[..., f.value], out[..., f.value])
         return out
 
     @staticmethod
@@ -218,6 +241,8 @@ class ActionSet:
             scale, offset = self.units()
             v = X_cf[:, j] * scale[j] + offset[j]
             count += (np.abs(v - np.round(v)) / np.abs(scale[j]) > tol).sum(axis=1)
+        for f in self.flags:
+            count += (np.abs(X_cf[:, f.flag] - f.on) > tol) & (np.abs(X_cf[:, f.flag] - f.off) > tol)
         return count
 
     def violations(self, X_cf: np.ndarray, X: np.ndarray, tol: float = 1e-8) -> np.ndarray:
@@ -226,4 +251,8 @@ class ActionSet:
         changed_immutable = (np.abs(X_cf - X) > tol) & self.immutable
         decreased = (X_cf < X - tol) & increasing
         out_of_range = (X_cf < self.lower - tol) | (X_cf > self.upper + tol)
-        return (changed_immutable | decreased | out_of_range).sum(axis=1) + self.structural_violations(X_cf, tol)
+        count = (changed_immutable | decreased | out_of_range).sum(axis=1) + self.structural_violations(X_cf, tol)
+        for f in self.flags:  # a missing value given one
+            if f.value is not None:
+                count += f.is_on(np.atleast_2d(X)) & (np.abs(X_cf[:, f.value] - X[..., f.value]) > tol)
+        return count

@@ -1,0 +1,198 @@
+"""Missing values in a user's data: kept as NaN for the user's model, held in every counterfactual.
+
+A lender's gradient-boosted trees read NaN natively (HistGradientBoosting, XGBoost, LightGBM), and a lender's pipeline
+imputes inside itself: the audit must take the rows as they are. In the audit's encoded space a numeric column that may
+be missing has its value (the fit rows' most frequent one in the gaps) and an indicator (:class:`MissingFlag`); the
+indicator decodes back to NaN, and the action set keeps both as the factual has them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import HistGradientBoostingClassifier
+
+from recourse_privacy import run_audit
+from recourse_privacy.data.preprocessing import Preprocessor
+from recourse_privacy.data.tabular import validate_frame
+from recourse_privacy.recourse.constraints import ActionSet
+
+
+def _gappy(n: int = 600, seed: int = 0) -> pd.DataFrame:
+    """Three numeric columns and a categorical one; ``debt`` missing in a third of the rows, ``age`` in a tenth, and
+    ``months`` missing exactly where ``debt`` is for half of those (two indicators that agree on most rows)."""
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame(
+        {
+            "income": rng.normal(50, 10, n).round(1),
+            "debt": rng.integers(0, 40, n).astype(float),
+            "age": rng.integers(20, 70, n).astype(float),
+            "months": rng.integers(0, 120, n).astype(float),
+            "region": rng.choice(["north", "south", "east"], n),
+        }
+    )
+    score = (df.income - 50) / 10 - (df.debt - 20) / 12 + rng.normal(0, 0.8, n)
+    debt_gap = rng.random(n) < 0.33
+    df.loc[debt_gap, "debt"] = np.nan
+    df.loc[debt_gap & (rng.random(n) < 0.5), "months"] = np.nan
+    df.loc[rng.random(n) < 0.1, "age"] = np.nan
+    df["label"] = (score > 0).astype(int)
+    return df
+
+
+def test_gaps_decode_back_to_nan_and_every_flag_survives_the_filter() -> None:
+    df = _gappy()
+    X = df.drop(columns="label")
+    ds = validate_frame(df, "label")
+    fit_rows = X.iloc[:200].copy()
+    fit_rows["age"] = fit_rows["age"].fillna(30.0)  # no gap in the fit rows, gaps elsewhere in the data
+    pre = Preprocessor(corr_threshold=0.5).fit(fit_rows, ds)
+    assert [f.column for f in pre.missing_flags_] == ["debt", "age", "months"]
+    # a flag stays though it is constant in the fit rows (age) or agrees with another (debt and months)
+    assert {f"missingindicator_{c}" for c in ("debt", "age", "months")} <= set(pre.feature_names_out_)
+    Z = pre.transform(X)
+    back = pre.inverse_transform(Z)
+    pd.testing.assert_frame_equal(back[["income", "debt", "age", "months"]], X[["income", "debt", "age", "months"]])
+    for f in pre.missing_flags_:  # the gaps hold an observed value of the fit rows, inside the column's range
+        gaps = X[f.column].isna().to_numpy()
+        assert f.is_on(Z).tolist() == gaps.tolist()
+        raw = Z[gaps, f.value] * pre.unit_scale_[f.value] + pre.unit_offset_[f.value]
+        assert np.isin(np.round(raw, 9), fit_rows[f.column].dropna().to_numpy()).all()
+
+
+def test_the_action_set_holds_a_missing_value_and_only_it() -> None:
+    df = _gappy()
+    X = df.drop(columns="label")
+    pre = Preprocessor().fit(X, validate_frame(df, "label"))
+    Z = pre.transform(X)
+    rng = np.random.default_rng(1)
+    proposals = Z[:, None, :] + rng.normal(0, 2, size=(len(Z), 4, Z.shape[1]))
+    for actionable in (False, True):
+        acts = ActionSet.from_preprocessor(pre, actionable=actionable)
+        P = acts.project(proposals, Z[:, None, :])
+        np.testing.assert_array_equal(acts.project(P, Z[:, None, :]), P)  # projecting twice: once
+        for f in pre.missing_flags_:
+            np.testing.assert_array_equal(P[..., f.flag], np.broadcast_to(Z[:, None, f.flag], P.shape[:2]))
+            gap = f.is_on(Z)
+            np.testing.assert_array_equal(P[gap, :, f.value], np.broadcast_to(Z[gap, None, f.value], (gap.sum(), 4)))
+            assert (P[~gap, :, f.value] != Z[~gap, None, f.value]).any()  # an observed value still moves
+        flat = P.reshape(-1, Z.shape[1])
+        assert (acts.violations(flat, np.repeat(Z, 4, axis=0)) == 0).all()
+    acts = ActionSet.from_preprocessor(pre, actionable=False)  # structure only: no range a step could leave
+    debt = next(f for f in pre.missing_flags_ if f.column == "debt")
+    filled = Z.copy()
+    filled[:, debt.value] += 1.0 / pre.unit_scale_[debt.value]  # one more unit of debt, a missing one given a value
+    assert (acts.violations(filled, Z) > 0).tolist() == debt.is_on(Z).tolist()
+    # a row missing every column that may change is stuck, the others are not
+    acts = ActionSet.from_preprocessor(pre, actionable=True)
+    mutable_numeric = {"debt", "months"}
+    frozen = ActionSet(
+        acts.immutable | ~np.isin(pre.feature_sources_, list(mutable_numeric)),
+        acts.increasing,
+        acts.lower,
+        acts.upper,
+        flags=acts.flags,
+    )
+    both = (X.debt.isna() & X.months.isna()).to_numpy()
+    assert frozen.stuck(Z).tolist() == both.tolist() and both.any()
+
+
+@pytest.fixture(scope="module")
+def deployed_trees():
+    df = _gappy(800)
+    mask = np.random.default_rng(2).random(len(df)) < 0.5
+    X = df.drop(columns="label").assign(region=lambda d: d.region.map({"north": 0, "south": 1, "east": 2}))
+    model = HistGradientBoostingClassifier(max_iter=40, random_state=0).fit(X[mask], df.label[mask])
+    return X.assign(label=df.label), mask, model
+
+
+def test_a_deployed_model_that_reads_nan_is_audited_on_its_raw_rows(deployed_trees):
+    data, mask, model = deployed_trees
+    r = run_audit(
+        model=model,
+        data=data,
+        members=mask,
+        target="label",
+        recourse="gs",
+        shadow_models=2,
+        n_members=120,
+        attacks=("cfd", "cfd-lrt", "loss"),
+        cache="off",
+    )
+    ex = r.arrays.exposure
+    raw = data.drop(columns="label").iloc[ex["row"].to_numpy()]
+    # the model's own probabilities, NaN and all: the gaps reached it as NaN, not as the encoded fill value
+    np.testing.assert_allclose(ex["p_favourable"].to_numpy(), model.predict_proba(raw)[:, 1], rtol=0, atol=1e-12)
+    cf = r.arrays.counterfactuals
+    for col in ("debt", "age", "months"):
+        assert cf[col].isna().any()
+        assert (cf[col].isna() == cf[f"{col}_cf"].isna()).all(), col  # a missing value stays missing
+    decoded = cf[[f"{c}_cf" for c in raw.columns]].set_axis(list(raw.columns), axis=1)
+    assert (model.predict(decoded) == 1).tolist() == cf["valid"].tolist()  # valid: the model accepts the row as shown
+    assert any("missing values" in w and "stays missing" in w for w in r.warnings)
+
+
+def test_a_rejected_row_missing_every_changeable_value_is_not_searched(monkeypatch):
+    df = _gappy(500, seed=3)
+    import recourse_privacy.recourse.base as base
+
+    searched: list[int] = []
+    original = base._search_in_chunks
+
+    def counting(method, model, X, state):
+        searched.append(len(X))
+        return original(method, model, X, state)
+
+    monkeypatch.setattr(base, "_search_in_chunks", counting)
+    r = run_audit(
+        data=df,
+        target="label",
+        model="logistic",
+        recourse="gs",
+        immutable=("income", "age", "region"),
+        n_members=100,
+        shadow_models=2,
+        attacks=("cfd",),
+        cache="off",
+    )
+    cf = r.arrays.counterfactuals
+    stuck = (cf["debt"].isna() & cf["months"].isna()).to_numpy()
+    assert stuck.any() and not cf["valid"][stuck].any()
+    assert (cf.loc[stuck, "n_changed"] == 0).all()
+    assert r.arrays.recourse.n_iter[stuck].tolist() == [-1] * int(stuck.sum())
+    assert searched[0] == int((~stuck).sum())  # the owner's search never saw them
+
+
+def test_public_bounds_give_an_indicator_its_two_images_not_its_columns_range() -> None:
+    from recourse_privacy.data.domain import encoded_bounds
+
+    df = _gappy()
+    pre = Preprocessor().fit(df.drop(columns="label"), validate_frame(df, "label"))
+    bounds = {"income": (0.0, 100.0), "debt": (0.0, 40.0), "age": (18.0, 90.0), "months": (0.0, 120.0)}
+    lower, upper, lacking = encoded_bounds(pre, bounds)
+    assert lacking == []
+    for f in pre.missing_flags_:
+        assert (lower[f.flag], upper[f.flag]) == (min(f.on, f.off), max(f.on, f.off))
+        assert lower[f.value] < upper[f.value]
+    Z = pre.transform(df.drop(columns="label"))
+    assert ((Z >= lower - 1e-12) & (Z <= upper + 1e-12)).all()  # every row, gaps included, inside its public box
+
+
+def test_attribute_inference_on_a_column_with_gaps_is_refused_by_name() -> None:
+    from recourse_privacy.errors import InvalidInputError
+
+    df = _gappy(3000)
+    with pytest.raises(InvalidInputError, match="--sensitive age: the column is missing in \\d+ rows"):
+        run_audit(
+            data=df,
+            target="label",
+            model="logistic",
+            recourse="gs",
+            threats=("attribute",),
+            sensitive="age",
+            n_members=200,
+            n_adversary=1200,
+            shadow_models=2,
+            cache="off",
+        )
