@@ -196,3 +196,12 @@ def test_attribute_inference_on_a_column_with_gaps_is_refused_by_name() -> None:
             shadow_models=2,
             cache="off",
         )
+
+
+def test_publishing_from_data_with_gaps_is_refused_by_column() -> None:
+    from recourse_privacy.errors import InvalidInputError
+    from recourse_privacy.service.schema import schema_from_dataset
+
+    ds = validate_frame(_gappy(), "label")
+    with pytest.raises(InvalidInputError, match=r"missing values in the columns 'debt' \(\d+\), 'age'"):
+        schema_from_dataset(ds)

@@ -432,6 +432,13 @@ def schema_from_dataset(dataset, bounds: dict | None = None) -> Schema:
     unknown = sorted(set(bounds) - set(dataset.feature_names))
     if unknown:
         raise InvalidInputError(f"--bounds names unknown columns {unknown}; columns are {list(dataset.feature_names)}")
+    gaps = dataset.X.isna().sum()
+    if gaps.any():
+        listed = ", ".join(f"{c!r} ({int(n)})" for c, n in gaps[gaps > 0].items())
+        raise InvalidInputError(
+            f"the data have missing values in the columns {listed}: the recourse service's schema takes no missing "
+            "values (an applicant's request names every feature); drop those rows or fill the gaps before publishing"
+        )
     feats, from_data = [], []
     for name in dataset.feature_names:
         col = dataset.X[name]
