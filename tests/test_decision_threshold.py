@@ -126,6 +126,22 @@ def test_the_model_decides_as_the_deployed_wrapper_and_scores_its_own_probabilit
     np.testing.assert_allclose(logit_confidence(model, Z, y), np.where(y == 1, own, -own), atol=1e-6)
 
 
+def test_faces_confidence_threshold_reads_the_models_own_probability(data):
+    from recourse_privacy.recourse.face import FACE
+
+    _, X, y = data
+    fixed = FixedThresholdClassifier(pipeline(), threshold=0.7).fit(X, y)
+    model, Z = wrap(fixed, X)
+    p = fixed.predict_proba(X)[:, 1]
+    for t in (0.6, 0.8):
+        face = FACE(n_neighbors=10, min_confidence=t).fit(Z)
+        own = fixed.predict_proba(model.decode(face.nodes_))[:, 1]
+        # accepted (P >= 0.7) and P >= t by the classifier's own probability (a decision probability of t would be
+        # an own P of sigmoid(logit(t) + logit(0.7)), 0.78 for t = 0.6)
+        np.testing.assert_array_equal(face._candidates(model), (own >= 0.7 - 1e-9) & (own >= t))
+    assert ((p >= 0.7) & (p < 0.78)).sum() > 10  # rows that tell the two readings apart
+
+
 def test_the_cached_state_keeps_the_estimators_own_intercept(data):
     _, X, y = data
     fixed = FixedThresholdClassifier(pipeline(), threshold=0.7).fit(X, y)

@@ -238,8 +238,12 @@ class FACE:
         """Nodes the model accepts (FACE's I_CT), with the optional confidence and density thresholds."""
         z = model.decision_function(self.nodes_)
         ok = z >= 0
-        if self.min_confidence is not None:
-            ok &= model.predict_proba(self.nodes_)[:, 1] >= self.min_confidence
+        if self.min_confidence is not None:  # the classifier's own probability (Poyiadzi et al. 2020), not the cutoff's
+            if callable(getattr(model, "log_odds", None)):
+                t = self.min_confidence
+                ok &= model.log_odds(self.nodes_) >= math.log(t / (1.0 - t))
+            else:
+                ok &= model.predict_proba(self.nodes_)[:, 1] >= self.min_confidence
         if self.min_log_density is not None:
             ok &= self.log_density_ >= self.min_log_density
         return ok
