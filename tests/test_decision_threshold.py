@@ -16,6 +16,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import FixedThresholdClassifier, TunedThresholdClassifierCV
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
+from sklearn.svm import LinearSVC
 
 from recourse_privacy import run_audit
 from recourse_privacy.audit import AuditResult
@@ -83,7 +84,19 @@ def test_the_cutoff_scikit_learn_states_is_read_on_the_favourable_label(data):
     found = declared_threshold(on_zero, 1)
     assert math.isclose(found.value, 0.8) and "on 0" in found.source
     assert declared_threshold(FixedThresholdClassifier(pipeline()).fit(X, y), 1).value == 0.5  # "auto"
-    assert declared_threshold(FixedThresholdClassifier(pipeline(), response_method="decision_function"), 1) is None
+    # on decision_function's scale, where it is the log-odds (a logistic regression): P(1) >= sigmoid(t)
+    on_score = FixedThresholdClassifier(pipeline(), threshold=1.0, response_method="decision_function").fit(X, y)
+    assert declared_threshold(on_score, 1).value == pytest.approx(1 / (1 + math.exp(-1.0)))
+    assert "log-odds 1" in declared_threshold(on_score, 1).source
+    model, Z = wrap(on_score, X)  # the check against its own predict passes: the reading is its decisions
+    np.testing.assert_array_equal(model.predict(Z), on_score.predict(X))
+    on_zero_score = FixedThresholdClassifier(
+        pipeline(), threshold=-0.5, response_method="decision_function", pos_label=0
+    )
+    assert declared_threshold(on_zero_score.fit(X, y), 1).value == pytest.approx(1 / (1 + math.exp(-0.5)))
+    np.testing.assert_array_equal(wrap(on_zero_score, X)[0].predict(Z), on_zero_score.predict(X))
+    svm = FixedThresholdClassifier(pipeline(LinearSVC()), threshold=0.3, response_method="decision_function")
+    assert declared_threshold(svm.fit(X, y), 1) is None  # a margin, not a log-odds: not read
     tuned = TunedThresholdClassifierCV(pipeline(), scoring="balanced_accuracy", cv=3, random_state=0).fit(X, y)
     assert declared_threshold(tuned, 1).value == pytest.approx(tuned.best_threshold_)
     assert declared_threshold(pipeline().fit(X, y), 1) is None

@@ -96,11 +96,14 @@ def _threshold_wrapper(est: object) -> tuple[DecisionThreshold, Any] | None:
     est = last_step(est)
     if not isinstance(est, FixedThresholdClassifier | TunedThresholdClassifierCV):
         return None
-    if est.response_method not in ("auto", "predict_proba"):
-        return None  # a cutoff on decision_function's scale: check_decisions says what to pass
+    on_log_odds = est.response_method == "decision_function"
+    if on_log_odds and not _decides_on_log_odds(est):
+        return None  # a cutoff on a score that is no log-odds: check_decisions says what to pass
+    if est.response_method not in ("auto", "predict_proba", "decision_function"):
+        return None
     classes = list(getattr(est, "classes_", []))
     if isinstance(est, FixedThresholdClassifier):
-        t = DEFAULT_THRESHOLD if est.threshold == "auto" else est.threshold
+        t = (0.0 if on_log_odds else DEFAULT_THRESHOLD) if est.threshold == "auto" else est.threshold
         pos = est.pos_label
         name = f"FixedThresholdClassifier(threshold={est.threshold!r})"
     else:
@@ -110,9 +113,26 @@ def _threshold_wrapper(est: object) -> tuple[DecisionThreshold, Any] | None:
         scorer = getattr(est, "_curve_scorer", None)  # where TunedThresholdClassifierCV keeps its pos_label
         pos = scorer._get_pos_label() if scorer is not None and hasattr(scorer, "_get_pos_label") else None
         name = f"TunedThresholdClassifierCV (best_threshold_={float(t):.6g})"
+    if on_log_odds:  # scikit-learn's score for pos_label is its log-odds: P(pos_label) >= sigmoid(t)
+        name = f"{name[:-1]}, response_method='decision_function'): log-odds {float(t):g}"
+        t = 1.0 / (1.0 + math.exp(-float(t)))
     if pos is None:
         pos = classes[1] if len(classes) == 2 else None
     return (DecisionThreshold(float(t), name), pos) if pos is not None else None
+
+
+def _decides_on_log_odds(wrapper: object) -> bool:
+    """Whether the wrapped classifier's ``decision_function`` is the log-odds of its ``predict_proba`` (scikit-learn's
+    logistic regressions and gradient boosting on the log loss: ``predict_proba`` is the sigmoid of it)."""
+    from sklearn.ensemble import GradientBoostingClassifier, HistGradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
+
+    fitted = getattr(wrapper, "estimator_", None)
+    clf = last_step(fitted if fitted is not None else getattr(wrapper, "estimator", None))
+    if isinstance(clf, LogisticRegression | LogisticRegressionCV):
+        return True
+    boosted = isinstance(clf, GradientBoostingClassifier | HistGradientBoostingClassifier)
+    return boosted and getattr(clf, "loss", "log_loss") == "log_loss"
 
 
 def _skorch_binary(est: object) -> tuple[DecisionThreshold, Any] | None:
