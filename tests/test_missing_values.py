@@ -154,8 +154,13 @@ def test_a_rejected_row_missing_every_changeable_value_is_not_searched(monkeypat
         n_members=100,
         shadow_models=2,
         attacks=("cfd",),
+        groups=("months",),
         cache="off",
     )
+    gap_groups = [g for g in r.groups if g.value == "(missing)"]
+    assert gap_groups and gap_groups[0].n_members + gap_groups[0].n_nonmembers == int(
+        r.arrays.counterfactuals["months"].isna().sum()
+    )  # the targets missing months are a group of their own, named so
     cf = r.arrays.counterfactuals
     stuck = (cf["debt"].isna() & cf["months"].isna()).to_numpy()
     assert stuck.any() and not cf["valid"][stuck].any()

@@ -134,9 +134,15 @@ def check_group_columns(config: AuditConfig, dataset: Dataset) -> None:
         raise InvalidInputError(f"group column(s) {missing} not found; the columns are {known}")
 
 
+#: the group of the targets a column is missing in (a numeric column with gaps)
+MISSING_GROUP = "(missing)"
+
+
 def _values(column: str, dataset: Dataset, rows: np.ndarray) -> np.ndarray:
     if column in dataset.X.columns:
-        return dataset.X[column].to_numpy()[rows]
+        values = dataset.X[column].to_numpy()[rows]
+        gaps = pd.isna(values)
+        return np.where(gaps, MISSING_GROUP, values.astype(object)) if gaps.any() else values
     fav, unfav = dataset.label_values or (1, 0)
     return np.where(dataset.y[rows] == 1, fav, unfav)
 
