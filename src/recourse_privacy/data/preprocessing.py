@@ -259,8 +259,13 @@ class Preprocessor:
 
     def _missable(self, X: pd.DataFrame, dataset: Dataset | None) -> list[str]:
         """The numeric columns with a NaN in the fit rows or anywhere in ``dataset.X`` (every pool it transforms)."""
-        frames = [X] + ([dataset.X] if dataset is not None else [])
-        return [c for c in self.numeric_ if any(c in f.columns and f[c].isna().any() for f in frames)]
+        gaps: set = set()
+        for frame in [X] + ([dataset.X] if dataset is not None else []):
+            cols = [c for c in self.numeric_ if c in frame.columns]
+            if cols:  # one pass over the block, not a call per column (7,000 columns in the figure-2 setting)
+                found = frame[cols].isna().to_numpy().any(axis=0)
+                gaps.update(c for c, g in zip(cols, found) if g)
+        return [c for c in self.numeric_ if c in gaps]
 
     def _new_pipeline(self):
         """The unfitted encoding (numeric columns passed through, categorical one-hot) and scaling pipeline."""
