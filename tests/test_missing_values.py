@@ -210,3 +210,21 @@ def test_publishing_from_data_with_gaps_is_refused_by_column() -> None:
     ds = validate_frame(_gappy(), "label")
     with pytest.raises(InvalidInputError, match=r"missing values in the columns 'debt' \(\d+\), 'age'"):
         schema_from_dataset(ds)
+
+
+def test_an_integer_column_stored_as_float_decodes_to_its_integers_for_a_tree_split_at_one() -> None:
+    from lightgbm import LGBMClassifier
+
+    df = _gappy(1500, seed=4)  # debt, age and months: integers stored as float (they have gaps)
+    X = df.drop(columns="label").drop(columns="region")
+    model = LGBMClassifier(n_estimators=60, min_child_samples=5, verbose=-1, random_state=0).fit(X, df.label)
+    pre = Preprocessor(corr_threshold=None).fit(X.iloc[:700], validate_frame(df.drop(columns="region"), "label"))
+    back = pre.inverse_transform(pre.transform(X))
+    for col in ("debt", "age", "months"):  # exact, not within an ulp
+        np.testing.assert_array_equal(back[col].dropna(), X[col].dropna())
+    np.testing.assert_array_equal(model.predict_proba(back), model.predict_proba(X))
+    # a value that is no integer (a search's candidate, a probe's point) is left as it is
+    Z = pre.transform(X.iloc[:5])
+    debt = pre.feature_names_out_.index("debt")
+    Z[:, debt] += 0.37 / pre.unit_scale_[debt]
+    assert not np.allclose(pre.inverse_transform(Z)["debt"].dropna() % 1, 0)
