@@ -598,9 +598,8 @@ def test_preprocessor_input_errors_and_unknown_category() -> None:
         pre.transform(bad)  # a gap where the fit data had none: no indicator to carry it
     assert [f.column for f in Preprocessor().fit(bad).missing_flags_] == ["a"]  # a numeric column may be missing
     gap = X.copy()
-    gap.loc[3, "colour"] = None
-    with pytest.raises(ValueError, match="'colour'.*categorical column cannot be missing"):
-        Preprocessor().fit(gap)
+    gap.loc[3, "colour"] = None  # a categorical gap: its own level, decoded back to a gap
+    assert "colour=nan" in Preprocessor().fit(gap).feature_names_out_
 
 
 # ----------------------------------------------------------------------------- pools
@@ -695,11 +694,15 @@ def test_load_tabular_missing_values(tmp_path: Path) -> None:
     df.loc[7, "city"] = ""
     df.loc[9, "outcome"] = None
     path = _write(tmp_path, df)
-    # the target and a categorical column cannot be missing; a numeric feature can
-    with pytest.raises(ValueError, match=r"'outcome' \(1\), 'city' \(1\), in 2 rows.*a numeric feature can"):
+    # the target cannot be missing; a feature can (the empty city cell is read as a gap)
+    with pytest.raises(ValueError, match=r"'outcome' \(1\), in 1 rows.*the target cannot be missing"):
         load_tabular(path, "outcome", positive_label="good")
-    ds = load_tabular(_write(tmp_path, df.drop(index=[7, 9]), "gaps.csv"), "outcome", positive_label="good")
+    ds = load_tabular(_write(tmp_path, df.drop(index=[9]), "gaps.csv"), "outcome", positive_label="good")
     assert ds.X["income"].isna().sum() == 2 and ds.X["income"].dtype == np.float64
+    assert ds.X["city"].isna().sum() == 1  # a gap, not the text "nan"
+    blank = df.drop(index=[9]).assign(city=lambda d: d.city.replace("", "  "))
+    with pytest.raises(ValueError, match=r"'city' \(1\).*a blank text is no gap"):
+        load_tabular(_write(tmp_path, blank, "blank.csv"), "outcome", positive_label="good")
 
 
 def test_load_tabular_free_text_column(tmp_path: Path) -> None:

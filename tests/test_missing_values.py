@@ -19,7 +19,7 @@ from recourse_privacy.data.tabular import validate_frame
 from recourse_privacy.recourse.constraints import ActionSet
 
 
-def _gappy(n: int = 600, seed: int = 0) -> pd.DataFrame:
+def _gappy(n: int = 600, seed: int = 0, region_gaps: bool = False) -> pd.DataFrame:
     """Three numeric columns and a categorical one; ``debt`` missing in a third of the rows, ``age`` in a tenth, and
     ``months`` missing exactly where ``debt`` is for half of those (two indicators that agree on most rows)."""
     rng = np.random.default_rng(seed)
@@ -37,6 +37,8 @@ def _gappy(n: int = 600, seed: int = 0) -> pd.DataFrame:
     df.loc[debt_gap, "debt"] = np.nan
     df.loc[debt_gap & (rng.random(n) < 0.5), "months"] = np.nan
     df.loc[rng.random(n) < 0.1, "age"] = np.nan
+    if region_gaps:
+        df.loc[rng.random(n) < 0.15, "region"] = np.nan
     df["label"] = (score > 0).astype(int)
     return df
 
@@ -228,3 +230,84 @@ def test_an_integer_column_stored_as_float_decodes_to_its_integers_for_a_tree_sp
     debt = pre.feature_names_out_.index("debt")
     Z[:, debt] += 0.37 / pre.unit_scale_[debt]
     assert not np.allclose(pre.inverse_transform(Z)["debt"].dropna() % 1, 0)
+
+
+def test_a_categorical_gap_is_a_level_no_one_moves_to_or_from() -> None:
+    df = _gappy(region_gaps=True)
+    X = df.drop(columns="label")
+    ds = validate_frame(df, "label")
+    assert ds.X["region"].isna().sum() == X["region"].isna().sum() > 0  # gaps, not the text "nan"
+    pre = Preprocessor().fit(X, ds)
+    group = next(g for g in pre.groups_ if g.column == "region")
+    Z = pre.transform(X)
+    gap = X["region"].isna().to_numpy()
+    assert group.at_missing(Z).tolist() == gap.tolist()
+    assert pre.inverse_transform(Z)["region"].isna().tolist() == gap.tolist()
+    rng = np.random.default_rng(5)
+    proposals = Z[:, None, :] + rng.normal(0, 3, size=(len(Z), 6, Z.shape[1]))
+    for actionable in (False, True):
+        acts = ActionSet.from_preprocessor(pre, actionable=actionable)
+        P = acts.project(proposals, Z[:, None, :])
+        np.testing.assert_array_equal(acts.project(P, Z[:, None, :]), P)
+        at = group.at_missing(P)
+        assert at[gap].all() and not at[~gap].any()  # a gap stays, and no level becomes one
+        np.testing.assert_array_equal(
+            P[gap][:, :, group.index], np.broadcast_to(Z[gap, None][:, :, group.index], at[gap].shape + (group.size,))
+        )
+        moved = pre.inverse_transform(P[~gap].reshape(-1, Z.shape[1]))["region"]
+        assert set(moved) == {"north", "south", "east"}  # the others still switch between real levels
+        assert (acts.violations(P.reshape(-1, Z.shape[1]), np.repeat(Z, 6, axis=0)) == 0).all()
+    filled = Z.copy()
+    filled[gap] = Z[np.flatnonzero(~gap)[0]]  # a gap given a level (and every other column of that row)
+    assert (acts.violations(filled[gap], Z[gap]) > 0).all()
+
+
+def test_a_deployed_pipeline_whose_encoder_knows_the_gap_gets_it_as_nan() -> None:
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    df = _gappy(800, seed=6, region_gaps=True)
+    mask = np.random.default_rng(7).random(len(df)) < 0.5
+    X = df.drop(columns="label")
+    prep = ColumnTransformer([("oh", OneHotEncoder(handle_unknown="ignore"), ["region"])], remainder="passthrough")
+    model = Pipeline([("prep", prep), ("clf", HistGradientBoostingClassifier(max_iter=40, random_state=0))])
+    model.fit(X[mask], df.label[mask])
+    assert any(pd.isna(c) for c in model.named_steps["prep"].named_transformers_["oh"].categories_[0])
+    r = run_audit(
+        model=model,
+        data=df,
+        members=mask,
+        target="label",
+        recourse="gs",
+        shadow_models=2,
+        n_members=120,
+        attacks=("cfd", "loss"),
+        cache="off",
+    )
+    ex = r.arrays.exposure
+    raw = X.iloc[ex["row"].to_numpy()]
+    np.testing.assert_allclose(ex["p_favourable"].to_numpy(), model.predict_proba(raw)[:, 1], rtol=0, atol=1e-12)
+    cf = r.arrays.counterfactuals
+    assert cf["region"].isna().any()
+    assert (cf["region"].isna() == cf["region_cf"].isna()).all()
+    assert not cf.loc[cf["region"].isna(), "changed"].fillna("").str.contains("region").any()
+
+
+def test_the_decimals_a_column_is_written_with_are_found_as_one_scan_would() -> None:
+    from recourse_privacy.data.preprocessing import _decimals
+
+    rng = np.random.default_rng(8)
+    M = rng.normal(size=(600, 1100))  # more columns than one block
+    M[:, :300] = np.round(M[:, :300] * 100)
+    M[:, 300:600] = np.round(M[:, 300:600], rng.integers(1, 7))
+    M[500, 700] = 0.125  # the first 64 rows say 0 decimals, the column says 3
+    M[:64, 700] = np.round(M[:64, 700])
+    M[65:, 700] = np.round(M[65:, 700], 3)
+    M[rng.random(M.shape) < 0.05] = np.nan
+
+    def one_scan(v: np.ndarray) -> int | None:
+        v = v[~np.isnan(v)]
+        return next((k for k in range(7) if np.array_equal(np.round(v, k), v)), None)
+
+    assert _decimals(M) == [one_scan(M[:, j]) for j in range(M.shape[1])]

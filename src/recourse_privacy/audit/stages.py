@@ -668,18 +668,14 @@ def counterfactual_table(
     if rows is not None:  # the data's own values, not their round trip through the scaling
         before = dataset.X.iloc[rows].reset_index(drop=True)[list(before.columns)]
     changed = np.zeros((len(before), before.shape[1]), dtype=bool)
-    integer = {c for c, m in zip(pre.feature_names_out_, pre.integer_mask_) if m}
-    for j, col in enumerate(before.columns):
+    for j, col in enumerate(before.columns):  # (decoding already snaps an integer column's noise to its integers)
         a, b = before[col].to_numpy(), after[col].to_numpy()
         if col in pre.numeric_:
             a, b = a.astype(np.float64), b.astype(np.float64)
-            if col in integer:  # decoding's floating-point noise (1e-15) off integer columns, nothing more
-                snap = np.abs(b - np.rint(b)) <= 1e-9 * np.maximum(1.0, np.abs(b))
-                b = np.where(snap, np.rint(b), b)
             changed[:, j] = np.abs(b - a) > 1e-9 * np.maximum(1.0, np.abs(a))
             after[col] = np.where(changed[:, j], b, a)  # unchanged: exactly the original value
-        else:
-            changed[:, j] = a != b
+        else:  # a gap kept is no change
+            changed[:, j] = (a != b) & ~(pd.isna(a) & pd.isna(b))
     names = np.asarray([str(c) for c in before.columns], dtype=object)
     outside, note = _outside_range(dataset, before.columns, after, changed, pre.numeric_)
     table = pd.DataFrame(

@@ -47,13 +47,52 @@ def _is_numeric(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series)
 
 
-def _snap_integers(values: np.ndarray) -> np.ndarray:
-    """Values within float64 rounding of an integer (1e-9 relative) set to it; the others as they are.
+#: the level a categorical column's gap encodes as (its one-hot feature ``column=nan``); it decodes back to NaN
+MISSING_LEVEL = "nan"
 
-    An integer column stored as float (a column with gaps, a Parquet float) decodes to within a few ulps of its
-    integers; a tree whose split sits at the integer (LightGBM's do) would read 46.99999999999999 on the wrong side.
+
+def _levels(series: pd.Series) -> np.ndarray:
+    """A categorical column's values as the encoder's strings, a gap (NaN, None) as :data:`MISSING_LEVEL`."""
+    return np.where(series.isna().to_numpy(), MISSING_LEVEL, series.astype(str).to_numpy(dtype=object)).astype(object)
+
+
+#: the most decimals a numeric column's values are recognised as written with (money in cents: 2)
+MAX_DECIMALS = 6
+
+
+def _fewest_decimals(B: np.ndarray, lowest: np.ndarray) -> np.ndarray:
+    """Per column of ``B``: the fewest decimals d >= ``lowest`` its values (gaps aside) are exactly written with, or -1."""
+    k = np.full(B.shape[1], -1)
+    for d in range(MAX_DECIMALS + 1):
+        todo = np.flatnonzero((k < 0) & (lowest <= d))
+        if len(todo):
+            sub = B[:, todo]
+            k[todo[((np.round(sub, d) == sub) | np.isnan(sub)).all(axis=0)]] = d
+    return k
+
+
+def _decimals(M: np.ndarray) -> list[int | None]:
+    """Per column of ``M``: the fewest decimals (0 to :data:`MAX_DECIMALS`) every value (gaps aside) is exactly
+    written with, or None. The first 64 rows rule most columns out (a measured quantity has no such k) and give the
+    others a lower bound; only those are read whole, a block of columns at a time (no n x d temporaries)."""
+    out: list[int | None] = [None] * M.shape[1]
+    for lo in range(0, M.shape[1], _CORR_BLOCK):
+        B = M[:, lo : lo + _CORR_BLOCK]
+        guess = _fewest_decimals(B[:64], np.zeros(B.shape[1], dtype=int))
+        cand = np.flatnonzero(guess >= 0)
+        for j, k in zip(cand, _fewest_decimals(B[:, cand], guess[cand])):
+            out[lo + int(j)] = int(k) if k >= 0 else None
+    return out
+
+
+def _snap(values: np.ndarray, decimals: int) -> np.ndarray:
+    """Values within float64 rounding (1e-9 relative) of a number with ``decimals`` decimals set to it; the others
+    (a search's candidate between them) as they are.
+
+    Scaling and back leaves a value a few ulps off its data value (46.99999999999999, 46.20000000000001); a tree
+    that splits at a data value (LightGBM's integers, HistGradientBoosting's quantiles) reads it on the wrong side.
     """
-    r = np.rint(values)
+    r = np.round(values, decimals)
     return np.where(np.abs(values - r) <= 1e-9 * np.maximum(1.0, np.abs(r)), r, values)
 
 
@@ -76,11 +115,23 @@ class OneHotGroup:
     off: np.ndarray
     allow_none: bool
     none_level: object = None
+    #: where the column may be missing: the index in ``levels`` of its gap's level, or ``size`` where the gap is
+    #: the all-off state (``none_level``); None where it has no gaps
+    missing: int | None = None
 
     @property
     def size(self) -> int:
         """Number of encoded features in the group."""
         return int(len(self.index))
+
+    def at_missing(self, Z: np.ndarray) -> np.ndarray:
+        """Where the encoded rows ``Z`` (any leading shape) hold the column's gap (all False without gaps)."""
+        if self.missing is None:
+            return np.zeros(Z.shape[:-1], dtype=bool)
+        activation = (Z[..., self.index] - self.off) / (self.on - self.off)
+        if self.missing == self.size:
+            return (activation < 0.5).all(axis=-1)
+        return activation[..., self.missing] >= 0.5
 
 
 @dataclass(frozen=True)
@@ -174,7 +225,7 @@ class Preprocessor:
             raise InvalidInputError(
                 f"X lacks the columns {missing} seen at fit time (expected {list(self.feature_names_in_)})"
             )
-        missable = set(getattr(self, "missable_", ()))
+        missable = set(getattr(self, "missable_", ())) | set(getattr(self, "categorical_gaps_", ()))
         self._check_missing(
             X,
             [c for c in self.feature_names_in_ if c not in missable],
@@ -192,9 +243,7 @@ class Preprocessor:
         out = pd.DataFrame(numeric, columns=list(self.numeric_), index=pd.RangeIndex(len(X)), copy=False)
         if not self.categorical_:
             return out
-        cats = pd.DataFrame(
-            {col: X[col].astype(str).to_numpy(dtype=object) for col in self.categorical_}, index=out.index
-        )
+        cats = pd.DataFrame({col: _levels(X[col]) for col in self.categorical_}, index=out.index)
         return pd.concat([out, cats], axis=1)
 
     # ------------------------------------------------------------------ fit / transform
@@ -215,6 +264,8 @@ class Preprocessor:
         one_hot = np.arange(len(names)) >= len(self.numeric_)  # one-hot features and missing indicators: 0 / 1
         flags = np.zeros(len(names), dtype=bool)
         flags[len(self.numeric_) : len(self.numeric_) + len(self.missable_)] = True
+        gap_levels = {_one_hot_name(c, MISSING_LEVEL) for c in self.categorical_gaps_}
+        flags |= np.isin(names, list(gap_levels)) & one_hot  # a categorical gap's level: decoding needs it too
 
         # correlation filter (constants always go with it; a missing indicator always stays, as decoding needs it)
         if self.corr_threshold is None:
@@ -261,21 +312,25 @@ class Preprocessor:
         cat = set(listed_cat) | {c for c in columns if not _is_numeric(X[c])}
         self.categorical_ = [c for c in columns if c in cat]
         self.numeric_ = [c for c in columns if c not in cat]
-        self._check_missing(
-            X, self.categorical_, ": a categorical column cannot be missing; give the gaps a level of their own"
-        )
-        self.missable_ = self._missable(X, dataset)
+        self.missable_ = self._with_gaps(X, dataset, self.numeric_)
+        self.categorical_gaps_ = self._with_gaps(X, dataset, self.categorical_)
+        # every level of the fit rows, and the gap's where the column has gaps anywhere (the encoder must know it)
+        self._categories = [
+            sorted(set(_levels(X[c])) | ({MISSING_LEVEL} if c in self.categorical_gaps_ else set()))
+            for c in self.categorical_
+        ]
         return X, immutable, increasing
 
-    def _missable(self, X: pd.DataFrame, dataset: Dataset | None) -> list[str]:
-        """The numeric columns with a NaN in the fit rows or anywhere in ``dataset.X`` (every pool it transforms)."""
+    @staticmethod
+    def _with_gaps(X: pd.DataFrame, dataset: Dataset | None, columns: list[str]) -> list[str]:
+        """Those of ``columns`` with a NaN in the fit rows or anywhere in ``dataset.X`` (every pool it transforms)."""
         gaps: set = set()
         for frame in [X] + ([dataset.X] if dataset is not None else []):
-            cols = [c for c in self.numeric_ if c in frame.columns]
+            cols = [c for c in columns if c in frame.columns]
             if cols:  # one pass over the block, not a call per column (7,000 columns in the figure-2 setting)
                 found = frame[cols].isna().to_numpy().any(axis=0)
                 gaps.update(c for c, g in zip(cols, found) if g)
-        return [c for c in self.numeric_ if c in gaps]
+        return [c for c in columns if c in gaps]
 
     def _new_pipeline(self):
         """The unfitted encoding (numeric columns passed through, categorical one-hot) and scaling pipeline."""
@@ -286,6 +341,7 @@ class Preprocessor:
         from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
         encoder = OneHotEncoder(
+            categories=self._categories if getattr(self, "categorical_gaps_", ()) else "auto",
             handle_unknown="ignore",
             drop="if_binary" if self.drop_first_binary else None,
             sparse_output=False,
@@ -411,8 +467,9 @@ class Preprocessor:
         for col in self.numeric_:
             j = self._numeric_out.get(col)
             columns[col] = raw[:, j] if j is not None else np.full(len(Z), self._numeric_constants[col])
-            if j is not None and self.integer_mask_[j]:  # the scaling's rounding undone: 46.99999999999999 is 47
-                columns[col] = _snap_integers(columns[col])
+            k = getattr(self, "_decimals", {}).get(col)
+            if j is not None and k is not None:  # the scaling's rounding undone: 46.99999999999999 is 47
+                columns[col] = _snap(columns[col], k)
         for group in self.groups_:
             columns[group.column] = self._decode_group(group, Z)
         for flag in getattr(self, "missing_flags_", ()):
@@ -441,10 +498,9 @@ class Preprocessor:
         fills = self._fill_values(X)
         self._numeric_constants = {self.numeric_[j]: fills[j] for j in constant if j < n_num and len(X)}
         integer = np.zeros(len(keep), dtype=bool)
-        for j, col in enumerate(self.numeric_):
-            values = X[col].to_numpy(dtype=np.float64)
-            values = values[~np.isnan(values)]
-            integer[j] = bool(np.all(values == np.round(values)))
+        decimals = _decimals(X[self.numeric_].to_numpy(dtype=np.float64)) if self.numeric_ else []
+        self._decimals = dict(zip(self.numeric_, decimals))
+        integer[: len(decimals)] = [k == 0 for k in decimals]
         self.integer_mask_ = integer[keep]
         self.missing_flags_ = tuple(
             MissingFlag(
@@ -464,8 +520,8 @@ class Preprocessor:
             start = n_num + len(self.missable_)
             for i, (col, cats) in enumerate(zip(self.categorical_, encoder.categories_)):
                 originals = X[col].drop_duplicates()
-                self._level_values[col] = dict(zip(originals.astype(str), originals))
-                counts = X[col].astype(str).value_counts()
+                self._level_values[col] = dict(zip(_levels(originals), originals))
+                counts = pd.Series(_levels(X[col])).value_counts()
                 encoder_drop = int(drop_idx[i]) if drop_idx is not None and drop_idx[i] is not None else None
                 encoded = [k for k in range(len(cats)) if k != encoder_drop]
                 feats = np.arange(start, start + len(encoded))
@@ -475,15 +531,22 @@ class Preprocessor:
                 if encoder_drop is not None:
                     dropped_levels.append(str(cats[encoder_drop]))
                 none_level = max(dropped_levels, key=lambda v: counts.get(v, 0)) if dropped_levels else None
+                levels = tuple(str(cats[k]) for k, f in zip(encoded, kept) if f)
+                missing = None
+                if col in self.categorical_gaps_:
+                    self._level_values[col].setdefault(MISSING_LEVEL, np.nan)
+                    in_levels = MISSING_LEVEL in levels
+                    missing = levels.index(MISSING_LEVEL) if in_levels else len(levels)  # else the dropped level
                 groups.append(
                     OneHotGroup(
                         column=col,
                         index=out_index[feats[kept]].astype(np.intp),
-                        levels=tuple(str(cats[k]) for k, f in zip(encoded, kept) if f),
+                        levels=levels,
                         on=images[1][feats[kept]],
                         off=images[0][feats[kept]],
                         allow_none=bool(dropped_levels),
                         none_level=none_level,
+                        missing=missing,
                     )
                 )
         self.groups_ = tuple(groups)

@@ -193,12 +193,12 @@ def validate_frame(
             why = f"{target!r} is the target" if target in unknown else f"feature columns are {features}"
             raise InvalidInputError(f"{param} names unknown columns {unknown}; {why}")
     cat_cols = _categorical_columns(df, features, set(categorical or ()))
-    _check_no_missing(df, [target, *cat_cols])
+    _check_no_missing(df, [target], cat_cols)
     y, label_values = _encode_target(df[target], target, positive_label)
     X = {}
     for col in features:
-        if col in cat_cols:
-            X[col] = df[col].astype(str).astype(object)
+        if col in cat_cols:  # as text, a gap kept as NaN (the user's model gets it as it is)
+            X[col] = df[col].astype(str).astype(object).where(df[col].notna(), np.nan)
         else:
             X[col] = df[col].astype(np.float64)
     _check_features(X, y, target)
@@ -231,23 +231,26 @@ def _check_columns(df: pd.DataFrame, target: str) -> list[str]:
     return features
 
 
-def _check_no_missing(df: pd.DataFrame, columns: list[str]) -> None:
-    """Refuse missing values in the target and the categorical ``columns``: NaN / None, and empty or blank
-    strings in text columns (counted per column). A numeric feature may be missing: the audit keeps its gaps
-    (:class:`~recourse_privacy.data.preprocessing.MissingFlag`), and the user's model gets them as NaN."""
-    missing = df[columns].isna()
-    for col in columns:
+def _check_no_missing(df: pd.DataFrame, columns: list[str], text_columns: list[str] = ()) -> None:
+    """Refuse missing values (NaN / None) in ``columns`` (the target), and empty or blank strings in them and in
+    ``text_columns`` (counted per column). A feature may be missing (NaN): the audit keeps its gaps
+    (:class:`~recourse_privacy.data.preprocessing.MissingFlag`, a categorical column's level ``nan``), and the
+    user's model gets them as NaN; a blank string is no gap but a typo, and is refused."""
+    columns = list(columns)
+    missing = df[columns + [c for c in text_columns if c not in columns]].isna()
+    missing[[c for c in text_columns if c not in columns]] = False
+    for col in missing.columns:
         if not _is_numeric(df[col]):
             text = df[col].astype(str).str.strip()
-            missing[col] |= text.eq("")
+            missing[col] |= text.eq("") & df[col].notna()
     counts = missing.sum()
     bad = counts[counts > 0]
     if len(bad):
         detail = ", ".join(f"{c!r} ({n})" for c, n in bad.items())
         raise InvalidInputError(
             f"missing or empty values in columns {detail}, in {int(missing.any(axis=1).sum())} "
-            "rows in all: a target or categorical column cannot be missing (a numeric feature can); drop those "
-            "rows, or give a categorical column's gaps a level of their own"
+            "rows in all: the target cannot be missing, and a blank text is no gap (a feature's gap is an empty "
+            "cell or NaN); drop those rows or fix the blanks"
         )
 
 

@@ -135,6 +135,9 @@ class ActionSet:
         for f in self.flags:
             if f.value is not None:
                 free[:, f.value] &= ~f.is_on(X)
+        for g in self.groups:
+            if g.missing is not None:
+                free[:, g.index] &= ~g.at_missing(X)[:, None]
         return ~free.any(axis=1)
 
     def check(self, n_features: int) -> None:
@@ -167,6 +170,10 @@ class ActionSet:
         np.copyto(out, X_cf)
         for g in self.groups:
             out[..., g.index] = self._nearest_level(g, out[..., g.index])
+            if g.missing is not None:  # a categorical gap stays a gap (the level excluded above for the others)
+                held = g.at_missing(X)
+                if held.any():
+                    out[..., g.index] = np.where(held[..., None], X[..., g.index], out[..., g.index])
         if self.immutable.any():
             out[..., self.immutable] = X[..., self.immutable]
         increasing = self.increasing & ~self.in_group
@@ -187,9 +194,11 @@ class ActionSet:
         """Rows (any leading shape) of one group's block set to their l2-nearest valid level (exactly ``on`` / ``off``)."""
         # squared distance to level j minus that to all-off: only feature j differs
         delta = (V - g.on) ** 2 - (V - g.off) ** 2
+        if g.missing is not None and g.missing < g.size:  # a gap is no level a row moves to
+            delta[..., g.missing] = np.inf
         pick = np.argmin(delta, axis=-1)[..., None]
         choose = np.arange(g.size) == pick
-        if g.allow_none:
+        if g.allow_none and g.missing != g.size:  # all-off is a valid level, unless it is the gap
             choose &= np.take_along_axis(delta, pick, axis=-1) < 0
         return np.where(choose, g.on, g.off)
 
@@ -255,4 +264,7 @@ class ActionSet:
         for f in self.flags:  # a missing value given one
             if f.value is not None:
                 count += f.is_on(np.atleast_2d(X)) & (np.abs(X_cf[:, f.value] - X[..., f.value]) > tol)
+        for g in self.groups:  # a categorical gap filled, or a level made a gap
+            if g.missing is not None:
+                count += g.at_missing(np.atleast_2d(X)) != g.at_missing(X_cf)
         return count
