@@ -292,6 +292,7 @@ def test_a_deployed_pipeline_whose_encoder_knows_the_gap_gets_it_as_nan() -> Non
     assert cf["region"].isna().any()
     assert (cf["region"].isna() == cf["region_cf"].isna()).all()
     assert not cf.loc[cf["region"].isna(), "changed"].fillna("").str.contains("region").any()
+    assert any("in 4 columns" in w and "region" in w for w in r.warnings)  # the note names the categorical one
 
 
 def test_the_decimals_a_column_is_written_with_are_found_as_one_scan_would() -> None:

@@ -163,10 +163,10 @@ def resolve_pool_sizes(config: AuditConfig, n_rows: int) -> tuple[tuple[int, int
 
 def missing_values_note(dataset: Dataset, pre: Preprocessor) -> str | None:
     """A note naming the columns with missing values (most first) and what the audit does with them, or None."""
-    flags = getattr(pre, "missing_flags_", ())
-    if not flags:
+    columns = [*getattr(pre, "missable_", ()), *getattr(pre, "categorical_gaps_", ())]
+    if not columns:
         return None
-    counts = dataset.X[[f.column for f in flags]].isna().sum().sort_values(ascending=False, kind="stable")
+    counts = dataset.X[columns].isna().sum().sort_values(ascending=False, kind="stable")
     listed = ", ".join(f"{c} ({int(n)})" for c, n in counts.head(3).items())
     more = f" and {len(counts) - 3} more" if len(counts) > 3 else ""
     rows = int(dataset.X[counts.index].isna().any(axis=1).sum())

@@ -175,8 +175,9 @@ class Preprocessor:
     - ``groups_``: one :class:`OneHotGroup` per categorical column (output feature indices,
       levels, scaled on/off values, whether all-off is a valid level);
     - ``missable_``: the numeric columns that may be missing (NaN anywhere in ``dataset.X``, or in
-      the fit rows); ``missing_flags_``: one :class:`MissingFlag` per such column. NaN in any other
-      column, or in a categorical one, is refused;
+      the fit rows); ``missing_flags_``: one :class:`MissingFlag` per such column;
+      ``categorical_gaps_``: the categorical ones, whose gap is the level :data:`MISSING_LEVEL`
+      (``OneHotGroup.missing``). NaN in any other column is refused;
     - ``integer_mask_``: bool over the output features, True for a numeric feature whose fit
       values are all integers (counterfactuals must keep it integer);
     - ``unit_scale_`` / ``unit_offset_``: per output feature, the affine map from encoded to
