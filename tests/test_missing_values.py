@@ -100,6 +100,14 @@ def test_the_action_set_holds_a_missing_value_and_only_it() -> None:
     assert frozen.stuck(Z).tolist() == both.tolist() and both.any()
 
 
+def _deployed_audit(model, data: pd.DataFrame, members: np.ndarray, attacks: tuple[str, ...]):
+    """A small as-deployed audit of ``model`` on ``data`` (label column ``label``), Growing Spheres, 2 references."""
+    return run_audit(
+        model=model, data=data, members=members, target="label", recourse="gs", shadow_models=2, n_members=120,
+        attacks=attacks, cache="off",
+    )  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def deployed_trees():
     df = _gappy(800)
@@ -111,17 +119,7 @@ def deployed_trees():
 
 def test_a_deployed_model_that_reads_nan_is_audited_on_its_raw_rows(deployed_trees):
     data, mask, model = deployed_trees
-    r = run_audit(
-        model=model,
-        data=data,
-        members=mask,
-        target="label",
-        recourse="gs",
-        shadow_models=2,
-        n_members=120,
-        attacks=("cfd", "cfd-lrt", "loss"),
-        cache="off",
-    )
+    r = _deployed_audit(model, data, mask, ("cfd", "cfd-lrt", "loss"))
     ex = r.arrays.exposure
     raw = data.drop(columns="label").iloc[ex["row"].to_numpy()]
     # the model's own probabilities, NaN and all: the gaps reached it as NaN, not as the encoded fill value
@@ -274,17 +272,7 @@ def test_a_deployed_pipeline_whose_encoder_knows_the_gap_gets_it_as_nan() -> Non
     model = Pipeline([("prep", prep), ("clf", HistGradientBoostingClassifier(max_iter=40, random_state=0))])
     model.fit(X[mask], df.label[mask])
     assert any(pd.isna(c) for c in model.named_steps["prep"].named_transformers_["oh"].categories_[0])
-    r = run_audit(
-        model=model,
-        data=df,
-        members=mask,
-        target="label",
-        recourse="gs",
-        shadow_models=2,
-        n_members=120,
-        attacks=("cfd", "loss"),
-        cache="off",
-    )
+    r = _deployed_audit(model, df, mask, ("cfd", "loss"))
     ex = r.arrays.exposure
     raw = X.iloc[ex["row"].to_numpy()]
     np.testing.assert_allclose(ex["p_favourable"].to_numpy(), model.predict_proba(raw)[:, 1], rtol=0, atol=1e-12)
