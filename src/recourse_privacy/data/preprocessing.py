@@ -71,13 +71,18 @@ def _fewest_decimals(B: np.ndarray, lowest: np.ndarray) -> np.ndarray:
     return k
 
 
-def _decimals(M: np.ndarray) -> list[int | None]:
-    """Per column of ``M``: the fewest decimals (0 to :data:`MAX_DECIMALS`) every value (gaps aside) is exactly
-    written with, or None. The first 64 rows rule most columns out (a measured quantity has no such k) and give the
-    others a lower bound; only those are read whole, a block of columns at a time (no n x d temporaries)."""
-    out: list[int | None] = [None] * M.shape[1]
-    for lo in range(0, M.shape[1], _CORR_BLOCK):
-        B = M[:, lo : lo + _CORR_BLOCK]
+def _decimals(M: np.ndarray | pd.DataFrame, columns: Sequence[str] | None = None) -> list[int | None]:
+    """Per column of ``M`` (of a frame: per one of ``columns``): the fewest decimals (0 to :data:`MAX_DECIMALS`)
+    every value (gaps aside) is exactly written with, or None. The first 64 rows rule most columns out (a measured
+    quantity has no such k) and give the others a lower bound; only those are read whole, a block of columns at a
+    time (a frame's too: no n x d copy)."""
+    n_cols = len(columns) if columns is not None else M.shape[1]
+    out: list[int | None] = [None] * n_cols
+    for lo in range(0, n_cols, _CORR_BLOCK):
+        if columns is not None:
+            B = M[list(columns[lo : lo + _CORR_BLOCK])].to_numpy(dtype=np.float64)
+        else:
+            B = np.asarray(M[:, lo : lo + _CORR_BLOCK], dtype=np.float64)
         guess = _fewest_decimals(B[:64], np.zeros(B.shape[1], dtype=int))
         cand = np.flatnonzero(guess >= 0)
         for j, k in zip(cand, _fewest_decimals(B[:, cand], guess[cand])):
@@ -499,7 +504,7 @@ class Preprocessor:
         fills = self._fill_values(X)
         self._numeric_constants = {self.numeric_[j]: fills[j] for j in constant if j < n_num and len(X)}
         integer = np.zeros(len(keep), dtype=bool)
-        decimals = _decimals(X[self.numeric_].to_numpy(dtype=np.float64)) if self.numeric_ else []
+        decimals = _decimals(X, self.numeric_)
         self._decimals = dict(zip(self.numeric_, decimals))
         integer[: len(decimals)] = [k == 0 for k in decimals]
         self.integer_mask_ = integer[keep]
