@@ -100,6 +100,19 @@ def test_the_action_set_holds_a_missing_value_and_only_it() -> None:
     assert frozen.stuck(Z).tolist() == both.tolist() and both.any()
 
 
+def test_a_row_missing_its_only_changeable_category_is_stuck() -> None:
+    df = _gappy(region_gaps=True)
+    X = df.drop(columns="label")
+    pre = Preprocessor().fit(X, validate_frame(df, "label"))
+    acts = ActionSet.from_preprocessor(pre, actionable=True)
+    frozen = ActionSet(
+        acts.immutable | ~np.isin(pre.feature_sources_, ["region"]), acts.increasing, acts.lower, acts.upper,
+        groups=acts.groups, flags=acts.flags,
+    )  # fmt: skip
+    assert frozen.holds_gaps and not ActionSet.unconstrained(3).holds_gaps
+    assert frozen.stuck(pre.transform(X)).tolist() == X.region.isna().tolist()
+
+
 def _deployed_audit(model, data: pd.DataFrame, members: np.ndarray, attacks: tuple[str, ...]):
     """A small as-deployed audit of ``model`` on ``data`` (label column ``label``), Growing Spheres, 2 references."""
     return run_audit(

@@ -203,9 +203,8 @@ def generate_recourse(
     if skip_accepted:
         rejected = model.predict(X) == 0 if len(X) else np.zeros(0, bool)
         # a rejected row that nothing may move (every mutable value missing in it) has no recourse: not searched
-        stuck = (
-            rejected & action_set.stuck(X) if action_set is not None and action_set.flags else np.zeros_like(rejected)
-        )
+        gaps = action_set is not None and action_set.holds_gaps
+        stuck = rejected & action_set.stuck(X) if gaps else np.zeros_like(rejected)
         todo = np.flatnonzero(rejected & ~stuck)
         out = _search_in_chunks(method, model, X[todo], state)
         X_cf, n_iter = X.copy(), np.zeros(len(X), dtype=np.int64)

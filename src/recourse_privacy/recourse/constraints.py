@@ -128,6 +128,11 @@ class ActionSet:
             mask[g.index] = True
         return mask
 
+    @property
+    def holds_gaps(self) -> bool:
+        """Whether some column may be missing (a numeric :class:`MissingFlag` or a categorical gap's level)."""
+        return bool(self.flags) or any(g.missing is not None for g in self.groups)
+
     def stuck(self, X: np.ndarray) -> np.ndarray:
         """Rows of ``X`` (n, d) that no proposal can move: every mutable feature is the value of a column they lack."""
         X = np.atleast_2d(np.asarray(X, dtype=np.float64))
