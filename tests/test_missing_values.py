@@ -180,6 +180,7 @@ def test_a_rejected_row_missing_every_changeable_value_is_not_searched(monkeypat
     assert (cf.loc[stuck, "n_changed"] == 0).all()
     assert r.arrays.recourse.n_iter[stuck].tolist() == [-1] * int(stuck.sum())
     assert searched[0] == int((~stuck).sum())  # the owner's search never saw them
+    assert any(f"({int(stuck.sum())} miss every column that may change)" in w for w in r.warnings)
 
 
 def test_public_bounds_give_an_indicator_its_two_images_not_its_columns_range() -> None:

@@ -439,9 +439,12 @@ def _summaries(run: _Run) -> dict:
     config, game, targets = run.config, run.game, run.targets
     recourse = stages.summarize_recourse(run.res, targets.is_member, config.distance)
     if recourse.n_invalid:
+        acts = action_set_for(config, game)
+        stuck = int(acts.stuck(run.res.factuals).sum()) if acts is not None and acts.holds_gaps else 0
         run.warns.append(
-            f"{recourse.n_invalid} of {recourse.n} targets got no valid recourse; their "
-            "distance to the last iterate is still scored"
+            f"{recourse.n_invalid} of {recourse.n} targets got no valid recourse"
+            + (f" ({stuck} miss every column that may change)" if stuck else "")
+            + "; their distance to the last iterate is still scored"
         )
     dp = run.defense.summary(config, targets.model, run.session, run.res, targets.is_member, game.X_pool, game.y_pool)
     if dp is not None:  # the worst case over the attacks the claim covers, against the tight bound
