@@ -297,20 +297,66 @@ def test_a_deployed_pipeline_whose_encoder_knows_the_gap_gets_it_as_nan() -> Non
     assert any("in 4 columns" in w and "region" in w for w in r.warnings)  # the note names the categorical one
 
 
-def test_the_decimals_a_column_is_written_with_are_found_as_one_scan_would() -> None:
-    from recourse_privacy.data.preprocessing import _decimals
+def test_how_each_column_is_written_is_found_as_one_scan_would() -> None:
+    from recourse_privacy.data.preprocessing import MAX_EXCEPTIONS, _writings
 
     rng = np.random.default_rng(8)
     M = rng.normal(size=(600, 1100))  # more columns than one block
     M[:, :300] = np.round(M[:, :300] * 100)
     M[:, 300:600] = np.round(M[:, 300:600], rng.integers(1, 7))
-    M[500, 700] = 0.125  # the first 64 rows say 0 decimals, the column says 3
-    M[:64, 700] = np.round(M[:64, 700])
+    M[:64, 700] = np.round(M[:64, 700])  # the first 64 rows say 0 decimals, the column says 3 but for one value
     M[65:, 700] = np.round(M[65:, 700], 3)
+    M[::7, 10] = 70.2104219767771  # integers, and the mean that imputed them
+    M[::3, 20] = rng.normal(size=200)  # two thirds integers, 200 values off the grid: the 64 most frequent kept
+    M[::6, 20] = M[0, 20]
     M[rng.random(M.shape) < 0.05] = np.nan
+    frame = pd.DataFrame(M, columns=[f"c{j}" for j in range(M.shape[1])])
 
-    def one_scan(v: np.ndarray) -> int | None:
+    def one_scan(v: np.ndarray) -> tuple[int | None, bool, list[float]]:
         v = v[~np.isnan(v)]
-        return next((k for k in range(7) if np.array_equal(np.round(v, k), v)), None)
+        on = [np.round(v, k) == v for k in range(7)]
+        fractions = [m.mean() for m in on]
+        if max(fractions) < 0.5:
+            return None, False, []
+        k = next(k for k in range(7) if fractions[k] == max(fractions))
+        levels, counts = np.unique(v[~on[k]], return_counts=True)
+        top = sorted(levels[np.argsort(-counts, kind="stable")[:MAX_EXCEPTIONS]].tolist())
+        return k, bool(on[k].all()), top
 
-    assert _decimals(M) == [one_scan(M[:, j]) for j in range(M.shape[1])]
+    found = _writings(frame, list(frame.columns))
+    assert [(w.decimals, w.exact, w.exceptions.tolist()) for w in found] == [one_scan(M[:, j]) for j in range(1100)]
+    assert found[10].decimals == 0 and found[10].exceptions.tolist() == [70.2104219767771]
+    assert found[700].decimals == 3 and len(found[700].exceptions) == 1
+    assert found[20].decimals == 0 and len(found[20].exceptions) == MAX_EXCEPTIONS
+    assert M[0, 20] in found[20].exceptions  # the most frequent one
+
+
+def test_decoding_gives_every_data_value_back_in_a_column_of_integers_with_an_imputed_mean() -> None:
+    """CARLA's HELOC: integer columns stored as float, a mean imputed in some rows (70.2104219767771). Standard
+    scaling of a column with a large mean and back leaves 54.99999999999979 for 55, and a tree that splits at a
+    data value (HistGradientBoosting's quantiles) reads it on the wrong side."""
+    rng = np.random.default_rng(9)
+    n = 3000
+    X = pd.DataFrame(
+        {
+            "score": rng.integers(30, 95, n).astype(float) + 1000.0,
+            "burden": rng.integers(0, 120, n).astype(float),
+            "ratio": np.round(rng.uniform(0, 1, n), 2),
+        }
+    )
+    X.loc[rng.random(n) < 0.2, "burden"] = 70.2104219767771
+    X.loc[rng.random(n) < 0.1, "score"] = 1000.0 + 62.84115523465704
+    y = ((X.score - 1000 + X.burden / 3 + 20 * X.ratio + rng.normal(0, 5, n)) > 85).astype(int)
+    ds = validate_frame(X.assign(label=y), "label")
+    pre = Preprocessor(corr_threshold=None).fit(X.iloc[: n // 2], ds)
+    assert pre.writings_["burden"].exceptions.tolist() == [70.2104219767771]
+    assert pre.integer_mask_.tolist() == [False, False, False]  # not every value is an integer
+    back = pre.inverse_transform(pre.transform(X))
+    pd.testing.assert_frame_equal(back, X, check_exact=True)
+    model = HistGradientBoostingClassifier(max_iter=60, random_state=0).fit(X.iloc[: n // 2], y.iloc[: n // 2])
+    np.testing.assert_array_equal(model.predict_proba(back), model.predict_proba(X))
+    # a value between the data's (a search's candidate) is left as it is
+    Z = pre.transform(X.iloc[:50])
+    j = pre.feature_names_out_.index("burden")
+    Z[:, j] += 0.37 / pre.unit_scale_[j]
+    np.testing.assert_allclose(pre.inverse_transform(Z)["burden"], X["burden"].iloc[:50] + 0.37, rtol=1e-12)

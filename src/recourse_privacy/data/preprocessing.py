@@ -32,7 +32,7 @@ import pandas as pd
 from recourse_privacy.data.dataset import Dataset
 from recourse_privacy.errors import IncompatibleError, InvalidInputError, NotFittedError
 
-__all__ = ["MissingFlag", "OneHotGroup", "Preprocessor"]
+__all__ = ["ColumnWriting", "MissingFlag", "OneHotGroup", "Preprocessor"]
 
 _SCALINGS = ("standard", "minmax", "none")
 _CORR_BLOCK = 512  # features whose correlations are computed at a time
@@ -58,47 +58,98 @@ def _levels(series: pd.Series) -> np.ndarray:
 
 #: the most decimals a numeric column's values are recognised as written with (money in cents: 2)
 MAX_DECIMALS = 6
+#: the most values off a column's grid that decoding snaps to (its most frequent: an imputed mean, a cap)
+MAX_EXCEPTIONS = 64
+_FEW_EXCEPTIONS = 8  # up to this many, each is compared with every value; beyond, the nearest is found
+_SCREEN_ROWS = 64  # the rows that rule a column out before it is read whole
+_NONE = np.empty(0)  # no exceptions
 
 
-def _fewest_decimals(B: np.ndarray, lowest: np.ndarray) -> np.ndarray:
-    """Per column of ``B``: the fewest decimals d >= ``lowest`` its values (gaps aside) are exactly written with, or -1."""
-    k = np.full(B.shape[1], -1)
-    for d in range(MAX_DECIMALS + 1):
-        todo = np.flatnonzero((k < 0) & (lowest <= d))
-        if len(todo):
-            sub = B[:, todo]
-            k[todo[((np.round(sub, d) == sub) | np.isnan(sub)).all(axis=0)]] = d
-    return k
+@dataclass(frozen=True, eq=False)
+class ColumnWriting:
+    """How a numeric column's fit values are written: what decoding snaps a value back to.
 
-
-def _decimals(M: np.ndarray | pd.DataFrame, columns: Sequence[str] | None = None) -> list[int | None]:
-    """Per column of ``M`` (of a frame: per one of ``columns``): the fewest decimals (0 to :data:`MAX_DECIMALS`)
-    every value (gaps aside) is exactly written with, or None. The first 64 rows rule most columns out (a measured
-    quantity has no such k) and give the others a lower bound; only those are read whole, a block of columns at a
-    time (a frame's too: no n x d copy)."""
-    n_cols = len(columns) if columns is not None else M.shape[1]
-    out: list[int | None] = [None] * n_cols
-    for lo in range(0, n_cols, _CORR_BLOCK):
-        if columns is not None:
-            B = M[list(columns[lo : lo + _CORR_BLOCK])].to_numpy(dtype=np.float64)
-        else:
-            B = np.asarray(M[:, lo : lo + _CORR_BLOCK], dtype=np.float64)
-        guess = _fewest_decimals(B[:64], np.zeros(B.shape[1], dtype=int))
-        cand = np.flatnonzero(guess >= 0)
-        for j, k in zip(cand, _fewest_decimals(B[:, cand], guess[cand])):
-            out[lo + int(j)] = int(k) if k >= 0 else None
-    return out
-
-
-def _snap(values: np.ndarray, decimals: int) -> np.ndarray:
-    """Values within float64 rounding (1e-9 relative) of a number with ``decimals`` decimals set to it; the others
-    (a search's candidate between them) as they are.
-
-    Scaling and back leaves a value a few ulps off its data value (46.99999999999999, 46.20000000000001); a tree
-    that splits at a data value (LightGBM's integers, HistGradientBoosting's quantiles) reads it on the wrong side.
+    ``decimals``: the fewest decimals (0 to :data:`MAX_DECIMALS`) with which every value (gaps aside) is written,
+    or else most of them (at least half, as many as with six); None for a measured quantity. ``exact``: every
+    value is so written (``decimals == 0`` and ``exact``: an integer column). ``exceptions``: sorted, the (at most
+    :data:`MAX_EXCEPTIONS`) most frequent values that are not, such as the mean that imputed a column of integers
+    (70.2104219767771 among 55.0, 61.0, ...).
     """
-    r = np.round(values, decimals)
-    return np.where(np.abs(values - r) <= 1e-9 * np.maximum(1.0, np.abs(r)), r, values)
+
+    decimals: int | None
+    exact: bool
+    exceptions: np.ndarray
+
+    def snap(self, values: np.ndarray) -> np.ndarray:
+        """``values`` within float64 rounding (1e-9 relative) of a number so written, or of an exception, set to it;
+        the others (a search's candidate between them) as they are.
+
+        Scaling and back leaves a value a few ulps off its data value (46.99999999999999, 54.99999999999979); a tree
+        that splits at a data value (LightGBM's integers, HistGradientBoosting's quantiles) reads it on the wrong
+        side.
+        """
+        out = values
+        if self.decimals is not None:
+            out = _snap_to(out, np.round(out, self.decimals))
+        ex = self.exceptions
+        if len(ex) > _FEW_EXCEPTIONS:  # the nearest exception, by bisection
+            i = np.clip(np.searchsorted(ex, out), 1, len(ex) - 1)
+            lo, hi = ex[i - 1], ex[i]
+            return _snap_to(out, np.where(np.abs(out - lo) <= np.abs(hi - out), lo, hi))
+        if not len(ex):
+            return out
+        out, gap = (values.copy() if out is values else out), np.empty_like(out)
+        for e in ex:  # a few (an imputed mean per class): one comparison each is faster than a bisection
+            np.abs(np.subtract(out, e, out=gap), out=gap)
+            out[gap <= 1e-9 * max(1.0, abs(float(e)))] = e
+        return out
+
+
+def _snap_to(values: np.ndarray, near: np.ndarray) -> np.ndarray:
+    """``near`` where ``values`` is within 1e-9 (relative) of it, else ``values``."""
+    return np.where(np.abs(values - near) <= 1e-9 * np.maximum(1.0, np.abs(near)), near, values)
+
+
+def _on_grid(B: np.ndarray, d: int) -> np.ndarray:
+    """Per column of ``B``: the fraction of its values (gaps aside) written with ``d`` decimals."""
+    present = (~np.isnan(B)).sum(axis=0)
+    on = (np.round(B, d) == B).sum(axis=0)
+    return np.where(present > 0, on / np.maximum(present, 1), 1.0)  # a column of gaps: every value is
+
+
+def _grid(B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of ``B``: the fewest decimals that write all its values, or else as many as six do if that is at
+    least half of them (-1 where none does); and whether they write all. A column is read again only until a grid
+    writes all its values."""
+    fractions = np.ones((MAX_DECIMALS + 1, B.shape[1]))  # (decimals, columns)
+    todo = np.arange(B.shape[1])
+    for d in range(MAX_DECIMALS + 1):
+        fractions[d, todo] = _on_grid(B[:, todo], d)
+        todo = todo[fractions[d, todo] < 1.0]
+    best = fractions.max(axis=0)
+    return np.where(best >= 0.5, (fractions >= best).argmax(axis=0), -1), best >= 1.0
+
+
+def _writing_of(column: np.ndarray, decimals: int) -> ColumnWriting:
+    """The :class:`ColumnWriting` of a column most of whose values ``decimals`` decimals write, but not all."""
+    values = column[~np.isnan(column)]
+    levels, counts = np.unique(values[np.round(values, decimals) != values], return_counts=True)
+    exceptions = np.sort(levels[np.argsort(-counts, kind="stable")[:MAX_EXCEPTIONS]])
+    return ColumnWriting(decimals, False, exceptions)
+
+
+def _writings(M: pd.DataFrame, columns: Sequence[str]) -> list[ColumnWriting]:
+    """Per one of ``columns`` of ``M``: its :class:`ColumnWriting`. The first 64 rows rule most measured quantities
+    out (fewer than half their values on any grid); only the others are read whole, a block of columns at a time
+    (no n x d copy)."""
+    out = [ColumnWriting(None, False, _NONE)] * len(columns)
+    for lo in range(0, len(columns), _CORR_BLOCK):
+        B = M[list(columns[lo : lo + _CORR_BLOCK])].to_numpy(dtype=np.float64)
+        cand = np.flatnonzero(_grid(B[:_SCREEN_ROWS])[0] >= 0)
+        for j, k, exact in zip(cand, *_grid(B[:, cand])):
+            if k >= 0:
+                out[lo + int(j)] = ColumnWriting(int(k), True, _NONE) if exact else _writing_of(B[:, j], int(k))
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -184,7 +235,8 @@ class Preprocessor:
       ``categorical_gaps_``: the categorical ones, whose gap is the level :data:`MISSING_LEVEL`
       (``OneHotGroup.missing``). NaN in any other column is refused;
     - ``integer_mask_``: bool over the output features, True for a numeric feature whose fit
-      values are all integers (counterfactuals must keep it integer);
+      values are all integers (counterfactuals must keep it integer); ``writings_``: per numeric column, how its
+      fit values are written (:class:`ColumnWriting`), which decoding snaps a value within rounding of back to;
     - ``unit_scale_`` / ``unit_offset_``: per output feature, the affine map from encoded to
       original units, ``original = encoded * unit_scale_ + unit_offset_`` (for a one-hot
       feature the original unit is its 0/1 indicator); meaningless with ``normalize_rows``;
@@ -468,14 +520,14 @@ class Preprocessor:
                 f"inverse_transform cannot decode the numeric columns {lost}: the correlation filter dropped "
                 "them (fit with corr_threshold=None to keep every column)"
             )
-        raw = Z * self.unit_scale_ + self.unit_offset_
+        raw = np.asfortranarray(Z) * self.unit_scale_ + self.unit_offset_  # a column at a time below: contiguous
         columns: dict[str, np.ndarray] = {}
         for col in self.numeric_:
             j = self._numeric_out.get(col)
             columns[col] = raw[:, j] if j is not None else np.full(len(Z), self._numeric_constants[col])
-            k = getattr(self, "_decimals", {}).get(col)
-            if j is not None and k is not None:  # the scaling's rounding undone: 46.99999999999999 is 47
-                columns[col] = _snap(columns[col], k)
+            writing = getattr(self, "writings_", {}).get(col)
+            if j is not None and writing is not None:  # the scaling's rounding undone: 46.99999999999999 is 47
+                columns[col] = writing.snap(columns[col])
         for group in self.groups_:
             columns[group.column] = self._decode_group(group, Z)
         for flag in getattr(self, "missing_flags_", ()):
@@ -504,9 +556,9 @@ class Preprocessor:
         fills = self._fill_values(X)
         self._numeric_constants = {self.numeric_[j]: fills[j] for j in constant if j < n_num and len(X)}
         integer = np.zeros(len(keep), dtype=bool)
-        decimals = _decimals(X, self.numeric_)
-        self._decimals = dict(zip(self.numeric_, decimals))
-        integer[: len(decimals)] = [k == 0 for k in decimals]
+        writings = _writings(X, self.numeric_)
+        self.writings_ = dict(zip(self.numeric_, writings))
+        integer[: len(writings)] = [w.decimals == 0 and w.exact for w in writings]
         self.integer_mask_ = integer[keep]
         self.missing_flags_ = tuple(
             MissingFlag(
