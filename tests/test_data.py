@@ -672,6 +672,12 @@ def test_load_tabular_good_file(tmp_path: Path) -> None:
     assert np.array_equal(ds.y, (df["outcome"] == "good").to_numpy().astype(int))
     df01 = _good_frame().assign(outcome=lambda d: (d["outcome"] == "good").astype(int))
     assert load_tabular(_write(tmp_path, df01, "b.csv"), "outcome").y.sum() == df01["outcome"].sum()
+    # a label stored as 0.0 / 1.0 is named as the command line gives it: "0" makes 0.0 the favourable one
+    path = _write(tmp_path, df01.astype({"outcome": float}), "f.csv")
+    for label in ("0", 0, "0.0"):
+        assert load_tabular(path, "outcome", positive_label=label).y.sum() == (df01["outcome"] == 0).sum()
+    with pytest.raises(ValueError, match="positive_label='2'"):
+        load_tabular(path, "outcome", positive_label="2")
 
 
 def test_load_tabular_target_errors(tmp_path: Path) -> None:
