@@ -381,6 +381,28 @@ def test_dp_logistic_rejects_rows_above_data_norm():
     DPLogisticModel(epsilon=1.0, data_norm=2.0, random_state=0).fit(X, y)  # a larger bound, chosen a priori
 
 
+def test_dp_logistic_regularized_for_its_budget_keeps_half_of_epsilon_and_does_not_diverge():
+    """Objective perturbation (Chaudhuri et al. 2011) at epsilon' = epsilon - 2 log(1 + c s / lambda) just above 0:
+    46 columns of norm at most sqrt(46) at epsilon 2 leave epsilon' = 0.003, a noise scale of about 4,500, and the
+    fit diverges; at C <= budget_C, epsilon' is epsilon / 2 and the model is a model."""
+    from recourse_privacy.models.dp import budget_C
+
+    for eps, norm in ((2.0, np.sqrt(46)), (0.5, 1.0), (8.0, 3.0)):
+        lam = 1.0 / budget_C(eps, norm)
+        assert eps - 2 * np.log1p(0.25 * np.sqrt(norm**2 + 1) / lam) == pytest.approx(eps / 2, rel=1e-12)
+    rng = np.random.default_rng(5)
+    X = rng.random((4000, 46)) * (rng.random((4000, 46)) < 0.5)
+    y = (X[:, :5].sum(1) + rng.normal(0, 0.3, 4000) > 1.25).astype(int)
+    kw = dict(epsilon=2.0, data_norm=np.sqrt(46))
+    plain = [DPLogisticModel(**kw, random_state=k).fit(X, y) for k in range(3)]
+    held = [DPLogisticModel(**kw, regularize_for_budget=True, random_state=k).fit(X, y) for k in range(3)]
+    assert max(abs(m.intercept_) for m in plain) > 1e6  # diffprivlib's fit at epsilon' = 0.003 (the test's power)
+    for m in held:
+        assert m.C_ == pytest.approx(budget_C(2.0, np.sqrt(46))) and abs(m.intercept_) < 100
+        assert 0.1 < m.predict(X).mean() < 0.9
+    assert DPLogisticModel(**kw, C=0.01, regularize_for_budget=True).fit(X, y).C_ == 0.01  # a stronger one is kept
+
+
 def test_dp_logistic_accuracy_rises_with_epsilon():
     X, y = _easy(2000, 5, seed=4)
     with warnings.catch_warnings():

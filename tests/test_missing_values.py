@@ -217,13 +217,19 @@ def test_attribute_inference_on_a_column_with_gaps_is_refused_by_name() -> None:
         )
 
 
-def test_publishing_from_data_with_gaps_is_refused_by_column() -> None:
+def test_publishing_from_data_with_gaps_marks_those_columns_and_refuses_an_empty_one() -> None:
+    """The service takes gaps (tests/test_service_gaps.py); a column of nothing but gaps is refused by name."""
+    from dataclasses import replace
+
     from recourse_privacy.errors import InvalidInputError
     from recourse_privacy.service.schema import schema_from_dataset
 
     ds = validate_frame(_gappy(), "label")
-    with pytest.raises(InvalidInputError, match=r"missing values in the columns 'debt' \(\d+\), 'age'"):
-        schema_from_dataset(ds)
+    schema = schema_from_dataset(ds)
+    gaps = ds.X.columns[ds.X.isna().any()].tolist()
+    assert gaps and [f.name for f in schema.features if f.missing] == gaps
+    with pytest.raises(InvalidInputError, match="column 'debt' has no value at all"):
+        schema_from_dataset(replace(ds, X=ds.X.assign(debt=np.nan)))
 
 
 def test_an_integer_column_stored_as_float_decodes_to_its_integers_for_a_tree_split_at_one() -> None:

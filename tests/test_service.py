@@ -313,7 +313,10 @@ def test_serve_float32_reaches_the_app_and_health_says_so(bundles, tmp_path, mon
         str(tmp_path / "l.db"), "--compile-cache", "off", "--search-precision", "float32")  # fmt: skip
     client = fastapi_testclient.TestClient(app_module.app_from_env())
     assert client.get("/health").json() == {"status": "ok", "method": "dpc", "search_precision": "float32"}
-    answer = client.post("/v1/recourse", json={"applicant": applicant()}, headers={"X-API-Key": key}).json()
+    b = load_bundle(bundles[1]["dpc"])  # an applicant its DP model rejects (epsilon 1/3: it need not be the usual)
+    docs = [applicant(hours=h, income=i) for h in range(0, 60, 4) for i in (0.0, 50.0, 120.0)]
+    rejected = next(a for a in docs if b.model.predict(b.schema.encode([b.schema.parse(a)]))[0] == 0)
+    answer = client.post("/v1/recourse", json={"applicant": rejected}, headers={"X-API-Key": key}).json()
     assert answer["decision"] == "rejected" and answer["changes"]
 
 
@@ -329,7 +332,7 @@ def test_dpc_batch_answered_in_pieces_on_the_search_threads_equals_one_pass(bund
 
     b = load_bundle(bundles[1]["dpc"])
     rng = np.random.default_rng(5)
-    docs = _random_applicants(rng, 30)
+    docs = _random_applicants(rng, 60)  # 18 that the bundle's DP model (epsilon 1/3) rejects
     a = b.schema.parse_many(docs)
     monkeypatch.setattr(bundle_module, "_PIECE_ROWS", {})
     whole = b.answer(a)

@@ -193,7 +193,7 @@ def publish(
         privacy["model"] |= {"decision_threshold": cutoff.value, "threshold_source": cutoff.source}
         model, model_eps = _LinearModel(coef, intercept), 0.0
     else:
-        model, model_eps, privacy = _method_model(method, epsilon, Z, y, derive_seed(seed, 0))
+        model, model_eps, privacy = _method_model(method, epsilon, schema, Z, y, derive_seed(seed, 0))
     coef, intercept = np.asarray(model.coef_, np.float64).ravel(), np.asarray(model.intercept_, np.float64).ravel()
     np.savez(out / "model.npz", coef=coef, intercept=intercept[:1])
     files = {"model.npz": _sha256(out / "model.npz")}
@@ -216,13 +216,17 @@ def publish(
     return manifest
 
 
-def _method_model(method: str, epsilon: float, Z: np.ndarray, y: np.ndarray, seed: int):
+def _method_model(method: str, epsilon: float, schema: Schema, Z: np.ndarray, y: np.ndarray, seed: int):
     """The method's default model: (model, its epsilon, the privacy dict's "model" entry)."""
     if method in ("privrecourse", "dpm", "dpc"):
         from recourse_privacy.models.dp import DPLogisticModel
 
         eps = epsilon * _MODEL_SHARE[method]
-        model = DPLogisticModel(epsilon=eps, data_norm=math.sqrt(Z.shape[1]), random_state=seed).fit(Z, y)
+        # a row of the schema's model space has norm at most sqrt(features): each numeric value is in [0, 1] (0 in a
+        # gap, whose indicator is then the one 1), each categorical feature one indicator on
+        model = DPLogisticModel(
+            epsilon=eps, data_norm=math.sqrt(len(schema.features)), regularize_for_budget=True, random_state=seed
+        ).fit(Z, y)
         entry = {"epsilon": eps, "delta": 0.0, "dp": True, "kind": "diffprivlib LogisticRegression"}
         return model, eps, {"model": entry}
     from sklearn.linear_model import LogisticRegression
@@ -299,15 +303,19 @@ def _user_linear_model(
     c = schema._cols
     n = schema.n_model + 200
     rng = np.random.default_rng(seed)
-    probe = Applicants(
-        c.lower + rng.random((n, len(c.lower))) * c.span,
+    num = c.lower + rng.random((n, len(c.lower))) * c.span
+    num[(rng.random(num.shape) < 0.3) & c.num_missing] = np.nan  # gaps where the feature may be missing
+    probe = Applicants(  # a categorical gap is its last index (None in cat_names)
+        num,
         np.column_stack([rng.integers(0, len(names), n) for names in c.cat_names] or [np.empty((n, 0), np.int64)]),
     )
     cols = schema.values(probe)
     frame = pd.DataFrame({f.name: col for f, col in zip(schema.features, cols)})[list(dataset.X.columns)]
-    for f in schema.features:  # a categorical column of numbers: its categories back to the data's type
-        if f.type == "categorical" and dataset.X[f.name].dtype != object:
+    for f in schema.features:
+        if f.type == "categorical" and dataset.X[f.name].dtype != object:  # numbers: back to the data's type
             frame[f.name] = frame[f.name].astype(dataset.X[f.name].dtype)
+        elif f.type == "categorical" and f.missing:  # a gap as the data hold it (NaN), not None
+            frame[f.name] = frame[f.name].where(frame[f.name].notna(), np.nan)
     try:
         p = np.asarray(est.predict_proba(frame), np.float64)[:, pos]
     except Exception as err:  # noqa: BLE001 - a user's pipeline raises anything on columns it was not fitted on
@@ -457,11 +465,19 @@ class Bundle:
         return numeric & ~s.model_mask("immutable") & ~(s.model_mask("increase") & (w < 0))
 
     def _linear_moves(self, Z: np.ndarray, score: np.ndarray, target: float) -> np.ndarray:
-        wm = self._wm
-        sq = float(wm @ wm)
-        if sq == 0:
-            return Z.copy()
-        return Z + np.outer((target - score) / sq, wm)
+        """The least-L2 move of each row ``Z`` along the movable weights to the logit ``target``; a row's gaps
+        (a value it misses) are not moved."""
+        held = self.schema.held_values(Z)
+        if held is None:
+            wm = self._wm
+            sq = float(wm @ wm)
+            if sq == 0:
+                return Z.copy()
+            return Z + np.outer((target - score) / sq, wm)
+        W = np.where(held, 0.0, self._wm)
+        sq = np.einsum("ij,ij->i", W, W)
+        step = np.divide(target - score, sq, out=np.zeros(len(Z)), where=sq > 0)
+        return Z + step[:, None] * W
 
     def _counterfactuals(self, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Model-space counterfactuals of the rejected rows ``Z`` and whether the method found one."""
@@ -623,7 +639,8 @@ class _JsonParts:
     def of(cls, schema: Schema) -> _JsonParts:
         dumps = json.dumps
         names = tuple(dumps(f.name) for f in schema.features)
-        cats = tuple({c: dumps(c) for c in f.categories} if f.type == "categorical" else None for f in schema.features)
+        cats = tuple({c: dumps(c) for c in f.categories} | {None: "null"} if f.type == "categorical" else None
+                     for f in schema.features)  # fmt: skip
         words = [f.name for f in schema.features] + [c for f in schema.features for c in (f.categories or ())]
         plain = all(w.isascii() and w.isprintable() and '"' not in w and "\\" not in w for w in words)
         return cls(names, tuple(n + ":" for n in names), tuple(f.type == "numeric" for f in schema.features), cats,
@@ -631,13 +648,18 @@ class _JsonParts:
 
     def column_texts(self, cols: list[list]) -> list[list[str]]:
         """Per feature, the JSON text of each value (:meth:`Schema.values`' columns)."""
-        return [list(map(repr, col)) if cats is None else list(map(cats.__getitem__, col))
+        return [list(map(_number_text, col)) if cats is None else list(map(cats.__getitem__, col))
                 for col, cats in zip(cols, self.categories)]  # fmt: skip
 
     def quote(self, text: str) -> str:
         """``json.dumps(text)``; without the encoder's call when the schema's words need no escaping (a sentence is
         those words, numbers and ASCII letters)."""
         return '"' + text + '"' if self.plain else json.dumps(text)
+
+
+def _number_text(v) -> str:
+    """A number's JSON text (``repr`` of an int or float is what ``json`` writes); a gap's ``null``."""
+    return "null" if v is None else repr(v)
 
 
 def _search_privrecourse(b: Bundle, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

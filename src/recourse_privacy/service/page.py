@@ -2,7 +2,8 @@
 
 Categorical features are ``<select>`` lists of their categories, numeric ones ``<input
 type=number>`` with the public bounds as ``min`` / ``max`` (and ``step=1`` for whole-number
-features). The page posts to ``/v1/recourse`` with the key typed into its API-key field and
+features); a feature that may be missing has a "(missing)" option or may be left empty, sent as
+``null``. The page posts to ``/v1/recourse`` with the key typed into its API-key field and
 shows the decision and the recourse as sentences ("raise hours-per-week from 35 to 42"), which
 the API returns in ``sentences``. Every text is escaped; the page loads nothing from elsewhere.
 """
@@ -34,7 +35,9 @@ form.addEventListener('submit', async (ev) => {
   const out = document.getElementById('result');
   const applicant = {};
   for (const el of form.querySelectorAll('[data-feature]')) {
-    applicant[el.name] = el.dataset.type === 'numeric' ? Number(el.value) : el.value;
+    // a feature that may be missing: left empty, it is sent as null (held in the answer)
+    applicant[el.name] = (el.value === '' && 'missing' in el.dataset) ? null
+      : (el.dataset.type === 'numeric' ? Number(el.value) : el.value);
   }
   out.textContent = 'Asking...';
   let res, body;
@@ -71,16 +74,20 @@ def render_page(manifest: dict) -> str:
             " (cannot change)"
             if f.get("immutable")
             else (" (can only increase)" if f["direction"] == "increase" else "")
-        )
+        ) + (" (may be missing)" if f.get("missing") else "")
+        gap = f.get("missing", False)  # may be left missing: an empty field is sent as null
         if f["type"] == "categorical":
             opts = "".join(f"<option value='{e(c)}'>{e(c)}</option>" for c in f["categories"])
-            ctl = f"<select id='f-{name}' name='{name}' data-feature data-type='categorical'>{opts}</select>"
+            opts += "<option value=''>(missing)</option>" if gap else ""
+            missing = " data-missing" if gap else ""
+            ctl = f"<select id='f-{name}' name='{name}' data-feature data-type='categorical'{missing}>{opts}</select>"
         else:
             lo, hi = f["lower"], f["upper"]
             step = "1" if f.get("integer") else "any"
+            need = " placeholder='(missing)' data-missing" if gap else " required"
             ctl = (
                 f"<input id='f-{name}' name='{name}' type='number' min='{lo:g}' max='{hi:g}' step='{step}' "
-                f"value='{lo:g}' required data-feature data-type='numeric'>"
+                f"value='{lo:g}'{need} data-feature data-type='numeric'>"
             )
         rows.append(f"<label for='f-{name}'>{name}{e(note)}</label>{ctl}")
     g = manifest.get("guarantee", {})

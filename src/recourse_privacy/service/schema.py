@@ -2,10 +2,14 @@
 
 A :class:`Schema` is what ``manifest.json`` publishes under ``"features"``: per feature its
 ``name``, ``type`` (``numeric`` or ``categorical``), ``categories``, public ``lower`` / ``upper``
-bounds, ``immutable``, ``direction`` (``any`` or ``increase``) and ``integer``. The model space
-of every served method is a pure function of the schema (no statistic read from the training
-rows): a numeric feature becomes ``(x - lower) / (upper - lower)`` in [0, 1], a categorical one
-its one-hot indicator. :meth:`Schema.parse` turns an applicant's JSON object into a row and
+bounds, ``immutable``, ``direction`` (``any`` or ``increase``), ``integer`` and, where the data
+have gaps in it, ``missing``. The model space of every served method is a pure function of the
+schema (no statistic read from the training rows): a numeric feature becomes ``(x - lower) /
+(upper - lower)`` in [0, 1], a categorical one its one-hot indicator. A feature that may be
+missing takes ``null`` in a request; a numeric one has an indicator of its own beside its value (0
+in a gap: the lower bound, public), a categorical one a last indicator for the gap. A gap is held
+in every counterfactual (:meth:`Schema.decode`), as the audit holds it (Recourse acts on what the
+record holds; filling a gap is not an action). :meth:`Schema.parse` turns an applicant's JSON object into a row and
 raises :class:`ApplicantError` naming the field for an unknown or missing feature, a wrong type,
 a value outside the public bounds or an unknown category. The server's hot path works on
 :class:`Applicants` (a batch as two arrays, numeric values and category indices):
@@ -47,6 +51,7 @@ class Feature:
     immutable: bool = False
     direction: str = "any"  # "any" | "increase"
     integer: bool = False
+    missing: bool = False  # a request may give null (the data have gaps): held in every counterfactual
 
     def __post_init__(self) -> None:
         if self.type not in ("numeric", "categorical"):
@@ -64,12 +69,14 @@ class Feature:
 
     @property
     def width(self) -> int:
-        """Columns of this feature in the model space."""
-        return 1 if self.type == "numeric" else len(self.categories)
+        """Columns of this feature in the model space: its value or categories, and an indicator of a gap."""
+        return (1 if self.type == "numeric" else len(self.categories)) + int(self.missing)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["categories"] = None if self.categories is None else list(self.categories)
+        if not self.missing:  # a feature without gaps is written as before gaps were served
+            del d["missing"]
         return d
 
 
@@ -92,9 +99,11 @@ class Schema:
             start += f.width
         object.__setattr__(self, "_slices", tuple(slices))
         object.__setattr__(self, "_by_name", {f.name: i for i, f in enumerate(self.features)})
-        object.__setattr__(
-            self, "_index", {f.name: {c: j for j, c in enumerate(f.categories or ())} for f in self.features}
-        )
+        index = {f.name: {c: j for j, c in enumerate(f.categories or ())} for f in self.features}
+        for f in self.features:
+            if f.type == "categorical" and f.missing:
+                index[f.name][None] = len(f.categories)  # a gap: the last indicator
+        object.__setattr__(self, "_index", index)
         object.__setattr__(self, "_cols", self._columns(slices))
 
     def _columns(self, slices) -> _Columns:
@@ -106,6 +115,8 @@ class Schema:
             num_pos=arr(num, np.int64),
             cat_pos=arr(cat, np.int64),
             num_cols=arr([slices[j].start for j in num], np.int64),
+            num_missing=arr([fs[j].missing for j in num], bool),
+            flag_cols=arr([slices[j].start + 1 for j in num if fs[j].missing], np.int64),
             lower=arr([fs[j].lower for j in num]),
             upper=arr([fs[j].upper for j in num]),
             span=arr([fs[j].upper - fs[j].lower for j in num]),
@@ -114,7 +125,8 @@ class Schema:
             num_immutable=arr([fs[j].immutable for j in num], bool),
             cat_immutable=arr([fs[j].immutable for j in cat], bool),
             cat_start=arr([slices[j].start for j in cat], np.int64),
-            cat_names=tuple(np.array(fs[j].categories, dtype=object) for j in cat),
+            cat_names=tuple(np.array(fs[j].categories + ((None,) if fs[j].missing else ()), dtype=object) for j in cat),
+            cat_size=arr([len(fs[j].categories) for j in cat], np.int64),
             starts=arr([s.start for s in slices], np.int64),
         )
 
@@ -129,20 +141,33 @@ class Schema:
         return self._slices[-1].stop
 
     def model_mask(self, attribute: str) -> np.ndarray:
-        """Boolean mask over the model space: ``immutable`` or ``increase`` (numeric features only)."""
+        """Boolean mask over the model space: ``immutable`` (a gap's indicator always: no method fills or opens a
+        gap) or ``increase`` (numeric values only)."""
         mask = np.zeros(self.n_model, bool)
         for f, s in zip(self.features, self._slices):
-            if attribute == "immutable" and f.immutable:
-                mask[s] = True
+            if attribute == "immutable" and (f.immutable or f.missing):
+                mask[s if f.immutable else slice(s.stop - 1, s.stop)] = True
             elif attribute == "increase" and f.direction == "increase" and f.type == "numeric":
-                mask[s] = True
+                mask[s.start] = True
         return mask
 
     def model_feature_names(self) -> list[str]:
         out = []
         for f in self.features:
             out.extend([f.name] if f.type == "numeric" else [f"{f.name}={c}" for c in f.categories])
+            if f.missing:
+                out.append(f"{f.name} missing" if f.type == "numeric" else f"{f.name}=(missing)")
         return out
+
+    def held_values(self, Z: np.ndarray) -> np.ndarray | None:
+        """(n, n_model) mask of the numeric values that rows ``Z`` miss (a move must leave them), or None where no
+        feature may be missing."""
+        c = self._cols
+        if not c.num_missing.any():
+            return None
+        held = np.zeros(Z.shape, bool)
+        held[:, c.num_cols[c.num_missing]] = Z[:, c.flag_cols] >= 0.5
+        return held
 
     # ------------------------------------------------------------------ JSON
     def to_list(self) -> list[dict]:
@@ -163,6 +188,7 @@ class Schema:
                     immutable=bool(d.get("immutable", False)),
                     direction=d.get("direction", "any"),
                     integer=bool(d.get("integer", False)),
+                    missing=bool(d.get("missing", False)),
                 )
             )
         return cls(tuple(feats), dict(notes or {}))
@@ -181,6 +207,9 @@ class Schema:
             if f.name not in applicant:
                 raise ApplicantError(name, "missing")
             v = applicant[f.name]
+            if v is None and f.missing:  # a gap, as the data have
+                row.append(None)
+                continue
             if f.type == "numeric":
                 if isinstance(v, bool) or not isinstance(v, int | float):
                     raise ApplicantError(name, f"must be a number, got {type(v).__name__}")
@@ -224,30 +253,38 @@ class Schema:
         if not n or set(map(type, docs)) != {dict} or set(map(len, docs)) != {len(self.features)}:
             return None
         num = np.empty((n, len(c.num_pos)))
+        gaps = np.zeros(num.shape, bool)
         cat = np.empty((n, len(c.cat_pos)), np.int64)
         try:
             for k, j in enumerate(c.num_pos):
-                name = self.features[j].name
-                col = [d.get(name, _MISSING) for d in docs]
-                if not _all_numbers(set(map(type, col))):
+                f = self.features[j]
+                col = [d.get(f.name, _MISSING) for d in docs]
+                types = set(map(type, col))
+                if f.missing and _NONE in types:  # the gaps, and a number in their place until checked
+                    gaps[:, k] = np.fromiter((v is None for v in col), bool, n)
+                    col, types = [f.lower if v is None else v for v in col], types - {_NONE}
+                if not _all_numbers(types):
                     return None
                 num[:, k] = np.fromiter(col, np.float64, n)
             for k, j in enumerate(c.cat_pos):
-                name = self.features[j].name
-                col = [d.get(name, _MISSING) for d in docs]
-                if not all(issubclass(t, str) for t in set(map(type, col))):  # str and its subclasses (numpy.str_)
+                f = self.features[j]
+                col = [d.get(f.name, _MISSING) for d in docs]
+                # str and its subclasses (numpy.str_), and a gap where the feature may be missing
+                if not all(issubclass(t, str) or (f.missing and t is _NONE) for t in set(map(type, col))):
                     return None
-                index = self._index[name]
+                index = self._index[f.name]
                 cat[:, k] = np.fromiter((index.get(v, -1) for v in col), np.int64, n)
         except OverflowError:  # an integer too large for a float: parse says "must be a finite number"
             return None
         if not (np.isfinite(num).all() and (num >= c.lower).all() and (num <= c.upper).all() and (cat >= 0).all()):
             return None
+        num[gaps] = np.nan
         return Applicants(num, cat)
 
     def from_rows(self, rows: list[list]) -> Applicants:
         """Rows of values in schema order (as :meth:`parse` returns them) -> :class:`Applicants`."""
         c = self._cols
+        # a gap (None) is NaN
         num = np.array([[r[j] for j in c.num_pos] for r in rows], np.float64).reshape(len(rows), len(c.num_pos))
         cat = np.array([[self._index[self.features[j].name][r[j]] for j in c.cat_pos] for r in rows], np.int64).reshape(
             len(rows), len(c.cat_pos)
@@ -260,6 +297,10 @@ class Schema:
         c = self._cols
         Z = np.zeros((len(a), self.n_model))
         Z[:, c.num_cols] = (a.num - c.lower) / c.span
+        if len(c.flag_cols):  # a gap: its value at 0 (the lower bound), its indicator on
+            gaps = np.isnan(a.num)
+            Z[:, c.num_cols] = np.where(gaps, 0.0, Z[:, c.num_cols])
+            Z[:, c.flag_cols] = gaps[:, c.num_missing]
         if len(c.cat_pos):
             Z[np.arange(len(a))[:, None], c.cat_start + a.cat] = 1.0
         return Z
@@ -273,7 +314,8 @@ class Schema:
 
     def applicants_from_frame(self, X) -> Applicants:
         """A DataFrame of the training data (original units) -> :class:`Applicants`, as :meth:`encode_frame` reads it
-        (numeric values clipped to the bounds, a category outside the schema's the first category)."""
+        (numeric values clipped to the bounds, a category outside the schema's the first category, a gap a gap where
+        the feature may be missing)."""
         c = self._cols
         num = np.column_stack(
             [X[self.features[j].name].to_numpy(np.float64) for j in c.num_pos] or [np.empty((len(X), 0))]
@@ -284,6 +326,8 @@ class Schema:
             f = self.features[j]
             codes = X[f.name].astype(str).map(self._index[f.name]).to_numpy(np.float64, na_value=0.0)
             cat[:, k] = np.nan_to_num(codes, nan=0.0).astype(np.int64)
+            if f.missing:
+                cat[X[f.name].isna().to_numpy(), k] = len(f.categories)
         return Applicants(num, cat)
 
     def decode(self, Z: np.ndarray, factual: Applicants | None = None) -> Applicants:
@@ -292,11 +336,14 @@ class Schema:
         Numeric values are clipped to the public bounds; integer features rounded away from the
         factual (so the move is never shortened); categorical ones take the largest indicator.
         With ``factual`` (the applicants the rows move from), immutable features keep the
-        factual's value and increase-only ones never go below it.
+        factual's value and increase-only ones never go below it, and a gap stays a gap while no
+        value becomes one; without, a gap is where its indicator is at least one half.
         """
         Z = np.atleast_2d(np.asarray(Z, np.float64))
         c = self._cols
         num = np.clip(c.lower + Z[:, c.num_cols] * c.span, c.lower, c.upper)
+        if factual is None and len(c.flag_cols):
+            num[:, c.num_missing] = np.where(Z[:, c.flag_cols] >= 0.5, np.nan, num[:, c.num_missing])
         if factual is not None:
             num = np.where(c.num_increase, np.maximum(num, factual.num), num)
             up, down = num > factual.num, num < factual.num
@@ -308,14 +355,16 @@ class Schema:
         cat = np.empty((len(Z), len(c.cat_pos)), np.int64)
         for k, j in enumerate(c.cat_pos):
             s = self._slices[j]
-            cat[:, k] = np.argmax(Z[:, s], axis=1)
+            width = s.stop - s.start if factual is None else int(c.cat_size[k])  # a level never moves to the gap
+            cat[:, k] = np.argmax(Z[:, s.start : s.start + width], axis=1)
         if factual is not None:
-            num = np.where(c.num_immutable, factual.num, num)
-            cat = np.where(c.cat_immutable, factual.cat, cat)
+            num = np.where(c.num_immutable | np.isnan(factual.num), factual.num, num)
+            cat = np.where(c.cat_immutable | (factual.cat == c.cat_size), factual.cat, cat)
         return Applicants(num, cat)
 
     def values(self, a: Applicants) -> list[list]:
-        """Per feature (schema order), the column of JSON values: whole numbers as int, categories as str."""
+        """Per feature (schema order), the column of JSON values: whole numbers as int, categories as str, a gap
+        None."""
         c = self._cols
         cols: list = [None] * len(self.features)
         for k, j in enumerate(c.num_pos):
@@ -323,6 +372,7 @@ class Schema:
             obj = col.astype(object)
             whole = (col == np.floor(col)) & (np.abs(col) < 2**53)
             obj[whole] = col[whole].astype(np.int64).astype(object)
+            obj[np.isnan(col)] = None
             cols[j] = obj.tolist()
         for k, j in enumerate(c.cat_pos):
             cols[j] = c.cat_names[k][a.cat[:, k]].tolist()
@@ -337,13 +387,15 @@ class Schema:
         """(n, n_features) mask, schema order: the features whose value differs between ``a`` and ``b``."""
         c = self._cols
         out = np.zeros((len(a), len(self.features)), bool)
-        out[:, c.num_pos] = a.num != b.num
+        out[:, c.num_pos] = (a.num != b.num) & ~(np.isnan(a.num) & np.isnan(b.num))
         out[:, c.cat_pos] = a.cat != b.cat
         return out
 
     def costs(self, a: Applicants, b: Applicants) -> np.ndarray:
-        """L1 cost per row in units of each numeric feature's public range; a changed category costs 1."""
-        return (np.abs(b.num - a.num) / self._cols.span).sum(1) + (a.cat != b.cat).sum(1)
+        """L1 cost per row in units of each numeric feature's public range; a changed category costs 1 (a gap held
+        costs nothing)."""
+        moved = np.abs(b.num - a.num) / self._cols.span
+        return np.where(np.isnan(a.num) & np.isnan(b.num), 0.0, moved).sum(1) + (a.cat != b.cat).sum(1)
 
     def feature_sums(self, M: np.ndarray) -> np.ndarray:
         """Model-space columns summed per feature: (n, n_model) -> (n, n_features)."""
@@ -358,6 +410,7 @@ class Schema:
 
 
 _MISSING = object()
+_NONE = type(None)
 _NUMBER_TYPES = frozenset({int, float})
 
 
@@ -399,6 +452,8 @@ class _Columns:
     num_pos: np.ndarray
     cat_pos: np.ndarray
     num_cols: np.ndarray
+    num_missing: np.ndarray  # per numeric feature: may be missing
+    flag_cols: np.ndarray  # the gap indicators' model-space columns, one per numeric feature that may be missing
     lower: np.ndarray
     upper: np.ndarray
     span: np.ndarray
@@ -407,7 +462,8 @@ class _Columns:
     num_immutable: np.ndarray
     cat_immutable: np.ndarray
     cat_start: np.ndarray
-    cat_names: tuple
+    cat_names: tuple  # per categorical feature: its categories, and None (a gap) last where it may be missing
+    cat_size: np.ndarray  # per categorical feature: its categories (the index of a gap)
     starts: np.ndarray
 
 
@@ -432,29 +488,27 @@ def schema_from_dataset(dataset, bounds: dict | None = None) -> Schema:
     unknown = sorted(set(bounds) - set(dataset.feature_names))
     if unknown:
         raise InvalidInputError(f"--bounds names unknown columns {unknown}; columns are {list(dataset.feature_names)}")
-    gaps = dataset.X.isna().sum()
-    if gaps.any():
-        listed = ", ".join(f"{c!r} ({int(n)})" for c, n in gaps[gaps > 0].items())
-        raise InvalidInputError(
-            f"the data have missing values in the columns {listed}: the recourse service's schema takes no missing "
-            "values (an applicant's request names every feature); drop those rows or fill the gaps before publishing"
-        )
     feats, from_data = [], []
     for name in dataset.feature_names:
         col = dataset.X[name]
+        gaps = bool(col.isna().any())  # a column with gaps: a request may give null there (read from the data)
+        if gaps and col.isna().all():
+            raise InvalidInputError(f"column {name!r} has no value at all: drop it before publishing")
         common = dict(
-            immutable=name in dataset.immutable, direction="increase" if name in dataset.increasing else "any"
+            immutable=name in dataset.immutable,
+            direction="increase" if name in dataset.increasing else "any",
+            missing=gaps,
         )
         if name in dataset.categorical or col.dtype == object:
             if name in bounds:
                 raise InvalidInputError(f"--bounds {name}=...: {name} is categorical")
             listed = domain[name].categories if public and name in domain else ()
-            cats = tuple(listed) or tuple(sorted(map(str, col.unique())))
+            cats = tuple(listed) or tuple(sorted(map(str, col.dropna().unique())))
             feats.append(Feature(name, "categorical", categories=cats, **common))
-            if not listed:
+            if not listed or gaps:
                 from_data.append(name)
             continue
-        values = col.to_numpy(np.float64)
+        values = col.dropna().to_numpy(np.float64)
         if name in bounds:
             lo, hi = map(float, bounds[name])
         else:
@@ -462,14 +516,17 @@ def schema_from_dataset(dataset, bounds: dict | None = None) -> Schema:
             if hi <= lo:
                 hi = lo + 1.0
             from_data.append(name)
+        if gaps and name in bounds:
+            from_data.append(name)
         integer = bool(np.all(np.mod(values, 1) == 0))
         feats.append(Feature(name, "numeric", lower=lo, upper=hi, integer=integer, **common))
     notes = {
         "units": "original units of the data",
         "read_from_data": from_data,
         "warning": (
-            "bounds or categories of the features in read_from_data were read from the training data and are not "
-            "covered by the privacy guarantee; declare public ones (--bounds COL=LO:HI, dataset metadata)"
+            "bounds, categories or gaps (whether a feature may be missing) of the features in read_from_data were "
+            "read from the training data and are not covered by the privacy guarantee; declare public bounds and "
+            "categories (--bounds COL=LO:HI, dataset metadata)"
         )
         if from_data
         else "",
