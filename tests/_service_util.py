@@ -114,3 +114,26 @@ class Server:
             except ProcessLookupError:
                 pass
         self.proc.wait(timeout=30)
+
+
+def headless_chromium():
+    """A selenium driver of Debian's Chromium, headless, 900 x 1100; the test is skipped (saying what to install)
+    without selenium, Chromium or chromedriver. The caller quits it."""
+    import shutil
+
+    import pytest
+
+    webdriver = pytest.importorskip("selenium.webdriver")
+    browser = next(
+        (shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None
+    )
+    driver_bin = shutil.which("chromedriver")
+    if browser is None or driver_bin is None:
+        pytest.skip("no Chromium and chromedriver installed (Debian: apt install chromium chromium-driver)")
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = browser
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=900,1100"):
+        opts.add_argument(arg)
+    return webdriver.Chrome(service=Service(driver_bin), options=opts)

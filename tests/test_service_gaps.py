@@ -164,67 +164,66 @@ def test_the_page_lets_a_feature_that_may_be_missing_be_left_empty(bundles) -> N
     assert "<option value=''>" not in page[page.index("<select id='f-sex'") :].split("</select>", 1)[0]
 
 
-def test_a_server_answers_requests_with_gaps_over_http(tmp_path) -> None:
-    """``recourse-privacy serve`` on a loopback port, 8 concurrent clients sending requests with and without gaps (one
-    and in batches), a null where the feature is never missing refused with a 422 naming it; then the page in
-    headless Chromium, a field left empty and "(missing)" chosen."""
-    httpx = pytest.importorskip("httpx")
+@pytest.fixture(scope="module")
+def gap_site(tmp_path_factory):
+    """``recourse-privacy serve`` of a Laplace bundle on data with gaps, on a free loopback port."""
+    pytest.importorskip("httpx")
     pytest.importorskip("uvicorn")
-    from concurrent.futures import ThreadPoolExecutor
-
     from _service_util import Server
     from recourse_privacy.service.keys import KeyStore
 
-    publish(gappy_dataset(), method="laplace", epsilon=1.0, out=tmp_path / "bundle", bounds=BOUNDS)
-    key = KeyStore(tmp_path / "keys.json").add("main", budget=1000.0)
-    server = Server(tmp_path / "bundle", tmp_path / "keys.json", tmp_path / "ledger.db")
-    try:
-        docs = _docs()
-
-        def ask(i: int):
-            with httpx.Client(timeout=60, headers={"X-API-Key": key}) as c:
-                if i % 2:
-                    return c.post(server.url + "/v1/recourse/batch", json={"applicants": docs})
-                return c.post(server.url + "/v1/recourse", json={"applicant": docs[i % len(docs)]})
-
-        with ThreadPoolExecutor(8) as pool:
-            replies = list(pool.map(ask, range(16)))
-        assert [r.status_code for r in replies] == [200] * 16
-        for i, r in enumerate(replies):
-            sent = docs if i % 2 else [docs[i % len(docs)]]
-            answers = r.json()["answers"] if i % 2 else [r.json()]
-            for d, a in zip(sent, answers):
-                if a["counterfactual"] is not None:
-                    assert [a["counterfactual"][k] is None for k in ("hours", "job")] == [
-                        d[k] is None for k in ("hours", "job")
-                    ]
-        bad = httpx.post(server.url + "/v1/recourse", json={"applicant": applicant(income=None)},
-                         headers={"X-API-Key": key}, timeout=30)  # fmt: skip
-        assert bad.status_code == 422 and bad.json()["field"] == "applicant.income"
-        _page_with_a_gap(server.url, key, tmp_path)
-    finally:
-        server.kill()
+    d = tmp_path_factory.mktemp("gap-site")
+    publish(gappy_dataset(), method="laplace", epsilon=1.0, out=d / "bundle", bounds=BOUNDS)
+    key = KeyStore(d / "keys.json").add("main", budget=1000.0)
+    server = Server(d / "bundle", d / "keys.json", d / "ledger.db")
+    yield server.url, key, d
+    server.kill()
 
 
-def _page_with_a_gap(url: str, key: str, tmp_path) -> None:
-    """The applicant page in headless Chromium: hours left empty and job "(missing)", answered (skipped without a
-    browser)."""
-    import shutil
+def test_a_server_answers_requests_with_gaps_over_http(gap_site) -> None:
+    """8 concurrent clients send requests with and without gaps (one and in batches); every answer holds the gaps; a
+    null where the feature is never missing is a 422 naming it."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    webdriver = pytest.importorskip("selenium.webdriver")
-    browser, driver_bin = shutil.which("chromium"), shutil.which("chromedriver")
-    if browser is None or driver_bin is None:
-        return  # the HTTP part above ran; test_service_server's page test says what to install
-    from selenium.webdriver.chrome.service import Service
+    import httpx
+
+    url, key, _ = gap_site
+    docs = _docs()
+
+    def ask(i: int):
+        with httpx.Client(timeout=60, headers={"X-API-Key": key}) as c:
+            if i % 2:
+                return c.post(url + "/v1/recourse/batch", json={"applicants": docs})
+            return c.post(url + "/v1/recourse", json={"applicant": docs[i % len(docs)]})
+
+    with ThreadPoolExecutor(8) as pool:
+        replies = list(pool.map(ask, range(16)))
+    assert [r.status_code for r in replies] == [200] * 16
+    held = 0
+    for i, r in enumerate(replies):
+        sent = docs if i % 2 else [docs[i % len(docs)]]
+        answers = r.json()["answers"] if i % 2 else [r.json()]
+        for d, a in zip(sent, answers):
+            if a["counterfactual"] is not None:
+                gaps = [d[k] is None for k in ("hours", "job")]
+                assert [a["counterfactual"][k] is None for k in ("hours", "job")] == gaps
+                held += any(gaps)
+    assert held > 0
+    bad = httpx.post(url + "/v1/recourse", json={"applicant": applicant(income=None)}, headers={"X-API-Key": key},
+                     timeout=30)  # fmt: skip
+    assert bad.status_code == 422 and bad.json()["field"] == "applicant.income"
+
+
+def test_the_page_sends_an_empty_field_as_a_gap_in_headless_chromium(gap_site) -> None:
+    """The applicant page: hours left empty and job "(missing)", answered with the gaps held."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = browser
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=900,1100"):
-        opts.add_argument(arg)
-    drv = webdriver.Chrome(service=Service(driver_bin), options=opts)
+    from _service_util import headless_chromium
+
+    url, key, tmp_path = gap_site
+    drv = headless_chromium()
     try:
         drv.get(url + "/")
         assert [o.text for o in Select(drv.find_element(By.ID, "f-job")).options][-1] == "(missing)"

@@ -8,14 +8,13 @@ twice on one ledger.
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from _service_util import BOUNDS, Server, applicant, tiny_dataset
+from _service_util import BOUNDS, Server, applicant, headless_chromium, tiny_dataset
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -303,28 +302,12 @@ def test_two_workers_answer_without_the_delayed_ack_floor(tmp_path):
 
 
 # ------------------------------------------------------------------ the page in a browser
-def _browser():
-    for b in ("chromium", "chromium-browser", "google-chrome"):
-        if shutil.which(b):
-            return shutil.which(b)
-    return None
-
-
 def test_applicant_page_in_headless_chromium(site, tmp_path):
-    webdriver = pytest.importorskip("selenium.webdriver")
-    browser, driver_bin = _browser(), shutil.which("chromedriver")
-    if browser is None or driver_bin is None:
-        pytest.skip("no Chromium and chromedriver installed (Debian: apt install chromium chromium-driver)")
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = browser
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=900,1100"):
-        opts.add_argument(arg)
-    drv = webdriver.Chrome(service=Service(driver_bin), options=opts)
+    drv = headless_chromium()
     try:
         drv.get(site["url"] + "/")
         assert [o.text for o in Select(drv.find_element(By.ID, "f-job")).options] == ["clerk", "manager", "worker"]
