@@ -91,6 +91,8 @@ class CADEX:
         n_iter = np.full(n, -1, dtype=np.int64)
         bounds = _torch_bounds(self.action_set, d, p.dtype, torch, p.device)
         imm, inc = bounds[0], bounds[1]
+        # a row's missing values: not moved (else the search leans on them and the projection takes the move back)
+        held = torch.as_tensor(self.action_set.held(X), device=p.device) if self.action_set is not None else None
         rows = torch.arange(n, device=p.device)
         x = x0.clone().requires_grad_(True)
         opt = torch.optim.Adam([x], lr=self.lr)
@@ -113,7 +115,7 @@ class CADEX:
             loss = F.softplus(-z).sum()
             (grad,) = torch.autograd.grad(loss, x)
             if mask is None:  # the first gradient fixes the mask (Moore et al. 2019)
-                mask = self._initial_mask(grad, imm, inc, torch)
+                mask = self._initial_mask(grad, imm | held[rows] if held is not None else imm, inc, torch)
             step_mask = mask & ~(inc & (grad > 0))  # increase-only: no step that decreases
             x.grad = grad * step_mask
             opt.step()
@@ -130,6 +132,8 @@ class CADEX:
         return self.action_set.actionability.project(X_cf, X) if self.action_set is not None else X_cf
 
     def _initial_mask(self, grad, imm, inc, torch):
+        """The features each row may change (``imm``: (d,) or per row (n, d)), the ``n_changed`` of largest
+        gradient among them."""
         mask = ~imm.expand_as(grad) & ~(inc & (grad > 0))
         if self.n_changed is not None and self.n_changed < grad.shape[1]:
             score = torch.where(mask, grad.abs(), torch.full_like(grad, -1.0))

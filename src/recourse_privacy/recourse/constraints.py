@@ -133,13 +133,20 @@ class ActionSet:
         """Whether some column may be missing (a numeric :class:`MissingFlag` or a categorical gap's level)."""
         return bool(self.flags) or any(g.missing is not None for g in self.groups)
 
+    def held(self, X: np.ndarray) -> np.ndarray:
+        """(n, d) mask of the value features the rows of ``X`` miss (their :class:`MissingFlag` on): immutable for
+        those rows (what :meth:`project` sets back; a continuous search masks them per row)."""
+        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+        out = np.zeros(X.shape, dtype=bool)
+        for f in self.flags:
+            if f.value is not None:
+                out[:, f.value] = f.is_on(X)
+        return out
+
     def stuck(self, X: np.ndarray) -> np.ndarray:
         """Rows of ``X`` (n, d) that no proposal can move: every mutable feature is the value of a column they lack."""
         X = np.atleast_2d(np.asarray(X, dtype=np.float64))
-        free = np.broadcast_to(self.mutable, X.shape).copy()
-        for f in self.flags:
-            if f.value is not None:
-                free[:, f.value] &= ~f.is_on(X)
+        free = self.mutable & ~self.held(X)
         for g in self.groups:
             if g.missing is not None:
                 free[:, g.index] &= ~g.at_missing(X)[:, None]

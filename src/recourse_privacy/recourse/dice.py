@@ -218,7 +218,7 @@ class DiverseCounterfactuals:
         w = torch.as_tensor(self.weights_, dtype=dtype)
         u0 = (torch.as_tensor(X, dtype=dtype) - lo) / sc
         a = self.action_set or ActionSet.unconstrained(d)
-        vary = torch.as_tensor(~a.immutable)
+        vary = torch.as_tensor(~a.immutable & ~a.held(X))[:, None, :]  # per row: a row's missing values held
         inc = torch.as_tensor(a.increasing)
         ulo, uhi = self._box(a, u0)
         u = torch.where(vary, self._init(u0, k, rng), u0[:, None, :]).requires_grad_(True)
@@ -263,7 +263,7 @@ class DiverseCounterfactuals:
                 if not keep.any():
                     break
                 u, opt = compact_adam(u, opt, keep)
-                rows, u0a, ulo, uhi = rows[keep], u0a[keep], ulo[keep], uhi[keep]
+                rows, u0a, ulo, uhi, vary = rows[keep], u0a[keep], ulo[keep], uhi[keep], vary[keep]
                 prev_loss, loss_diff, conv = prev_loss[keep], loss_diff[keep], conv[keep]
                 backup, backup_score = backup[keep], backup_score[keep]
                 z = module((lo + u * sc).reshape(-1, d)).reshape(-1, k)
