@@ -371,8 +371,8 @@ def test_decoding_gives_every_data_value_back_in_a_column_of_integers_with_an_im
 @pytest.mark.parametrize("method", ["cadex", "dice"])
 def test_a_gradient_search_never_moves_a_value_the_row_misses(method, monkeypatch) -> None:
     """CADEX's mask and DiCE's ``features_to_vary`` are per row: a row's missing value is not a feature its search
-    may lean on (the projection would take that move back, and the counterfactual lose the model's acceptance:
-    CADEX's validity on such data fell to 0.63 when the action set held the gaps only after the search)."""
+    may lean on (the projection takes that move back, and the counterfactual needs the driver's repair, or loses
+    the model's acceptance: CADEX's validity fell to 0.63 when its own output was projected before that repair)."""
     from recourse_privacy.models import make_model
     from recourse_privacy.recourse import base, fit_for, make_recourse
 
