@@ -152,6 +152,11 @@ def _writings(M: pd.DataFrame, columns: Sequence[str]) -> list[ColumnWriting]:
     return out
 
 
+def _activation(V: np.ndarray, on, off) -> np.ndarray:
+    """Encoded indicator values ``V`` back on the 0/1 scale (``off`` -> 0, ``on`` -> 1); "on" from one half."""
+    return (V - off) / (on - off)
+
+
 @dataclass(frozen=True, eq=False)
 class OneHotGroup:
     """The encoded features of one categorical column: exactly one is "on", or none where ``allow_none``.
@@ -184,7 +189,7 @@ class OneHotGroup:
         """Where the encoded rows ``Z`` (any leading shape) hold the column's gap (all False without gaps)."""
         if self.missing is None:
             return np.zeros(Z.shape[:-1], dtype=bool)
-        activation = (Z[..., self.index] - self.off) / (self.on - self.off)
+        activation = _activation(Z[..., self.index], self.on, self.off)
         if self.missing == self.size:
             return (activation < 0.5).all(axis=-1)
         return activation[..., self.missing] >= 0.5
@@ -209,7 +214,7 @@ class MissingFlag:
 
     def is_on(self, Z: np.ndarray) -> np.ndarray:
         """Where the encoded rows ``Z`` (any leading shape) have the flag on (nearer ``on`` than ``off``)."""
-        return (Z[..., self.flag] - self.off) / (self.on - self.off) >= 0.5
+        return _activation(Z[..., self.flag], self.on, self.off) >= 0.5
 
 
 class Preprocessor:
@@ -372,11 +377,16 @@ class Preprocessor:
         self.numeric_ = [c for c in columns if c not in cat]
         self.missable_ = self._with_gaps(X, dataset, self.numeric_)
         self.categorical_gaps_ = self._with_gaps(X, dataset, self.categorical_)
-        # every level of the fit rows, and the gap's where the column has gaps anywhere (the encoder must know it)
-        self._categories = [
-            sorted(set(_levels(X[c])) | ({MISSING_LEVEL} if c in self.categorical_gaps_ else set()))
-            for c in self.categorical_
-        ]
+        # with gaps: every level of the fit rows, and the gap's where the column has gaps anywhere (the encoder must
+        # know it); without, the encoder finds the levels itself ("auto")
+        self._categories = (
+            [
+                sorted(set(_levels(X[c])) | ({MISSING_LEVEL} if c in self.categorical_gaps_ else set()))
+                for c in self.categorical_
+            ]
+            if self.categorical_gaps_
+            else "auto"
+        )
         return X, immutable, increasing
 
     @staticmethod
@@ -399,7 +409,7 @@ class Preprocessor:
         from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
         encoder = OneHotEncoder(
-            categories=self._categories if getattr(self, "categorical_gaps_", ()) else "auto",
+            categories=getattr(self, "_categories", "auto"),
             handle_unknown="ignore",
             drop="if_binary" if self.drop_first_binary else None,
             sparse_output=False,

@@ -250,12 +250,12 @@ def _check_no_missing(df: pd.DataFrame, columns: list[str], text_columns: list[s
     (:class:`~recourse_privacy.data.preprocessing.MissingFlag`, a categorical column's level ``nan``), and the
     user's model gets them as NaN; a blank string is no gap but a typo, and is refused."""
     columns = list(columns)
-    missing = df[columns + [c for c in text_columns if c not in columns]].isna()
-    missing[[c for c in text_columns if c not in columns]] = False
-    for col in missing.columns:
-        if not _is_numeric(df[col]):
-            text = df[col].astype(str).str.strip()
-            missing[col] |= text.eq("") & df[col].notna()
+    checked = columns + [c for c in text_columns if c not in columns]
+    missing = pd.DataFrame(False, index=df.index, columns=checked)
+    missing[columns] = df[columns].isna()  # a gap: only where none may be
+    for col in checked:
+        if not _is_numeric(df[col]):  # a blank text: nowhere
+            missing[col] |= df[col].notna() & df[col].astype(str).str.strip().eq("")
     counts = missing.sum()
     bad = counts[counts > 0]
     if len(bad):
