@@ -155,6 +155,7 @@ def test_audit_is_reproducible_and_validates_input():
         "dpm-logistic-label-flip",
         "trained-lr",
         "trained-dpm-logistic",
+        "trained-dpm-logistic-budget",
         "trained-dpm-lr",
         "trained-dpm-scfe",
     }
@@ -333,7 +334,7 @@ def test_trained_lr_release_violates_its_claim():
 
 
 def test_trained_dpm_releases_are_consistent():
-    for name in ("trained-dpm-logistic", "trained-dpm-lr"):
+    for name in ("trained-dpm-logistic", "trained-dpm-lr", "trained-dpm-logistic-budget"):
         a = make_experiment(name, 1.0).audit(n_trials=200, random_state=0)
         assert a.epsilon_lower_bound <= 1.0 and not a.violates_claim
 

@@ -49,6 +49,12 @@ def _dp_logistic(epsilon, data_norm, seed):
     return DPLogisticModel(epsilon=epsilon, data_norm=data_norm, random_state=seed)
 
 
+def _dp_logistic_budget(epsilon, data_norm, seed):
+    from recourse_privacy.models.dp import DPLogisticModel
+
+    return DPLogisticModel(epsilon=epsilon, data_norm=data_norm, regularize_for_budget=True, random_state=seed)
+
+
 def _laplace(epsilon, seed):
     from diffprivlib.accountant import BudgetAccountant
 
@@ -79,6 +85,13 @@ RELEASES: dict[str, tuple[Callable, Callable, bool, str]] = {
         "epsilon-DP per query by Huang et al. 2023)",
     ),
     "dpm-logistic": (_dp_logistic, _linear, False, "exact linear recourse over diffprivlib's DP logistic regression"),
+    "dpm-logistic-budget": (
+        _dp_logistic_budget,
+        _linear,
+        False,
+        "exact linear recourse over the service's DP logistic regression (regularised to keep epsilon / 2: "
+        "DPLogisticModel(regularize_for_budget=True))",
+    ),
     "dpm-lr": (_dp_logistic, _laplace, False, "Laplace Recourse over diffprivlib's DP logistic regression"),
     "dpm-scfe": (_dp_logistic, _scfe, False, "SCFE (Wachter et al.) over diffprivlib's DP logistic regression"),
 }
