@@ -383,3 +383,26 @@ def test_exceed_rates_jax_privacy(capsys):
         for meth in names:
             print(f"  {meth:22s}" + "  ".join(f"mu={mu:g}: {counts[meth, mu] / n:.3f}" for mu in mus))
     _check_rates(counts, n, METHODS)  # ours must pass; jax_privacy's are reported
+
+
+def test_cli_one_run_audit_takes_the_neighbours_norm_bound_from_param(tmp_path, monkeypatch):
+    """``--one-run`` audits the release at the ``--param`` rows, data_norm and canary the many-run audit has (it ran
+    at data_norm 1 whatever was given: where the service's regularised model is the plain one)."""
+    import recourse_privacy.dp_audit as dp_audit
+
+    seen = {}
+    real = dp_audit.one_run_audit
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dp_audit, "one_run_audit", spy)
+    out = tmp_path / "a.json"
+    args = ["audit-dp", "--mechanism", "trained-dpm-logistic-budget", "--epsilon", "2", "--trials", "100",
+            "--param", "data_norm=5", "--param", "n_features=10", "--param", "n_rows=150", "--one-run", "200",
+            "--out", str(out)]  # fmt: skip
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert seen["data_norm"] == 5 and seen["n_rows"] == 150 and "n_features" not in seen
+    assert json.loads(out.read_text())["one_run"]["n_canaries"] == 200

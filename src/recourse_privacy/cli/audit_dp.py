@@ -130,7 +130,8 @@ def _run_audit_dp(mechanism: str, epsilon: float, trials: int, seed: int, alpha:
     from recourse_privacy.dp_audit import make_experiment
 
     try:
-        experiment = make_experiment(mechanism, epsilon, **_parse_params(param, "--param"))
+        params = _parse_params(param, "--param")
+        experiment = make_experiment(mechanism, epsilon, **params)
         from recourse_privacy.dp_audit import RELEASES
 
         if one_run and mechanism.removeprefix("trained-") not in RELEASES:
@@ -144,9 +145,13 @@ def _run_audit_dp(mechanism: str, epsilon: float, trials: int, seed: int, alpha:
             if one_run:
                 from recourse_privacy.dp_audit import one_run_audit
 
+                # the neighbours' rows, norm bound and canary as the many-run audit has them (its canaries are its own:
+                # one coordinate each, so n_features and data_seed do not apply)
+                shared = {k: params[k] for k in ("n_rows", "data_norm", "canary_norm") if k in params}
                 one = one_run_audit(
-                    mechanism.removeprefix("trained-"), epsilon, n_canaries=one_run, beta=alpha, random_state=seed
-                )
+                    mechanism.removeprefix("trained-"), epsilon, n_canaries=one_run, beta=alpha, random_state=seed,
+                    **shared,
+                )  # fmt: skip
     except RecoursePrivacyError as err:
         _fail(err)
     return result, one
