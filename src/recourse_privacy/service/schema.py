@@ -207,8 +207,10 @@ class Schema:
             if f.name not in applicant:
                 raise ApplicantError(name, "missing")
             v = applicant[f.name]
-            if v is None and f.missing:  # a gap, as the data have
-                row.append(None)
+            if v is None:
+                if not f.missing:
+                    raise ApplicantError(name, "is null; only a feature the schema marks \"missing\" may be")
+                row.append(None)  # a gap, as the data have
                 continue
             if f.type == "numeric":
                 if isinstance(v, bool) or not isinstance(v, int | float):
