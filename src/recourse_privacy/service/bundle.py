@@ -634,6 +634,7 @@ class _JsonParts:
     numeric: tuple[bool, ...]
     categories: tuple[dict | None, ...]
     plain: bool  # every name and category is printable ASCII without '"' or '\\': a sentence needs no escaping
+    nullable: tuple[bool, ...]  # per feature: may be missing (a numeric gap is written null)
 
     @classmethod
     def of(cls, schema: Schema) -> _JsonParts:
@@ -644,12 +645,12 @@ class _JsonParts:
         words = [f.name for f in schema.features] + [c for f in schema.features for c in (f.categories or ())]
         plain = all(w.isascii() and w.isprintable() and '"' not in w and "\\" not in w for w in words)
         return cls(names, tuple(n + ":" for n in names), tuple(f.type == "numeric" for f in schema.features), cats,
-                   plain)  # fmt: skip
+                   plain, tuple(f.missing for f in schema.features))  # fmt: skip
 
     def column_texts(self, cols: list[list]) -> list[list[str]]:
         """Per feature, the JSON text of each value (:meth:`Schema.values`' columns)."""
-        return [list(map(_number_text, col)) if cats is None else list(map(cats.__getitem__, col))
-                for col, cats in zip(cols, self.categories)]  # fmt: skip
+        return [list(map(_number_text if gap else repr, col)) if cats is None else list(map(cats.__getitem__, col))
+                for col, cats, gap in zip(cols, self.categories, self.nullable)]  # fmt: skip
 
     def quote(self, text: str) -> str:
         """``json.dumps(text)``; without the encoder's call when the schema's words need no escaping (a sentence is

@@ -209,7 +209,7 @@ class Schema:
             v = applicant[f.name]
             if v is None:
                 if not f.missing:
-                    raise ApplicantError(name, "is null; only a feature the schema marks \"missing\" may be")
+                    raise ApplicantError(name, 'is null; only a feature the schema marks "missing" may be')
                 row.append(None)  # a gap, as the data have
                 continue
             if f.type == "numeric":
