@@ -67,8 +67,10 @@ __all__ = [
 
 CACHE_ENV = "RECOURSE_PRIVACY_CACHE"
 #: bump when the layout of an entry or the numbers of a cached computation change (training, recourse);
-#: 2: MLPModel.fit trains through the stacked trainer (stop 34), so its networks moved at float32 rounding
-CACHE_FORMAT = 2
+#: 2: MLPModel.fit trains through the stacked trainer (stop 34), so its networks moved at float32 rounding;
+#: 3: decoding snaps every data value back (stop 41: a deployed model's recourse searched through the decode moved),
+#: and DiCE and CADEX hold a row's missing values inside their search
+CACHE_FORMAT = 3
 #: values of ``cache_dir`` / ``$RECOURSE_PRIVACY_CACHE`` that turn the cache off
 OFF = ("off", "none", "0", "false", "no")
 #: entries larger than this are not stored (e.g. 5,000 counterfactuals of 7,000 features): recomputed each time
