@@ -32,6 +32,9 @@ def laplace_evidence():
 
 def test_every_dp_defense_names_its_mechanism_and_bad_input_is_refused():
     assert check_auditable("dpm", "logistic") == "trained-dpm-logistic"
+    # the model as run: the service's regularised DP logistic regression is audited as itself
+    assert check_auditable("dpm", "logistic", 1.0, {"regularize_for_budget": True}) == "trained-dpm-logistic-budget"
+    assert check_auditable("dpm", "logistic", 1.0, {"regularize_for_budget": False}) == "trained-dpm-logistic"
     assert check_auditable("dpm", "mlp") == "trained-dpsgd"
     assert check_auditable("laplace", "logistic") == "trained-lr"
     assert check_auditable("dpm-laplace", "logistic") == "trained-dpm-lr"
@@ -102,3 +105,15 @@ def test_cli_refuses_dp_audit_without_a_dp_defense_before_any_work(tmp_path):
     assert res.exit_code == 2
     assert "--dp-audit" in res.output and "--defense" in res.output
     assert not (tmp_path / "o" / "report.html").exists()
+
+
+def test_cli_audits_the_dp_model_as_run_with_its_model_params(tmp_path):
+    """``--defense dpm --model-param regularize_for_budget=true --dp-audit``: the regularised model is the one
+    audited (trained-dpm-logistic-budget), not diffprivlib's C = 1."""
+    out = tmp_path / "o"
+    args = ["audit", "--defense", "dpm", "--epsilon", "2", "--normalize-rows", "--model-param",
+            "regularize_for_budget=true", "--dp-audit", "--n-members", "100", "--shadow-models", "2", "--cache-dir",
+            "off", "--out", str(out)]  # fmt: skip
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "trained-dpm-logistic-budget" in (out / "report.html").read_text()  # the report names the mechanism

@@ -139,7 +139,11 @@ def audit(**options) -> None:
     out = options["out"]
     try:
         config = _config(options)
-        mechanism = check_auditable(config.defense, config.model, config.epsilon) if options["dp_audit"] else None
+        mechanism = (
+            check_auditable(config.defense, config.model, config.epsilon, config.model_params)
+            if options["dp_audit"]
+            else None
+        )
         artifacts = open_cache(options["cache_dir"])
         claim = claim_output_dir(out, "audit", options["overwrite"])
     except RecoursePrivacyError as err:
@@ -192,7 +196,9 @@ def _play(console, config, out: Path, artifacts, claim, mechanism: str | None = 
             result = play_audit(config, resume_dir=out, progress=progress, cache=artifacts or "off")
             evidence = None
             if mechanism is not None:
-                evidence = audit_defense(config.defense, config.model, config.epsilon, seed=config.seed)
+                evidence = audit_defense(
+                    config.defense, config.model, config.epsilon, seed=config.seed, model_params=config.model_params
+                )
             files = write_outputs(result, check_output_dir(out), dp_audit=evidence)  # the command writes, not the game
             result = result.with_files(files)
             claim.finish()

@@ -20,7 +20,7 @@ alpha / 2 for the two that decide the verdict.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 
 from recourse_privacy.errors import InvalidInputError
@@ -99,7 +99,7 @@ class DPAuditEvidence:
 class DefenseAuditSpec:
     """How a defense's mechanism is audited: the mechanism for a model, and the fast settings."""
 
-    mechanism: Callable[[str], str | None]
+    mechanism: Callable[[str, Mapping], str | None]  # (model name, its --model-param) -> the mechanism, or None
     n_trials: int
     n_canaries: int
 
@@ -109,17 +109,17 @@ _ASSUME_ONE = "each canary included independently with probability 1/2; no assum
 _ASSUME_FDP = _ASSUME_ONE.split(";")[0] + "; the mechanism's trade-off curve is Gaussian (mu-GDP)"
 
 
-def _dpm_mechanism(model: str) -> str | None:
-    if model == "logistic":
-        return "trained-dpm-logistic"
+def _dpm_mechanism(model: str, params: Mapping) -> str | None:
+    if model == "logistic":  # the model as run: regularised for its budget (the service's), or diffprivlib's C
+        return "trained-dpm-logistic-budget" if params.get("regularize_for_budget") else "trained-dpm-logistic"
     return "trained-dpsgd" if model.startswith("mlp") else None
 
 
 #: defense name -> how its mechanism is audited (the mechanism depends on the audit's model)
 DEFENSE_AUDITS: dict[str, DefenseAuditSpec] = {
     "dpm": DefenseAuditSpec(_dpm_mechanism, n_trials=200, n_canaries=1000),
-    "laplace": DefenseAuditSpec(lambda model: "trained-lr" if model == "logistic" else None, 1000, 1000),
-    "dpm-laplace": DefenseAuditSpec(lambda model: "trained-dpm-lr" if model == "logistic" else None, 200, 1000),
+    "laplace": DefenseAuditSpec(lambda model, params: "trained-lr" if model == "logistic" else None, 1000, 1000),
+    "dpm-laplace": DefenseAuditSpec(lambda model, params: "trained-dpm-lr" if model == "logistic" else None, 200, 1000),
 }
 
 
@@ -146,14 +146,17 @@ def trials_for(spec: DefenseAuditSpec, epsilon: float, alpha: float = 0.05) -> i
     return n
 
 
-def check_auditable(defense: str, model: object, epsilon: float | None = None) -> str:
-    """The mechanism that audits ``defense`` on ``model``, or one error naming --defense / --model (before any work)."""
+def check_auditable(
+    defense: str, model: object, epsilon: float | None = None, model_params: Mapping | None = None
+) -> str:
+    """The mechanism that audits ``defense`` on ``model`` (run with ``model_params``), or one error naming --defense /
+    --model (before any work)."""
     spec = DEFENSE_AUDITS.get(defense)
     if spec is None:
         raise InvalidInputError(
             f"--dp-audit needs a DP defense ({', '.join(DEFENSE_AUDITS)}); --defense is {defense!r}, which claims no epsilon"
         )
-    name = spec.mechanism(model if isinstance(model, str) else "")
+    name = spec.mechanism(model if isinstance(model, str) else "", dict(model_params or {}))
     if name is None:
         raise InvalidInputError(f"--dp-audit: no empirical audit of --defense {defense} with --model {model!r}")
     if epsilon is not None:
@@ -232,13 +235,20 @@ def _from_trained(name: str, epsilon: float, spec: DefenseAuditSpec, alpha: floa
 
 
 def audit_defense(
-    defense: str, model: object, epsilon: float, *, alpha: float = 0.05, seed: int = 0
+    defense: str,
+    model: object,
+    epsilon: float,
+    *,
+    alpha: float = 0.05,
+    seed: int = 0,
+    model_params: Mapping | None = None,
 ) -> DPAuditEvidence:
-    """Audit the mechanism of ``defense`` (on ``model``) at the claim ``epsilon`` with its fast settings."""
+    """Audit the mechanism of ``defense`` (on ``model``, run with ``model_params``) at the claim ``epsilon`` with its
+    fast settings."""
     from recourse_privacy.dp_audit.experiments import MECHANISMS
     from recourse_privacy.dp_audit.releases import RELEASE_AUDITS
 
-    name = check_auditable(defense, model)
+    name = check_auditable(defense, model, model_params=model_params)
     epsilon = check_positive_float(epsilon, "epsilon (--epsilon)")
     spec = DEFENSE_AUDITS[defense]
     spec = replace(spec, n_trials=trials_for(spec, epsilon, alpha))
