@@ -63,6 +63,7 @@ MAX_EXCEPTIONS = 64
 _FEW_EXCEPTIONS = 8  # up to this many, each is compared with every value; beyond, the nearest is found
 _SCREEN_ROWS = 64  # the rows that rule a column out before it is read whole
 _NONE = np.empty(0)  # no exceptions
+_SNAP_RTOL = 1e-9  # a decoded value this close (relative, at least absolute) to a data value is that value
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,22 +93,22 @@ class ColumnWriting:
         if self.decimals is not None:
             out = _snap_to(out, np.round(out, self.decimals))
         ex = self.exceptions
+        if not len(ex):
+            return out
         if len(ex) > _FEW_EXCEPTIONS:  # the nearest exception, by bisection
             i = np.clip(np.searchsorted(ex, out), 1, len(ex) - 1)
             lo, hi = ex[i - 1], ex[i]
             return _snap_to(out, np.where(np.abs(out - lo) <= np.abs(hi - out), lo, hi))
-        if not len(ex):
-            return out
         out, gap = (values.copy() if out is values else out), np.empty_like(out)
-        for e in ex:  # a few (an imputed mean per class): one comparison each is faster than a bisection
+        for e in ex:  # a few (an imputed mean per class): one comparison each, in place, is faster than a bisection
             np.abs(np.subtract(out, e, out=gap), out=gap)
-            out[gap <= 1e-9 * max(1.0, abs(float(e)))] = e
+            out[gap <= _SNAP_RTOL * max(1.0, abs(float(e)))] = e
         return out
 
 
 def _snap_to(values: np.ndarray, near: np.ndarray) -> np.ndarray:
-    """``near`` where ``values`` is within 1e-9 (relative) of it, else ``values``."""
-    return np.where(np.abs(values - near) <= 1e-9 * np.maximum(1.0, np.abs(near)), near, values)
+    """``near`` where ``values`` is within :data:`_SNAP_RTOL` (relative) of it, else ``values``."""
+    return np.where(np.abs(values - near) <= _SNAP_RTOL * np.maximum(1.0, np.abs(near)), near, values)
 
 
 def _on_grid(B: np.ndarray, d: int) -> np.ndarray:
