@@ -382,14 +382,30 @@ def test_dp_logistic_rejects_rows_above_data_norm():
 
 
 def test_dp_logistic_regularized_for_its_budget_keeps_half_of_epsilon_and_does_not_diverge():
-    """Objective perturbation (Chaudhuri et al. 2011) at epsilon' = epsilon - 2 log(1 + c s / lambda) just above 0:
-    46 columns of norm at most sqrt(46) at epsilon 2 leave epsilon' = 0.003, a noise scale of about 4,500, and the
-    fit diverges; at C <= budget_C, epsilon' is epsilon / 2 and the model is a model."""
+    """Objective perturbation (Chaudhuri et al. 2011) at epsilon' = epsilon - 2 log(1 + c s C) just above 0: 46
+    columns of norm at most sqrt(46) at epsilon 2 leave epsilon' = 0.003, a noise scale of about 4,500, and the fit
+    diverges. budget_C moves C into the paper's Delta branch there (epsilon' <= 0: diffprivlib runs at epsilon / 2
+    and regularises every coefficient), and leaves it where epsilon' <= 0 or >= epsilon / 2 already."""
     from recourse_privacy.models.dp import budget_C
 
-    for eps, norm in ((2.0, np.sqrt(46)), (0.5, 1.0), (8.0, 3.0)):
-        lam = 1.0 / budget_C(eps, norm)
-        assert eps - 2 * np.log1p(0.25 * np.sqrt(norm**2 + 1) / lam) == pytest.approx(eps / 2, rel=1e-12)
+    def eps_p(eps, norm, C):  # diffprivlib's (Vector.randomise), the intercept's column in the norm
+        return eps - 2 * np.log1p(0.25 * np.sqrt(norm**2 + 1) * C)
+
+    cases = (
+        (2.0, np.sqrt(46), 1.0),
+        (1.0, 1.0, 1.0),
+        (0.5, 1.0, 0.3),
+        (8.0, 3.0, 1.0),
+        (2.0, 1.0, 1.0),
+        (0.5, 5.0, 1.0),
+    )
+    for eps, norm, C in cases:
+        c = budget_C(eps, norm, C)
+        before = eps_p(eps, norm, C)
+        if 0 < before < eps / 2:
+            assert c > C and eps_p(eps, norm, c) <= 0 < eps_p(eps, norm, c * (1 - 1e-6))  # just into Delta's branch
+        else:
+            assert c == C  # diffprivlib's own rule already keeps epsilon / 2
     rng = np.random.default_rng(5)
     X = rng.random((4000, 46)) * (rng.random((4000, 46)) < 0.5)
     y = (X[:, :5].sum(1) + rng.normal(0, 0.3, 4000) > 1.25).astype(int)
@@ -398,9 +414,8 @@ def test_dp_logistic_regularized_for_its_budget_keeps_half_of_epsilon_and_does_n
     held = [DPLogisticModel(**kw, regularize_for_budget=True, random_state=k).fit(X, y) for k in range(3)]
     assert max(abs(m.intercept_) for m in plain) > 1e6  # diffprivlib's fit at epsilon' = 0.003 (the test's power)
     for m in held:
-        assert m.C_ == pytest.approx(budget_C(2.0, np.sqrt(46))) and abs(m.intercept_) < 100
+        assert m.C_ == budget_C(2.0, np.sqrt(46)) > 1.0 and abs(m.intercept_) < 100
         assert 0.1 < m.predict(X).mean() < 0.9
-    assert DPLogisticModel(**kw, C=0.01, regularize_for_budget=True).fit(X, y).C_ == 0.01  # a stronger one is kept
 
 
 def test_dp_logistic_accuracy_rises_with_epsilon():

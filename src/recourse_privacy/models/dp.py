@@ -36,16 +36,21 @@ _NORM_TOL = 1e-9
 _LOGISTIC_SMOOTHNESS = 0.25
 
 
-def budget_C(epsilon: float, data_norm: float, fit_intercept: bool = True) -> float:
-    """The largest inverse regularisation at which objective perturbation keeps epsilon' >= epsilon / 2.
+def budget_C(epsilon: float, data_norm: float, C: float = 1.0, fit_intercept: bool = True) -> float:
+    """The inverse regularisation to give diffprivlib so that objective perturbation runs at epsilon' >= epsilon / 2.
 
     Chaudhuri, Monteleoni and Sarwate (2011), Algorithm 2, as diffprivlib runs it: epsilon' = epsilon - 2 log(1 +
-    c s / lambda) with c = 1/4 (the logistic loss), s the rows' norm bound (sqrt(data_norm^2 + 1) with the
-    intercept's column) and lambda = 1 / C; epsilon' >= epsilon / 2 exactly where lambda >= c s / (e^(epsilon/4) - 1),
-    the regularisation the paper's Delta brings when epsilon' <= 0.
+    c s C) with c = 1/4 (the logistic loss) and s the rows' norm bound (sqrt(data_norm^2 + 1) with the intercept's
+    column). Where epsilon' <= 0 the paper adds the regularisation Delta (on every coefficient, the intercept's
+    too) and runs at epsilon / 2; where 0 < epsilon' < epsilon / 2 it does not, and the noise's scale 2 s /
+    epsilon' grows without bound as epsilon' nears 0. There ``C`` is raised just past e^(epsilon/2) - 1 over c s,
+    where epsilon' <= 0 and the paper's Delta applies; elsewhere ``C`` is returned as it is.
     """
     s = float(np.sqrt(data_norm**2 + 1.0)) if fit_intercept else float(data_norm)
-    return float(np.expm1(epsilon / 4.0) / (_LOGISTIC_SMOOTHNESS * s))
+    eps_p = epsilon - 2.0 * np.log1p(_LOGISTIC_SMOOTHNESS * s * C)
+    if 0.0 < eps_p < epsilon / 2.0:
+        return float(np.expm1(epsilon / 2.0) / (_LOGISTIC_SMOOTHNESS * s) * (1.0 + 1e-9))
+    return float(C)
 
 
 class DPLogisticModel(LinearClassifier):
@@ -55,12 +60,14 @@ class DPLogisticModel(LinearClassifier):
     ``data_norm`` bounds every row's L2 norm and must hold for the data (ValueError naming
     data_norm otherwise); ``C`` is the inverse L2 regularisation (diffprivlib's default 1.0).
 
-    ``regularize_for_budget``: use at most :func:`budget_C` (``C_`` after fit), so that the
-    perturbation's own epsilon' is at least epsilon / 2. Chaudhuri et al. (2011), Algorithm 2, add
-    that regularisation only where epsilon' would be <= 0; just above 0 the noise's scale
+    ``regularize_for_budget``: C from :func:`budget_C` (``C_`` after fit), so that the
+    perturbation runs at epsilon' >= epsilon / 2. Chaudhuri et al. (2011), Algorithm 2, regularise
+    more (their Delta) only where epsilon' would be <= 0; just above 0 the noise's scale
     ``2 data_norm / epsilon'`` is unbounded, and on 46 columns at epsilon 2 (epsilon' = 0.006)
-    diffprivlib's fit diverged (an intercept of 3e20: every row rejected). The service's bundles
-    use it; off by default, where the paper's algorithm is reproduced as published.
+    diffprivlib's fit diverged (an intercept of 3e20: every row rejected). There C is raised into
+    the Delta branch, which regularises the intercept too (diffprivlib's own L2 term does not).
+    The service's bundles use it; off by default, where the paper's algorithm is reproduced as
+    published.
     """
 
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
@@ -113,7 +120,7 @@ class DPLogisticModel(LinearClassifier):
                 "without looking at the data"
             )
         self.accountant_ = BudgetAccountant()
-        self.C_ = min(self.C, budget_C(eps, norm, self.fit_intercept)) if self.regularize_for_budget else self.C
+        self.C_ = budget_C(eps, norm, self.C, self.fit_intercept) if self.regularize_for_budget else self.C
         est = LogisticRegression(
             epsilon=eps,
             data_norm=norm,
