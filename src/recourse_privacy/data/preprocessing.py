@@ -71,15 +71,18 @@ class ColumnWriting:
     """How a numeric column's fit values are written: what decoding snaps a value back to.
 
     ``decimals``: the fewest decimals (0 to :data:`MAX_DECIMALS`) with which every value (gaps aside) is written,
-    or else most of them (at least half, as many as with six); None for a measured quantity. ``exact``: every
-    value is so written (``decimals == 0`` and ``exact``: an integer column). ``exceptions``: sorted, the (at most
-    :data:`MAX_EXCEPTIONS`) most frequent values that are not, such as the mean that imputed a column of integers
-    (70.2104219767771 among 55.0, 61.0, ...).
+    or else most of them (at least half, as many as with six); None for a measured quantity. ``exceptions``:
+    sorted, the (at most :data:`MAX_EXCEPTIONS`) most frequent values that are not, such as the mean that imputed
+    a column of integers (70.2104219767771 among 55.0, 61.0, ...).
     """
 
     decimals: int | None
-    exact: bool
     exceptions: np.ndarray
+
+    @property
+    def exact(self) -> bool:
+        """Every value is written with ``decimals`` decimals (``decimals == 0`` and exact: an integer column)."""
+        return self.decimals is not None and not len(self.exceptions)
 
     def snap(self, values: np.ndarray) -> np.ndarray:
         """``values`` within float64 rounding (1e-9 relative) of a number so written, or of an exception, set to it;
@@ -136,20 +139,20 @@ def _writing_of(column: np.ndarray, decimals: int) -> ColumnWriting:
     values = column[~np.isnan(column)]
     levels, counts = np.unique(values[np.round(values, decimals) != values], return_counts=True)
     exceptions = np.sort(levels[np.argsort(-counts, kind="stable")[:MAX_EXCEPTIONS]])
-    return ColumnWriting(decimals, False, exceptions)
+    return ColumnWriting(decimals, exceptions)
 
 
 def _writings(M: pd.DataFrame, columns: Sequence[str]) -> list[ColumnWriting]:
     """Per one of ``columns`` of ``M``: its :class:`ColumnWriting`. The first 64 rows rule most measured quantities
     out (fewer than half their values on any grid); only the others are read whole, a block of columns at a time
     (no n x d copy)."""
-    out = [ColumnWriting(None, False, _NONE)] * len(columns)
+    out = [ColumnWriting(None, _NONE)] * len(columns)
     for lo in range(0, len(columns), _CORR_BLOCK):
         B = M[list(columns[lo : lo + _CORR_BLOCK])].to_numpy(dtype=np.float64)
         cand = np.flatnonzero(_grid(B[:_SCREEN_ROWS])[0] >= 0)
         for j, k, exact in zip(cand, *_grid(B[:, cand])):
             if k >= 0:
-                out[lo + int(j)] = ColumnWriting(int(k), True, _NONE) if exact else _writing_of(B[:, j], int(k))
+                out[lo + int(j)] = ColumnWriting(int(k), _NONE) if exact else _writing_of(B[:, j], int(k))
     return out
 
 
