@@ -10,17 +10,19 @@ canary pins; docs/dp-audit.md), so its verdict must say so.
 from __future__ import annotations
 
 import html
+import json
 
 import pytest
 from typer.testing import CliRunner
 
-from recourse_privacy.audit import AuditConfig, run_audit
+from recourse_privacy.audit import AuditConfig, AuditResult, run_audit
 from recourse_privacy.cli import app
 from recourse_privacy.dp_audit.bounds import max_certifiable_epsilon
 from recourse_privacy.dp_audit.defense_audit import DEFENSE_AUDITS, audit_defense, check_auditable, trials_for
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.report import write_html_report
 from recourse_privacy.report.dp_audit import dp_audit_html
+from recourse_privacy.report.outputs import write_outputs
 
 SMALL = {"n_features": 20, "n_members": 200, "shadow_models": 2}
 
@@ -96,6 +98,26 @@ def test_html_shows_the_claim_beside_the_bound_with_the_method(laplace_evidence,
     assert text.count("<img") == len(images)
 
 
+def test_metrics_json_holds_the_evidence_the_report_shows(laplace_evidence, tmp_path):
+    """A script reading metrics.json sees the empirical bounds, the claim and the verdict (and no block without)."""
+    result = run_audit(
+        AuditConfig(**SMALL, defense="laplace", epsilon=1.0, normalize_rows=True, distance="l2"), tmp_path / "run"
+    )
+    write_outputs(result, tmp_path / "with", dp_audit=laplace_evidence)
+    write_outputs(result, tmp_path / "without")
+    assert "dp_audit" not in json.loads((tmp_path / "without" / "metrics.json").read_text())
+    block = json.loads((tmp_path / "with" / "metrics.json").read_text())["dp_audit"]
+    ev = laplace_evidence
+    assert block["mechanism"] == ev.mechanism and block["claimed_epsilon"] == ev.claimed_epsilon
+    assert block["violates_claim"] is ev.violates_claim is True and block["verdict"] == ev.verdict
+    by_method = {b["method"]: b for b in block["bounds"]}
+    assert set(by_method) == {b.method for b in ev.bounds} and block["decided_by"] == list(ev.decided_by)
+    for b in ev.bounds:
+        assert by_method[b.method]["epsilon_lower_bound"] == b.epsilon_lower_bound
+    # the record itself still reads back (the block is beside it, not inside a typed field)
+    assert AuditResult.from_dict(json.loads((tmp_path / "with" / "metrics.json").read_text())).n_members > 0
+
+
 def test_section_is_empty_without_evidence():
     assert dp_audit_html(None) == ""
 
@@ -117,3 +139,5 @@ def test_cli_audits_the_dp_model_as_run_with_its_model_params(tmp_path):
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert "trained-dpm-logistic-budget" in (out / "report.html").read_text()  # the report names the mechanism
+    block = json.loads((out / "metrics.json").read_text())["dp_audit"]  # and so does the JSON a script reads
+    assert block["mechanism"] == "trained-dpm-logistic-budget" and block["claimed_epsilon"] == 2.0

@@ -17,11 +17,17 @@ from recourse_privacy.results.audit import AuditRecord
 __all__ = ["write_metrics_json", "write_outputs"]
 
 
-def write_metrics_json(result: AuditRecord, path: str | Path) -> Path:
-    """Write ``result.to_dict()`` to ``path`` atomically (a temporary file renamed into place)."""
+def write_metrics_json(result: AuditRecord, path: str | Path, *, dp_audit: DPAuditEvidence | None = None) -> Path:
+    """Write ``result.to_dict()`` to ``path`` atomically (a temporary file renamed into place).
+
+    ``dp_audit`` (``audit --dp-audit``) is written as the block ``dp_audit``: the mechanism audited, the claim,
+    every method's lower bound and the verdict, so that a script reading the JSON sees what the report shows."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(strict_json.dumps(result.to_dict(), indent=2))
+    record = result.to_dict()
+    if dp_audit is not None:
+        record["dp_audit"] = dp_audit.to_dict()
+    tmp.write_text(strict_json.dumps(record, indent=2))
     tmp.replace(path)
     return path
 
@@ -38,7 +44,7 @@ def write_outputs(
     cfg = result.config
     title = audit_label(result)
     member = result.is_member == 1
-    metrics = write_metrics_json(result, out / "metrics.json")  # first: a failing plot cannot lose the numbers
+    metrics = write_metrics_json(result, out / "metrics.json", dp_audit=dp_audit)  # first: a failing plot cannot lose the numbers
     files = {
         "roc": plot_roc_loglog(
             {n: (result.is_member, s.scores) for n, s in result.scores.items()}, out / "roc.png", title=title
