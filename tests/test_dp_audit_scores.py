@@ -405,4 +405,6 @@ def test_cli_one_run_audit_takes_the_neighbours_norm_bound_from_param(tmp_path, 
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert seen["data_norm"] == 5 and seen["n_rows"] == 150 and "n_features" not in seen
+    # what it leaves to the many-run audit is said, not dropped silently
+    assert "n_features apply to the many-run audit only" in " ".join(res.output.split())
     assert json.loads(out.read_text())["one_run"]["n_canaries"] == 200

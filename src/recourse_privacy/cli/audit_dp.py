@@ -41,7 +41,8 @@ def audit_dp_command(
     one_run: int = typer.Option(
         0,
         help="trained-* only: also run the one-run audit of Steinke, Nasr and Jagielski "
-        "(2023) with this many canaries (0: no)",
+        "(2023) with this many canaries (0: no); it takes n_rows, data_norm and canary_norm from --param, its "
+        "canaries are one coordinate each (n_features and data_seed apply to the many-run audit only)",
     ),
     out: Path | None = typer.Option(
         None, help="also write the audit as JSON to this file (an existing one only with --overwrite)", parser=_out_path
@@ -123,6 +124,10 @@ def _check_json_out(out: Path, overwrite: bool) -> None:
     check_output_file(out, overwrite=overwrite)
 
 
+#: the --param keys the one-run audit shares with the many-run one (its own canaries are one coordinate each)
+ONE_RUN_SHARED = ("n_rows", "data_norm", "canary_norm")
+
+
 def _run_audit_dp(mechanism: str, epsilon: float, trials: int, seed: int, alpha: float, param, one_run: int):
     """The distinguishing audit of ``mechanism`` and, with --one-run, the one-run audit: (result, one-run or None)."""
     from rich.console import Console
@@ -147,7 +152,14 @@ def _run_audit_dp(mechanism: str, epsilon: float, trials: int, seed: int, alpha:
 
                 # the neighbours' rows, norm bound and canary as the many-run audit has them (its canaries are its own:
                 # one coordinate each, so n_features and data_seed do not apply)
-                shared = {k: params[k] for k in ("n_rows", "data_norm", "canary_norm") if k in params}
+                shared = {k: params[k] for k in ONE_RUN_SHARED if k in params}
+                left = sorted(set(params) & {"n_features", "data_seed"})
+                if left:
+                    Console(stderr=True).print(
+                        f"one-run audit: {', '.join(left)} apply to the many-run audit only (the one-run "
+                        "audit's canaries are one coordinate each)",
+                        highlight=False,
+                    )
                 one = one_run_audit(
                     mechanism.removeprefix("trained-"), epsilon, n_canaries=one_run, beta=alpha, random_state=seed,
                     **shared,
