@@ -34,6 +34,7 @@ import datetime as _dt
 import hashlib
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,6 +145,7 @@ def publish(
     out: str | Path,
     delta: float = 0.0,
     bounds: dict | None = None,
+    may_be_missing: Sequence[str] = (),
     n_clusters: int = 100,
     seed: int = 0,
     model=None,
@@ -162,6 +164,8 @@ def publish(
     says so. ``decision_threshold``: the probability of the favourable class from which the lender
     approves, where the model does not state it itself (the model's own cutoff is read, see
     :mod:`~recourse_privacy.models.decision_threshold`); the bundle serves recourse to that cutoff.
+    ``may_be_missing``: features a request may leave null although the data have no gap there (public, as
+    ``bounds``; a column with gaps may be missing anyway).
     """
     from recourse_privacy.validation import check_choice, check_delta, check_epsilon, derive_seed
 
@@ -179,7 +183,7 @@ def publish(
             "--model-file with --method dpm: dpm's release is its DP logistic regression; a model file would replace "
             "it with a non-private one (use --method laplace, privrecourse or dpc with a model file)"
         )
-    schema = schema_from_dataset(dataset, bounds)
+    schema = schema_from_dataset(dataset, bounds, may_be_missing)
     Z = schema.encode_frame(dataset.X)
     y = np.asarray(dataset.y)
     out = Path(out)

@@ -92,6 +92,12 @@ def publish_command(
         help="COL=LO:HI public bounds of a numeric column (repeatable); others are read from "
         "the data and the manifest says so",
     ),
+    may_be_missing: list[str] | None = typer.Option(
+        None,
+        "--may-be-missing",
+        help="column(s) an applicant may leave empty (null) although the data have no gap there (public, as --bounds); "
+        "a column with gaps in the data may be anyway",
+    ),
     model_file: Path | None = typer.Option(
         None,
         "--model-file",
@@ -137,7 +143,8 @@ def publish_command(
 
     claim = claim_output_dir(out, "publish", overwrite=overwrite)  # refuses another run's or foreign files
     man = publish(
-        ds, method=method, epsilon=epsilon, delta=delta, out=out, bounds=parsed_bounds, n_clusters=n_clusters,
+        ds, method=method, epsilon=epsilon, delta=delta, out=out, bounds=parsed_bounds,
+        may_be_missing=_columns(may_be_missing), n_clusters=n_clusters,
         seed=seed, model=user_model, positive_label=positive_label,
         model_source=None if model_file is None else model_file.name, decision_threshold=decision_threshold,
     )  # fmt: skip
@@ -148,6 +155,13 @@ def publish_command(
     if man["schema_notes"].get("warning"):
         typer.echo(f"warning: {man['schema_notes']['warning']}: {', '.join(man['schema_notes']['read_from_data'])}",
                    err=True)  # fmt: skip
+    if man["schema_notes"].get("declared_missing"):
+        typer.echo(
+            f"warning: --may-be-missing {', '.join(man['schema_notes']['declared_missing'])}: no row of the data "
+            "misses a value there, so the model learned nothing about a gap in it (the weight of its gap indicator "
+            "is the fit's regularisation and noise only); answers to applicants with such a gap are less reliable",
+            err=True,
+        )
     if check_rows:
         _check_release(out, ds, check_rows, seed, method, epsilon)
 

@@ -21,6 +21,7 @@ no loop over applicants.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -476,20 +477,27 @@ def plain(v):
     return v
 
 
-def schema_from_dataset(dataset, bounds: dict | None = None) -> Schema:
+def schema_from_dataset(dataset, bounds: dict | None = None, may_be_missing: Sequence[str] = ()) -> Schema:
     """The schema of a :class:`~recourse_privacy.data.Dataset`: public ``bounds`` where given, else the data's range.
 
     Bounds and categories read from the data are recorded in ``notes`` as such: they are not
     covered by any DP guarantee (a data minimum or maximum is an extreme record's value).
     A registered dataset's public domain metadata (:mod:`recourse_privacy.data.domain`: documented
     bounds and categories) is used where given; ``bounds`` (``--bounds``) override it.
+    A feature may be missing (a request may send null) where the data have a gap in it (read from the
+    data) or where ``may_be_missing`` (``--may-be-missing``) declares it (public); a declared feature
+    without a gap in the data is listed in ``notes["declared_missing"]``: no row taught the model a gap there.
     """
     domain = getattr(dataset, "domain", None)
     public = getattr(domain, "public", False)
     bounds = {**(domain.bounds if public else {}), **dict(bounds or {})}  # given --bounds win over the metadata
-    unknown = sorted(set(bounds) - set(dataset.feature_names))
-    if unknown:
-        raise InvalidInputError(f"--bounds names unknown columns {unknown}; columns are {list(dataset.feature_names)}")
+    for option, names in (("--bounds", bounds), ("--may-be-missing", may_be_missing)):
+        unknown = sorted(set(names) - set(dataset.feature_names))
+        if unknown:
+            raise InvalidInputError(
+                f"{option} names unknown columns {unknown}; columns are {list(dataset.feature_names)}"
+            )
+    declared = set(may_be_missing)
     feats, from_data = [], []
     for name in dataset.feature_names:
         col = dataset.X[name]
@@ -499,8 +507,9 @@ def schema_from_dataset(dataset, bounds: dict | None = None) -> Schema:
         common = dict(
             immutable=name in dataset.immutable,
             direction="increase" if name in dataset.increasing else "any",
-            missing=gaps,
+            missing=gaps or name in declared,
         )
+        gaps = gaps and name not in declared  # whether the gaps are known from the data alone
         if name in dataset.categorical or col.dtype == object:
             if name in bounds:
                 raise InvalidInputError(f"--bounds {name}=...: {name} is categorical")
@@ -533,4 +542,7 @@ def schema_from_dataset(dataset, bounds: dict | None = None) -> Schema:
         if from_data
         else "",
     }
+    unseen = sorted(n for n in declared if not dataset.X[n].isna().any())
+    if unseen:  # written only where declared: bundles without it read as before
+        notes["declared_missing"] = unseen
     return Schema(tuple(feats), notes)
