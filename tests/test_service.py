@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import binomtest
 
 from _service_util import BOUNDS, applicant, tiny_dataset
 from recourse_privacy.errors import InvalidInputError
@@ -590,6 +591,11 @@ def test_release_check_summarises_the_answers_the_bundle_gives_a_seeded_draw_of_
     assert check == check_release(load_bundle(paths[method], random_state=5), ds.X, n_rows=40, random_state=1)
     every = check_release(load_bundle(paths[method], random_state=5), ds.X, n_rows=10**6, random_state=1)
     assert every.n_checked == every.n_rejected == len(rejected)
+    # the rows drawn: an exact binomial interval around the share; every row: no draw, the share itself
+    k = sum(valid)
+    assert check.valid_ci == pytest.approx(binomtest(k, len(answers)).proportion_ci(method="exact"))
+    assert check.valid_ci[0] <= check.valid_share <= check.valid_ci[1]
+    assert every.valid_ci == (every.valid_share, every.valid_share) and "every rejected row" in every.describe()
 
 
 def test_cli_publish_prints_the_check_on_stderr_and_keeps_it_out_of_the_bundle(tmp_path, monkeypatch):
@@ -613,6 +619,8 @@ def test_cli_publish_prints_the_check_on_stderr_and_keeps_it_out_of_the_bundle(t
     monkeypatch.setattr(release_check, "check_release", lambda *a, **k: low)
     res = cli(*args, "--check-rows", "25", "--out", str(tmp_path / "c"))
     assert "20.0% answered" in res.stderr and "warning: fewer than 50% of the checked answers are valid" in res.stderr
+    lo, hi = binomtest(5, 25).proportion_ci(method="exact")  # 5 of the 25 rows valid
+    assert f"95% interval over the rows drawn {lo:.1%}-{hi:.1%}" in res.stderr and "another --seed" in res.stderr
     res = cli(*args, "--check-rows", "0", "--out", str(tmp_path / "d"))
     assert "check on" not in res.stderr and "warning: fewer" not in res.stderr
     assert cli(*args, "--check-rows", "-1", "--out", str(tmp_path / "e"), check=False).returncode == 2

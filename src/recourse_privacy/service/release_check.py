@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from recourse_privacy.metrics.intervals import clopper_pearson
 from recourse_privacy.validation import RandomState, as_generator
 
 if TYPE_CHECKING:
@@ -39,6 +40,15 @@ class ReleaseCheck:
     median_cost: float | None
 
     @property
+    def valid_ci(self) -> tuple[float, float]:
+        """95% Clopper-Pearson interval of the valid share over the draw of the rows checked (conservative for a
+        draw without replacement; the share itself where every rejected row was checked). It says nothing of
+        the bundle's own noise: another ``--seed`` publishes another DP model, graph or autoencoder."""
+        if not self.n_checked or self.n_checked == self.n_rejected:
+            return self.valid_share, self.valid_share
+        return clopper_pearson(round(self.valid_share * self.n_checked), self.n_checked)
+
+    @property
     def low(self) -> bool:
         """Whether fewer than :data:`LOW_VALIDITY` of the answers are valid."""
         return self.n_checked > 0 and self.valid_share < LOW_VALIDITY
@@ -48,10 +58,17 @@ class ReleaseCheck:
         if not self.n_checked:
             return "check: the bundle's model rejects none of the training rows; nothing to check"
         cost = "n/a" if self.median_cost is None else f"{self.median_cost:.3g}"
+        lo, hi = self.valid_ci
+        rows = (
+            "every rejected row"
+            if self.n_checked == self.n_rejected
+            else f"95% interval over the rows drawn {lo:.1%}-{hi:.1%}"
+        )
         return (
             f"check on {self.n_checked} of the {self.n_rejected} training rows the bundle's model rejects (for you: "
             f"not in the bundle, not covered by its guarantee): {self.valid_share:.1%} answered with a counterfactual "
-            f"the model accepts, {self.not_found_share:.1%} with none; median cost of the valid ones {cost}"
+            f"the model accepts ({rows}), {self.not_found_share:.1%} with none; median cost of the valid ones "
+            f"{cost}. One bundle: its noise is one draw, another --seed publishes another"
         )
 
 
