@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
@@ -41,6 +42,16 @@ def tiny_dataset(n: int = 600, seed: int = 0) -> Dataset:
         immutable=("sex",),
         increasing=("age",),
     )
+
+
+def gappy_dataset(n: int = 600, seed: int = 0) -> Dataset:
+    """:func:`tiny_dataset` with hours missing in about 15% of the rows and job in about 10%."""
+    ds = tiny_dataset(n, seed)
+    rng = np.random.default_rng(seed + 1)
+    X = ds.X.copy()
+    X.loc[rng.random(n) < 0.15, "hours"] = np.nan
+    X.loc[rng.random(n) < 0.10, "job"] = np.nan
+    return dataclasses.replace(ds, X=X)
 
 
 def applicant(**over) -> dict:

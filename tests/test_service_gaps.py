@@ -3,14 +3,13 @@ answer holds the gap (as the audit does, README "Missing values")."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from _service_util import BOUNDS, applicant, tiny_dataset
+from _service_util import BOUNDS, applicant, gappy_dataset, tiny_dataset
 from recourse_privacy.service.bundle import load_bundle, publish
 from recourse_privacy.service.page import render_page
 from recourse_privacy.service.schema import ApplicantError, schema_from_dataset
@@ -18,16 +17,6 @@ from recourse_privacy.service.schema import ApplicantError, schema_from_dataset
 pytest.importorskip("fastapi")
 
 METHODS = ("privrecourse", "dpm", "laplace", "dpc")
-
-
-def gappy_dataset(n: int = 600, seed: int = 0):
-    """:func:`tiny_dataset` with hours missing in about 15% of the rows and job in about 10%."""
-    ds = tiny_dataset(n, seed)
-    rng = np.random.default_rng(seed + 1)
-    X = ds.X.copy()
-    X.loc[rng.random(n) < 0.15, "hours"] = np.nan
-    X.loc[rng.random(n) < 0.10, "job"] = np.nan
-    return dataclasses.replace(ds, X=X)
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ twice on one ledger.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from _service_util import BOUNDS, Server, applicant, headless_chromium, tiny_dataset
+from _service_util import BOUNDS, Server, applicant, gappy_dataset, headless_chromium, tiny_dataset
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -25,6 +26,8 @@ from recourse_privacy.service.keys import KeyStore, hash_key  # noqa: E402
 from recourse_privacy.service.ledger import open_ledger  # noqa: E402
 
 EPS = 0.5
+#: the features that may be missing in :func:`gappy_dataset`
+GAP = ("hours", "job")
 
 
 @pytest.fixture(scope="module")
@@ -214,27 +217,38 @@ def test_metrics(site):
 
 # ------------------------------------------------------------------ kill -9
 @pytest.mark.parametrize(
-    "sync", ["", pytest.param("?synchronous=normal", marks=pytest.mark.slow)], ids=["full", "normal"]
+    ("sync", "gaps"),
+    [("", False), pytest.param("?synchronous=normal", False, marks=pytest.mark.slow), ("", True)],
+    ids=["full", "normal", "gaps"],
 )
-def test_kill_9_under_load_never_loses_a_spend_nor_overspends(tmp_path, sync):
-    """WAL with synchronous=normal too: a kill -9 ends the process, not the OS, which still holds the WAL's writes."""
-    publish(tiny_dataset(300), method="laplace", epsilon=EPS, out=tmp_path / "b", bounds=BOUNDS)
+def test_kill_9_under_load_never_loses_a_spend_nor_overspends(tmp_path, sync, gaps):
+    """WAL with synchronous=normal too: a kill -9 ends the process, not the OS, which still holds the WAL's writes.
+    ``gaps``: a bundle on data with gaps, every other request with hours and job null (answered with them held)."""
+    data = gappy_dataset(300) if gaps else tiny_dataset(300)
+    publish(data, method="laplace", epsilon=EPS, out=tmp_path / "b", bounds=BOUNDS)
+    docs = [applicant(hours=None, job=None), applicant()] if gaps else [applicant()]
     budget_answers = 60
     key = KeyStore(tmp_path / "k.json").add("load", budget=budget_answers * EPS)
     kid = hash_key(key)[:16]
-    received = []
+    received, held = [], []
     lock = threading.Lock()
 
     def client(url, stop):
         with httpx.Client(timeout=10) as c:
-            while not stop.is_set():
+            for i in itertools.count():
+                if stop.is_set():
+                    return
+                doc = docs[i % len(docs)]
                 try:
-                    r = c.post(url + "/v1/recourse", json={"applicant": applicant()}, headers={"X-API-Key": key})
+                    r = c.post(url + "/v1/recourse", json={"applicant": doc}, headers={"X-API-Key": key})
                 except httpx.HTTPError:
                     return  # the server is gone
                 if r.status_code == 200:
+                    cf = r.json()["counterfactual"]
                     with lock:
                         received.append(r.json()["epsilon_spent"])
+                        if cf is not None:  # answered with a counterfactual: the gaps held, none opened
+                            held.append((doc["hours"] is None, all((cf[k] is None) == (doc[k] is None) for k in GAP)))
                 elif r.status_code == 429:
                     return
 
@@ -272,6 +286,7 @@ def test_kill_9_under_load_never_loses_a_spend_nor_overspends(tmp_path, sync):
     assert final.spent <= budget_answers * EPS + 1e-9 and final.answers <= budget_answers
     assert final.spent >= sum(received) - 1e-9
     assert len(received) <= budget_answers
+    assert all(ok for _, ok in held) and any(gap for gap, _ in held) == gaps  # gaps held (and answered)
     print(
         f"kill -9: ledger {first.answers} answers (epsilon {first.spent:g}), clients held {at_kill} "
         f"(epsilon {at_kill * EPS:g}); after the restart {len(received)} received in all, "
