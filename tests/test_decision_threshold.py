@@ -301,3 +301,19 @@ def test_the_wrapped_pipelines_encoders_are_checked_against_the_data(data):
     fixed = FixedThresholdClassifier(pipeline(), threshold=0.7).fit(X[seen], y[seen])
     with pytest.raises(InvalidInputError, match=r"column 'g' holds values \['z'\]"):
         run_audit(model=fixed, data=df, recourse="gs", **SMALL)
+
+
+def test_a_label_given_as_text_names_the_class_stored_as_a_number():
+    """``--positive-label 1`` names the class 1.0 of a model fitted on a float column (HELOC's RiskPerformance as
+    pandas reads it), in the data, the model's labels and a stated cutoff alike; other texts do not."""
+    from recourse_privacy.models.estimator import estimator_labels
+    from recourse_privacy.validation import same_label
+
+    assert same_label(1.0, "1") and same_label(1, "1.0") and same_label("yes", "yes") and same_label(np.float64(0), 0)
+    assert not same_label(1.0, "1.5") and not same_label(1.0, "one") and not same_label(True, "1.0")
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    est = LogisticRegression().fit(X, (X[:, 0] > 0).astype(np.float64))
+    assert estimator_labels(est, "1", "--model-file") == (1.0, 0.0)
+    assert estimator_labels(est, "0.0", "--model-file") == (0.0, 1.0)
+    with pytest.raises(InvalidInputError, match="positive_label='2' is not one of"):
+        estimator_labels(est, "2", "--model-file")

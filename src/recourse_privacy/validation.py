@@ -176,3 +176,16 @@ def check_output_dir(path, name: str = "--out"):
     except OSError as err:
         raise InvalidInputError(f"{name} {str(p)!r} is not a writable directory: {err.strerror or err}") from None
     return p
+
+
+def same_label(value, label) -> bool:
+    """Whether ``label`` (as a user gives it: a command line's text, a JSON value) names the class ``value``: equal,
+    the same text, or the same number (``--positive-label 1`` names a label stored as 1.0)."""
+    if value == label or str(value) == str(label):
+        return True
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.number)):
+        return False
+    try:
+        return float(str(label)) == float(value)
+    except ValueError:
+        return False

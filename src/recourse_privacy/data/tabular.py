@@ -15,6 +15,7 @@ import pandas as pd
 
 from recourse_privacy.data.dataset import Dataset
 from recourse_privacy.errors import InvalidInputError, MissingFileError
+from recourse_privacy.validation import same_label
 
 __all__ = ["load_tabular", "read_table", "validate_frame"]
 
@@ -86,19 +87,6 @@ def _is_numeric(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series)
 
 
-def _same_label(value: Any, label: Any) -> bool:
-    """``label`` (as given on the command line: a text) names ``value``: equal, the same text, or the same number
-    (``--positive-label 1`` names a label stored as 1.0)."""
-    if value == label or str(value) == str(label):
-        return True
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-        return False
-    try:
-        return float(str(label)) == float(value)
-    except ValueError:
-        return False
-
-
 def _encode_target(values: pd.Series, target: str, positive_label: Any) -> tuple[np.ndarray, tuple | None]:
     levels = [_plain(v) for v in pd.unique(values)]
     if len(levels) != 2:
@@ -115,7 +103,7 @@ def _encode_target(values: pd.Series, target: str, positive_label: Any) -> tuple
             f"target column {target!r} has the values {a!r} and {b!r}, not 0/1: name the favourable "
             f"one with positive_label=... (--positive-label), {a!r} or {b!r}"
         )
-    matches = [v for v in levels if _same_label(v, positive_label)]
+    matches = [v for v in levels if same_label(v, positive_label)]
     if len(matches) != 1:
         raise InvalidInputError(
             f"positive_label={positive_label!r} is not one of the values of target column "

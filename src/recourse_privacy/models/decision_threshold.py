@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.validation import same_label
 
 __all__ = [
     "DEFAULT_SOURCE",
@@ -72,13 +73,9 @@ class DecisionThreshold:
         return self.value == DEFAULT_THRESHOLD
 
 
-def _same_label(a: Any, b: Any) -> bool:
-    return a == b or str(a) == str(b)
-
-
 def _on_favourable(t: float, stated_on: Any, favourable: Any) -> float:
     """A cutoff stated on the probability of ``stated_on``, as a cutoff on the favourable label's."""
-    return float(t) if _same_label(stated_on, favourable) else 1.0 - float(t)
+    return float(t) if same_label(stated_on, favourable) else 1.0 - float(t)
 
 
 def last_step(est: object) -> object:

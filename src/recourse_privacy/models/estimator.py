@@ -29,7 +29,7 @@ from recourse_privacy.errors import IncompatibleError, InvalidInputError
 from recourse_privacy.models.base import BaseClassifier, _sigmoid
 from recourse_privacy.models.decision_threshold import check_decisions, check_rows, resolve_threshold
 from recourse_privacy.models.distinct import on_distinct_rows
-from recourse_privacy.validation import as_generator
+from recourse_privacy.validation import as_generator, same_label
 
 __all__ = ["EstimatorModel", "check_estimator", "estimator_labels", "seeded_clone"]
 
@@ -69,7 +69,7 @@ def estimator_labels(estimator: object, positive_label: Any, name: str = "model"
             f"{name} {type(estimator).__name__} predicts {classes[0]!r} and {classes[1]!r}: pass "
             f"positive_label=... (--positive-label), the favourable one"
         )
-    match = [c for c in classes if c == positive_label or str(c) == str(positive_label)]
+    match = [c for c in classes if same_label(c, positive_label)]
     if len(match) != 1:
         raise InvalidInputError(
             f"positive_label={positive_label!r} is not one of {name} {type(estimator).__name__}'s classes_ {classes}: "

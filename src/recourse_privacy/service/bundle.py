@@ -5,7 +5,8 @@ A bundle is a directory, never pickle:
 - ``manifest.json``: method, epsilon, delta, the epsilon each answer spends, what the guarantee
   covers and what it does not, the model's SHA-256, the package version, every file's SHA-256
   and the public schema (``"features"``, original units; :mod:`recourse_privacy.service.schema`);
-- ``model.npz``: the linear model in the schema's model space (``coef``, ``intercept``);
+- ``model.npz``: the linear model in the schema's model space (``coef``, ``intercept``), or ``model.skops``: a
+  user's own classifier served as it is (``privrecourse`` only; :mod:`~recourse_privacy.service.served_model`);
 - ``graph.npz`` + ``graph.json`` (``privrecourse``): the published graph
   (:class:`~recourse_privacy.privrecourse.PublishedGraph`);
 - ``dpc.npz`` + ``dpc.json`` (``dpc``): the FM autoencoder's weights, the two noisy latent
@@ -45,6 +46,7 @@ from recourse_privacy.models.decision_threshold import DecisionThreshold, check_
 from recourse_privacy.service.latent_search import CHUNK, PRECISIONS, search_threads
 from recourse_privacy.service.page import sentence, sentences
 from recourse_privacy.service.schema import Applicants, Schema, schema_from_dataset
+from recourse_privacy.service.served_model import LinearModel, ServedEstimator, data_frame
 
 __all__ = ["BUNDLE_FORMAT", "METHODS", "AnswerTexts", "Bundle", "load_bundle", "load_dpc_explainer", "publish"]
 
@@ -189,18 +191,12 @@ def publish(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if user_model:
-        coef, intercept, cutoff = _user_linear_model(
-            model, schema, dataset, positive_label, derive_seed(seed, 3), decision_threshold
+        model, model_eps, privacy = _users_model(
+            model, schema, dataset, positive_label, derive_seed(seed, 3), method, decision_threshold, model_source
         )
-        kind = f"the user's {type(model).__name__} (not private)"
-        privacy: dict = {"model": {"epsilon": None, "dp": False, "kind": kind, "source": model_source}}
-        privacy["model"] |= {"decision_threshold": cutoff.value, "threshold_source": cutoff.source}
-        model, model_eps = _LinearModel(coef, intercept), 0.0
     else:
         model, model_eps, privacy = _method_model(method, epsilon, schema, Z, y, derive_seed(seed, 0))
-    coef, intercept = np.asarray(model.coef_, np.float64).ravel(), np.asarray(model.intercept_, np.float64).ravel()
-    np.savez(out / "model.npz", coef=coef, intercept=intercept[:1])
-    files = {"model.npz": _sha256(out / "model.npz")}
+    files, model_entry = _write_model(model, out)  # the DP model stays itself for the graph's ledger below
     if method == "privrecourse":
         pr = _publish_privrecourse(schema, Z, y, model, epsilon - model_eps, delta, n_clusters, derive_seed(seed, 1))
         nodes_dp = bool(pr.privacy.get("nodes", {}).get("is_dp"))
@@ -215,9 +211,31 @@ def publish(
         privacy["prototypes"] = {"epsilon": (epsilon - model_eps) / 2, "kind": "Laplace class sums and counts"}
     # laplace: each answer's noisy score is DP, the release as a whole is not (see the guarantee)
     privacy["is_dp"] = method != "laplace" and privacy["model"]["dp"]
-    manifest = _manifest(dataset, schema, method, epsilon, delta, model_eps, privacy, files, user_model=user_model)
+    manifest = _manifest(
+        dataset, schema, method, epsilon, delta, model_eps, privacy, files, model_entry, user_model=user_model
+    )
+    if isinstance(model, ServedEstimator):  # the file itself: what a fitted classifier may hold of its data
+        manifest["guarantee"]["does_not_cover"].insert(1, _SERVED_FILE)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, allow_nan=False))
     return manifest
+
+
+#: the guarantee's word on a served classifier's file (``does_not_cover``)
+_SERVED_FILE = (
+    "model.skops: the user's classifier as fitted, which may hold values of the training data (a tree's split "
+    "thresholds, a k-NN's rows); the server reads it and never sends it: keep the bundle's directory private"
+)
+
+
+def _users_model(est, schema, dataset, positive_label, seed: int, method: str, threshold, source: str | None):
+    """The user's model as served (:func:`_user_model`), its epsilon (0: it is not private) and the privacy dict's
+    "model" entry (not DP, its source, its cutoff, how it is served)."""
+    served, cutoff = _user_model(est, schema, dataset, positive_label, seed, method, threshold)
+    kind = f"the user's {type(est).__name__} (not private)"
+    entry = {"epsilon": None, "dp": False, "kind": kind, "source": source}
+    entry |= {"decision_threshold": cutoff.value, "threshold_source": cutoff.source}
+    entry["served"] = "its weights" if isinstance(served, LinearModel) else "as it is (model.skops)"
+    return served, 0.0, {"model": entry}
 
 
 def _method_model(method: str, epsilon: float, schema: Schema, Z: np.ndarray, y: np.ndarray, seed: int):
@@ -237,7 +255,7 @@ def _method_model(method: str, epsilon: float, schema: Schema, Z: np.ndarray, y:
 
     est = LogisticRegression(max_iter=1000).fit(Z, y)
     entry = {"epsilon": None, "dp": False, "kind": "scikit-learn LogisticRegression (not private)"}
-    return _LinearModel(est.coef_.ravel(), float(est.intercept_[0])), None, {"model": entry}
+    return LinearModel(est.coef_.ravel(), float(est.intercept_[0])), None, {"model": entry}
 
 
 def _publish_privrecourse(schema, Z, y, model, epsilon: float, delta: float, n_clusters: int, seed: int):
@@ -258,8 +276,10 @@ def _publish_privrecourse(schema, Z, y, model, epsilon: float, delta: float, n_c
     return pr.publish(Z, y, model, feature_names=tuple(schema.model_feature_names()))
 
 
-def _manifest(dataset, schema, method, epsilon, delta, model_eps, privacy, files, *, user_model: bool) -> dict:
-    """manifest.json: the method, the guarantee, the privacy ledger, the files and the public schema."""
+def _manifest(
+    dataset, schema, method, epsilon, delta, model_eps, privacy, files, model_entry: dict, *, user_model: bool
+) -> dict:
+    """manifest.json: the method, the guarantee, the privacy ledger, the model's entry, the files and the schema."""
     from recourse_privacy import __version__
 
     return {
@@ -271,7 +291,7 @@ def _manifest(dataset, schema, method, epsilon, delta, model_eps, privacy, files
         "epsilon_per_answer": epsilon if method == "laplace" else 0.0,
         "guarantee": _guarantee(method, epsilon, delta, model_eps, user_model=user_model),
         "privacy": privacy,
-        "model": {"file": "model.npz", "sha256": files["model.npz"], "kind": "logistic", "space": "schema model space"},
+        "model": model_entry,
         "files": files,
         "recourse_privacy_version": __version__,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -289,16 +309,15 @@ def _manifest(dataset, schema, method, epsilon, delta, model_eps, privacy, files
 _LINEAR_RTOL = 1e-6
 
 
-def _user_linear_model(
-    est, schema: Schema, dataset, positive_label, seed: int, threshold: float | None = None
-) -> tuple[np.ndarray, float, DecisionThreshold]:
-    """(coef, intercept) of a user's fitted classifier whose favourable-class logit is affine in the schema's model
-    space, read on seeded random points of the schema (no data row); refuse another model, saying why. The
-    intercept is that of the decision logit: less the log-odds of the cutoff the model states
-    (:mod:`~recourse_privacy.models.decision_threshold`) or given (``threshold``), checked against its ``predict``
-    on the same points where the model applies it; returned with the cutoff."""
-    import pandas as pd
-
+def _user_model(
+    est, schema: Schema, dataset, positive_label, seed: int, method: str, threshold: float | None = None
+) -> tuple[LinearModel | ServedEstimator, DecisionThreshold]:
+    """A user's fitted classifier as the bundle serves it, with its cutoff: its exact weights (:class:`LinearModel`)
+    where its favourable-class logit is affine in the schema's model space, read on seeded random points of the
+    schema (no data row); else, for ``privrecourse`` (whose graph needs only the model's decisions), the
+    classifier itself (:class:`ServedEstimator`); else refused, saying why. The decision logit is the log-odds
+    less that of the cutoff the model states (:mod:`~recourse_privacy.models.decision_threshold`) or given
+    (``threshold``), checked against its ``predict`` on the same points where the model applies it."""
     from recourse_privacy.models.estimator import check_estimator, estimator_labels
 
     check_estimator(est, "--model-file")
@@ -313,13 +332,8 @@ def _user_linear_model(
         num,
         np.column_stack([rng.integers(0, len(names), n) for names in c.cat_names] or [np.empty((n, 0), np.int64)]),
     )
-    cols = schema.values(probe)
-    frame = pd.DataFrame({f.name: col for f, col in zip(schema.features, cols)})[list(dataset.X.columns)]
-    for f in schema.features:
-        if f.type == "categorical" and dataset.X[f.name].dtype != object:  # numbers: back to the data's type
-            frame[f.name] = frame[f.name].astype(dataset.X[f.name].dtype)
-        elif f.type == "categorical" and f.missing:  # a gap as the data hold it (NaN), not None
-            frame[f.name] = frame[f.name].where(frame[f.name].notna(), np.nan)
+    columns, dtypes = list(dataset.X.columns), {k: str(v) for k, v in dataset.X.dtypes.items()}
+    frame = data_frame(schema, probe, columns, dtypes)
     try:
         p = np.asarray(est.predict_proba(frame), np.float64)[:, pos]
     except Exception as err:  # noqa: BLE001 - a user's pipeline raises anything on columns it was not fitted on
@@ -334,13 +348,40 @@ def _user_linear_model(
     Z = np.column_stack([schema.encode(probe), np.ones(n)])
     sol, *_ = np.linalg.lstsq(Z, logit, rcond=None)
     resid = np.max(np.abs(Z @ sol - logit))
-    if resid > _LINEAR_RTOL * max(1.0, float(np.max(np.abs(logit)))):
-        raise IncompatibleError(
-            f"--model-file: {type(est).__name__}'s logit is not affine in the bundle's schema space (largest residual "
-            f"{resid:.3g} on {n} probe points): publish serves linear models (a logistic regression on one-hot and "
-            "scaled columns); audit this model with `recourse-privacy audit --model-file` instead"
-        )
-    return sol[:-1], float(sol[-1]), cutoff
+    if resid <= _LINEAR_RTOL * max(1.0, float(np.max(np.abs(logit)))):
+        return LinearModel(sol[:-1], float(sol[-1])), cutoff
+    if method == "privrecourse":
+        return ServedEstimator(est, schema, columns, dtypes, favourable, cutoff.value), cutoff
+    raise IncompatibleError(
+        f"--model-file: {type(est).__name__}'s logit is not affine in the bundle's schema space (largest residual "
+        f"{resid:.3g} on {n} probe points): --method {method} serves linear models (a logistic regression on one-hot "
+        "and scaled columns); --method privrecourse serves any classifier, and `recourse-privacy audit --model-file` "
+        "audits this one"
+    )
+
+
+def _write_model(model, out: Path) -> tuple[dict[str, str], dict]:
+    """Write the bundle's model: ``model.npz`` (the weights of a linear one: ``coef_``, ``intercept_``) or
+    ``model.skops`` (a :class:`ServedEstimator`'s classifier, with the types it needs trusted, which the publisher
+    trusted to load it); its files' SHA-256 and the manifest's model entry."""
+    if not isinstance(model, ServedEstimator):
+        coef, intercept = np.asarray(model.coef_, np.float64).ravel(), np.asarray(model.intercept_, np.float64)
+        np.savez(out / "model.npz", coef=coef, intercept=intercept.ravel()[:1])
+        digest = _sha256(out / "model.npz")
+        entry = {"file": "model.npz", "sha256": digest, "kind": "logistic", "space": "schema model space"}
+        return {"model.npz": digest}, entry
+    import skops.io as sio
+
+    sio.dump(model.estimator_, out / "model.skops")
+    digest = _sha256(out / "model.skops")
+    entry = {
+        "file": "model.skops", "sha256": digest, "kind": "estimator", "space": "data columns",
+        "estimator": type(model.estimator_).__name__, "trusted": sio.get_untrusted_types(file=out / "model.skops"),
+        "columns": list(model.columns), "dtypes": model.dtypes, "favourable": model.estimator_.classes_[
+            model.pos_index_].item() if hasattr(model.estimator_.classes_[model.pos_index_], "item") else
+            model.estimator_.classes_[model.pos_index_], "decision_threshold": model.threshold,
+    }  # fmt: skip
+    return {"model.skops": digest}, entry
 
 
 def _publish_dpc(Z: np.ndarray, y: np.ndarray, epsilon: float, out: Path, seed: int) -> dict[str, str]:
@@ -405,24 +446,6 @@ def load_dpc_explainer(path: str | Path):
     return ex
 
 
-class _LinearModel:
-    """logit = Z @ coef + intercept in the schema's model space (label 1: favourable)."""
-
-    def __init__(self, coef, intercept):
-        self.coef_ = np.asarray(coef, np.float64)
-        self.intercept_ = float(intercept)
-
-    def logit(self, Z: np.ndarray) -> np.ndarray:
-        return Z @ self.coef_ + self.intercept_
-
-    def predict(self, Z: np.ndarray) -> np.ndarray:
-        return (self.logit(Z) > 0).astype(np.int64)
-
-    def predict_proba(self, Z: np.ndarray) -> np.ndarray:
-        p = 1.0 / (1.0 + np.exp(-self.logit(Z)))
-        return np.column_stack([1 - p, p])
-
-
 @dataclass
 class Bundle:
     """A loaded bundle: the manifest, the schema, the model and the method's artefact."""
@@ -430,7 +453,7 @@ class Bundle:
     path: Path
     manifest: dict
     schema: Schema
-    model: _LinearModel
+    model: LinearModel | ServedEstimator
     graph: object = None
     random_state: object = None
 
@@ -452,7 +475,11 @@ class Bundle:
             self.graph.prepare()
         self._numeric = {f.name for f in self.schema.features if f.type == "numeric"}
         self._json = _JsonParts.of(self.schema)
-        self._wm = np.where(self._move_mask(), self.model.coef_, 0.0)
+        self._wm = np.where(self._move_mask(), self.model.coef_, 0.0) if self.model.kind == "logistic" else None
+
+    def decide(self, a: Applicants) -> np.ndarray:
+        """Whether the bundle's model accepts each applicant (original units)."""
+        return self.model.decide(a, self.schema.encode(a))
 
     def warm(self) -> None:
         """Make the first answers as fast as the next ones: compile the DPC search for every batch size it pads to
@@ -506,7 +533,7 @@ class Bundle:
         s = self.schema
         a = rows if isinstance(rows, Applicants) else s.from_rows(rows)
         Z = s.encode(a)
-        accepted = self.model.predict(Z) == 1
+        accepted = self.model.decide(a, Z)
         out: list[dict] = [None] * len(a)  # type: ignore[list-item]
         rej = np.flatnonzero(~accepted)
         piece = _PIECE_ROWS.get(self.method)
@@ -531,7 +558,7 @@ class Bundle:
         Zcf, found = self._counterfactuals(Zr)
         cf = s.decode(Zcf, fact)
         Zb = s.encode(cf)
-        valid = self.model.predict(Zb) == 1
+        valid = self.model.decide(cf, Zb)
         if self.method == "dpm":  # the smallest margin whose decoded counterfactual the model accepts
             for margin in _MARGINS[1:]:
                 bad = np.flatnonzero(~valid)
@@ -546,11 +573,14 @@ class Bundle:
         return self._describe(fact, Zr, cf, Zb, found, valid, text)
 
     def _describe(self, fact, Za, cf, Zb, found, valid, text: bool = False) -> list:
-        """The rejected applicants' answers: changes (most decisive first: the largest weight times change), cost;
-        as objects, or (``text``) as their JSON text."""
+        """The rejected applicants' answers: changes (most decisive first), cost; as objects, or (``text``) as their
+        JSON text."""
         s = self.schema
         changed = s.changed(fact, cf)
-        decisive = s.feature_sums(self.model.coef_ * (Zb - Za))
+        # most decisive first: weight times change for a linear model; a served classifier, the largest change
+        # (in units of the feature's public range) first
+        moved = Zb - Za
+        decisive = s.feature_sums(self.model.coef_ * moved if self.model.kind == "logistic" else np.abs(moved))
         order = np.argsort(np.where(changed, -decisive, np.inf), axis=1, kind="stable").tolist()
         n_changed = changed.sum(1).tolist()
         costs = np.round(s.costs(fact, cf), 6).tolist()
@@ -702,6 +732,26 @@ _SEARCH = {"privrecourse": _search_privrecourse, "laplace": _search_laplace, "dp
 _PIECE_ROWS = {"dpc": CHUNK}
 
 
+def _load_model(path: Path, manifest: dict, schema: Schema) -> LinearModel | ServedEstimator:
+    """The bundle's model: ``model.npz``'s weights, or (a ``privrecourse`` bundle of a user's classifier)
+    ``model.skops`` loaded with the types its publisher trusted (the manifest's checksum has already matched)."""
+    entry = manifest.get("model") or {}
+    if entry.get("kind", "logistic") == "logistic":
+        with np.load(path / "model.npz", allow_pickle=False) as z:
+            model = LinearModel(z["coef"], float(z["intercept"][0]))
+        if model.coef_.shape != (schema.n_model,):
+            raise ValueError(f"the model has {model.coef_.shape} weights for {schema.n_model} inputs")
+        return model
+    if entry.get("kind") != "estimator" or manifest.get("method") != "privrecourse":
+        raise ValueError(f"a {entry.get('kind')!r} model in a {manifest.get('method')!r} bundle")
+    from recourse_privacy.models.files import load_model_file
+
+    est = load_model_file(path / "model.skops", tuple(entry["trusted"]))
+    return ServedEstimator(
+        est, schema, entry["columns"], entry["dtypes"], entry["favourable"], entry["decision_threshold"]
+    )
+
+
 def load_bundle(path: str | Path, *, random_state=None, search_precision: str = "float64") -> Bundle:
     """Read a bundle written by :func:`publish`; refuse another format, a missing file or a checksum mismatch.
 
@@ -728,12 +778,9 @@ def load_bundle(path: str | Path, *, random_state=None, search_precision: str = 
             raise InvalidInputError(f"bundle file {f} is corrupted: its SHA-256 differs from the manifest's")
     try:
         schema = Schema.from_list(manifest["features"], manifest.get("schema_notes"))
-        with np.load(path / "model.npz", allow_pickle=False) as z:
-            model = _LinearModel(z["coef"], float(z["intercept"][0]))
+        model = _load_model(path, manifest, schema)
     except (KeyError, TypeError, ValueError) as err:
         raise InvalidInputError(f"bundle {path} is incomplete or corrupted: {err}") from None
-    if model.coef_.shape != (schema.n_model,):
-        raise InvalidInputError(f"bundle {path}: the model has {model.coef_.shape} weights for {schema.n_model} inputs")
     if search_precision not in PRECISIONS:
         raise InvalidInputError(
             f"search_precision (--search-precision) {search_precision!r}: expected one of {', '.join(PRECISIONS)}"

@@ -69,6 +69,19 @@ _DECISION_THRESHOLD = typer.Option(
     help="with --model-file: approve from this probability of --positive-label (default: the cutoff the model "
     "states, e.g. a FixedThresholdClassifier's, else 0.5); the bundle serves recourse to it",
 )
+_MAY_BE_MISSING = typer.Option(
+    None,
+    "--may-be-missing",
+    help="column(s) an applicant may leave empty (null) although the data have no gap there (public, as --bounds); "
+    "a column with gaps in the data may be anyway",
+)
+_MODEL_FILE = typer.Option(
+    None,
+    "--model-file",
+    help="your fitted classifier/Pipeline on the --data columns (.skops; laplace, privrecourse, dpc): served "
+    "as its exact weights if its logit is affine in the one-hot/scaled columns; else, with --method privrecourse, "
+    "as it is (gradient-boosted trees, a network: the bundle keeps the .skops file); laplace and dpc refuse it",
+)
 
 
 def publish_command(
@@ -92,18 +105,8 @@ def publish_command(
         help="COL=LO:HI public bounds of a numeric column (repeatable); others are read from "
         "the data and the manifest says so",
     ),
-    may_be_missing: list[str] | None = typer.Option(
-        None,
-        "--may-be-missing",
-        help="column(s) an applicant may leave empty (null) although the data have no gap there (public, as --bounds); "
-        "a column with gaps in the data may be anyway",
-    ),
-    model_file: Path | None = typer.Option(
-        None,
-        "--model-file",
-        help="your fitted classifier/Pipeline on the --data columns (.skops; laplace, privrecourse, dpc): served "
-        "as its exact weights if its logit is affine in the one-hot/scaled columns, else refused",
-    ),
+    may_be_missing: list[str] | None = _MAY_BE_MISSING,
+    model_file: Path | None = _MODEL_FILE,
     trust: list[str] | None = typer.Option(None, "--trust", help="a type in the .skops file you trust"),
     decision_threshold: float | None = _DECISION_THRESHOLD,
     n_clusters: int = typer.Option(100, "--n-clusters", min=2, max=100_000, help="privrecourse: graph nodes"),
@@ -152,18 +155,22 @@ def publish_command(
     typer.echo(
         json.dumps({k: man[k] for k in ("method", "epsilon", "delta", "epsilon_per_answer")} | {"out": str(out)})
     )
-    if man["schema_notes"].get("warning"):
-        typer.echo(f"warning: {man['schema_notes']['warning']}: {', '.join(man['schema_notes']['read_from_data'])}",
-                   err=True)  # fmt: skip
-    if man["schema_notes"].get("declared_missing"):
-        typer.echo(
-            f"warning: --may-be-missing {', '.join(man['schema_notes']['declared_missing'])}: no row of the data "
-            "misses a value there, so the model learned nothing about a gap in it (the weight of its gap indicator "
-            "is the fit's regularisation and noise only); answers to applicants with such a gap are less reliable",
-            err=True,
-        )
+    _schema_warnings(man["schema_notes"])
     if check_rows:
         _check_release(out, ds, check_rows, seed, method, epsilon)
+
+
+def _schema_warnings(notes: dict) -> None:
+    """The publisher's warnings (stderr) about the schema: what was read from the data, gaps declared unseen."""
+    if notes.get("warning"):
+        typer.echo(f"warning: {notes['warning']}: {', '.join(notes['read_from_data'])}", err=True)
+    if notes.get("declared_missing"):
+        typer.echo(
+            f"warning: --may-be-missing {', '.join(notes['declared_missing'])}: no row of the data misses a value "
+            "there, so the model learned nothing about a gap in it (the weight of its gap indicator is the fit's "
+            "regularisation and noise only); answers to applicants with such a gap are less reliable",
+            err=True,
+        )
 
 
 def _check_release(out: Path, ds, n_rows: int, seed: int, method: str, epsilon: float) -> None:

@@ -75,7 +75,7 @@ class ReleaseCheck:
 def check_release(bundle: Bundle, X: pd.DataFrame, *, n_rows: int = 500, random_state: RandomState = 0) -> ReleaseCheck:
     """Answer up to ``n_rows`` rejected rows of the training frame ``X`` (seeded draw) with ``bundle`` and summarise."""
     a = bundle.schema.applicants_from_frame(X)
-    rejected = np.flatnonzero(bundle.model.predict(bundle.schema.encode(a)) == 0)
+    rejected = np.flatnonzero(~bundle.decide(a))
     k = min(int(n_rows), len(rejected))
     if not k:
         return ReleaseCheck(len(rejected), 0, 0.0, 0.0, None)

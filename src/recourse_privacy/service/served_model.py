@@ -1,0 +1,123 @@
+"""The model a bundle decides with: a linear one in the schema's model space, or a user's own classifier as it is.
+
+:class:`LinearModel` is what ``model.npz`` holds (a DP logistic regression, or a user's model whose logit is
+affine in the schema's model space, exported exactly as its weights). :class:`ServedEstimator` is a user's
+fitted classifier of any kind (gradient-boosted trees, a network, a pipeline that imputes), kept as the
+``model.skops`` file it was published from: it reads applicants in the data's own columns, and a point of the
+model space (a PrivRecourse node, Pentyala et al. 2023) after :meth:`~recourse_privacy.service.schema.Schema.decode`
+reads it back to those columns. Both decide "favourable" where their decision logit (log-odds less the
+cutoff's log-odds) is above 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from recourse_privacy.service.schema import Applicants, Schema
+from recourse_privacy.validation import same_label
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["LinearModel", "ServedEstimator", "data_frame"]
+
+#: probabilities are clipped this far from 0 and 1 before their log-odds
+_EPS = 1e-15
+
+
+class LinearModel:
+    """logit = Z @ coef + intercept in the schema's model space (label 1: favourable)."""
+
+    kind = "logistic"
+
+    def __init__(self, coef, intercept):
+        self.coef_ = np.asarray(coef, np.float64)
+        self.intercept_ = float(intercept)
+
+    def logit(self, Z: np.ndarray) -> np.ndarray:
+        return Z @ self.coef_ + self.intercept_
+
+    def predict(self, Z: np.ndarray) -> np.ndarray:
+        return (self.logit(Z) > 0).astype(np.int64)
+
+    def predict_proba(self, Z: np.ndarray) -> np.ndarray:
+        p = 1.0 / (1.0 + np.exp(-self.logit(Z)))
+        return np.column_stack([1 - p, p])
+
+    def decide(self, a: Applicants, Z: np.ndarray) -> np.ndarray:
+        """Whether each applicant ``a`` (model space ``Z``) is accepted."""
+        return self.predict(Z) == 1
+
+
+def data_frame(schema: Schema, a: Applicants, columns: Sequence[str], dtypes: Mapping[str, str]) -> pd.DataFrame:
+    """Applicants as the data's own DataFrame: ``columns`` in their order, each with the data's dtype where its values
+    allow it (a categorical column stored as numbers back to numbers; a gap as NaN, not None)."""
+    import pandas as pd
+    from pandas.api.types import is_float_dtype, is_numeric_dtype, pandas_dtype
+
+    frame = pd.DataFrame({f.name: col for f, col in zip(schema.features, schema.values(a))})[list(columns)]
+    for f in schema.features:
+        dtype = pandas_dtype(dtypes[f.name])
+        if f.type == "categorical" and is_numeric_dtype(dtype):  # numbers: back to the data's type
+            frame[f.name] = frame[f.name].astype(np.float64 if f.missing else dtype)
+        elif f.missing:  # a gap as the data hold it (NaN), not None
+            frame[f.name] = frame[f.name].where(frame[f.name].notna(), np.nan)
+        if f.type == "numeric" and is_float_dtype(dtype):
+            frame[f.name] = frame[f.name].astype(dtype)
+        elif f.type == "categorical" and str(dtype) == "category":
+            frame[f.name] = frame[f.name].astype(dtype)
+    return frame
+
+
+class ServedEstimator:
+    """A user's fitted classifier on the data's columns, served as it is (no linear export): applicants in
+    original units are read directly (:meth:`decide`), model-space points decoded first (:meth:`logit`).
+
+    ``favourable``: the label the lender approves; ``threshold``: the probability of it from which the
+    lender approves (the cutoff the model states or the one given at publish)."""
+
+    kind = "estimator"
+
+    def __init__(
+        self, estimator: Any, schema: Schema, columns: Sequence[str], dtypes: Mapping[str, str], favourable: Any,
+        threshold: float,
+    ):  # fmt: skip
+        self.estimator_ = estimator
+        self.schema = schema
+        self.columns = tuple(columns)
+        self.dtypes = dict(dtypes)
+        classes = [c.item() if hasattr(c, "item") else c for c in estimator.classes_]
+        self.pos_index_ = next(i for i, c in enumerate(classes) if same_label(c, favourable))  # as publish read it
+        self.threshold = float(threshold)
+        self.offset_ = math.log(self.threshold) - math.log1p(-self.threshold)
+
+    def frame(self, a: Applicants) -> pd.DataFrame:
+        """The applicants as the model reads them (:func:`data_frame`)."""
+        return data_frame(self.schema, a, self.columns, self.dtypes)
+
+    def applicant_logit(self, a: Applicants) -> np.ndarray:
+        """The decision logit of applicants in original units: log-odds of the favourable label less the cutoff's."""
+        if not len(a):
+            return np.empty(0)
+        p = np.asarray(self.estimator_.predict_proba(self.frame(a)), np.float64)[:, self.pos_index_]
+        p = np.clip(p, _EPS, 1 - _EPS)
+        return np.log(p) - np.log1p(-p) - self.offset_
+
+    def logit(self, Z: np.ndarray) -> np.ndarray:
+        """The decision logit at model-space points, read back to the data's columns first."""
+        return self.applicant_logit(self.schema.decode(Z))
+
+    def predict(self, Z: np.ndarray) -> np.ndarray:
+        return (self.logit(Z) > 0).astype(np.int64)
+
+    def predict_proba(self, Z: np.ndarray) -> np.ndarray:
+        p = 1.0 / (1.0 + np.exp(-(self.logit(Z) + self.offset_)))
+        return np.column_stack([1 - p, p])
+
+    def decide(self, a: Applicants, Z: np.ndarray) -> np.ndarray:
+        """Whether each applicant ``a`` is accepted, read in original units (``Z`` is not needed)."""
+        return self.applicant_logit(a) > 0
