@@ -230,3 +230,31 @@ def test_the_audit_runs_private_methods_with_their_defaults_on_public_bounds(sha
         attacks=("cfd", "loss"), cache="off",
     )  # fmt: skip
     assert r.recourse.validity > 0.5 and r.n_members >= 10
+
+
+def test_the_audit_refuses_privrecourse_without_public_bounds_before_any_model_trains(tmp_path):
+    """A user's table whose numeric columns have no public bound: ``--recourse privrecourse`` (which scales with
+    public bounds and refuses rows outside them) is refused in the data stage, naming the columns and the audit's
+    own options; too many cluster nodes for the members likewise; with --bounds on every column it runs."""
+    rng = np.random.default_rng(0)
+    n = 900
+    frame = pd.DataFrame({"income": rng.uniform(10, 200, n).round(2), "debt": rng.uniform(0, 50, n).round(2)})
+    frame["approved"] = (frame.income - 2 * frame.debt + rng.normal(0, 20, n) > 60).astype(int)
+    csv = tmp_path / "loans.csv"
+    frame.to_csv(csv, index=False)
+    base = ["audit", "--data", str(csv), "--target", "approved", "--recourse", "privrecourse", "--n-members", "300",
+            "--attacks", "cfd", "--shadow-models", "4", "--cache-dir", "off"]  # fmt: skip
+    res = CliRunner().invoke(app, [*base, "--recourse-param", "n_clusters=20", "--out", str(tmp_path / "a")])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and "2 numeric column(s) have none: income, debt" in text, text
+    assert "--bounds COL=LO:HI" in text and "--recourse-param out_of_bounds=clip" in text
+    assert not (tmp_path / "a" / "metrics.json").exists()
+    res = CliRunner().invoke(
+        app, [*base, "--bounds", "income=0:250", "--bounds", "debt=0:100", "--out", str(tmp_path / "b")]
+    )
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and "n_clusters=500 nodes, more than the 300 members" in text, text
+    ok = CliRunner().invoke(app, [*base, "--bounds", "income=0:250", "--bounds", "debt=0:100", "--recourse-param",
+                                  "n_clusters=20", "--out", str(tmp_path / "c")])  # fmt: skip
+    assert ok.exit_code == 0, ok.output
+    assert json.loads((tmp_path / "c" / "metrics.json").read_text())["recourse"]["validity"] > 0.5

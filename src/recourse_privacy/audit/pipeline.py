@@ -31,6 +31,7 @@ from recourse_privacy.audit.user_model import (
     action_set_for,
     check_bounds_columns,
     check_fitted_recourse,
+    check_public_bounds,
     public_bounds_for,
     resolve_model,
 )
@@ -352,6 +353,7 @@ def _data_stage(run: _Run) -> None:
     else:
         game = stages.prepare_game(config, stages.load_data(config))
     check_bounds_columns(config, game)
+    check_public_bounds(config, game)  # a private method that would refuse the rows later, refused now
     threats.check_sensitive(config, game.dataset)
     check_group_columns(config, game.dataset)
     recipe = resolve_model(config, game)  # the user's model is checked against the data here, before training

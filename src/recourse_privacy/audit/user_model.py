@@ -270,6 +270,56 @@ def public_bounds_for(config: AuditConfig, game: GameData) -> tuple[np.ndarray, 
     return None if missing else (lower, upper)
 
 
+def check_public_bounds(config: AuditConfig, game: GameData) -> None:
+    """Refuse, before any model trains, a private method that would refuse the rows later: more cluster nodes than
+    members (PrivRecourse's k-means), or rows outside the public bounds of a method that scales with them and
+    raises on such a row (PrivRecourse; no ``--recourse-param bounds`` or ``out_of_bounds=clip`` given): the
+    unit box where some numeric column has no public bound. The error names the columns and the audit's options."""
+    import inspect
+
+    from recourse_privacy.recourse.registry import RECOURSE_METHODS
+
+    cls = RECOURSE_METHODS.get(config.recourse).obj
+    signature = inspect.signature(cls).parameters
+    params = config.recourse_params
+    k = params.get("n_clusters", signature["n_clusters"].default if "n_clusters" in signature else 0)
+    if getattr(cls, "source", None) == "clusters" and isinstance(k, int) and k > len(game.X_members):
+        raise InvalidInputError(
+            f"--recourse {config.recourse} clusters the training rows into n_clusters={k} nodes, more than the "
+            f"{len(game.X_members)} members: give --recourse-param n_clusters=K with K at most {len(game.X_members)} "
+            "(or more members)"
+        )
+    if not {"bounds", "out_of_bounds"} <= set(signature) or "bounds" in params:
+        return
+    if params.get("out_of_bounds", signature["out_of_bounds"].default) != "raise":
+        return
+    if getattr(game.preprocessor, "normalize_rows", False):
+        return
+    public = public_bounds_for(config, game)
+    lower, upper = public if public is not None else (0.0, 1.0)  # the unit box the method scales with by default
+    outside = np.zeros(game.X_members.shape[1], bool)
+    for X in (game.X_members, game.X_pool):  # the owner's rows and the shadow worlds'
+        Z = (np.asarray(X, np.float64) - lower) / (np.asarray(upper) - lower)
+        outside |= ((Z < -1e-9) | (Z > 1 + 1e-9)).any(axis=0)
+    if not outside.any():
+        return
+    if public is not None:
+        cols = list(dict.fromkeys(game.preprocessor.feature_sources_[j] for j in np.flatnonzero(outside)))
+        raise InvalidInputError(
+            f"--recourse {config.recourse} refuses rows outside the public bounds, and rows of the data fall "
+            f"outside them in {', '.join(cols)}: widen --bounds for those columns (the values they can take, from "
+            "domain knowledge), or --recourse-param out_of_bounds=clip (rows clipped into the bounds)"
+        )
+    _, _, missing = encoded_bounds(game.preprocessor, dict(config.bounds))
+    shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+    raise InvalidInputError(
+        f"--recourse {config.recourse} scales with public bounds, and {len(missing)} numeric column(s) have none: "
+        f"{shown}; give --bounds COL=LO:HI for each (the values the column can take, from domain knowledge, not "
+        "the data), or --recourse-param out_of_bounds=clip (rows clipped into the unit box), or --recourse-param "
+        "bounds=data (the rows' min and max: not covered by the DP guarantee)"
+    )
+
+
 def check_bounds_columns(config: AuditConfig, game: GameData) -> None:
     """Every column named in ``bounds`` is a numeric column kept by the preprocessing."""
     pre = game.preprocessor
