@@ -47,6 +47,7 @@ from recourse_privacy.service.latent_search import CHUNK, PRECISIONS, search_thr
 from recourse_privacy.service.page import sentence, sentences
 from recourse_privacy.service.schema import Applicants, Schema, schema_from_dataset
 from recourse_privacy.service.served_model import LinearModel, ServedEstimator, data_frame
+from recourse_privacy.service.sparsify import sparsify
 
 __all__ = ["BUNDLE_FORMAT", "METHODS", "AnswerTexts", "Bundle", "load_bundle", "load_dpc_explainer", "publish"]
 
@@ -154,6 +155,7 @@ def publish(
     positive_label=None,
     model_source: str | None = None,
     decision_threshold: float | None = None,
+    sparse: bool | None = None,
 ) -> dict:
     """Train or derive ``method``'s private artefact on ``dataset`` and write the bundle to ``out``; return the manifest.
 
@@ -167,24 +169,14 @@ def publish(
     approves, where the model does not state it itself (the model's own cutoff is read, see
     :mod:`~recourse_privacy.models.decision_threshold`); the bundle serves recourse to that cutoff.
     ``may_be_missing``: features a request may leave null although the data have no gap there (public, as
-    ``bounds``; a column with gaps may be missing anyway).
+    ``bounds``; a column with gaps may be missing anyway). ``sparse``: answers keep only the changes the model's
+    acceptance needs (:mod:`~recourse_privacy.service.sparsify`; None: for ``privrecourse``, whose answers are
+    cluster centres; refused for ``laplace``, whose decisions are the non-private model's).
     """
-    from recourse_privacy.validation import check_choice, check_delta, check_epsilon, derive_seed
+    from recourse_privacy.validation import derive_seed
 
-    check_choice(method, "--method", METHODS)
-    epsilon = check_epsilon(epsilon, "--epsilon")
-    delta = check_delta(delta, "--delta")
     user_model = model is not None
-    if decision_threshold is not None and not user_model:
-        raise InvalidInputError(
-            "--decision-threshold is the cutoff of your own model: pass --model-file too (the method's own model "
-            "decides at one half)"
-        )
-    if user_model and method == "dpm":
-        raise IncompatibleError(
-            "--model-file with --method dpm: dpm's release is its DP logistic regression; a model file would replace "
-            "it with a non-private one (use --method laplace, privrecourse or dpc with a model file)"
-        )
+    epsilon, delta, sparse = _checked_options(method, epsilon, delta, sparse, decision_threshold, user_model)
     schema = schema_from_dataset(dataset, bounds, may_be_missing)
     Z = schema.encode_frame(dataset.X)
     y = np.asarray(dataset.y)
@@ -216,10 +208,42 @@ def publish(
     )
     if isinstance(model, ServedEstimator):  # the file itself: what a fitted classifier may hold of its data
         manifest["guarantee"]["does_not_cover"].insert(1, _SERVED_FILE)
+    manifest["answers"] = {"sparse": sparse, "note": _SPARSE_NOTE if sparse else "the method's answer as it is"}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, allow_nan=False))
     return manifest
 
 
+def _checked_options(method: str, epsilon, delta, sparse, decision_threshold, user_model: bool):
+    """publish's options checked before any work: (epsilon, delta, sparse) as used, or the error naming the option."""
+    from recourse_privacy.validation import check_choice, check_delta, check_epsilon
+
+    check_choice(method, "--method", METHODS)
+    epsilon = check_epsilon(epsilon, "--epsilon")
+    delta = check_delta(delta, "--delta")
+    sparse = method == "privrecourse" if sparse is None else bool(sparse)
+    if sparse and method == "laplace":
+        raise InvalidInputError(
+            "--sparse with --method laplace: setting changes back reads the non-private model's decisions around each "
+            "applicant, which Laplace Recourse's guarantee does not cover (use privrecourse, dpm or dpc)"
+        )
+    if decision_threshold is not None and not user_model:
+        raise InvalidInputError(
+            "--decision-threshold is the cutoff of your own model: pass --model-file too (the method's own model "
+            "decides at one half)"
+        )
+    if user_model and method == "dpm":
+        raise IncompatibleError(
+            "--model-file with --method dpm: dpm's release is its DP logistic regression; a model file would replace "
+            "it with a non-private one (use --method laplace, privrecourse or dpc with a model file)"
+        )
+    return epsilon, delta, sparse
+
+
+#: what a sparse bundle's answers are (the manifest's ``answers``)
+_SPARSE_NOTE = (
+    "each change of the method's counterfactual is set back to the applicant's value where the model still accepts "
+    "the result, smallest change first: post-processing with the bundle's model"
+)
 #: the guarantee's word on a served classifier's file (``does_not_cover``)
 _SERVED_FILE = (
     "model.skops: the user's classifier as fitted, which may hold values of the training data (a tree's split "
@@ -462,6 +486,12 @@ class Bundle:
         return self.manifest["method"]
 
     @property
+    def sparse(self) -> bool:
+        """Whether answers keep only the changes the model's acceptance needs (:mod:`~recourse_privacy.service.sparsify`;
+        a bundle published before the option: no)."""
+        return bool(self.manifest.get("answers", {}).get("sparse", False))
+
+    @property
     def epsilon_per_answer(self) -> float:
         return float(self.manifest["epsilon_per_answer"])
 
@@ -570,6 +600,9 @@ class Bundle:
                 cf.put(bad[ok], retry.take(ok))
                 Zb[bad[ok]] = Zt[ok]
                 valid[bad[ok]] = True
+        if self.sparse:  # the changes the model's acceptance needs, no others (post-processing)
+            cf = sparsify(s, self.model, fact, cf, valid & found)
+            Zb = s.encode(cf)
         return self._describe(fact, Zr, cf, Zb, found, valid, text)
 
     def _describe(self, fact, Za, cf, Zb, found, valid, text: bool = False) -> list:

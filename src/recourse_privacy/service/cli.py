@@ -69,6 +69,12 @@ _DECISION_THRESHOLD = typer.Option(
     help="with --model-file: approve from this probability of --positive-label (default: the cutoff the model "
     "states, e.g. a FixedThresholdClassifier's, else 0.5); the bundle serves recourse to it",
 )
+_SPARSE = typer.Option(
+    None,
+    "--sparse/--no-sparse",
+    help="answers keep only the changes the model's acceptance needs, each other change set back to the applicant's "
+    "value (default: on for privrecourse, whose answers are cluster centres; off for dpm and dpc; laplace refuses it)",
+)
 _MAY_BE_MISSING = typer.Option(
     None,
     "--may-be-missing",
@@ -109,6 +115,7 @@ def publish_command(
     model_file: Path | None = _MODEL_FILE,
     trust: list[str] | None = typer.Option(None, "--trust", help="a type in the .skops file you trust"),
     decision_threshold: float | None = _DECISION_THRESHOLD,
+    sparse: bool | None = _SPARSE,
     n_clusters: int = typer.Option(100, "--n-clusters", min=2, max=100_000, help="privrecourse: graph nodes"),
     seed: int = typer.Option(0, "--seed", help="seed of the training (not of the served noise)"),
     overwrite: bool = typer.Option(
@@ -150,6 +157,7 @@ def publish_command(
         may_be_missing=_columns(may_be_missing), n_clusters=n_clusters,
         seed=seed, model=user_model, positive_label=positive_label,
         model_source=None if model_file is None else model_file.name, decision_threshold=decision_threshold,
+        sparse=sparse,
     )  # fmt: skip
     claim.finish()
     typer.echo(

@@ -55,22 +55,32 @@ class LinearModel:
 
 def data_frame(schema: Schema, a: Applicants, columns: Sequence[str], dtypes: Mapping[str, str]) -> pd.DataFrame:
     """Applicants as the data's own DataFrame: ``columns`` in their order, each with the data's dtype where its values
-    allow it (a categorical column stored as numbers back to numbers; a gap as NaN, not None)."""
+    allow it (a categorical column stored as numbers back to numbers; a gap as NaN, not None). Built from the
+    batch's arrays in one construction (a served classifier reads one such frame per model call)."""
     import pandas as pd
-    from pandas.api.types import is_float_dtype, is_numeric_dtype, pandas_dtype
+    from pandas.api.types import is_float_dtype, is_integer_dtype, is_numeric_dtype, pandas_dtype
 
-    frame = pd.DataFrame({f.name: col for f, col in zip(schema.features, schema.values(a))})[list(columns)]
-    for f in schema.features:
+    c = schema._cols
+    data: dict = {}
+    for k, j in enumerate(c.num_pos):
+        name, col = schema.features[j].name, a.num[:, k]
+        dtype = pandas_dtype(dtypes[name])
+        if is_float_dtype(dtype) or (is_integer_dtype(dtype) and not np.isnan(col).any()):
+            col = col.astype(dtype)
+        data[name] = col
+    for k, j in enumerate(c.cat_pos):
+        f = schema.features[j]
         dtype = pandas_dtype(dtypes[f.name])
-        if f.type == "categorical" and is_numeric_dtype(dtype):  # numbers: back to the data's type
-            frame[f.name] = frame[f.name].astype(np.float64 if f.missing else dtype)
-        elif f.missing:  # a gap as the data hold it (NaN), not None
-            frame[f.name] = frame[f.name].where(frame[f.name].notna(), np.nan)
-        if f.type == "numeric" and is_float_dtype(dtype):
-            frame[f.name] = frame[f.name].astype(dtype)
-        elif f.type == "categorical" and str(dtype) == "category":
-            frame[f.name] = frame[f.name].astype(dtype)
-    return frame
+        names = c.cat_names[k]  # the categories (text), then None for a gap where the feature may be missing
+        if is_numeric_dtype(dtype):  # numbers: back to the data's type
+            levels = np.array([np.nan if v is None else float(v) for v in names])
+            col = levels[a.cat[:, k]]
+            if not np.isnan(col).any():
+                col = col.astype(dtype)
+        else:
+            col = np.where(names == None, np.nan, names)[a.cat[:, k]]  # noqa: E711 - elementwise
+        data[f.name] = pd.Categorical(col, categories=dtype.categories) if str(dtype) == "category" else col
+    return pd.DataFrame(data, columns=list(columns))
 
 
 class ServedEstimator:
