@@ -463,3 +463,44 @@ def test_msts_pair_marginals_of_the_one_way_model_are_outer_products():
     for k, (a, b) in enumerate(zip(i, j)):
         want = np.asarray(model.project((f"x{a}", f"x{b}")).datavector()).reshape(3, 3)
         np.testing.assert_allclose(est[k], want, rtol=1e-6, atol=1e-6)
+
+
+def test_sparse_answers_keep_only_the_changes_the_model_needs(data):
+    """``sparse=True`` (what a published bundle answers): every answer the plain method gives validly stays valid
+    and changes a subset of its features, each to the plain answer's value, and no kept change can go alone;
+    a one-hot group changes as one feature (all its columns or none); the rest as the plain method's."""
+    from types import SimpleNamespace
+
+    from recourse_privacy.recourse.sparse import feature_units, sparse_counterfactuals
+
+    X, y, model = data
+    Q = X[model.predict(X) == 0][:60]
+    plain = make_recourse("privrecourse", n_clusters=40, random_state=0).fit(X, y, model).generate(model, Q)
+    sparse = make_recourse("privrecourse", n_clusters=40, sparse=True, random_state=0).fit(X, y, model)
+    res = sparse.generate(model, Q)
+    np.testing.assert_array_equal(res.valid, plain.valid)
+    ok = plain.valid
+    assert ok.mean() > 0.8 and res.info["sparse"] and res.paths is None
+    moved = res.counterfactuals != Q
+    assert not (moved & ~(plain.counterfactuals != Q)).any()  # a subset of the plain answer's changes
+    np.testing.assert_array_equal(res.counterfactuals[moved], plain.counterfactuals[moved])  # at its values
+    np.testing.assert_array_equal(res.counterfactuals[~ok], plain.counterfactuals[~ok])
+    assert moved[ok].sum(1).mean() < (plain.counterfactuals != Q)[ok].sum(1).mean()
+    for i in np.flatnonzero(ok):  # no kept change could be set back alone
+        for f in np.flatnonzero(moved[i]):
+            back = res.counterfactuals[i].copy()
+            back[f] = Q[i, f]
+            assert model.predict(back[None])[0] == 0
+    # a one-hot group (columns 2 and 3 here) is one unit: set back whole or kept whole
+    units = feature_units(4, (SimpleNamespace(index=np.array([2, 3])),))  # a group's index is all it reads
+    assert [u.tolist() for u in units] == [[2, 3], [0], [1]]
+    Xg, Xc = np.array([[0.1, 0.1, 1.0, 0.0]] * 3), np.array([[0.9, 0.9, 0.0, 1.0]] * 3)
+
+    class _Rule:  # accepts where the first column is high, or the group's second level is on
+        @staticmethod
+        def predict(Z):
+            return ((Z[:, 0] > 0.5) | (Z[:, 3] > 0.5)).astype(int)
+
+    out = sparse_counterfactuals(_Rule, Xg, Xc, np.ones(3, bool), units)
+    assert ((out[:, 2:] == Xg[:, 2:]).all(1) | (out[:, 2:] == Xc[:, 2:]).all(1)).all()
+    assert (_Rule.predict(out) == 1).all() and ((out != Xg).sum(1) <= 2).all()

@@ -476,3 +476,21 @@ def test_schema_1_metrics_json_still_reads_and_gets_signals_from_the_registry(de
     assert v.assessments["loss-lrt"].signal == "score" and v.assessments["random"].is_control
     assert v.beyond.outcome in ("no-recourse-leak", "unknown", "no-recourse-attack")
     _render(v1, tmp_path)  # an old file still renders
+
+
+def test_verdict_says_first_how_little_recourse_was_given(default_run, tmp_path):
+    """A method that answered few targets validly (PrivRecourse whose every node the model accepts has no start
+    node, Pentyala et al.'s Algorithm 2): the headline, the recourse finding and the explanation say how much
+    was answered before any "no measurable leakage"; a method that answered most targets is stated as before."""
+    result, _ = default_run
+    plain = verdict_of(result)
+    assert result.recourse.validity >= 0.5 and "answered only" not in plain.headline
+    few = dataclasses.replace(
+        result, recourse=dataclasses.replace(result.recourse, validity=0.0, n_invalid=result.recourse.n)
+    )
+    v = verdict_of(few)
+    assert v.headline.endswith("(recourse answered only 0% of the targets).")
+    assert v.recourse.text.startswith("Recourse (") and "answered only 0% of the" in v.recourse.text
+    assert v.explanation[0].startswith("Recourse (") and v.explanation[1:] == plain.explanation
+    assert v.recourse.text.endswith(plain.recourse.text) and v.level == plain.level
+    assert "answered only 0%" in _render(few, tmp_path)

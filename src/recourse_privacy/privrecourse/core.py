@@ -105,7 +105,9 @@ class PrivRecourse:
     every node is read with the query's immutable values, and the candidates are the nodes the
     model accepts so read: the default for DP nodes, whose noisy immutable coordinates never
     equal an applicant's; post-processing of the release, no privacy cost); ``n_rows`` (rows of
-    MST data; default as many as the data).
+    MST data; default as many as the data); ``sparse``: each answer keeps only the changes the model's acceptance
+    needs, the others set back to the query's values (:mod:`~recourse_privacy.recourse.sparse`; what a ``publish``
+    bundle answers by default; off: the paper's node as it is).
     """
 
     source = "clusters"
@@ -130,6 +132,7 @@ class PrivRecourse:
         immutables: str | None = None,
         n_rows: int | None = None,
         mst_params: dict | None = None,
+        sparse: bool = False,
         random_state=None,
     ):
         check_choice(self.source, "source", SOURCES)
@@ -156,6 +159,7 @@ class PrivRecourse:
         self.immutables = check_choice(immutables or default_immutables, "immutables", IMMUTABLE_MODES)
         self.n_rows = None if n_rows is None else check_positive_int(n_rows, "n_rows")
         self.mst_params = dict(mst_params or {})
+        self.sparse = bool(sparse)
         self.random_state = random_state
 
     # ------------------------------------------------------------------ publishing

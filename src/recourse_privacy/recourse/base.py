@@ -224,6 +224,8 @@ def generate_recourse(
     valid = model.predict(out.counterfactuals) == 1 if len(X) else np.zeros(0, bool)
     if out.found is not None:
         valid &= out.found
+    if getattr(method, "sparse", False) and len(X):  # only the changes the model needs (recourse/sparse.py)
+        out = _sparse_output(action_set, model, X, out, valid)
     return RecourseResult(
         X,
         out.counterfactuals,
@@ -234,6 +236,17 @@ def generate_recourse(
         info={**(info or {}), **out.info, **extra},
         paths=out.paths,
     )
+
+
+def _sparse_output(action_set, model, X: np.ndarray, out: SearchOutput, valid: np.ndarray) -> SearchOutput:
+    """``out`` with each valid counterfactual's changes the model does not need set back (a one-hot group as one
+    feature, missing-value indicators never moved); its paths dropped: they end at the method's own answer."""
+    from recourse_privacy.recourse.sparse import feature_units, sparse_counterfactuals
+
+    groups = action_set.groups if action_set is not None else ()
+    fixed = [f.flag for f in action_set.flags] if action_set is not None else []
+    X_cf = sparse_counterfactuals(model, X, out.counterfactuals, valid, feature_units(X.shape[1], groups, fixed))
+    return SearchOutput(X_cf, out.n_iter, out.found, None, {**out.info, "sparse": True})
 
 
 #: candidate values (rows x candidates x features) built at a time in the repair

@@ -15,7 +15,7 @@ This module reads the typed result of :mod:`recourse_privacy.results`, which sit
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -547,6 +547,23 @@ def _dp_texts(dp: DPSummary, comparison: BoundComparison | None) -> list[str]:
     return []
 
 
+#: below this share of targets answered validly, the verdict says how little recourse was given
+FEW_ANSWERS = 0.5
+
+
 def verdict_of(result: AuditRecord) -> Verdict:
-    """The verdict of an audit result (its attacks and, if any, its DP defense)."""
-    return make_verdict(result.attacks, result.dp)
+    """The verdict of an audit result (its attacks and, if any, its DP defense). Where recourse answered fewer
+    than :data:`FEW_ANSWERS` of the targets validly, the recourse finding and the explanation say so first: a
+    method that gives no recourse reveals nothing through it, and helps no applicant either."""
+    verdict = make_verdict(result.attacks, result.dp)
+    rec = result.recourse
+    if rec is None or not rec.n or rec.validity >= FEW_ANSWERS or verdict.recourse is None:
+        return verdict
+    note = (
+        f"Recourse ({rec.method}) answered only {percent(rec.validity)} of the {rec.n} targets with a counterfactual "
+        "the model accepts: where it gives no valid answer it reveals nothing through recourse, and helps no "
+        "applicant either; what follows about recourse covers the answers it gave."
+    )
+    finding = replace(verdict.recourse, text=note + " " + verdict.recourse.text)
+    headline = f"{verdict.headline.rstrip('.')} (recourse answered only {percent(rec.validity)} of the targets)."
+    return replace(verdict, headline=headline, recourse=finding, explanation=(note, *verdict.explanation))
