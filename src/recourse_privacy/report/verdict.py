@@ -553,7 +553,7 @@ FEW_ANSWERS = 0.5
 
 def verdict_of(result: AuditRecord) -> Verdict:
     """The verdict of an audit result (its attacks and, if any, its DP defense). Where recourse answered fewer
-    than :data:`FEW_ANSWERS` of the targets validly, the recourse finding and the explanation say so first: a
+    than :data:`FEW_ANSWERS` of the targets validly, the headline and the recourse finding say so first: a
     method that gives no recourse reveals nothing through it, and helps no applicant either."""
     verdict = make_verdict(result.attacks, result.dp)
     rec = result.recourse
@@ -566,4 +566,5 @@ def verdict_of(result: AuditRecord) -> Verdict:
     )
     finding = replace(verdict.recourse, text=note + " " + verdict.recourse.text)
     headline = f"{verdict.headline.rstrip('.')} (recourse answered only {percent(rec.validity)} of the targets)."
-    return replace(verdict, headline=headline, recourse=finding, explanation=(note, *verdict.explanation))
+    explanation = tuple(finding.text if p == verdict.recourse.text else p for p in verdict.explanation)
+    return replace(verdict, headline=headline, recourse=finding, explanation=explanation)
