@@ -66,6 +66,21 @@ def test_the_bundle_keeps_the_classifier_and_says_it_is_not_covered(served) -> N
     assert man["privacy"]["model"]["served"] == "as it is (model.skops)" and not man["privacy"]["is_dp"]
     assert any("--model-file" in line for line in man["guarantee"]["does_not_cover"])
     assert any(line.startswith("model.skops: ") for line in man["guarantee"]["does_not_cover"])
+    # the graph's nodes as they are: sparse answers would follow this non-private model's boundary
+    assert man["answers"]["sparse"] is False
+    assert not any(line.startswith("sparse answers") for line in man["guarantee"]["does_not_cover"])
+
+
+def test_sparse_answers_with_a_users_model_are_asked_for_and_said_not_covered(served, tmp_path) -> None:
+    ds, est, _, _ = served
+    man = publish(ds, method="privrecourse", epsilon=4.0, out=tmp_path, bounds=BOUNDS, n_clusters=40, model=est,
+                  positive_label=APPROVED, sparse=True)  # fmt: skip
+    assert man["answers"]["sparse"] is True
+    assert any(line.startswith("sparse answers with the user's model") for line in man["guarantee"]["does_not_cover"])
+    b = load_bundle(tmp_path, random_state=0)
+    answers = b.answer(b.schema.parse_many(_docs()))
+    found = [a for a in answers if a["counterfactual"] is not None and a["valid"]]
+    assert found and np.mean([len(a["changes"]) for a in found]) < 5
 
 
 def test_decisions_and_validity_are_the_classifiers_own(served) -> None:

@@ -73,7 +73,8 @@ _SPARSE = typer.Option(
     None,
     "--sparse/--no-sparse",
     help="answers keep only the changes the model's acceptance needs, each other change set back to the applicant's "
-    "value (default: on for privrecourse, whose answers are cluster centres; off for dpm and dpc; laplace refuses it)",
+    "value (default: on for privrecourse with its own DP model, whose answers are cluster centres; off with your "
+    "--model-file, whose boundary they would follow, and for dpm and dpc; laplace refuses it)",
 )
 _MAY_BE_MISSING = typer.Option(
     None,
