@@ -504,3 +504,24 @@ def test_sparse_answers_keep_only_the_changes_the_model_needs(data):
     out = sparse_counterfactuals(_Rule, Xg, Xc, np.ones(3, bool), units)
     assert ((out[:, 2:] == Xg[:, 2:]).all(1) | (out[:, 2:] == Xc[:, 2:]).all(1)).all()
     assert (_Rule.predict(out) == 1).all() and ((out != Xg).sum(1) <= 2).all()
+
+
+def test_a_graph_whose_every_node_is_accepted_marks_each_query_without_a_start_node(data):
+    """Pentyala et al.'s Algorithm 2 starts at the nearest node the model rejects: where the model accepts every
+    node there is none, every query fails, and ``info["no_start"]`` says why (the audit's warning reads it)."""
+    X, y, model = data
+
+    class _Lenient:  # the published model's decisions: every node accepted, the queries rejected
+        n_features_in_ = X.shape[1]
+
+        @staticmethod
+        def predict(Z):
+            return (np.asarray(Z).sum(1) > 0.05).astype(int)
+
+    Q = np.full((5, X.shape[1]), 0.001)
+    m = make_recourse("privrecourse", n_clusters=30, random_state=0).fit(X, y, _Lenient)
+    assert _Lenient.predict(m.artefact_.nodes).all()
+    res = m.generate(_Lenient, Q)
+    assert res.info["no_start"].all() and not res.valid.any()
+    ok = make_recourse("privrecourse", n_clusters=30, random_state=0).fit(X, y, model).generate(model, X[:20])
+    assert not ok.info["no_start"].any()

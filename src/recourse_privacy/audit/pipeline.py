@@ -443,9 +443,17 @@ def _summaries(run: _Run) -> dict:
     if recourse.n_invalid:
         acts = action_set_for(config, game)
         stuck = int(acts.stuck(run.res.factuals).sum()) if acts is not None and acts.holds_gaps else 0
+        flags = run.res.info.get("no_start")  # PrivRecourse: every node of the graph accepted
+        no_start = int(flags.sum()) if flags is not None else 0
         run.warns.append(
             f"{recourse.n_invalid} of {recourse.n} targets got no valid recourse"
             + (f" ({stuck} miss every column that may change)" if stuck else "")
+            + (
+                f" ({no_start} found no node of the graph the model rejects, so Pentyala et al.'s Algorithm 2 has no "
+                "start node: fewer --recourse-param n_clusters, each node averaging more rows, or more members)"
+                if no_start
+                else ""
+            )
             + "; their distance to the last iterate is still scored"
         )
     dp = run.defense.summary(config, targets.model, run.session, run.res, targets.is_member, game.X_pool, game.y_pool)

@@ -333,6 +333,7 @@ class PrivRecourse:
                 "start_node": ans.start,
                 "graph_nodes": len(art.nodes),
                 "n_failed": ans.n_failed,
+                "no_start": ans.start < 0,  # per query: no node its model rejects, so Algorithm 2 cannot start
                 "epsilon_total": art.epsilon,
                 "delta_total": art.delta,
             },
