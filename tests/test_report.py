@@ -498,3 +498,7 @@ def test_verdict_says_first_how_little_recourse_was_given(default_run, tmp_path)
     page = _render(few, tmp_path)
     assert page.count("with a counterfactual the model accepts: where it gives") == 1  # the finding, once
     assert "(recourse answered only 0% of the targets)." in page  # and the headline
+    assert v.few_answers and not plain.few_answers
+    assert '<div class="verdict noleak">' not in page and '<div class="verdict noleak">' in _render(
+        result, tmp_path / "p"
+    )

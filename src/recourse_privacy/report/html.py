@@ -155,6 +155,8 @@ def _ci(ci: Any, spec: str, *, br: bool = False) -> str:
 
 def _verdict_box(v: Verdict) -> str:
     css = {"leak": "leak", "noleak": "noleak"}.get(v.level, "")
+    if v.few_answers and css == "noleak":  # no all-clear colour where recourse answered few targets
+        css = ""
     key = ""
     if v.attack is not None:
         s = v.assessments.get(v.attack)

@@ -332,6 +332,7 @@ class Verdict:
     beyond: BeyondFinding | None = None
     detectable: Detectable | None = None
     family_wise: FamilyWise | None = None
+    few_answers: bool = False  # recourse answered under FEW_ANSWERS of the targets (verdict_of): no all-clear colour
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "explanation", tuple(self.explanation))
@@ -567,4 +568,4 @@ def verdict_of(result: AuditRecord) -> Verdict:
     finding = replace(verdict.recourse, text=note + " " + verdict.recourse.text)
     headline = f"{verdict.headline.rstrip('.')} (recourse answered only {percent(rec.validity)} of the targets)."
     explanation = tuple(finding.text if p == verdict.recourse.text else p for p in verdict.explanation)
-    return replace(verdict, headline=headline, recourse=finding, explanation=explanation)
+    return replace(verdict, headline=headline, recourse=finding, explanation=explanation, few_answers=True)
