@@ -97,3 +97,25 @@ def test_a_bundle_without_the_key_answers_as_before_and_laplace_refuses_it(pair,
     b = load_bundle(tmp_path / "d", random_state=0)
     answers = b.answer(b.schema.parse_many(_docs()))
     assert man["answers"]["sparse"] and all(a["valid"] for a in answers if a["counterfactual"] is not None)
+
+
+def test_sparse_keep_is_the_same_in_blocks_of_rows(monkeypatch) -> None:
+    """The trial subsets are built a block of rows at a time (memory bounded): one row per block gives the same
+    changes as the whole batch at once."""
+    import recourse_privacy.recourse.sparse as sp
+
+    rng = np.random.default_rng(0)
+    X, X_cf = rng.random((40, 6)), rng.random((40, 6))
+    w = rng.normal(size=6)
+
+    class _Rule:
+        @staticmethod
+        def predict(Z):
+            return (Z @ w > np.median(X_cf @ w)).astype(int)
+
+    valid = _Rule.predict(X_cf) == 1
+    units = sp.feature_units(6)
+    whole = sp.sparse_counterfactuals(_Rule, X, X_cf, valid, units)
+    monkeypatch.setattr(sp, "_TRIAL_BLOCK", 1)
+    np.testing.assert_array_equal(sp.sparse_counterfactuals(_Rule, X, X_cf, valid, units), whole)
+    assert (_Rule.predict(whole)[valid] == 1).all() and ((whole != X).sum(1)[valid] < 6).any()

@@ -36,13 +36,29 @@ def sparse_keep(changed: np.ndarray, size: np.ndarray, accepts: Accepts) -> np.n
     return _set_back_greedily(keep, np.asarray(size, np.float64), accepts)
 
 
+#: trial subsets (rows x subsets x features) built at a time: a call per block of rows beyond
+_TRIAL_BLOCK = 1 << 24
+
+
 def _fewest_accepted(changed: np.ndarray, size: np.ndarray, accepts: Accepts) -> np.ndarray:
     """Of each change alone and the j smallest and j largest (j = 1 ... the row's count; the last is the answer
-    itself, accepted), the subset the model accepts with the fewest changes, then the least cost: one call."""
-    n, F = changed.shape
-    m = int(changed.sum(1).max())
+    itself, accepted), the subset the model accepts with the fewest changes, then the least cost: one call per
+    block of rows (:data:`_TRIAL_BLOCK`)."""
+    out = np.zeros_like(changed)
     rows = np.flatnonzero(changed.any(1))
-    ch, sz = changed[rows], size[rows]
+    F = changed.shape[1]
+    m = int(changed.sum(1).max())
+    step = max(1, _TRIAL_BLOCK // ((2 * m + F) * F))
+    for lo in range(0, len(rows), step):
+        block = rows[lo : lo + step]
+        out[block] = _fewest_in_block(block, changed[block], size[block], accepts)
+    return out
+
+
+def _fewest_in_block(rows: np.ndarray, ch: np.ndarray, sz: np.ndarray, accepts: Accepts) -> np.ndarray:
+    """:func:`_fewest_accepted` for the rows ``rows`` (each with a change), their ``changed`` and ``size``."""
+    F = ch.shape[1]
+    m = int(ch.sum(1).max())
     j = np.arange(1, m + 1)[None, :, None]
     trials = []
     for key in (sz, -sz):  # smallest first, largest first
@@ -57,9 +73,7 @@ def _fewest_accepted(changed: np.ndarray, size: np.ndarray, accepts: Accepts) ->
     accepted[:, m - 1] = True  # the m smallest: every change of the row, its valid answer itself
     count = keep.sum(2) + (keep * sz[:, None, :]).sum(2) / (1.0 + sz.sum(1))[:, None]  # fewest, then least cost
     best = np.argmin(np.where(accepted, count, np.inf), axis=1)
-    out = np.zeros_like(changed)
-    out[rows] = keep[np.arange(len(rows)), best]
-    return out
+    return keep[np.arange(len(rows)), best]
 
 
 def _set_back_greedily(keep: np.ndarray, size: np.ndarray, accepts: Accepts) -> np.ndarray:
