@@ -54,6 +54,19 @@ def gappy_dataset(n: int = 600, seed: int = 0) -> Dataset:
     return dataclasses.replace(ds, X=X)
 
 
+def publish_each(ds: Dataset, tmp_path_factory, prefix: str, **kw) -> dict:
+    """One bundle of ``ds`` per published method (``recourse_privacy.service.bundle.METHODS``), each in a temporary
+    directory named ``prefix + method``, with the public ``BOUNDS`` and 20 graph nodes: {method: path}."""
+    from recourse_privacy.service.bundle import METHODS, publish
+
+    out = {}
+    for m in METHODS:
+        path = tmp_path_factory.mktemp(f"{prefix}{m}")
+        publish(ds, method=m, out=path, bounds=BOUNDS, n_clusters=20, **kw)
+        out[m] = path
+    return out
+
+
 def applicant(**over) -> dict:
     """A rejected applicant in original units."""
     a = {"age": 30, "hours": 20, "income": 50.0, "job": "clerk", "sex": "F"}

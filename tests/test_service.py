@@ -14,27 +14,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
-from _service_util import BOUNDS, applicant, tiny_dataset
+from _service_util import BOUNDS, applicant, publish_each, tiny_dataset
 from recourse_privacy.errors import InvalidInputError
-from recourse_privacy.service.bundle import load_bundle, load_dpc_explainer, publish
+from recourse_privacy.service.bundle import METHODS, load_bundle, load_dpc_explainer, publish
 from recourse_privacy.service.keys import KeyStore, hash_key
 from recourse_privacy.service.ledger import Account, GroupCommitter, Refusal, SpendRequest, open_ledger
 from recourse_privacy.service.schema import ApplicantError
 
 pytest.importorskip("fastapi")
 
-METHODS = ("privrecourse", "dpm", "laplace", "dpc")
-
 
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory):
     ds = tiny_dataset()
-    out = {}
-    for m in METHODS:
-        path = tmp_path_factory.mktemp(m)
-        publish(ds, method=m, epsilon=1.0, out=path, bounds=BOUNDS, n_clusters=20)
-        out[m] = path
-    return ds, out
+    return ds, publish_each(ds, tmp_path_factory, "", epsilon=1.0)
 
 
 def cli(*args: str, check: bool = True):

@@ -9,26 +9,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from _service_util import BOUNDS, applicant, gappy_dataset, tiny_dataset
-from recourse_privacy.service.bundle import load_bundle, publish
+from _service_util import BOUNDS, applicant, gappy_dataset, publish_each, tiny_dataset
+from recourse_privacy.service.bundle import METHODS, load_bundle, publish
 from recourse_privacy.service.page import render_page
 from recourse_privacy.service.schema import ApplicantError, schema_from_dataset
 
 pytest.importorskip("fastapi")
 
-METHODS = ("privrecourse", "dpm", "laplace", "dpc")
-
 
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory):
     ds = gappy_dataset()
-    out = {}
-    for m in METHODS:  # a large epsilon: these tests are of the gaps, not of the noise (at 1, seed 0's DP model
-        # gives income the wrong sign, and no move along it reaches the target)
-        path = tmp_path_factory.mktemp(f"gaps-{m}")
-        publish(ds, method=m, epsilon=8.0, out=path, bounds=BOUNDS, n_clusters=20)
-        out[m] = path
-    return ds, out
+    # a large epsilon: these tests are of the gaps, not of the noise (at 1, seed 0's DP model gives income the wrong
+    # sign, and no move along it reaches the target)
+    return ds, publish_each(ds, tmp_path_factory, "gaps-", epsilon=8.0)
 
 
 def _docs() -> list[dict]:
