@@ -412,9 +412,8 @@ def _write_model(model, out: Path) -> tuple[dict[str, str], dict]:
     entry = {
         "file": "model.skops", "sha256": digest, "kind": "estimator", "space": "data columns",
         "estimator": type(model.estimator_).__name__, "trusted": sio.get_untrusted_types(file=out / "model.skops"),
-        "columns": list(model.columns), "dtypes": model.dtypes, "favourable": model.estimator_.classes_[
-            model.pos_index_].item() if hasattr(model.estimator_.classes_[model.pos_index_], "item") else
-            model.estimator_.classes_[model.pos_index_], "decision_threshold": model.threshold,
+        "columns": list(model.columns), "dtypes": model.dtypes, "favourable": model.favourable,
+        "decision_threshold": model.threshold,
     }  # fmt: skip
     return {"model.skops": digest}, entry
 
@@ -612,7 +611,7 @@ class Bundle:
                 Zb[bad[ok]] = Zt[ok]
                 valid[bad[ok]] = True
         if self.sparse:  # the changes the model's acceptance needs, no others (post-processing)
-            cf = sparsify(s, self.model, fact, cf, valid & found)
+            cf = sparsify(s, self.model, fact, cf, valid & found, Zr, Zb)
             Zb = s.encode(cf)
         return self._describe(fact, Zr, cf, Zb, found, valid, text)
 

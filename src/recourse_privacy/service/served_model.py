@@ -102,6 +102,7 @@ class ServedEstimator:
         self.dtypes = dict(dtypes)
         classes = [c.item() if hasattr(c, "item") else c for c in estimator.classes_]
         self.pos_index_ = next(i for i, c in enumerate(classes) if same_label(c, favourable))  # as publish read it
+        self.favourable = classes[self.pos_index_]  # the label as the model holds it (a plain Python value)
         self.threshold = float(threshold)
         self.offset_ = math.log(self.threshold) - math.log1p(-self.threshold)
 

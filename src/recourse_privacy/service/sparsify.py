@@ -18,14 +18,20 @@ class _Decides(Protocol):
     def decide(self, a: Applicants, Z: np.ndarray) -> np.ndarray: ...
 
 
-def sparsify(schema: Schema, model: _Decides, fact: Applicants, cf: Applicants, ok: np.ndarray) -> Applicants:
+def sparsify(
+    schema: Schema, model: _Decides, fact: Applicants, cf: Applicants, ok: np.ndarray,
+    Z_fact: np.ndarray | None = None, Z_cf: np.ndarray | None = None,
+) -> Applicants:  # fmt: skip
     """``cf`` with, in the rows ``ok`` (valid answers), the changes the model's acceptance needs and no other, set
     back to ``fact``'s values; the other rows as they are. Each row stays accepted by ``model``. A change's size
-    is its model-space L1 change (a number in units of its public range, a category 2: its two indicators)."""
+    is its model-space L1 change (a number in units of its public range, a category 2: its two indicators);
+    ``Z_fact`` / ``Z_cf``: the rows' encodings where the caller has them."""
     changed = schema.changed(fact, cf) & np.asarray(ok, bool)[:, None]
     if not changed.any():
         return Applicants(cf.num.copy(), cf.cat.copy())
-    size = schema.feature_sums(np.abs(schema.encode(cf) - schema.encode(fact)))
+    Z_fact = schema.encode(fact) if Z_fact is None else Z_fact
+    Z_cf = schema.encode(cf) if Z_cf is None else Z_cf
+    size = schema.feature_sums(np.abs(Z_cf - Z_fact))
 
     def accepts(rows: np.ndarray, keep: np.ndarray) -> np.ndarray:
         trial = _mixed(schema, fact.take(rows), cf.take(rows), keep)
