@@ -6,6 +6,7 @@ only the model's decisions)."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -140,7 +141,7 @@ def test_laplace_and_dpc_refuse_it_naming_privrecourse(served, tmp_path) -> None
 
 def test_publish_from_a_skops_file_and_serve_it_over_http(tmp_path) -> None:
     """The command line: publish the .skops file (its types trusted as skops asks), serve it on a loopback port,
-    and an applicant's answer over HTTP is the bundle's own."""
+    8 concurrent clients get the bundle's own answers (one applicant and batches), bad input a 422 naming it."""
     pytest.importorskip("uvicorn")
     httpx = pytest.importorskip("httpx")
     import skops.io as sio
@@ -165,13 +166,27 @@ def test_publish_from_a_skops_file_and_serve_it_over_http(tmp_path) -> None:
     res = cli(*args)
     assert "check on" in res.stderr
     key = KeyStore(tmp_path / "keys.json").add("main")
+    docs = _docs()[:16]
     server = Server(tmp_path / "b", tmp_path / "keys.json", tmp_path / "ledger.db")
+
+    def ask(i: int):  # one applicant, or (odd i) the batch of them all
+        with httpx.Client(timeout=60, headers={"X-API-Key": key}) as c:
+            if i % 2:
+                return c.post(server.url + "/v1/recourse/batch", json={"applicants": docs})
+            return c.post(server.url + "/v1/recourse", json={"applicant": docs[i]})
+
     try:
-        doc = applicant(income=10.0, hours=5)
-        r = httpx.post(server.url + "/v1/recourse", json={"applicant": doc}, headers={"X-API-Key": key}, timeout=30)
+        with ThreadPoolExecutor(8) as pool:  # 8 concurrent clients
+            replies = list(pool.map(ask, range(16)))
+        bad = httpx.post(server.url + "/v1/recourse", json={"applicant": applicant(income="lots")},
+                         headers={"X-API-Key": key}, timeout=30)  # fmt: skip
     finally:
         server.kill()
-    assert r.status_code == 200, r.text
+    assert [r.status_code for r in replies] == [200] * 16, [r.text for r in replies if r.status_code != 200]
+    assert bad.status_code == 422 and bad.json()["field"] == "applicant.income"
     b = load_bundle(tmp_path / "b", random_state=0)
-    expected = b.answer(b.schema.parse_many([doc]))[0]
-    assert {k: v for k, v in r.json().items() if k in expected} == expected
+    expected = b.answer(b.schema.parse_many(docs))
+    for i, r in enumerate(replies):
+        got = r.json()["answers"] if i % 2 else [r.json()]
+        want = expected if i % 2 else [expected[i]]
+        assert [{k: v for k, v in g.items() if k in w} for g, w in zip(got, want)] == want
