@@ -277,6 +277,7 @@ def check_public_bounds(config: AuditConfig, game: GameData) -> None:
     unit box where some numeric column has no public bound. The error names the columns and the audit's options."""
     import inspect
 
+    from recourse_privacy.privrecourse.scaling import outside_unit_box
     from recourse_privacy.recourse.registry import RECOURSE_METHODS
 
     cls = RECOURSE_METHODS.get(config.recourse).obj
@@ -300,7 +301,7 @@ def check_public_bounds(config: AuditConfig, game: GameData) -> None:
     outside = np.zeros(game.X_members.shape[1], bool)
     for X in (game.X_members, game.X_pool):  # the owner's rows and the shadow worlds'
         Z = (np.asarray(X, np.float64) - lower) / (np.asarray(upper) - lower)
-        outside |= ((Z < -1e-9) | (Z > 1 + 1e-9)).any(axis=0)
+        outside |= outside_unit_box(Z).any(axis=0)  # the method's own test (privrecourse/scaling.py)
     if not outside.any():
         return
     if public is not None:

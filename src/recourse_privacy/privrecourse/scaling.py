@@ -14,7 +14,7 @@ import numpy as np
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import check_choice, check_matrix
 
-__all__ = ["PublicScaler", "check_unit_box"]
+__all__ = ["UNIT_BOX_TOL", "PublicScaler", "check_unit_box", "outside_unit_box"]
 
 
 @dataclass(frozen=True)
@@ -55,15 +55,24 @@ class PublicScaler:
         return self.lower + Z * (self.upper - self.lower)
 
 
+#: how far outside [0, 1] (after scaling by the public bounds) a value may lie and still count as inside (rounding)
+UNIT_BOX_TOL = 1e-9
+
+
+def outside_unit_box(Z: np.ndarray, tol: float = UNIT_BOX_TOL) -> np.ndarray:
+    """(n, d) mask of the values of ``Z`` outside [0, 1] by more than ``tol``."""
+    return (Z < -tol) | (Z > 1 + tol)
+
+
 def check_unit_box(
-    Z: np.ndarray, *, out_of_bounds: str = "raise", names=(), tol: float = 1e-9, method: str = "privrecourse"
+    Z: np.ndarray, *, out_of_bounds: str = "raise", names=(), tol: float = UNIT_BOX_TOL, method: str = "privrecourse"
 ) -> np.ndarray:
     """``Z`` if it lies in [0, 1]^d (the declared public bounds after scaling); clip or raise otherwise.
 
     The error names each remedy in the CLI's syntax first (``method`` is the recourse method's
     registered name, for ``--method-param``), then as the Python keyword.
     """
-    bad = (Z < -tol) | (Z > 1 + tol)
+    bad = outside_unit_box(Z, tol)
     if bad.any():
         if out_of_bounds == "clip":
             return np.clip(Z, 0.0, 1.0)

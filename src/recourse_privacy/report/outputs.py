@@ -44,9 +44,8 @@ def write_outputs(
     cfg = result.config
     title = audit_label(result)
     member = result.is_member == 1
-    metrics = write_metrics_json(
-        result, out / "metrics.json", dp_audit=dp_audit
-    )  # first: a failing plot cannot lose the numbers
+    # first: a failing plot cannot lose the numbers
+    metrics = write_metrics_json(result, out / "metrics.json", dp_audit=dp_audit)
     files = {
         "roc": plot_roc_loglog(
             {n: (result.is_member, s.scores) for n, s in result.scores.items()}, out / "roc.png", title=title
