@@ -46,7 +46,7 @@ from recourse_privacy.models.decision_threshold import DecisionThreshold, check_
 from recourse_privacy.service.latent_search import CHUNK, PRECISIONS, search_threads
 from recourse_privacy.service.page import sentence, sentences
 from recourse_privacy.service.schema import Applicants, Schema, schema_from_dataset
-from recourse_privacy.service.served_model import LinearModel, ServedEstimator, data_frame
+from recourse_privacy.service.served_model import LinearModel, ServedEstimator, data_frame, log_odds
 from recourse_privacy.service.sparsify import sparsify
 
 __all__ = ["BUNDLE_FORMAT", "METHODS", "AnswerTexts", "Bundle", "load_bundle", "load_dpc_explainer", "publish"]
@@ -378,8 +378,7 @@ def _user_model(
         ) from None
     cutoff = resolve_threshold(est, favourable, threshold)  # a FixedThresholdClassifier's, or the lender's rule
     check_decisions(est, frame, p, favourable, cutoff, f"--model-file {type(est).__name__}")
-    p = np.clip(p, 1e-15, 1 - 1e-15)
-    logit = np.log(p) - np.log1p(-p) - cutoff.offset
+    logit = log_odds(p) - cutoff.offset
     Z = np.column_stack([schema.encode(probe), np.ones(n)])
     sol, *_ = np.linalg.lstsq(Z, logit, rcond=None)
     resid = np.max(np.abs(Z @ sol - logit))

@@ -23,10 +23,16 @@ from recourse_privacy.validation import same_label
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["LinearModel", "ServedEstimator", "data_frame"]
+__all__ = ["LinearModel", "ServedEstimator", "data_frame", "log_odds"]
 
 #: probabilities are clipped this far from 0 and 1 before their log-odds
 _EPS = 1e-15
+
+
+def log_odds(p: np.ndarray) -> np.ndarray:
+    """log(p / (1 - p)), the probabilities clipped :data:`_EPS` from 0 and 1 (a model certain of a row stays finite)."""
+    p = np.clip(np.asarray(p, np.float64), _EPS, 1 - _EPS)
+    return np.log(p) - np.log1p(-p)
 
 
 class LinearModel:
@@ -115,8 +121,7 @@ class ServedEstimator:
         if not len(a):
             return np.empty(0)
         p = np.asarray(self.estimator_.predict_proba(self.frame(a)), np.float64)[:, self.pos_index_]
-        p = np.clip(p, _EPS, 1 - _EPS)
-        return np.log(p) - np.log1p(-p) - self.offset_
+        return log_odds(p) - self.offset_
 
     def logit(self, Z: np.ndarray) -> np.ndarray:
         """The decision logit at model-space points, read back to the data's columns first."""
