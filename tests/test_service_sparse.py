@@ -119,3 +119,58 @@ def test_sparse_keep_is_the_same_in_blocks_of_rows(monkeypatch) -> None:
     monkeypatch.setattr(sp, "_TRIAL_BLOCK", 1)
     np.testing.assert_array_equal(sp.sparse_counterfactuals(_Rule, X, X_cf, valid, units), whole)
     assert (_Rule.predict(whole)[valid] == 1).all() and ((whole != X).sum(1)[valid] < 6).any()
+
+
+def _fewest_asking_every_trial(rows, ch, sz, accepts):
+    """The first choice as it was written first: every trial asked in one call (the reference the staged one
+    must equal)."""
+    F = ch.shape[1]
+    m = int(ch.sum(1).max())
+    j = np.arange(1, m + 1)[None, :, None]
+    trials = []
+    for key in (sz, -sz):
+        rank = np.empty((len(rows), F), np.int64)
+        rank[np.arange(len(rows))[:, None], np.argsort(np.where(ch, key, np.inf), axis=1, kind="stable")] = np.arange(F)
+        trials.append(ch[:, None, :] & (rank[:, None, :] < j))
+    trials.append(ch[:, :, None] & np.eye(F, dtype=bool)[None])
+    keep = np.concatenate(trials, axis=1)
+    t = keep.shape[1]
+    accepted = np.asarray(accepts(np.repeat(rows, t), keep.reshape(-1, F)), bool).reshape(len(rows), t)
+    accepted &= keep.any(2)
+    accepted[:, m - 1] = True
+    count = keep.sum(2) + (keep * sz[:, None, :]).sum(2) / (1.0 + sz.sum(1))[:, None]
+    return keep[np.arange(len(rows)), np.argmin(np.where(accepted, count, np.inf), axis=1)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_staged_first_choice_equals_asking_every_trial_with_fewer_rows_asked(monkeypatch, seed) -> None:
+    """Each change alone first, the prefixes only where none is accepted and never a trial whose answer is known
+    (an empty one, a duplicate of a change alone, the answer itself): the same changes kept as asking every
+    trial, on rules that need one, two or three changes, with ties in the sizes; fewer trial rows asked."""
+    import recourse_privacy.recourse.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    n, F = 60, 7
+    X = rng.random((n, F))
+    X_cf = np.where(rng.random((n, F)) < 0.7, np.round(rng.random((n, F)), 1), X)  # some unchanged, tied sizes
+    w = rng.normal(size=F) * (rng.random(F) < 0.6)
+    cut = np.quantile(X_cf @ w, 0.3)
+    asked = []
+
+    class _Rule:
+        @staticmethod
+        def predict(Z):
+            asked.append(len(Z))
+            return (Z @ w > cut).astype(int)
+
+    valid = _Rule.predict(X_cf) == 1
+    units = sp.feature_units(F)
+    staged = sp.sparse_counterfactuals(_Rule, X, X_cf, valid, units)
+    staged_rows = sum(asked[1:])
+    monkeypatch.setattr(sp, "_fewest_in_block", _fewest_asking_every_trial)
+    asked.clear()
+    every = sp.sparse_counterfactuals(_Rule, X, X_cf, valid, units)
+    np.testing.assert_array_equal(staged, every)
+    assert staged_rows < sum(asked)
+    assert (_Rule.predict(staged)[valid] == 1).all()
+    assert len(set((staged != X).sum(1)[valid])) >= 2  # answers with different numbers of changes kept

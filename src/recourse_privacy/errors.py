@@ -8,6 +8,7 @@ Each subclass also derives from the built-in exception callers expected before i
 from __future__ import annotations
 
 __all__ = [
+    "AttackUnavailableError",
     "BudgetExceededError",
     "IncompatibleError",
     "InvalidInputError",
@@ -31,6 +32,11 @@ class UnknownNameError(InvalidInputError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class AttackUnavailableError(InvalidInputError):
+    """An attack cannot score these targets (e.g. no reference model gave a usable statistic); the message says
+    why. The audit runs the other attacks and reports this one as not run, with the reason."""
 
 
 class MissingFileError(InvalidInputError, FileNotFoundError):

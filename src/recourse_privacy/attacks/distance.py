@@ -8,6 +8,7 @@ from recourse_privacy.attacks.base import AttackScores
 from recourse_privacy.attacks.lrt import fit_reference, lrt_scores, resolve_direction
 from recourse_privacy.attacks.registry import AttackInputs, register_attack
 from recourse_privacy.attacks.shadow import ShadowData
+from recourse_privacy.errors import AttackUnavailableError
 
 _TINY = 1e-12
 
@@ -59,6 +60,15 @@ def cfd_lrt_attack(
     # both sides conditioned alike: every target the owner rejects is scored, valid recourse or not, so the
     # reference keeps every shadow that rejects it (with a non-zero distance), valid recourse or not
     ref_mask, calib_mask = _rejected(shadow)
+    usable = ref_mask & shadow.out_targets & np.isfinite(log_ref)
+    if usable.sum() < 2:
+        rejected = shadow.out_targets if shadow.rejected_targets is None else shadow.rejected_targets
+        raise AttackUnavailableError(
+            f"of the {int((rejected & shadow.out_targets).sum())} (target, shadow model) pairs where one of the "
+            f"{shadow.n_shadow} shadow models rejects a target it did not train on, recourse moved the target in "
+            f"{int(usable.sum())} (at least 2 are needed for a reference distribution): more --shadow-models, or a "
+            "recourse method that answers more of the targets"
+        )
     ref = fit_reference(log_ref, ref_mask & shadow.out_targets, center=center, variance=variance)
     conventions = {
         "statistic": "log c(x, x') under shadow models that reject x",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.errors import AttackUnavailableError, InvalidInputError
 
 CENTERS = ("mean", "median")
 VARIANCES = ("per-example", "global")
@@ -67,7 +67,7 @@ def fit_reference(
     counts = mask.sum(axis=1)
     total = int(counts.sum())
     if total < 2:
-        raise InvalidInputError(
+        raise AttackUnavailableError(
             "the shadow models gave fewer than 2 usable (finite) reference values: train more shadow models "
             "(--shadow-models), or check that recourse can move the targets (immutable columns, bounds)"
         )

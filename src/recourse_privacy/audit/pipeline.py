@@ -189,6 +189,7 @@ class _Run:
     online: Any = None
     scores: dict = field(default_factory=dict)
     attacks: dict = field(default_factory=dict)
+    not_run: dict[str, str] = field(default_factory=dict)  # attack -> why it could not score these targets
     warns: list[str] = field(default_factory=list)
     threat_report: Any = None
     spare: bool = False  # a second core free for the owner beside the shadow models and two worlds' queries at once
@@ -418,7 +419,7 @@ def _attack_stage(run: _Run) -> None:
     query_cfd = stages.owner_cfd_query(lambda X: run.owner_recourse(targets.model, *run.fit, X), config.distance)
     clock.begin("attacks")
     inputs = stages.attack_inputs(config, game, targets, run.res, run.cfd, run.shadow, run.online, query_cfd)
-    run.scores = stages.run_attacks(config, inputs)
+    run.scores, run.not_run = stages.run_available_attacks(config, inputs)
     run.attacks, run.warns = stages.measure_attacks(run.scores, targets.is_member, seed=config.seed)
     clock.lap("attacks")
     if config.threats != ("membership",) or "label-only" in run.scores:
@@ -502,6 +503,7 @@ def _assemble(run: _Run) -> AuditResult:
         n_members=int(targets.is_member.sum()),
         n_nonmembers=int((targets.is_member == 0).sum()),
         attacks=run.attacks,
+        attacks_not_run=run.not_run,
         warnings=tuple(warns),
         timing_seconds=run.clock.total(),
         provenance=run.provenance,

@@ -30,7 +30,7 @@ from recourse_privacy.cache import ArtifactCache
 from recourse_privacy.data import Dataset, Pools, Preprocessor, load_dataset, split_pools
 from recourse_privacy.data.tabular import read_table, validate_frame
 from recourse_privacy.defenses.registry import Defense
-from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.errors import AttackUnavailableError, InvalidInputError
 from recourse_privacy.metrics.exposure import preferred_attack
 from recourse_privacy.metrics.intervals import paired_auc_difference
 from recourse_privacy.metrics.membership import attack_metrics
@@ -545,6 +545,21 @@ def owner_cfd_query(query: Callable[[np.ndarray], RecourseResult], distance: str
 def run_attacks(config: AuditConfig, inputs: AttackInputs) -> dict[str, AttackScores]:
     """Every configured attack's scores, by name, through the attack registry."""
     return {name: run_attack(name, inputs) for name in config.attack_names}
+
+
+def run_available_attacks(config: AuditConfig, inputs: AttackInputs) -> tuple[dict[str, AttackScores], dict[str, str]]:
+    """Every configured attack's scores, and, by name, why each attack that cannot score these targets did not
+    run (:class:`~recourse_privacy.errors.AttackUnavailableError`); none able to run raises, with every reason."""
+    scores: dict[str, AttackScores] = {}
+    not_run: dict[str, str] = {}
+    for name in config.attack_names:
+        try:
+            scores[name] = run_attack(name, inputs)
+        except AttackUnavailableError as e:
+            not_run[name] = str(e)
+    if not scores:
+        raise AttackUnavailableError("no attack could run: " + "; ".join(f"{n}: {why}" for n, why in not_run.items()))
+    return scores, not_run
 
 
 def attack_inputs(

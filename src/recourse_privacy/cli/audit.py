@@ -312,11 +312,14 @@ def _print_summary(console, result) -> None:
     for col in ("attack", "AUC", "BA", "TPR@0.1", "TPR@0.01", "TPR@0.001", "direction"):
         left = col in ("attack", "direction")  # on a narrow terminal an interval folds below its value
         table.add_column(col, justify="left" if left else "right", no_wrap=col == "attack", min_width=5)
+    from recourse_privacy.audit.stages import attack_signal
+
     groups = {"score": "scores", "distance": "recourse", "none": "controls"}
     order = [*groups, *sorted({a.signal for a in result.attacks.values()} - set(groups))]
     for signal in order:  # one block per signal: what the scores leak, what recourse leaks, the controls
         block = [(n, a) for n, a in result.attacks.items() if a.signal == signal]
-        if not block:
+        missing = [n for n in result.attacks_not_run if attack_signal(n) == signal]  # asked for, could not run
+        if not block and not missing:
             continue
         table.add_row(f"[dim]{groups.get(signal, signal or 'unknown')}[/]")
         for name, a in block:
@@ -329,6 +332,8 @@ def _print_summary(console, result) -> None:
             table.add_row(
                 f"  {name}", ci(a.auc, a.auc_ci, ".2f"), f"{a.balanced_accuracy:.3f}", *cells, a.direction + fallback
             )
+        for name in missing:
+            table.add_row(f"  {name}", "not run", "", "", "", "", "(see below)")
         table.add_section()
     console.print(table)
     verdict = verdict_of(result)
@@ -336,6 +341,8 @@ def _print_summary(console, result) -> None:
     for finding in (verdict.scores, verdict.recourse, verdict.beyond):
         if finding is not None:
             console.print(f"  {finding.text}", highlight=False, markup=False)
+    if verdict.not_run:
+        console.print(f"  {verdict.not_run}", highlight=False, markup=False, style="yellow")
     if verdict.detectable is not None:
         console.print(f"  {verdict.detectable.text}", highlight=False, markup=False, style="dim")
     if verdict.family_wise is not None:

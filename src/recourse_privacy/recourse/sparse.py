@@ -5,9 +5,9 @@ A counterfactual from a published graph (PrivRecourse's nodes are DP cluster cen
 differs from the factual in nearly every feature, though few of those changes decide the model's answer.
 :func:`sparse_keep` chooses, for every row at once, the changes to keep: first the subset the model accepts
 with the fewest changes (then the least cost) among each change alone and the prefixes of the row's changes
-smallest and largest first, all decided in one model call; then each change kept, smallest first, is set back
-where the model still accepts (a greedy pass in the manner of DiCE's post-hoc sparsity, Mothilal, Sharma and
-Tan 2020), one model call per round. It reads only the factual, the counterfactual and the model: for a DP
+smallest and largest first (two model calls: the prefixes only for rows where no change alone is accepted);
+then each change kept, smallest first, is set back where the model still accepts (a greedy pass in the manner of
+DiCE's post-hoc sparsity, Mothilal, Sharma and Tan 2020), one model call per round. It reads only the factual, the counterfactual and the model: for a DP
 model, post-processing of the release.
 
 :func:`sparse_counterfactuals` runs it on encoded rows (a one-hot group changes as one feature); the service
@@ -56,24 +56,41 @@ def _fewest_accepted(changed: np.ndarray, size: np.ndarray, accepts: Accepts) ->
 
 
 def _fewest_in_block(rows: np.ndarray, ch: np.ndarray, sz: np.ndarray, accepts: Accepts) -> np.ndarray:
-    """:func:`_fewest_accepted` for the rows ``rows`` (each with a change), their ``changed`` and ``size``."""
-    F = ch.shape[1]
-    m = int(ch.sum(1).max())
-    j = np.arange(1, m + 1)[None, :, None]
+    """:func:`_fewest_accepted` for the rows ``rows`` (each with a change), their ``changed`` and ``size``.
+
+    Asked in two rounds, each trial at most once: each change alone first (a single change the model accepts
+    is the fewest); the prefixes only for the rows where none is, and of those only j = 2 ... the row's count
+    - 1 (j = 1 is a change alone, j >= the count the answer itself). The choice is that of asking every trial."""
+    n, F = ch.shape
+    count = ch.sum(1)
+    m = int(count.max())
+    j = np.arange(1, m + 1)
     trials = []
     for key in (sz, -sz):  # smallest first, largest first
-        rank = np.empty((len(rows), F), np.int64)
-        rank[np.arange(len(rows))[:, None], np.argsort(np.where(ch, key, np.inf), axis=1, kind="stable")] = np.arange(F)
-        trials.append(ch[:, None, :] & (rank[:, None, :] < j))  # (rows, m, F): the j first
-    trials.append(ch[:, :, None] & np.eye(F, dtype=bool)[None])  # (rows, F, F): each change alone
-    keep = np.concatenate(trials, axis=1)  # (rows, 2m + F, F)
-    t = keep.shape[1]
-    accepted = np.asarray(accepts(np.repeat(rows, t), keep.reshape(-1, F)), bool).reshape(len(rows), t)
-    accepted &= keep.any(2)
-    accepted[:, m - 1] = True  # the m smallest: every change of the row, its valid answer itself
-    count = keep.sum(2) + (keep * sz[:, None, :]).sum(2) / (1.0 + sz.sum(1))[:, None]  # fewest, then least cost
-    best = np.argmin(np.where(accepted, count, np.inf), axis=1)
-    return keep[np.arange(len(rows)), best]
+        rank = np.empty((n, F), np.int64)
+        rank[np.arange(n)[:, None], np.argsort(np.where(ch, key, np.inf), axis=1, kind="stable")] = np.arange(F)
+        trials.append(ch[:, None, :] & (rank[:, None, :] < j[None, :, None]))  # (n, m, F): the j first
+    trials.append(ch[:, :, None] & np.eye(F, dtype=bool)[None])  # (n, F, F): each change alone
+    keep = np.concatenate(trials, axis=1)  # (n, 2m + F, F)
+    accepted = np.zeros(keep.shape[:2], bool)
+    accepted[:, 2 * m :] = _ask(rows, keep[:, 2 * m :], ch, accepts)
+    whole = j[None, :] >= count[:, None]  # (n, m): the answer itself, valid
+    accepted[:, : 2 * m] = np.tile(whole, 2)
+    need = ~accepted[:, 2 * m :].any(1)[:, None] & (j[None, :] >= 2) & ~whole
+    accepted[:, : 2 * m] |= _ask(rows, keep[:, : 2 * m], np.tile(need, 2), accepts)
+    cost = keep.sum(2) + (keep * sz[:, None, :]).sum(2) / (1.0 + sz.sum(1))[:, None]  # fewest, then least cost
+    best = np.argmin(np.where(accepted, cost, np.inf), axis=1)
+    return keep[np.arange(n), best]
+
+
+def _ask(rows: np.ndarray, trials: np.ndarray, need: np.ndarray, accepts: Accepts) -> np.ndarray:
+    """(n, t) whether ``accepts`` accepts ``trials`` (n, t, F) of ``rows``, asked only where ``need`` (False
+    elsewhere): one call."""
+    out = np.zeros(need.shape, bool)
+    i, k = np.nonzero(need)
+    if len(i):
+        out[i, k] = np.asarray(accepts(rows[i], trials[i, k]), bool)
+    return out
 
 
 def _set_back_greedily(keep: np.ndarray, size: np.ndarray, accepts: Accepts) -> np.ndarray:

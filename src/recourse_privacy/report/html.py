@@ -155,7 +155,7 @@ def _ci(ci: Any, spec: str, *, br: bool = False) -> str:
 
 def _verdict_box(v: Verdict) -> str:
     css = {"leak": "leak", "noleak": "noleak"}.get(v.level, "")
-    if v.few_answers and css == "noleak":  # no all-clear colour where recourse answered few targets
+    if (v.few_answers or v.incomplete) and css == "noleak":  # no all-clear colour: few answers, or an attack not run
         css = ""
     key = ""
     if v.attack is not None:
@@ -175,11 +175,12 @@ def _verdict_box(v: Verdict) -> str:
             bits.append(f"random band 0.5 &plusmn; {_fmt(v.band_halfwidth, '.2g')}")
         key = '<p class="key">' + " &middot; ".join(bits) + "</p>"
     answers = [f.text for f in (v.scores, v.recourse, v.beyond) if f is not None]
-    rest = [p for p in v.explanation if p not in answers]
+    rest = [p for p in v.explanation if p not in answers and p != v.not_run]
     listed = "".join(f"<li>{_t(a)}</li>" for a in answers)
     return (
         f'<div class="verdict {css}"><p class="headline">{_e(v.headline)}</p>{key}'
         + (f'<ol class="answers">{listed}</ol>' if listed else "")
+        + (f'<p class="not-run"><strong>Not run.</strong> {_t(v.not_run)}</p>' if v.not_run else "")
         + f"<p>{_t(' '.join(rest))}</p></div>"
     )
 

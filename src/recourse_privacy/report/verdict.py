@@ -333,10 +333,16 @@ class Verdict:
     detectable: Detectable | None = None
     family_wise: FamilyWise | None = None
     few_answers: bool = False  # recourse answered under FEW_ANSWERS of the targets (verdict_of): no all-clear colour
+    not_run: str = ""  # the attacks asked for that could not run, with their reasons (verdict_of)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "explanation", tuple(self.explanation))
         object.__setattr__(self, "assessments", MappingProxyType(dict(self.assessments)))
+
+    @property
+    def incomplete(self) -> bool:
+        """An attack asked for could not run: the report gives no all-clear colour."""
+        return bool(self.not_run)
 
     @property
     def leakage(self) -> bool:
@@ -555,9 +561,20 @@ FEW_ANSWERS = 0.5
 def verdict_of(result: AuditRecord) -> Verdict:
     """The verdict of an audit result (its attacks and, if any, its DP defense). Where recourse answered fewer
     than :data:`FEW_ANSWERS` of the targets validly, the headline and the recourse finding say so first: a
-    method that gives no recourse reveals nothing through it, and helps no applicant either."""
-    verdict = make_verdict(result.attacks, result.dp)
-    rec = result.recourse
+    method that gives no recourse reveals nothing through it, and helps no applicant either. An attack asked for
+    that could not run (``attacks_not_run``) is named, with its reason, after the findings, and the verdict
+    loses its all-clear colour (:attr:`Verdict.incomplete`)."""
+    verdict = _with_few_answers(make_verdict(result.attacks, result.dp), result.recourse)
+    not_run = dict(getattr(result, "attacks_not_run", {}) or {})
+    if not not_run:
+        return verdict
+    said = " ".join(f"{name}, asked for, was not run: {why}." for name, why in not_run.items())
+    note = f"{said} What this verdict says rests on the attacks that ran."
+    return replace(verdict, explanation=(*verdict.explanation, note), not_run=note)
+
+
+def _with_few_answers(verdict: Verdict, rec) -> Verdict:
+    """``verdict`` with the note that recourse answered few targets, where it did (:func:`verdict_of`)."""
     if rec is None or not rec.n or rec.validity >= FEW_ANSWERS or verdict.recourse is None:
         return verdict
     note = (

@@ -112,6 +112,8 @@ class AuditRecord:
     n_nonmembers: int
     attacks: Mapping[str, AttackResult]
     warnings: tuple[str, ...] = ()
+    #: attack -> why it could not score these targets (asked for, not run; the verdict names it with its reason)
+    attacks_not_run: Mapping[str, str] = field(default_factory=dict)
     dp: DPSummary | None = None
     shadow: ShadowSummary | None = None
     timing_seconds: Mapping[str, float] = field(default_factory=dict)
@@ -126,6 +128,7 @@ class AuditRecord:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "attacks", frozen_map(self.attacks))
+        object.__setattr__(self, "attacks_not_run", frozen_map(self.attacks_not_run))
         object.__setattr__(self, "warnings", tuple(self.warnings))
         object.__setattr__(self, "timing_seconds", frozen_map(self.timing_seconds))
         object.__setattr__(self, "files", frozen_map(self.files))
@@ -202,6 +205,8 @@ class AuditRecord:
             "attacks": {name: a.to_dict() for name, a in self.attacks.items()},
             "warnings": list(self.warnings),
         }
+        if self.attacks_not_run:
+            d["attacks_not_run"] = dict(self.attacks_not_run)
         if self.dp is not None:
             d["dp"] = self.dp.to_dict()
         if self.shadow is not None:
@@ -241,6 +246,7 @@ class AuditRecord:
             n_nonmembers=int(d["n_nonmembers"]),
             attacks={name: AttackResult.from_dict(name, a) for name, a in d["attacks"].items()},
             warnings=tuple(d.get("warnings", ())),
+            attacks_not_run=dict(d.get("attacks_not_run", {})),
             dp=take(DPSummary, d["dp"], "dp") if d.get("dp") else None,
             shadow=take(ShadowSummary, d["shadow"], "shadow") if d.get("shadow") else None,
             timing_seconds=d.get("timing_seconds", {}),

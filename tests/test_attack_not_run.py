@@ -1,0 +1,79 @@
+"""An attack that cannot score the targets (no usable reference) is reported as not run, with its reason; the audit
+keeps every other attack's result, and the verdict names the missing attack and gives no all-clear colour."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import recourse_privacy.audit.stages as stages
+from recourse_privacy import AuditConfig, run_audit
+from recourse_privacy.attacks.distance import cfd_lrt_attack
+from recourse_privacy.audit import AuditResult
+from recourse_privacy.errors import AttackUnavailableError
+from recourse_privacy.models.registry import model_factory
+from recourse_privacy.recourse.registry import make_recourse
+from recourse_privacy.report.verdict import verdict_of
+
+
+def _unmoved(shadow):
+    """The shadow set as if its recourse had moved no target and no calibration point (distance 0)."""
+    return replace(shadow, cfd_targets=np.zeros_like(shadow.cfd_targets), cfd_calib=np.zeros_like(shadow.cfd_calib))
+
+
+@pytest.fixture(scope="module")
+def game():
+    cfg = AuditConfig(n_features=20, n_members=100, shadow_models=2, attacks=("cfd", "cfd-lrt", "loss")).validate()
+    data = stages.prepare_game(cfg, stages.load_data(cfg))
+    make = model_factory("logistic")
+    targets = stages.train_owner(make, data, cfg.seed)
+    method = make_recourse("linear")
+    shadow = stages.train_shadow_models(cfg, make, method, data, targets, cache_dir=None, progress=lambda *a: None)
+    res = method.generate(targets.model, targets.X)
+    return cfg, data, targets, res, shadow
+
+
+def _inputs(game, shadow):
+    cfg, data, targets, res, _ = game
+    return stages.attack_inputs(cfg, data, targets, res, res.distance("l1"), shadow)
+
+
+def test_cfd_lrt_without_a_moved_reference_is_unavailable_and_the_others_run(game) -> None:
+    cfg, _, _, _, shadow = game
+    assert set(stages.run_available_attacks(cfg, _inputs(game, shadow))[0]) == {"cfd", "cfd-lrt", "loss"}
+    unmoved = _unmoved(shadow)
+    with pytest.raises(AttackUnavailableError, match="recourse moved the target in 0 "):
+        cfd_lrt_attack(_inputs(game, unmoved).cfd, unmoved)
+    scores, not_run = stages.run_available_attacks(cfg, _inputs(game, unmoved))
+    assert set(scores) == {"cfd", "loss"} and set(not_run) == {"cfd-lrt"}
+    assert "at least 2 are needed" in not_run["cfd-lrt"] and "--shadow-models" in not_run["cfd-lrt"]
+    with pytest.raises(AttackUnavailableError):  # the strict runner (reference budgets, tests) still raises
+        stages.run_attacks(cfg, _inputs(game, unmoved))
+    only = replace(cfg, attacks=("cfd-lrt",))
+    with pytest.raises(AttackUnavailableError, match="no attack could run: cfd-lrt: of the"):
+        stages.run_available_attacks(only, _inputs(game, unmoved))
+
+
+def test_an_audit_whose_shadow_recourse_moves_nobody_reports_cfd_lrt_as_not_run(monkeypatch, tmp_path) -> None:
+    trained = stages.train_shadow_models
+    monkeypatch.setattr(stages, "train_shadow_models", lambda *a, **k: _unmoved(trained(*a, **k)))
+    cfg = AuditConfig(n_features=20, n_members=100, shadow_models=2, attacks=("cfd", "cfd-lrt", "loss"))
+    result = run_audit(cfg, tmp_path, cache=False)
+    assert set(result.attacks) == {"cfd", "loss"} and set(result.attacks_not_run) == {"cfd-lrt"}
+    verdict = verdict_of(result)
+    assert verdict.level == "noleak"  # the colour below would be the all-clear one
+    assert verdict.incomplete and verdict.not_run.startswith("cfd-lrt, asked for, was not run: of the")
+    assert verdict.not_run in verdict.explanation
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["attacks_not_run"] == dict(result.attacks_not_run)
+    back = AuditResult.from_dict(metrics)
+    assert back.attacks_not_run == result.attacks_not_run and verdict_of(back).not_run == verdict.not_run
+    html = (tmp_path / "report.html").read_text()
+    assert "cfd-lrt, asked for, was not run" in html
+    assert 'class="verdict noleak"' not in html  # no all-clear colour while an attack asked for did not run
+    # a result without the field (written before it) reads back with none
+    del metrics["attacks_not_run"]
+    assert not AuditResult.from_dict(metrics).attacks_not_run and not verdict_of(AuditResult.from_dict(metrics)).not_run
