@@ -244,3 +244,23 @@ def test_cli_audits_the_deployed_model_from_a_skops_file(deployed, tmp_path):
     res = CliRunner().invoke(app, ["audit", "--help"], env={"COLUMNS": "200"})
     text = " ".join(res.output.replace("\u2502", " ").split())  # rich's box and wrapping undone
     assert "'this recipe, re-trained'" in text and "'this deployed model'" in text
+
+
+def test_the_owners_fitted_recourse_learns_from_the_whole_deployed_training_set(deployed, monkeypatch):
+    """A graph or a VAE of the deployed model's recourse is built from every row the model trained on (as each
+    reference model's is built from its own), not only from the members drawn as targets."""
+    df, mask, pipe = deployed
+    seen = []
+    real = stages.owner_recourse
+
+    def spy(config, defense, method, targets, fit_X, fit_y, *rest, **kw):
+        seen.append((np.array(fit_X), np.array(fit_y), np.array(targets.X)[targets.is_member == 1]))
+        return real(config, defense, method, targets, fit_X, fit_y, *rest, **kw)
+
+    monkeypatch.setattr(stages, "owner_recourse", spy)
+    r = run_audit(model=pipe, data=df, members=mask, attacks=("cfd",), **SMALL)
+    fit_X, fit_y, member_targets = seen[0]
+    assert len(fit_X) == int(mask.sum()) > len(r.pools.members)  # the whole training set, more than the draw
+    np.testing.assert_array_equal(fit_y, df.label.to_numpy()[mask])
+    rows = {row.tobytes() for row in fit_X}
+    assert {row.tobytes() for row in member_targets} <= rows  # the member targets are among them

@@ -144,7 +144,8 @@ def prepare_deployed(config: AuditConfig, dd: DeployedData) -> tuple[AuditConfig
 
     The preprocessing is fitted on the whole deployed training set; ``shadow_fraction`` becomes the
     share of the non-target rows that gives each reference model as many rows as that set (at most
-    :data:`MAX_REFERENCE_FRACTION`).
+    :data:`MAX_REFERENCE_FRACTION`). The owner's fitted recourse (a graph, a VAE) learns from that whole set
+    (:attr:`GameData.owner_training`), as each reference model's recourse learns from its own training rows.
     """
     ds, y = dd.dataset, dd.dataset.y
     train, hold = np.flatnonzero(dd.is_train), np.flatnonzero(~dd.is_train)
@@ -168,7 +169,7 @@ def prepare_deployed(config: AuditConfig, dd: DeployedData) -> tuple[AuditConfig
             f"{MAX_REFERENCE_FRACTION:g} of them); fewer rows overfit differently, which weakens the LRT attacks"
         )
     pre = Preprocessor(scaling=config.scaling, corr_threshold=None, normalize_rows=False).fit(ds.X.iloc[train], ds)
-    Xm, Xn, Xa = (pre.transform(ds.X.iloc[idx]) for idx in (members, nonmembers, pool))
+    Xm, Xn, Xa, Xt = (pre.transform(ds.X.iloc[idx]) for idx in (members, nonmembers, pool, train))
     gaps = missing_values_note(ds, pre)
     if gaps:
         notes.append(gaps)
@@ -184,6 +185,8 @@ def prepare_deployed(config: AuditConfig, dd: DeployedData) -> tuple[AuditConfig
         y[pool],
         notes=tuple(notes),
         owner_rows=len(train),
+        X_owner=Xt,
+        y_owner=y[train],
     )
     return replace(config, shadow_fraction=float(fraction)), game
 

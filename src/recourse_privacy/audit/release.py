@@ -64,7 +64,7 @@ def _simulator(ctx: ThreatContext, size: int, seed: int):
     """The adversary's simulated release from its pool plus the targets flagged in ``keep`` (the owner's recipe)."""
     game, t, cfg = ctx.game, ctx.targets, ctx.config
     n_pool = len(game.X_pool)
-    n_train = max(1, min(len(game.X_members) - int(t.is_member.sum()), n_pool // 2))
+    n_train = max(1, min(game.n_owner_rows - int(t.is_member.sum()), n_pool // 2))  # the owner's size
 
     def simulate(keep: np.ndarray, k: int):
         rng = as_generator(derive_seed(seed, 300 + k))

@@ -92,11 +92,20 @@ class GameData:
     y_pool: np.ndarray
     notes: tuple[str, ...] = ()  # said once, in the result's warnings (e.g. an adversary pool smaller than 2 x members)
     owner_rows: int | None = None  # rows the owner's model trained on, where not X_members (an as-deployed model)
+    #: the deployed model's whole training set, preprocessed, where the members are a sample of it (as deployed)
+    X_owner: np.ndarray | None = None
+    y_owner: np.ndarray | None = None
 
     @property
     def n_owner_rows(self) -> int:
         """How many rows the owner's model trained on: the members, or the deployed training set."""
         return len(self.X_members) if self.owner_rows is None else int(self.owner_rows)
+
+    @property
+    def owner_training(self) -> tuple[np.ndarray, np.ndarray]:
+        """The rows the owner's model trained on, which its fitted recourse (a graph, a VAE) learns from as the
+        reference models' recourse learns from theirs: the members, or the deployed model's whole training set."""
+        return (self.X_members, self.y_members) if self.X_owner is None else (self.X_owner, self.y_owner)
 
     @property
     def pool_sizes(self) -> tuple[int, int, int]:
