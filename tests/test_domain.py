@@ -253,7 +253,7 @@ def test_the_audit_refuses_privrecourse_without_public_bounds_before_any_model_t
         app, [*base, "--bounds", "income=0:250", "--bounds", "debt=0:100", "--out", str(tmp_path / "b")]
     )
     text = " ".join(res.output.split())
-    assert res.exit_code == 2 and "n_clusters=500 nodes, more than the 300 members" in text, text
+    assert res.exit_code == 2 and "n_clusters=500 nodes, more than the 300 rows it learns from" in text, text
     ok = CliRunner().invoke(app, [*base, "--bounds", "income=0:250", "--bounds", "debt=0:100", "--recourse-param",
                                   "n_clusters=20", "--out", str(tmp_path / "c")])  # fmt: skip
     assert ok.exit_code == 0, ok.output

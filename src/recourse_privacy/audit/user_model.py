@@ -284,10 +284,11 @@ def check_public_bounds(config: AuditConfig, game: GameData) -> None:
     signature = inspect.signature(cls).parameters
     params = config.recourse_params
     k = params.get("n_clusters", signature["n_clusters"].default if "n_clusters" in signature else 0)
-    if getattr(cls, "source", None) == "clusters" and isinstance(k, int) and k > len(game.X_members):
+    fit_X = game.X_pool if config.recourse_fit == "adversary" else game.owner_training[0]
+    if getattr(cls, "source", None) == "clusters" and isinstance(k, int) and k > len(fit_X):
         raise InvalidInputError(
             f"--recourse {config.recourse} clusters the training rows into n_clusters={k} nodes, more than the "
-            f"{len(game.X_members)} members: give --recourse-param n_clusters=K with K at most {len(game.X_members)} "
+            f"{len(fit_X)} rows it learns from: give --recourse-param n_clusters=K with K at most {len(fit_X)} "
             "(or more members)"
         )
     if not {"bounds", "out_of_bounds"} <= set(signature) or "bounds" in params:
@@ -299,7 +300,7 @@ def check_public_bounds(config: AuditConfig, game: GameData) -> None:
     public = public_bounds_for(config, game)
     lower, upper = public if public is not None else (0.0, 1.0)  # the unit box the method scales with by default
     outside = np.zeros(game.X_members.shape[1], bool)
-    for X in (game.X_members, game.X_pool):  # the owner's rows and the shadow worlds'
+    for X in (game.owner_training[0], game.X_pool):  # the owner's rows and the shadow worlds'
         Z = (np.asarray(X, np.float64) - lower) / (np.asarray(upper) - lower)
         outside |= outside_unit_box(Z).any(axis=0)  # the method's own test (privrecourse/scaling.py)
     if not outside.any():
