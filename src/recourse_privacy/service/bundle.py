@@ -224,7 +224,7 @@ def _checked_options(method: str, epsilon, delta, sparse, decision_threshold, us
     epsilon = check_epsilon(epsilon, "--epsilon")
     delta = check_delta(delta, "--delta")
     # default: sparse where the model deciding it is the method's own DP model (post-processing); not with a user's
-    # model, whose boundary the sparse answers follow (measured to leak membership: docs/deployment.md)
+    # model, whose boundary the sparse answers follow (not private; audited: docs/deployment.md)
     sparse = method == "privrecourse" and not user_model if sparse is None else bool(sparse)
     if sparse and method == "laplace":
         raise InvalidInputError(
@@ -252,8 +252,8 @@ _SPARSE_NOTE = (
 #: the guarantee's word on sparse answers read from a user's (non-private) model (``does_not_cover``)
 _SPARSE_USER_MODEL = (
     "sparse answers with the user's model: each answer's changes follow that model's decision boundary near the "
-    "applicant, which is not private; audited on a lender's boosted trees they leak membership (cfd-lrt AUC 0.557, "
-    "0.483 for the graph's nodes as they are; docs/deployment.md)"
+    "applicant, which is not private: no guarantee covers what they carry of it (audited on a lender's boosted "
+    "trees: cfd-lrt AUC 0.535 [0.490, 0.574], 0.471 for the graph's nodes as they are; docs/deployment.md)"
 )
 #: the guarantee's word on a served classifier's file (``does_not_cover``)
 _SERVED_FILE = (
