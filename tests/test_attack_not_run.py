@@ -77,3 +77,16 @@ def test_an_audit_whose_shadow_recourse_moves_nobody_reports_cfd_lrt_as_not_run(
     # a result without the field (written before it) reads back with none
     del metrics["attacks_not_run"]
     assert not AuditResult.from_dict(metrics).attacks_not_run and not verdict_of(AuditResult.from_dict(metrics)).not_run
+
+
+def test_a_reference_fit_without_two_usable_values_is_unavailable_not_a_bad_input() -> None:
+    """Every LRT (offline, online, on distances or scores) fits its reference here: with fewer than 2 finite values
+    under the mask it says the attack cannot run (still an InvalidInputError for callers that catch that)."""
+    from recourse_privacy.attacks.lrt import fit_reference
+    from recourse_privacy.errors import InvalidInputError
+
+    ref = np.array([[1.0, np.inf], [np.nan, 2.0]])
+    with pytest.raises(AttackUnavailableError, match="fewer than 2 usable") as info:
+        fit_reference(ref, np.array([[True, True], [True, False]]))
+    assert isinstance(info.value, InvalidInputError)
+    assert fit_reference(ref, np.ones((2, 2), bool)).mu.shape == (2,)  # two finite values: it fits
