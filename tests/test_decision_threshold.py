@@ -317,3 +317,36 @@ def test_a_label_given_as_text_names_the_class_stored_as_a_number():
     assert estimator_labels(est, "0.0", "--model-file") == (0.0, 1.0)
     with pytest.raises(InvalidInputError, match="positive_label='2' is not one of"):
         estimator_labels(est, "2", "--model-file")
+
+
+# ---------------------------------------------------------------- ties at the cutoff
+
+
+@pytest.mark.parametrize("favourable", [1, 0])
+def test_a_tie_at_one_half_is_decided_as_the_models_own_predict(data, favourable):
+    """A tree whose leaves hold as many of each class (predict_proba 0.5 and 0.5): scikit-learn's ``predict`` takes
+    the first class, so a tie is unfavourable where the favourable label is the second class and favourable where it
+    is the first; the audit's model decides every row as ``predict`` does, ties included."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    _, X, y = data
+    tree = pipeline(DecisionTreeClassifier(max_depth=10, random_state=0, min_samples_leaf=2)).fit(X, y)
+    p = tree.predict_proba(X)[:, 1]
+    tie = p == 0.5
+    assert tie.sum() >= 5  # leaves of one row of each class
+    pre = Preprocessor(corr_threshold=None).fit(X)
+    model = EstimatorModel(
+        tree, pre, labels=(favourable, 1 - favourable), feature_names=tuple(X.columns), estimator_=tree
+    )
+    Z = pre.transform(X)
+    model.check_decisions(Z)
+    ours = model.predict(Z) == 1  # 1: favourable
+    np.testing.assert_array_equal(ours, tree.predict(X) == favourable)
+    assert (ours[tie] == (favourable == 0)).all()
+    assert resolve_threshold(tree, favourable).ties_favourable == (favourable == 0)
+    # a stated cutoff applies ">=": a tie at it is favourable, on either label
+    fixed = FixedThresholdClassifier(pipeline(DecisionTreeClassifier(max_depth=10, random_state=0, min_samples_leaf=2)),
+                                     threshold=0.5).fit(X, y)  # fmt: skip
+    assert resolve_threshold(fixed, 1).ties_favourable and not resolve_threshold(fixed, 0).ties_favourable
+    fm, _ = wrap(fixed, X)
+    np.testing.assert_array_equal(fm.predict(Z), fixed.predict(X))

@@ -248,7 +248,8 @@ def test_cli_audits_the_deployed_model_from_a_skops_file(deployed, tmp_path):
 
 def test_the_owners_fitted_recourse_learns_from_the_whole_deployed_training_set(deployed, monkeypatch):
     """A graph or a VAE of the deployed model's recourse is built from every row the model trained on (as each
-    reference model's is built from its own), not only from the members drawn as targets."""
+    reference model's is built from its own), not only from the members drawn as targets; the reported accuracies
+    are the model's on its whole sides."""
     df, mask, pipe = deployed
     seen = []
     real = stages.owner_recourse
@@ -264,3 +265,7 @@ def test_the_owners_fitted_recourse_learns_from_the_whole_deployed_training_set(
     np.testing.assert_array_equal(fit_y, df.label.to_numpy()[mask])
     rows = {row.tobytes() for row in fit_X}
     assert {row.tobytes() for row in member_targets} <= rows  # the member targets are among them
+    # the accuracies are the model's own on its whole training and holdout sides, not on the candidates drawn
+    X, y = df.drop(columns="label"), df.label.to_numpy()
+    assert r.model.train_accuracy == pytest.approx(np.mean(pipe.predict(X[mask]) == y[mask]), abs=1e-12)
+    assert r.model.test_accuracy == pytest.approx(np.mean(pipe.predict(X[~mask]) == y[~mask]), abs=1e-12)

@@ -190,3 +190,38 @@ def test_publish_from_a_skops_file_and_serve_it_over_http(tmp_path) -> None:
         got = r.json()["answers"] if i % 2 else [r.json()]
         want = expected if i % 2 else [expected[i]]
         assert [{k: v for k, v in g.items() if k in w} for g, w in zip(got, want)] == want
+
+
+@pytest.mark.parametrize("favourable", ["approved", "yes"])
+def test_a_tie_is_served_as_the_classifiers_own_predict(tmp_path, favourable) -> None:
+    """A tree whose leaves hold as many of each class (P = 0.5): scikit-learn's ``predict`` takes the first class
+    of a tie, so "approved" (first of approved / denied) wins it and "yes" (second of no / yes) loses it; the bundle
+    decides every row as ``predict`` does, and one published before the manifest said so decides ties as it did."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+    from sklearn.tree import DecisionTreeClassifier
+
+    ds = tiny_dataset(600)
+    other = "denied" if favourable == "approved" else "no"
+    cols = ColumnTransformer(
+        [("cat", OneHotEncoder(handle_unknown="ignore", sparse_output=False), ["job", "sex"])], remainder="passthrough"
+    )
+    est = make_pipeline(cols, DecisionTreeClassifier(max_depth=9, min_samples_leaf=2, random_state=0))
+    est.fit(ds.X, np.where(ds.y == 1, favourable, other))
+    p = est.predict_proba(ds.X)[:, list(est.classes_).index(favourable)]
+    tie = p == 0.5
+    assert tie.sum() >= 5
+    man = publish(ds, method="privrecourse", epsilon=4.0, out=tmp_path / "b", bounds=BOUNDS, n_clusters=40,
+                  model=est, positive_label=favourable)  # fmt: skip
+    entry = json.loads((tmp_path / "b" / "manifest.json").read_text())["model"]
+    assert entry["ties_favourable"] == (favourable == "approved") and man["model"]["decision_threshold"] == 0.5
+    b = load_bundle(tmp_path / "b", random_state=0)
+    decided = b.decide(b.schema.applicants_from_frame(ds.X))
+    np.testing.assert_array_equal(decided, est.predict(ds.X) == favourable)
+    assert (decided[tie] == (favourable == "approved")).all()
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    del manifest["model"]["ties_favourable"]
+    (tmp_path / "b" / "manifest.json").write_text(json.dumps(manifest))
+    old = load_bundle(tmp_path / "b", random_state=0).decide(b.schema.applicants_from_frame(ds.X))
+    assert not old[tie].any() and (old[~tie] == decided[~tie]).all()

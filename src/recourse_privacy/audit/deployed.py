@@ -169,7 +169,7 @@ def prepare_deployed(config: AuditConfig, dd: DeployedData) -> tuple[AuditConfig
             f"{MAX_REFERENCE_FRACTION:g} of them); fewer rows overfit differently, which weakens the LRT attacks"
         )
     pre = Preprocessor(scaling=config.scaling, corr_threshold=None, normalize_rows=False).fit(ds.X.iloc[train], ds)
-    Xm, Xn, Xa, Xt = (pre.transform(ds.X.iloc[idx]) for idx in (members, nonmembers, pool, train))
+    Xm, Xn, Xa, Xt, Xh = (pre.transform(ds.X.iloc[idx]) for idx in (members, nonmembers, pool, train, hold))
     gaps = missing_values_note(ds, pre)
     if gaps:
         notes.append(gaps)
@@ -187,6 +187,8 @@ def prepare_deployed(config: AuditConfig, dd: DeployedData) -> tuple[AuditConfig
         owner_rows=len(train),
         X_owner=Xt,
         y_owner=y[train],
+        X_heldout=Xh,
+        y_heldout=y[hold],
     )
     return replace(config, shadow_fraction=float(fraction)), game
 

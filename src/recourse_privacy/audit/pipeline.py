@@ -496,8 +496,8 @@ def _assemble(run: _Run) -> AuditResult:
         ),
         model=ModelSummary(
             name=run.recipe.label,
-            train_accuracy=accuracy(targets.model, game.X_members, game.y_members),
-            test_accuracy=accuracy(targets.model, game.X_nonmembers, game.y_nonmembers),
+            train_accuracy=accuracy(targets.model, *game.owner_training),  # as deployed: the whole sides
+            test_accuracy=accuracy(targets.model, *game.owner_heldout),
             **_cutoff(targets.model),
         ),
         n_members=int(targets.is_member.sum()),

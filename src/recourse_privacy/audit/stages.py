@@ -95,6 +95,9 @@ class GameData:
     #: the deployed model's whole training set, preprocessed, where the members are a sample of it (as deployed)
     X_owner: np.ndarray | None = None
     y_owner: np.ndarray | None = None
+    #: the deployed model's whole holdout side, preprocessed (as deployed; None: the non-members)
+    X_heldout: np.ndarray | None = None
+    y_heldout: np.ndarray | None = None
 
     @property
     def n_owner_rows(self) -> int:
@@ -106,6 +109,12 @@ class GameData:
         """The rows the owner's model trained on, which its fitted recourse (a graph, a VAE) learns from as the
         reference models' recourse learns from theirs: the members, or the deployed model's whole training set."""
         return (self.X_members, self.y_members) if self.X_owner is None else (self.X_owner, self.y_owner)
+
+    @property
+    def owner_heldout(self) -> tuple[np.ndarray, np.ndarray]:
+        """Rows the owner's model never trained on, for its test accuracy: the non-members, or (as deployed) the
+        whole holdout side."""
+        return (self.X_nonmembers, self.y_nonmembers) if self.X_heldout is None else (self.X_heldout, self.y_heldout)
 
     @property
     def pool_sizes(self) -> tuple[int, int, int]:

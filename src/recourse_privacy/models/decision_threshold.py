@@ -30,7 +30,9 @@ __all__ = [
     "DEFAULT_SOURCE",
     "DEFAULT_THRESHOLD",
     "THRESHOLD_READERS",
+    "TIE_SHIFT",
     "DecisionThreshold",
+    "argmax_ties_favourable",
     "check_decisions",
     "check_rows",
     "declared_threshold",
@@ -47,6 +49,9 @@ DEFAULT_SOURCE = "default (one half)"
 _NEAR = 1e-5
 #: rows of the data the decisions are compared on
 _CHECK_ROWS = 512
+#: added to the log-odds of a cutoff at which a tie is unfavourable: below the log-odds of any float64 probability
+#: above one half (4.4e-16 for the next one), so that only an exact tie (a tree's leaf at 0.5) changes side
+TIE_SHIFT = 1e-16
 
 
 @dataclass(frozen=True)
@@ -55,17 +60,22 @@ class DecisionThreshold:
 
     ``in_predict``: whether the model's own ``predict`` applies it (a cutoff it states, or one half); a
     cutoff the user gives for a model that states none is applied outside the model (the lender's
-    rule on its score), so the model's ``predict`` is not compared with it.
+    rule on its score), so the model's ``predict`` is not compared with it. ``ties_favourable``: whether a
+    probability exactly at the cutoff is favourable (``>=``: scikit-learn's threshold wrappers, a lender's rule),
+    or not (scikit-learn's ``predict`` takes the first class on a tie of ``predict_proba``; skorch's binary net
+    decides ``p > threshold``).
     """
 
     value: float
     source: str
     in_predict: bool = True
+    ties_favourable: bool = True
 
     @property
     def offset(self) -> float:
-        """The log-odds of the cutoff: the model's decision logit is its log-odds minus this (0 at one half)."""
-        return math.log(self.value) - math.log1p(-self.value)
+        """The log-odds of the cutoff: the model's decision logit is its log-odds minus this (0 at one half), and it
+        decides favourable where that logit is >= 0 (:data:`TIE_SHIFT` more where a tie is unfavourable)."""
+        return math.log(self.value) - math.log1p(-self.value) + (0.0 if self.ties_favourable else TIE_SHIFT)
 
     @property
     def is_default(self) -> bool:
@@ -142,7 +152,8 @@ def _skorch_binary(est: object) -> tuple[DecisionThreshold, Any] | None:
         return None
     classes = getattr(est, "classes_", None)
     t = float(net.threshold)
-    return DecisionThreshold(t, f"NeuralNetBinaryClassifier(threshold={t:g})"), 1 if classes is None else classes[1]
+    stated = DecisionThreshold(t, f"NeuralNetBinaryClassifier(threshold={t:g})", ties_favourable=False)
+    return stated, 1 if classes is None else classes[1]
 
 
 #: how a cutoff is read from an estimator: each gives (the cutoff as stated, the label it is stated on) or None
@@ -170,8 +181,17 @@ def declared_threshold(est: object, favourable: Any) -> DecisionThreshold | None
         if found is not None:
             stated, on = found
             value = _on_favourable(stated.value, on, favourable)
-            return DecisionThreshold(value, stated.source if value == stated.value else f"{stated.source} on {on!r}")
+            source = stated.source if value == stated.value else f"{stated.source} on {on!r}"
+            ties = stated.ties_favourable if same_label(on, favourable) else not stated.ties_favourable
+            return DecisionThreshold(value, source, ties_favourable=ties)
     return None
+
+
+def argmax_ties_favourable(est: object, favourable: Any) -> bool:
+    """Whether ``est.predict`` calls a tie of ``predict_proba`` (0.5 each) favourable: scikit-learn takes the first
+    of ``classes_`` (``argmax``), so a tie is favourable only where the favourable label is the first class."""
+    classes = list(getattr(est, "classes_", []))
+    return not classes or same_label(classes[0], favourable)
 
 
 def _check_value(value: float, name: str) -> float:
@@ -193,7 +213,11 @@ def resolve_threshold(est: object, favourable: Any, given: float | None = None) 
     if declared is not None:
         _check_value(declared.value, f"the cutoff of {type(est).__name__}")
     if given is None:
-        return declared if declared is not None else DecisionThreshold(DEFAULT_THRESHOLD, DEFAULT_SOURCE)
+        if declared is not None:
+            return declared
+        return DecisionThreshold(
+            DEFAULT_THRESHOLD, DEFAULT_SOURCE, ties_favourable=argmax_ties_favourable(est, favourable)
+        )
     value = _check_value(given, "decision_threshold")
     if declared is not None and not math.isclose(declared.value, value, rel_tol=0, abs_tol=1e-12):
         raise InvalidInputError(

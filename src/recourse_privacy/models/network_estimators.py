@@ -161,5 +161,5 @@ class NetworkLogit(nn.Module):
         self.head = parts.logit_head(pos_index)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        logit = self.head(self.module(z.to(self.A.dtype) @ self.A + self.b)).to(z.dtype)
-        return logit - self.offset if self.offset else logit
+        logit = self.head(self.module(z.to(self.A.dtype) @ self.A + self.b))
+        return (logit - self.offset if self.offset else logit).to(z.dtype)  # in the net's dtype, whatever z's

@@ -385,7 +385,7 @@ def _user_model(
     if resid <= _LINEAR_RTOL * max(1.0, float(np.max(np.abs(logit)))):
         return LinearModel(sol[:-1], float(sol[-1])), cutoff
     if method == "privrecourse":
-        return ServedEstimator(est, schema, columns, dtypes, favourable, cutoff.value), cutoff
+        return ServedEstimator(est, schema, columns, dtypes, favourable, cutoff.value, cutoff.ties_favourable), cutoff
     raise IncompatibleError(
         f"--model-file: {type(est).__name__}'s logit is not affine in the bundle's schema space (largest residual "
         f"{resid:.3g} on {n} probe points): --method {method} serves linear models (a logistic regression on one-hot "
@@ -412,7 +412,7 @@ def _write_model(model, out: Path) -> tuple[dict[str, str], dict]:
         "file": "model.skops", "sha256": digest, "kind": "estimator", "space": "data columns",
         "estimator": type(model.estimator_).__name__, "trusted": sio.get_untrusted_types(file=out / "model.skops"),
         "columns": list(model.columns), "dtypes": model.dtypes, "favourable": model.favourable,
-        "decision_threshold": model.threshold,
+        "decision_threshold": model.threshold, "ties_favourable": model.ties_favourable,
     }  # fmt: skip
     return {"model.skops": digest}, entry
 
@@ -790,8 +790,9 @@ def _load_model(path: Path, manifest: dict, schema: Schema) -> LinearModel | Ser
 
     est = load_model_file(path / "model.skops", tuple(entry["trusted"]))
     return ServedEstimator(
-        est, schema, entry["columns"], entry["dtypes"], entry["favourable"], entry["decision_threshold"]
-    )
+        est, schema, entry["columns"], entry["dtypes"], entry["favourable"], entry["decision_threshold"],
+        bool(entry.get("ties_favourable", False)),  # a bundle written before the key decided ties unfavourable
+    )  # fmt: skip
 
 
 def load_bundle(path: str | Path, *, random_state=None, search_precision: str = "float64") -> Bundle:

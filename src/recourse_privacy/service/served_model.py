@@ -11,12 +11,12 @@ cutoff's log-odds) is above 0.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from recourse_privacy.models.decision_threshold import DecisionThreshold
 from recourse_privacy.service.schema import Applicants, Schema
 from recourse_privacy.validation import same_label
 
@@ -48,7 +48,7 @@ class LinearModel:
         return Z @ self.coef_ + self.intercept_
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
-        return (self.logit(Z) > 0).astype(np.int64)
+        return (self.logit(Z) >= 0).astype(np.int64)
 
     def predict_proba(self, Z: np.ndarray) -> np.ndarray:
         p = 1.0 / (1.0 + np.exp(-self.logit(Z)))
@@ -94,13 +94,15 @@ class ServedEstimator:
     original units are read directly (:meth:`decide`), model-space points decoded first (:meth:`logit`).
 
     ``favourable``: the label the lender approves; ``threshold``: the probability of it from which the
-    lender approves (the cutoff the model states or the one given at publish)."""
+    lender approves (the cutoff the model states or the one given at publish); ``ties_favourable``: whether a
+    probability exactly at it is approved (the model's own rule, :class:`~recourse_privacy.models.
+    decision_threshold.DecisionThreshold`; False in bundles written before it was recorded, as they decided)."""
 
     kind = "estimator"
 
     def __init__(
         self, estimator: Any, schema: Schema, columns: Sequence[str], dtypes: Mapping[str, str], favourable: Any,
-        threshold: float,
+        threshold: float, ties_favourable: bool = False,
     ):  # fmt: skip
         self.estimator_ = estimator
         self.schema = schema
@@ -110,7 +112,8 @@ class ServedEstimator:
         self.pos_index_ = next(i for i, c in enumerate(classes) if same_label(c, favourable))  # as publish read it
         self.favourable = classes[self.pos_index_]  # the label as the model holds it (a plain Python value)
         self.threshold = float(threshold)
-        self.offset_ = math.log(self.threshold) - math.log1p(-self.threshold)
+        self.ties_favourable = bool(ties_favourable)
+        self.offset_ = DecisionThreshold(self.threshold, "", ties_favourable=self.ties_favourable).offset
 
     def frame(self, a: Applicants) -> pd.DataFrame:
         """The applicants as the model reads them (:func:`data_frame`)."""
@@ -128,7 +131,7 @@ class ServedEstimator:
         return self.applicant_logit(self.schema.decode(Z))
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
-        return (self.logit(Z) > 0).astype(np.int64)
+        return (self.logit(Z) >= 0).astype(np.int64)
 
     def predict_proba(self, Z: np.ndarray) -> np.ndarray:
         p = 1.0 / (1.0 + np.exp(-(self.logit(Z) + self.offset_)))
@@ -136,4 +139,4 @@ class ServedEstimator:
 
     def decide(self, a: Applicants, Z: np.ndarray) -> np.ndarray:
         """Whether each applicant ``a`` is accepted, read in original units (``Z`` is not needed)."""
-        return self.applicant_logit(a) > 0
+        return self.applicant_logit(a) >= 0
