@@ -184,7 +184,6 @@ def prepare_deployed(config: AuditConfig, dd: DeployedData) -> tuple[AuditConfig
         Xa,
         y[pool],
         notes=tuple(notes),
-        owner_rows=len(train),
         X_owner=Xt,
         y_owner=y[train],
         X_heldout=Xh,

@@ -91,7 +91,6 @@ class GameData:
     X_pool: np.ndarray
     y_pool: np.ndarray
     notes: tuple[str, ...] = ()  # said once, in the result's warnings (e.g. an adversary pool smaller than 2 x members)
-    owner_rows: int | None = None  # rows the owner's model trained on, where not X_members (an as-deployed model)
     #: the deployed model's whole training set, preprocessed, where the members are a sample of it (as deployed)
     X_owner: np.ndarray | None = None
     y_owner: np.ndarray | None = None
@@ -102,7 +101,7 @@ class GameData:
     @property
     def n_owner_rows(self) -> int:
         """How many rows the owner's model trained on: the members, or the deployed training set."""
-        return len(self.X_members) if self.owner_rows is None else int(self.owner_rows)
+        return len(self.owner_training[0])
 
     @property
     def owner_training(self) -> tuple[np.ndarray, np.ndarray]:

@@ -32,7 +32,7 @@ from recourse_privacy.report.assessment import (
 from recourse_privacy.report.chance import Detectable, FamilyWise, detectable_effects, family_wise
 from recourse_privacy.report.dp_verdict import BoundCheck, BoundComparison, compare_with_bound, dp_bound_rows
 from recourse_privacy.results.audit import AuditRecord
-from recourse_privacy.results.summaries import AttackResult, DPSummary
+from recourse_privacy.results.summaries import AttackResult, DPSummary, RecourseSummary
 
 __all__ = [
     "LOW_FPR",
@@ -565,7 +565,7 @@ def verdict_of(result: AuditRecord) -> Verdict:
     that could not run (``attacks_not_run``) is named, with its reason, after the findings, and the verdict
     loses its all-clear colour (:attr:`Verdict.incomplete`)."""
     verdict = _with_few_answers(make_verdict(result.attacks, result.dp), result.recourse)
-    not_run = dict(getattr(result, "attacks_not_run", {}) or {})
+    not_run = dict(result.attacks_not_run)
     if not not_run:
         return verdict
     said = " ".join(f"{name}, asked for, was not run: {why}." for name, why in not_run.items())
@@ -573,7 +573,7 @@ def verdict_of(result: AuditRecord) -> Verdict:
     return replace(verdict, explanation=(*verdict.explanation, note), not_run=note)
 
 
-def _with_few_answers(verdict: Verdict, rec) -> Verdict:
+def _with_few_answers(verdict: Verdict, rec: RecourseSummary | None) -> Verdict:
     """``verdict`` with the note that recourse answered few targets, where it did (:func:`verdict_of`)."""
     if rec is None or not rec.n or rec.validity >= FEW_ANSWERS or verdict.recourse is None:
         return verdict
