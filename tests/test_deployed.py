@@ -269,3 +269,15 @@ def test_the_owners_fitted_recourse_learns_from_the_whole_deployed_training_set(
     X, y = df.drop(columns="label"), df.label.to_numpy()
     assert r.model.train_accuracy == pytest.approx(np.mean(pipe.predict(X[mask]) == y[mask]), abs=1e-12)
     assert r.model.test_accuracy == pytest.approx(np.mean(pipe.predict(X[~mask]) == y[~mask]), abs=1e-12)
+
+
+def test_a_released_set_is_checked_for_copies_of_every_training_row(deployed):
+    """FACE answers with training points; as deployed its graph holds every row the model trained on, and the
+    release threat counts a counterfactual that copies any of them, not only the members drawn as targets."""
+    df, mask, pipe = deployed
+    r = run_audit(model=pipe, data=df, members=mask, attacks=("cfd",), threats=("release",), release_size=60,
+                  **{**SMALL, "recourse": "face"})  # fmt: skip
+    rel = r.threats.release
+    ids = np.asarray(rel.copied_row_ids)
+    assert rel.exact_copies > 0 and len(ids) and mask[ids].all()  # training rows, and only those
+    assert not np.isin(ids, r.pools.members).all()  # beyond the members drawn

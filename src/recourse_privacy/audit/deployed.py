@@ -186,6 +186,7 @@ def prepare_deployed(config: AuditConfig, dd: DeployedData) -> tuple[AuditConfig
         notes=tuple(notes),
         X_owner=Xt,
         y_owner=y[train],
+        owner_index=train,
         X_heldout=Xh,
         y_heldout=y[hold],
     )

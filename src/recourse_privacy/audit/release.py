@@ -94,9 +94,10 @@ def release_summary(ctx: ThreatContext) -> ReleaseSummary:
         raise InvalidInputError(
             f"the {cfg.recourse} recourse gave no valid counterfactual to the {len(X_app)} applicants: nothing to release"
         )
-    copies = copied_rows(game.X_members, released)  # per released row: a training row
-    copied = copied_rows(released, game.X_members)  # per training row: published
-    copied_ids = game.pools.members[copied]
+    X_train, _ = game.owner_training  # every row the model trained on (as deployed, beyond the members drawn)
+    copies = copied_rows(X_train, released)  # per released row: a training row
+    copied = copied_rows(released, X_train)  # per training row: published
+    copied_ids = game.owner_rows[copied]
     member_rows = t.rows[t.is_member == 1] if t.rows is not None else np.empty(0, int)
     copied_members = int(np.isin(member_rows, copied_ids).sum())
     inputs = ReleaseInputs(

@@ -94,6 +94,7 @@ class GameData:
     #: the deployed model's whole training set, preprocessed, where the members are a sample of it (as deployed)
     X_owner: np.ndarray | None = None
     y_owner: np.ndarray | None = None
+    owner_index: np.ndarray | None = None  # their row positions in the dataset
     #: the deployed model's whole holdout side, preprocessed (as deployed; None: the non-members)
     X_heldout: np.ndarray | None = None
     y_heldout: np.ndarray | None = None
@@ -108,6 +109,11 @@ class GameData:
         """The rows the owner's model trained on, which its fitted recourse (a graph, a VAE) learns from as the
         reference models' recourse learns from theirs: the members, or the deployed model's whole training set."""
         return (self.X_members, self.y_members) if self.X_owner is None else (self.X_owner, self.y_owner)
+
+    @property
+    def owner_rows(self) -> np.ndarray:
+        """The dataset row positions of :attr:`owner_training`'s rows, in its order."""
+        return self.pools.members if self.owner_index is None else self.owner_index
 
     @property
     def owner_heldout(self) -> tuple[np.ndarray, np.ndarray]:
