@@ -105,7 +105,7 @@ def anonymeter_risks(ctx: ThreatContext, released: np.ndarray, seed: int) -> tup
         syn = game.preprocessor.inverse_transform(released)
     except Exception as err:  # rows the preprocessing cannot decode (a normalised table, a dropped column)
         return (), f"Anonymeter's risks not measured: the released counterfactuals do not decode ({err})"
-    ori = game.dataset.X.iloc[game.pools.members]
+    ori = game.dataset.X.iloc[game.owner_rows]  # every row the model trained on (as deployed, beyond the draw)
     control = game.dataset.X.iloc[game.pools.nonmembers]
     risks = risks_of_frames(ori, syn, control, ctx.config.sensitive, seed)
     note = "" if ctx.config.sensitive else "Anonymeter's inference risk needs --sensitive COL (not given)"
