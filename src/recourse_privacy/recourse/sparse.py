@@ -42,8 +42,8 @@ _TRIAL_BLOCK = 1 << 24
 
 def _fewest_accepted(changed: np.ndarray, size: np.ndarray, accepts: Accepts) -> np.ndarray:
     """Of each change alone and the j smallest and j largest (j = 1 ... the row's count; the last is the answer
-    itself, accepted), the subset the model accepts with the fewest changes, then the least cost: one call per
-    block of rows (:data:`_TRIAL_BLOCK`)."""
+    itself, accepted), the subset the model accepts with the fewest changes, then the least cost: at most two
+    calls per block of rows (:data:`_TRIAL_BLOCK`; :func:`_fewest_in_block`)."""
     out = np.zeros_like(changed)
     rows = np.flatnonzero(changed.any(1))
     F = changed.shape[1]
