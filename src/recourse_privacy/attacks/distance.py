@@ -60,16 +60,10 @@ def cfd_lrt_attack(
     # both sides conditioned alike: every target the owner rejects is scored, valid recourse or not, so the
     # reference keeps every shadow that rejects it (with a non-zero distance), valid recourse or not
     ref_mask, calib_mask = _rejected(shadow)
-    usable = ref_mask & shadow.out_targets & np.isfinite(log_ref)
-    if usable.sum() < 2:
-        rejected = shadow.out_targets if shadow.rejected_targets is None else shadow.rejected_targets
-        raise AttackUnavailableError(
-            f"of the {int((rejected & shadow.out_targets).sum())} (target, shadow model) pairs where one of the "
-            f"{shadow.n_shadow} shadow models rejects a target it did not train on, recourse moved the target in "
-            f"{int(usable.sum())} (at least 2 are needed for a reference distribution): more --shadow-models, or a "
-            "recourse method that answers more of the targets"
-        )
-    ref = fit_reference(log_ref, ref_mask & shadow.out_targets, center=center, variance=variance)
+    try:
+        ref = fit_reference(log_ref, ref_mask & shadow.out_targets, center=center, variance=variance)
+    except AttackUnavailableError:  # too few usable values: say why, in the game's terms
+        raise AttackUnavailableError(_no_reference(shadow, ref_mask & np.isfinite(log_ref))) from None
     conventions = {
         "statistic": "log c(x, x') under shadow models that reject x",
         "center": center,
@@ -91,6 +85,18 @@ def cfd_lrt_attack(
         cdf=cdf,
     )
     return AttackScores(name, lrt_scores(log_t, ref, direction=direction, cdf=cdf), direction, conventions)
+
+
+def _no_reference(shadow: ShadowData, moved: np.ndarray) -> str:
+    """Why CFD-LRT has no reference distribution: the shadow models' recourse moved too few of the targets they
+    reject and never trained on (``moved``: rejected, with a finite non-zero distance)."""
+    rejected = shadow.out_targets if shadow.rejected_targets is None else shadow.rejected_targets
+    return (
+        f"of the {int((rejected & shadow.out_targets).sum())} (target, shadow model) pairs where one of the "
+        f"{shadow.n_shadow} shadow models rejects a target it did not train on, recourse moved the target in "
+        f"{int((moved & shadow.out_targets).sum())} (at least 2 are needed for a reference distribution): more "
+        "--shadow-models, or a recourse method that answers more of the targets"
+    )
 
 
 @register_attack(
