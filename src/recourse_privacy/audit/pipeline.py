@@ -384,7 +384,7 @@ def _recourse_stage(run: _Run, clock: _Clock | None = None) -> None:
     config, game, targets = run.config, run.game, run.targets
     clock = clock or run.clock
     clock.begin("recourse")
-    run.fit = (game.X_pool, game.y_pool) if config.recourse_fit == "adversary" else game.owner_training
+    run.fit = game.recourse_fitting(config.recourse_fit)
     run.res, run.session = stages.owner_recourse(config, run.defense, run.method, targets, *run.fit, run.artifacts)
     run.cfd = run.res.distance(config.distance)
     if config.data is not None:

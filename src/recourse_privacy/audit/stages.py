@@ -110,6 +110,11 @@ class GameData:
         reference models' recourse learns from theirs: the members, or the deployed model's whole training set."""
         return (self.X_members, self.y_members) if self.X_owner is None else (self.X_owner, self.y_owner)
 
+    def recourse_fitting(self, recourse_fit: str) -> tuple[np.ndarray, np.ndarray]:
+        """The rows the owner's fitted recourse learns from (``--recourse-fit``): the adversary's pool, or the rows
+        the owner's model trained on (:attr:`owner_training`)."""
+        return (self.X_pool, self.y_pool) if recourse_fit == "adversary" else self.owner_training
+
     @property
     def owner_rows(self) -> np.ndarray:
         """The dataset row positions of :attr:`owner_training`'s rows, in its order."""

@@ -284,7 +284,7 @@ def check_public_bounds(config: AuditConfig, game: GameData) -> None:
     signature = inspect.signature(cls).parameters
     params = config.recourse_params
     k = params.get("n_clusters", signature["n_clusters"].default if "n_clusters" in signature else 0)
-    fit_X = game.X_pool if config.recourse_fit == "adversary" else game.owner_training[0]
+    fit_X, _ = game.recourse_fitting(config.recourse_fit)
     if getattr(cls, "source", None) == "clusters" and isinstance(k, int) and k > len(fit_X):
         raise InvalidInputError(
             f"--recourse {config.recourse} clusters the training rows into n_clusters={k} nodes, more than the "
