@@ -90,3 +90,51 @@ def test_a_reference_fit_without_two_usable_values_is_unavailable_not_a_bad_inpu
         fit_reference(ref, np.array([[True, True], [True, False]]))
     assert isinstance(info.value, InvalidInputError)
     assert fit_reference(ref, np.ones((2, 2), bool)).mu.shape == (2,)  # two finite values: it fits
+
+
+ONLINE_ATTACKS = ("cfd", "cfd-lrt", "cfd-lrt-online", "rmia-cfd", "rmia-cfd-online", "loss-lrt-online")
+
+
+@pytest.fixture(scope="module")
+def online_game():
+    """A game with online reference models (half of them trained on each target) beside the offline shadow set."""
+    cfg = AuditConfig(n_features=20, n_members=100, shadow_models=4, attacks=ONLINE_ATTACKS).validate()
+    data = stages.prepare_game(cfg, stages.load_data(cfg))
+    make = model_factory("logistic")
+    targets = stages.train_owner(make, data, cfg.seed)
+    method = make_recourse("linear")
+    quiet = lambda *a: None  # noqa: E731
+    online = stages.train_online_models(cfg, make, method, data, targets, cache_dir=None, progress=quiet)
+    shadow = stages.train_shadow_models(cfg, make, method, data, targets, cache_dir=None, progress=quiet, online=online)
+    res = method.generate(targets.model, targets.X)
+    return cfg, data, targets, method, res, shadow, online
+
+
+def test_rmia_and_the_online_lrt_on_references_that_moved_nobody_are_not_run_and_ask_nothing(online_game) -> None:
+    """RMIA's Pr(x) is a mean of reference signals: with every reference distance 0 it is a constant, and the score
+    is the owner's distance against the population's (CFD's test under RMIA's name). Reported as not run, with the
+    pairs counted (offline: out-models; online: every reference model), before a single population query."""
+    cfg, data, targets, method, res, shadow, online = online_game
+    asked: list[int] = []
+
+    def query(X):
+        asked.append(len(X))
+        return method.generate(targets.model, X).distance(cfg.distance)
+
+    def run(off, on):
+        inputs = stages.attack_inputs(cfg, data, targets, res, res.distance("l1"), off, on, query)
+        return stages.run_available_attacks(cfg, inputs)
+
+    scores, not_run = run(shadow, online)
+    assert set(scores) == set(ONLINE_ATTACKS) and not not_run and asked  # moved references: all run, z queried
+    asked.clear()
+    scores, not_run = run(_unmoved(shadow), _unmoved(online))
+    assert set(scores) == {"cfd", "loss-lrt-online"}  # neither reads a reference model's recourse
+    assert set(not_run) == {"cfd-lrt", "cfd-lrt-online", "rmia-cfd", "rmia-cfd-online"}
+    n_rejected = int(online.rejected_targets.sum())
+    assert not_run["rmia-cfd-online"].startswith(f"of the {n_rejected} (target, reference model) pairs")
+    assert not_run["cfd-lrt-online"] == not_run["rmia-cfd-online"]
+    n_out = int((online.rejected_targets & online.out_targets).sum())  # offline attacks read the out-models only
+    assert not_run["rmia-cfd"].startswith(f"of the {n_out} (target, shadow model) pairs") and n_out < n_rejected
+    assert all("recourse moved the target in 0 " in reason for reason in not_run.values())
+    assert not asked  # refused before any population query

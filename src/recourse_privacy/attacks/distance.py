@@ -63,7 +63,7 @@ def cfd_lrt_attack(
     try:
         ref = fit_reference(log_ref, ref_mask & shadow.out_targets, center=center, variance=variance)
     except AttackUnavailableError:  # too few usable values: say why, in the game's terms
-        raise AttackUnavailableError(_no_reference(shadow, ref_mask & np.isfinite(log_ref))) from None
+        raise AttackUnavailableError(no_reference_reason(shadow, ref_mask & np.isfinite(log_ref))) from None
     conventions = {
         "statistic": "log c(x, x') under shadow models that reject x",
         "center": center,
@@ -87,14 +87,17 @@ def cfd_lrt_attack(
     return AttackScores(name, lrt_scores(log_t, ref, direction=direction, cdf=cdf), direction, conventions)
 
 
-def _no_reference(shadow: ShadowData, moved: np.ndarray) -> str:
-    """Why CFD-LRT has no reference distribution: the shadow models' recourse moved too few of the targets they
-    reject and never trained on (``moved``: rejected, with a finite non-zero distance)."""
+def no_reference_reason(shadow: ShadowData, moved: np.ndarray, *, online: bool = False) -> str:
+    """Why an attack has no reference distribution: the reference models' recourse moved too few of the targets
+    they reject (``moved``: rejected, with a finite non-zero distance). Offline, only the models that never trained
+    on a target count (:attr:`ShadowData.out_targets`); online, every reference model does."""
     rejected = shadow.out_targets if shadow.rejected_targets is None else shadow.rejected_targets
+    counted = np.ones(rejected.shape, dtype=bool) if online else shadow.out_targets
+    pairs = "rejects a target" if online else "rejects a target it did not train on"
     return (
-        f"of the {int((rejected & shadow.out_targets).sum())} (target, shadow model) pairs where one of the "
-        f"{shadow.n_shadow} shadow models rejects a target it did not train on, recourse moved the target in "
-        f"{int((moved & shadow.out_targets).sum())} (at least 2 are needed for a reference distribution): more "
+        f"of the {int((rejected & counted).sum())} (target, {'reference' if online else 'shadow'} model) pairs where "
+        f"one of the {shadow.n_shadow} {'reference' if online else 'shadow'} models {pairs}, recourse moved the target "
+        f"in {int((moved & counted).sum())} (at least 2 are needed for a reference distribution): more "
         "--shadow-models, or a recourse method that answers more of the targets"
     )
 

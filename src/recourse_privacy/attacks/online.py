@@ -14,11 +14,11 @@ from __future__ import annotations
 import numpy as np
 
 from recourse_privacy.attacks.base import AttackScores
-from recourse_privacy.attacks.distance import _TINY, _rejected
+from recourse_privacy.attacks.distance import _TINY, _rejected, no_reference_reason
 from recourse_privacy.attacks.lrt import fit_reference, two_sided_scores
 from recourse_privacy.attacks.registry import AttackInputs, register_attack
 from recourse_privacy.attacks.shadow import ShadowData
-from recourse_privacy.errors import InvalidInputError
+from recourse_privacy.errors import AttackUnavailableError, InvalidInputError
 from recourse_privacy.models.base import logit_confidence
 
 __all__ = ["cfd_lrt_online_attack", "loss_lrt_online_attack", "online_lr"]
@@ -82,15 +82,16 @@ def cfd_lrt_online_attack(
     shadow = _online(shadow, name)
     log_t = np.log(np.maximum(np.asarray(cfd, dtype=np.float64), _TINY))
     ref_mask, _ = _rejected(shadow)
-    scores, conventions = online_lr(
-        log_t,
-        np.log(np.maximum(shadow.cfd_targets, _TINY)),
-        ref_mask,
-        shadow.keep_targets,
-        center=center,
-        variance=variance,
-        cdf=cdf,
-    )
+    log_ref = np.log(np.maximum(shadow.cfd_targets, _TINY))
+    try:
+        scores, conventions = online_lr(
+            log_t, log_ref, ref_mask, shadow.keep_targets, center=center, variance=variance, cdf=cdf
+        )
+    except AttackUnavailableError:  # say why in the game's terms when recourse moved (almost) nobody
+        moved = ref_mask & np.isfinite(log_ref)
+        if int(moved.sum()) >= 2:  # enough moved in all, too few in one half: fit_reference's reason stands
+            raise
+        raise AttackUnavailableError(no_reference_reason(shadow, moved, online=True)) from None
     conventions["statistic"] = "log c(x, x') under reference models that reject x"
     return AttackScores(name, scores, "greater", conventions)
 
