@@ -225,3 +225,78 @@ def test_a_tie_is_served_as_the_classifiers_own_predict(tmp_path, favourable) ->
     (tmp_path / "b" / "manifest.json").write_text(json.dumps(manifest))
     old = load_bundle(tmp_path / "b", random_state=0).decide(b.schema.applicants_from_frame(ds.X))
     assert not old[tie].any() and (old[~tie] == decided[~tie]).all()
+
+
+def test_kill_9_under_load_never_loses_a_counted_answer_nor_exceeds_the_query_cap(served, tmp_path) -> None:
+    """The lender's own classifier behind a two-worker server, killed with -9 mid-load and restarted on the same
+    ledger. PrivRecourse spends its epsilon at publish (its answers are post-processing), so what protects the data
+    here is the key's query cap: every answer a client holds was counted before it was sent, the cap holds across
+    the kill, and every answer is the bundle's own (the classifier's decisions, the same node for the same row)."""
+    pytest.importorskip("uvicorn")
+    httpx = pytest.importorskip("httpx")
+    import itertools
+    import threading
+    import time
+
+    from _service_util import Server
+    from recourse_privacy.service.keys import KeyStore, hash_key
+    from recourse_privacy.service.ledger import open_ledger
+
+    _, _, out, _ = served
+    cap = 60
+    key = KeyStore(tmp_path / "k.json").add("load", query_cap=cap)
+    docs = _docs()[:12]
+    b = load_bundle(out, random_state=0)
+    want = {i: a for i, a in enumerate(b.answer(b.schema.parse_many(docs)))}
+    received: list[tuple[int, dict]] = []
+    lock = threading.Lock()
+
+    def client(url, stop, start):
+        with httpx.Client(timeout=10, headers={"X-API-Key": key}) as c:
+            for i in itertools.count(start):
+                if stop.is_set():
+                    return
+                try:
+                    r = c.post(url + "/v1/recourse", json={"applicant": docs[i % len(docs)]})
+                except httpx.HTTPError:
+                    return  # the server is gone
+                if r.status_code == 429:
+                    return
+                assert r.status_code == 200, r.text
+                with lock:
+                    received.append((i % len(docs), r.json()))
+
+    def load(server, until):
+        stop = threading.Event()
+        threads = [threading.Thread(target=client, args=(server.url, stop, k)) for k in range(6)]
+        for t in threads:
+            t.start()
+        t0 = time.monotonic()
+        while len(received) < until and time.monotonic() - t0 < 60 and any(t.is_alive() for t in threads):
+            time.sleep(0.005)
+        return stop, threads
+
+    server = Server(out, tmp_path / "k.json", tmp_path / "l.db", workers=2)
+    stop, threads = load(server, 20)
+    server.kill()  # SIGKILL to the parent and both workers, mid-load
+    stop.set()
+    for t in threads:
+        t.join()
+    kid = hash_key(key)[:16]
+    first, at_kill = open_ledger(tmp_path / "l.db").account(kid), len(received)
+    assert 20 <= at_kill <= first.answers <= cap  # every answer a client holds was counted before it left
+    assert first.spent == 0.0  # post-processing: no per-answer epsilon
+    server = Server(out, tmp_path / "k.json", tmp_path / "l.db")  # one worker: the cap, not the race, is asked here
+    try:
+        stop, threads = load(server, cap + 1)  # runs until every client is refused (429)
+        for t in threads:
+            t.join()
+    finally:
+        server.kill()
+    final = open_ledger(tmp_path / "l.db").account(kid)
+    print(
+        f"kill -9: {at_kill} held, ledger {first.answers}; restarted: {len(received)} held, ledger {final.answers}/{cap}"
+    )
+    assert len(received) <= final.answers <= cap and len(received) > at_kill
+    for i, got in received:  # the bundle's own answers, before and after the kill
+        assert {k: v for k, v in got.items() if k in want[i]} == want[i]
