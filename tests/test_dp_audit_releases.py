@@ -19,7 +19,14 @@ from recourse_privacy.dp_audit import MECHANISMS
 from recourse_privacy.dp_audit.releases import RELEASE_AUDITS, audit_release, release_experiment
 from recourse_privacy.errors import InvalidInputError
 
-HONEST = ["trained-dpsgd", "trained-privrecourse", "trained-dpc", "trained-mst", "trained-laplace-answer"]
+HONEST = [
+    "trained-dpsgd",
+    "trained-privrecourse",
+    "trained-privrecourse-sparse",
+    "trained-dpc",
+    "trained-mst",
+    "trained-laplace-answer",
+]
 
 
 def test_every_release_and_its_broken_twin_is_registered():
@@ -53,6 +60,16 @@ def test_privrecourse_kmeans_honest_passes_broken_is_caught():
     assert not honest.violates_claim, honest.row()
     # bounds read from the data: on D every centre stays in [0, 0.3]^2, at distance >= 0.99 from the canary
     assert broken.many_run.violates_claim, broken.row()
+
+
+def test_privrecourse_sparse_answers_honest_pass_answers_from_a_non_private_model_are_caught():
+    """A publish bundle's default answers: the DP model and the DP nodes pass. The same answers set back by a model
+    fitted without DP (a lender's own, served with --sparse) reveal its boundary: on D every revealed decision that
+    the canary changes is D's (the statistic <= 0), on D' mostly D''s, so the broken twin's bound exceeds the claim."""
+    honest = audit_release("trained-privrecourse-sparse", 1.0, n_trials=60, random_state=0)
+    broken = audit_release("trained-privrecourse-sparse-broken", 1.0, n_trials=60, random_state=0)
+    assert not honest.violates_claim, honest.row()
+    assert broken.many_run.violates_claim and broken.violates_claim, broken.row()
 
 
 def test_dpc_honest_passes_broken_is_caught():
