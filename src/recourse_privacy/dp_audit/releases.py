@@ -33,7 +33,8 @@ trained-laplace-answer    Laplace Recourse's answer: the noisy probability of th
 Broken twins: DP-SGD with the noise multiplier Opacus calibrated divided by 10 (clipping kept);
 k-means, DPC and MST with their bounds read from the private data (min and max, used as if public:
 the bug diffprivlib warns about); Laplace Recourse with sensitivity 0.1 instead of 1 (noise divided
-by 10); the sparse answers set back by a logistic regression fitted without DP. Also registered, not broken on purpose but known not to be covered:
+by 10); the sparse answers set back by a logistic regression fitted without DP. Also registered,
+not broken on purpose but known not to be covered:
 ``trained-dpc-faithful`` (the paper's DPC, prototypes as raw class means; only the autoencoder is
 noised).
 """
