@@ -42,11 +42,11 @@ import warnings
 import numpy as np
 
 from recourse_privacy.attacks.base import AttackScores
-from recourse_privacy.attacks.distance import _TINY, no_reference_reason
+from recourse_privacy.attacks.distance import _TINY
 from recourse_privacy.attacks.lrt import resolve_direction
 from recourse_privacy.attacks.registry import AttackInputs, RMIAOptions, register_attack
 from recourse_privacy.attacks.shadow import ShadowData
-from recourse_privacy.errors import AttackUnavailableError, InvalidInputError
+from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import as_generator, derive_seed
 
 __all__ = ["cfd_probability", "marginal", "rmia_cfd_attack", "rmia_scores"]
@@ -132,16 +132,15 @@ def _check_options(shadow: ShadowData, options: RMIAOptions, online: bool, name:
         raise InvalidInputError(f"n_population must be a positive integer; got {options.n_population!r}")
 
 
-def _check_references(shadow: ShadowData, online: bool) -> None:
-    """Pr(x) needs reference models whose recourse moved the targets they reject: where it moved fewer than 2
-    (target, model) pairs (offline: out-models only), every reference signal is 0 and the ratio reduces to the
-    owner's distance against the population's, which is CFD's test, not RMIA's. Raised before any query."""
+def _moved_references(shadow: ShadowData, online: bool) -> int:
+    """The (target, reference model) pairs Pr(x) reads where the model rejects the target and its recourse moved it
+    (offline: out-models only). Where none, every reference signal is 0, Pr(x) is one constant and the score
+    orders the targets by p(x | theta) alone: their distance read with their label, still a test that reads no
+    membership (so it runs, and its conventions say so), but not RMIA's ratio."""
     c = np.asarray(shadow.cfd_targets, dtype=np.float64)
     rejected = shadow.rejected_targets if shadow.rejected_targets is not None else c > 0
     moved = rejected & np.isfinite(c) & (c > 0)
-    counted = moved if online else moved & shadow.out_targets
-    if int(counted.sum()) < 2:
-        raise AttackUnavailableError(no_reference_reason(shadow, moved, online=online))
+    return int((moved if online else moved & shadow.out_targets).sum())
 
 
 def _population(shadow: ShadowData, X_pool, predict, n_pop: int, online: bool, seed: int, name: str):
@@ -216,7 +215,6 @@ def rmia_cfd_attack(
     if y is None or y_pool is None:  # labels for the targets and the population, or for neither
         y = y_pool = None
     _check_options(shadow, options, online, name)
-    _check_references(shadow, online)
     pick, n_asked = _population(shadow, X_pool, predict, int(options.n_population), online, seed, name)
     cfd_z_owner = np.asarray(query_cfd(X_pool[shadow.calib_index[pick]]), dtype=np.float64)
 
@@ -235,6 +233,13 @@ def rmia_cfd_attack(
         "query_cost": f"{len(pick)} recourse queries (population z) and {n_asked} decisions, "
         "beyond the targets' released recourse",
     }
+    moved = _moved_references(shadow, online)
+    conventions["reference_pairs_moved"] = moved
+    if moved == 0:
+        conventions["references"] += (
+            "; their recourse moved none of the targets they reject: Pr(x) is one constant, so the score orders "
+            "the targets by p(x | theta) alone (the owner's distance read with the label), not by RMIA's ratio"
+        )
     game_cfd, game_mask, game_keep = _game(shadow, online)
     fit = dict(center=center, variance=variance, cdf=cdf)
     log_game = np.log(np.maximum(game_cfd, _TINY))
