@@ -25,6 +25,7 @@ HONEST = [
     "trained-privrecourse-sparse",
     "trained-dpc",
     "trained-mst",
+    "trained-mst-rows",
     "trained-laplace-answer",
 ]
 
@@ -112,7 +113,9 @@ def test_dirac_canary_score_is_the_move_along_the_descent_direction():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,eps,trials", [("trained-dpsgd", 1.0, 100), ("trained-mst", 0.5, 40)])
+@pytest.mark.parametrize(
+    "name,eps,trials", [("trained-dpsgd", 1.0, 100), ("trained-mst", 0.5, 40), ("trained-mst-rows", 0.5, 40)]
+)
 def test_slow_releases_honest_pass_broken_caught(name, eps, trials):
     honest = audit_release(name, eps, n_trials=trials, random_state=0)
     broken = audit_release(f"{name}-broken", eps, n_trials=trials, random_state=0)

@@ -380,10 +380,30 @@ def test_laplace_and_mst_baselines():
     assert abs((noisy - X).std() - np.sqrt(2) * 3) < 0.3
     assert cdp_rho(1.0, 1e-9) == pytest.approx(0.014973, abs=1e-6)
     syn, led, info = mst_synthetic_data(X, epsilon=1.0, random_state=0, iters=200)
-    assert syn.shape == X.shape and ((syn >= 0) & (syn <= 1)).all()
+    assert syn.shape == (info["n_rows"], 3) and ((syn >= 0) & (syn <= 1)).all()
     assert len(info["tree"]) == 2 and led.total_delta == pytest.approx(1e-9)
     syn2, _, _ = mst_synthetic_data(X, epsilon=1.0, random_state=0, iters=200)
     assert np.array_equal(syn, syn2)
+
+
+def test_mst_never_releases_the_exact_number_of_private_rows():
+    """MST's noise is calibrated to neighbours that add or remove a row, so its synthetic rows must not number the
+    private rows (n against n + 1 would be told apart with certainty). By default their number is the model's
+    estimate of the total from the noisy 1-way marginals: each marginal's sum has noise of sd sigma sqrt(bins)
+    (sigma per cell times sqrt(d) for d marginals sharing rho / 3, averaged over the d of them), so the count is
+    n plus noise of sd sigma sqrt(bins) (31.7 here), truncated. A stated ``n_rows`` is public and is used as it is."""
+    X = np.random.default_rng(1).random((300, 3))
+    sigma = np.sqrt(3.0 / (2.0 * cdp_rho(1.0, 1e-9)))
+    counts = []
+    for seed in range(8):
+        syn, led, info = mst_synthetic_data(X, epsilon=1.0, random_state=seed, iters=20)
+        counts.append(len(syn))
+        assert info["n_rows"] == len(syn) and "noisy marginals" in led.to_dict()["entries"][0]["note"]
+    sd = sigma * np.sqrt(10)
+    assert len(set(counts)) >= 6 and 300 not in counts  # exactly 300: about 1.3% a draw (these seeds draw none)
+    assert abs(np.mean(counts) - 300) < 4 * sd / np.sqrt(8) and max(abs(c - 300) for c in counts) < 6 * sd
+    syn, led, _ = mst_synthetic_data(X, epsilon=1.0, random_state=0, iters=20, n_rows=500)
+    assert len(syn) == 500 and led.to_dict()["entries"][0]["note"].endswith("rows: public")
 
 
 # ---------------------------------------------------------------- the reproduction

@@ -26,6 +26,7 @@ trained-dpc               DPC, hardened mode (FM autoencoder + Laplace prototype
                           canary to the class-1 prototype decoded into the feature space
 trained-mst               MST synthetic data (mbi); canary (1, ..., 1) in the corner cell;
                           synthetic rows in the canary's top bins
+trained-mst-rows          MST with its default number of synthetic rows; canary (1, 1); the number of rows
 trained-laplace-answer    Laplace Recourse's answer: the noisy probability of the canary under a
                           logistic regression trained on D or D'; the noisy probability
 ========================  ==================================================================
@@ -33,8 +34,8 @@ trained-laplace-answer    Laplace Recourse's answer: the noisy probability of th
 Broken twins: DP-SGD with the noise multiplier Opacus calibrated divided by 10 (clipping kept);
 k-means, DPC and MST with their bounds read from the private data (min and max, used as if public:
 the bug diffprivlib warns about); Laplace Recourse with sensitivity 0.1 instead of 1 (noise divided
-by 10); the sparse answers set back by a logistic regression fitted without DP. Also registered,
-not broken on purpose but known not to be covered:
+by 10); the sparse answers set back by a logistic regression fitted without DP; MST with as many rows as the
+data. Also registered, not broken on purpose but known not to be covered:
 ``trained-dpc-faithful`` (the paper's DPC, prototypes as raw class means; only the autoencoder is
 noised).
 """
@@ -267,6 +268,38 @@ def mst_experiment(epsilon: float, *, broken: bool = False, n_rows: int = 40, da
     )
 
 
+def mst_rows_experiment(epsilon: float, *, broken: bool = False, n_rows: int = 40, data_seed: int = 0):
+    """MST as ``privrecourse-mst`` runs it by default (its own number of synthetic rows); the number of rows.
+
+    The test knows the release: a neighbour with one more row is told apart with certainty by a release that numbers
+    the private rows, whatever its noise; MST's default number is the model's estimate of the total from the noisy
+    1-way marginals. The broken twin releases as many rows as the data (what ``mst_synthetic_data`` did before).
+    """
+    from recourse_privacy.privrecourse.baselines import mst_synthetic_data
+
+    epsilon = check_positive_float(epsilon, "epsilon")
+    X_d = _cluster_data(n_rows, 2, data_seed)
+    data = (X_d, np.vstack([X_d, np.ones((1, 2))]))
+
+    def run(which: int, seed: int) -> float:
+        Xw = data[which]
+        rows = len(Xw) if broken else None
+        pts, _, _ = mst_synthetic_data(
+            Xw, epsilon=epsilon, delta=1e-9, n_rows=rows, bins=4, iters=10, random_state=seed
+        )
+        return float(len(pts))
+
+    return _experiment(
+        "trained-mst-rows" + ("-broken" if broken else ""),
+        epsilon,
+        run,
+        delta=1e-9,
+        statistic="the number of synthetic rows",
+        neighbours=f"D: {n_rows} rows uniform in [0, 0.3]^2; D' = D + canary (1, 1); MST, 4 bins, delta 1e-9, its "
+        "default number of rows" + ("; BROKEN: as many rows as the data" if broken else ""),
+    )
+
+
 # ----------------------------------------------------------------------------- Laplace Recourse
 
 
@@ -446,6 +479,15 @@ for _name, _fn, _side, _what, _broke, _one_run in (
         "PrivRecourse's sparse answers (a publish bundle's default): DP LR and DP k-means on D and D', answers to a "
         "grid of applicants; statistic the model decisions they reveal, read against LRs fitted on D and D'",
         "the model fitted without DP",
+        None,
+    ),
+    (
+        "trained-mst-rows",
+        mst_rows_experiment,
+        ">=",
+        "MST synthetic data with its default number of rows (privrecourse-mst's nodes), with and without a canary; "
+        "statistic the number of synthetic rows",
+        "as many rows as the data",
         None,
     ),
     (

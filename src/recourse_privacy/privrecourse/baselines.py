@@ -11,7 +11,7 @@ exactly as on PrivRecourse's centres.
   written on the graphical-model inference of ``mbi`` (private-pgm): (epsilon, delta) -> zCDP
   rho (Canonne, Kamath and Steinke 2020), a third each for the noisy 1-way marginals, the
   exponential-mechanism choice of a maximum spanning tree of 2-way marginals, and the noisy tree
-  marginals; Private-PGM mirror descent, then ``synthetic_data(rows=n)``. Features are binned
+  marginals; Private-PGM mirror descent, then ``synthetic_data``. Features are binned
   into ``bins`` equal-width bins over [0, 1] (smartnoise's default for continuous columns: 10)
   and decoded to the bin midpoint (``decode="midpoint"``, smartnoise) or uniformly in the bin.
   The total is estimated by mbi, not passed in (passing ``len(data)`` would leak n).
@@ -40,13 +40,20 @@ __all__ = ["cdp_delta", "cdp_rho", "laplace_noisy_data", "mst_synthetic_data"]
 
 
 def laplace_noisy_data(X: np.ndarray, *, epsilon: float, clip: bool = False, random_state=None):
-    """Each record plus Laplace(d / epsilon) per feature: (epsilon, 0)-DP. Returns (points, ledger)."""
+    """Each record plus Laplace(d / epsilon) per feature: (epsilon, 0)-DP for neighbours that replace one record.
+    Returns (points, ledger). The release has one point per record, so it shows the number of records: for
+    neighbours that add or remove a record (those of every other release here) it is not DP at all."""
     X = check_matrix(X)
     eps = check_epsilon(epsilon)
     d = X.shape[1]
     out = X + as_generator(random_state).laplace(0.0, d / eps, X.shape)
     led = ReleaseBudget(eps, 0.0)
-    led.spend("per-record Laplace noise", eps, note=f"scale d/eps = {d / eps:g} per feature; records in parallel")
+    led.spend(
+        "per-record Laplace noise",
+        eps,
+        note=f"scale d/eps = {d / eps:g} per feature; records in parallel; neighbours replace one record "
+        "(the number of records is released: not DP for adding or removing one)",
+    )
     return (np.clip(out, 0.0, 1.0) if clip else out), led
 
 
@@ -90,7 +97,12 @@ def mst_synthetic_data(
     iters: int = 1000,
     random_state=None,
 ):
-    """MST synthetic records in [0, 1]^d from ``X`` (rows in [0, 1]^d). Returns (points, ledger, info)."""
+    """MST synthetic records in [0, 1]^d from ``X`` (rows in [0, 1]^d). Returns (points, ledger, info).
+
+    ``n_rows``: a public number of synthetic rows; by default mbi's estimate of the data's row count from the noisy
+    1-way marginals (post-processing), so that the release never shows the exact number of private rows (which
+    would tell a neighbour with one more row apart with certainty: MST's noise is calibrated to add/remove one).
+    """
     mbi = _import_mbi()
     X = check_matrix(X)
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
@@ -101,7 +113,7 @@ def mst_synthetic_data(
         raise InvalidInputError("MST needs at least 2 features")
     if (X < -1e-9).any() or (X > 1 + 1e-9).any():
         raise InvalidInputError("X has values outside [0, 1]: scale with the declared public bounds first")
-    n_rows = n if n_rows is None else check_positive_int(n_rows, "n_rows")
+    n_rows = None if n_rows is None else check_positive_int(n_rows, "n_rows")
     rng = as_generator(random_state)
     rho = cdp_rho(eps, dlt)
     B = np.minimum((X * bins).astype(np.int64), bins - 1)
@@ -122,10 +134,12 @@ def mst_synthetic_data(
         "MST (1-way marginals, spanning tree, tree marginals)",
         eps,
         dlt,
-        note=f"zCDP rho = {rho:.6g} split 1/3 each, converted (Canonne-Kamath-Steinke); sigma = {sigma:.4g}",
+        note=f"zCDP rho = {rho:.6g} split 1/3 each, converted (Canonne-Kamath-Steinke); sigma = {sigma:.4g}; "
+        + ("rows: the model's estimate of the count from the noisy marginals" if n_rows is None else "rows: public"),
     )
     tree_names = [(names[i], names[j]) for i, j in tree]
-    return out, led, {"rho": rho, "tree": tree_names, "avg_2way_tvd": _avg_2way_tvd(B, codes, bins)}
+    info = {"rho": rho, "tree": tree_names, "avg_2way_tvd": _avg_2way_tvd(B, codes, bins), "n_rows": len(codes)}
+    return out, led, info
 
 
 class _MBI:

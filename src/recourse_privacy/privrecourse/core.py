@@ -105,7 +105,8 @@ class PrivRecourse:
     every node is read with the query's immutable values, and the candidates are the nodes the
     model accepts so read: the default for DP nodes, whose noisy immutable coordinates never
     equal an applicant's; post-processing of the release, no privacy cost); ``n_rows`` (rows of
-    MST data; default as many as the data); ``sparse``: each answer keeps only the changes the model's acceptance
+    MST data, public; default the MST model's estimate of the data's row count from its noisy marginals, never the
+    exact count); ``sparse``: each answer keeps only the changes the model's acceptance
     needs, the others set back to the query's values (:mod:`~recourse_privacy.recourse.sparse`; what a ``publish``
     bundle answers by default; off: the paper's node as it is).
     """
@@ -357,7 +358,7 @@ class PrivRecourseLaplace(PrivRecourse):
     description="Pentyala et al. 2023 baseline: the PrivRecourse graph on MST synthetic data (mbi)",
 )
 class PrivRecourseMST(PrivRecourse):
-    """The graph on MST synthetic data (McKenna et al. 2021) with as many rows as the data."""
+    """The graph on MST synthetic data (McKenna et al. 2021), about as many rows as the data (its noisy count)."""
 
     source = "mst"
 
