@@ -132,15 +132,20 @@ def _check_options(shadow: ShadowData, options: RMIAOptions, online: bool, name:
         raise InvalidInputError(f"n_population must be a positive integer; got {options.n_population!r}")
 
 
-def _moved_references(shadow: ShadowData, online: bool) -> int:
-    """The (target, reference model) pairs Pr(x) reads where the model rejects the target and its recourse moved it
-    (offline: out-models only). Where none, every reference signal is 0, Pr(x) is one constant and the score
-    orders the targets by p(x | theta) alone: their distance read with their label, still a test that reads no
-    membership (so it runs, and its conventions say so), but not RMIA's ratio."""
+def _note_moved_references(conventions: dict, shadow: ShadowData, online: bool) -> None:
+    """Record the (target, reference model) pairs Pr(x) reads where the model rejects the target and its recourse
+    moved it (offline: out-models only). Where none, every reference signal is 0, Pr(x) is one constant and the
+    score orders the targets by p(x | theta) alone: their distance read with their label, still a test that reads
+    no membership (so it runs, and the conventions say so), but not RMIA's ratio."""
     c = np.asarray(shadow.cfd_targets, dtype=np.float64)
     rejected = shadow.rejected_targets if shadow.rejected_targets is not None else c > 0
     moved = rejected & np.isfinite(c) & (c > 0)
-    return int((moved if online else moved & shadow.out_targets).sum())
+    conventions["reference_pairs_moved"] = int((moved if online else moved & shadow.out_targets).sum())
+    if conventions["reference_pairs_moved"] == 0:
+        conventions["references"] += (
+            "; their recourse moved none of the targets they reject: Pr(x) is one constant, so the score orders "
+            "the targets by p(x | theta) alone (the owner's distance read with the label), not by RMIA's ratio"
+        )
 
 
 def _population(shadow: ShadowData, X_pool, predict, n_pop: int, online: bool, seed: int, name: str):
@@ -233,13 +238,7 @@ def rmia_cfd_attack(
         "query_cost": f"{len(pick)} recourse queries (population z) and {n_asked} decisions, "
         "beyond the targets' released recourse",
     }
-    moved = _moved_references(shadow, online)
-    conventions["reference_pairs_moved"] = moved
-    if moved == 0:
-        conventions["references"] += (
-            "; their recourse moved none of the targets they reject: Pr(x) is one constant, so the score orders "
-            "the targets by p(x | theta) alone (the owner's distance read with the label), not by RMIA's ratio"
-        )
+    _note_moved_references(conventions, shadow, online)
     game_cfd, game_mask, game_keep = _game(shadow, online)
     fit = dict(center=center, variance=variance, cdf=cdf)
     log_game = np.log(np.maximum(game_cfd, _TINY))
