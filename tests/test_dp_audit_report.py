@@ -141,3 +141,48 @@ def test_cli_audits_the_dp_model_as_run_with_its_model_params(tmp_path):
     assert "trained-dpm-logistic-budget" in (out / "report.html").read_text()  # the report names the mechanism
     block = json.loads((out / "metrics.json").read_text())["dp_audit"]  # and so does the JSON a script reads
     assert block["mechanism"] == "trained-dpm-logistic-budget" and block["claimed_epsilon"] == 2.0
+
+
+def test_a_private_recourse_methods_claim_is_the_one_audited_and_runs_without_one_are_refused():
+    """Without a DP defense, ``--dp-audit`` audits the private recourse method's own release at its own claim: the
+    DP k-means nodes of PrivRecourse, DPC's autoencoder and noisy prototypes (total epsilon + epsilon_prototypes).
+    A run that makes no claim (bounds read from the data, DPC as published) or one no registered experiment
+    reproduces is refused with the reason, before any work."""
+    from recourse_privacy.dp_audit.recourse_audit import recourse_claim
+
+    def mechanism(recourse, **params):
+        return check_auditable("none", "logistic", recourse=recourse, recourse_params=params)
+
+    assert mechanism("privrecourse", epsilon=0.5) == "trained-privrecourse"
+    assert recourse_claim("privrecourse", {"epsilon": 0.5}).epsilon == 0.5
+    assert mechanism("dpc", mode="hardened", epsilon=0.5) == "trained-dpc"
+    assert recourse_claim("dpc", {"mode": "hardened", "epsilon": 0.5}).epsilon == 1.0  # the two halves, summed
+    for recourse, params, reason in [
+        ("gs", {}, "claim no epsilon"),
+        ("privrecourse", {"bounds": "data"}, "no DP claim"),
+        ("privrecourse", {"clustering": "convergent"}, "no registered"),
+        ("dpc", {}, "faithful"),
+        ("dpc", {"mode": "hardened", "epsilon": 1.0, "epsilon_prototypes": 0.5}, "splits the budget equally"),
+    ]:
+        with pytest.raises(InvalidInputError, match=reason) as info:
+            mechanism(recourse, **params)
+        assert "--dp-audit" in str(info.value) and "--recourse" in str(info.value)
+    with pytest.raises(InvalidInputError, match="too large to refute"):
+        mechanism("privrecourse", epsilon=30.0)
+
+
+def test_cli_audits_privrecourse_nodes_at_the_methods_own_epsilon(tmp_path):
+    out = tmp_path / "o"
+    args = ["audit", "--recourse", "privrecourse", "--recourse-param", "epsilon=0.5", "--recourse-param",
+            "n_clusters=20", "--dp-audit", "--n-features", "10", "--n-members", "100", "--shadow-models", "2",
+            "--attacks", "cfd", "--cache-dir", "off", "--out", str(out)]  # fmt: skip
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "empirical audit of trained-privrecourse at claim 0.5" in res.output
+    block = json.loads((out / "metrics.json").read_text())["dp_audit"]
+    assert block["mechanism"] == "trained-privrecourse" and block["claimed_epsilon"] == 0.5
+    assert block["defense"] == "privrecourse" and block["subject"] == "Recourse method"
+    assert not block["violates_claim"]  # the honest release at its claim (its bounds are 0.00 in docs/dp-audit.md)
+    page = (out / "report.html").read_text()
+    assert "Recourse method <strong>privrecourse</strong>" in page
+    assert page.index("<h2>Differential privacy</h2>") < page.index("Recourse method <strong>")  # under its heading

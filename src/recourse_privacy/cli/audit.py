@@ -60,7 +60,8 @@ _AFTER = {
             default=typer.Option(
                 False,
                 "--dp-audit",
-                help="also audit the defense's mechanism at --epsilon (empirical lower bounds, in the report)",
+                help="also audit the DP defense's mechanism at --epsilon, or else the private recourse method's release at its "
+                "own epsilon (empirical lower bounds on trained neighbours, in the report)",
             ),
             annotation=bool,
         )
@@ -140,7 +141,14 @@ def audit(**options) -> None:
     try:
         config = _config(options)
         mechanism = (
-            check_auditable(config.defense, config.model, config.epsilon, config.model_params)
+            check_auditable(
+                config.defense,
+                config.model,
+                config.epsilon,
+                config.model_params,
+                recourse=config.recourse,
+                recourse_params=config.recourse_params,
+            )
             if options["dp_audit"]
             else None
         )
@@ -174,7 +182,6 @@ def _play(console, config, out: Path, artifacts, claim, mechanism: str | None = 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from recourse_privacy.audit import play_audit
-    from recourse_privacy.dp_audit.defense_audit import audit_defense
     from recourse_privacy.report.outputs import write_outputs
 
     with Progress(
@@ -196,9 +203,7 @@ def _play(console, config, out: Path, artifacts, claim, mechanism: str | None = 
             result = play_audit(config, resume_dir=out, progress=progress, cache=artifacts or "off")
             evidence = None
             if mechanism is not None:
-                evidence = audit_defense(
-                    config.defense, config.model, config.epsilon, seed=config.seed, model_params=config.model_params
-                )
+                evidence = _audit_claim(config)
             files = write_outputs(result, check_output_dir(out), dp_audit=evidence)  # the command writes, not the game
             result = result.with_files(files)
             claim.finish()
@@ -206,6 +211,18 @@ def _play(console, config, out: Path, artifacts, claim, mechanism: str | None = 
             bar.stop()
             _fail(err)
     return result, evidence
+
+
+def _audit_claim(config):
+    """``--dp-audit``: the DP defense's mechanism at the audit's epsilon, or else the private recourse method's release
+    at its own (the choice :func:`~recourse_privacy.dp_audit.defense_audit.check_auditable` made)."""
+    from recourse_privacy.dp_audit.defense_audit import DEFENSE_AUDITS, audit_defense, audit_recourse
+
+    if config.defense in DEFENSE_AUDITS:
+        return audit_defense(
+            config.defense, config.model, config.epsilon, seed=config.seed, model_params=config.model_params
+        )
+    return audit_recourse(config.recourse, config.recourse_params, seed=config.seed)
 
 
 def _check_release_options(options: dict) -> None:

@@ -32,6 +32,7 @@ __all__ = [
     "DefenseAuditSpec",
     "EmpiricalBound",
     "audit_defense",
+    "audit_recourse",
     "check_auditable",
 ]
 
@@ -70,6 +71,7 @@ class DPAuditEvidence:
     decided_by: tuple[str, ...]
     source: str
     seconds: float
+    subject: str = "Defense"  # what ``defense`` names: a defense, or a private recourse method ("Recourse method")
 
     @property
     def violates_claim(self) -> bool:
@@ -123,6 +125,9 @@ DEFENSE_AUDITS: dict[str, DefenseAuditSpec] = {
 }
 
 
+#: a private recourse method's release: its registered experiment's fast settings (the mechanism is read per run)
+RECOURSE_SPEC = DefenseAuditSpec(lambda model, params: None, n_trials=100, n_canaries=1000)
+
 #: the many-run audit never trains more than this many runs per neighbour (the claim's cost grows like e^eps)
 MAX_TRIALS = 16_000
 
@@ -147,14 +152,28 @@ def trials_for(spec: DefenseAuditSpec, epsilon: float, alpha: float = 0.05) -> i
 
 
 def check_auditable(
-    defense: str, model: object, epsilon: float | None = None, model_params: Mapping | None = None
+    defense: str,
+    model: object,
+    epsilon: float | None = None,
+    model_params: Mapping | None = None,
+    *,
+    recourse: str | None = None,
+    recourse_params: Mapping | None = None,
 ) -> str:
-    """The mechanism that audits ``defense`` on ``model`` (run with ``model_params``), or one error naming --defense /
-    --model (before any work)."""
+    """The mechanism that audits ``defense`` on ``model`` (run with ``model_params``), or, without a DP defense, the
+    private ``recourse`` method's release (run with ``recourse_params``); else one error naming --defense / --model /
+    --recourse (before any work)."""
     spec = DEFENSE_AUDITS.get(defense)
     if spec is None:
+        from recourse_privacy.dp_audit.recourse_audit import RECOURSE_AUDITS, recourse_claim
+
+        if recourse in RECOURSE_AUDITS:
+            claim = recourse_claim(recourse, recourse_params)
+            trials_for(RECOURSE_SPEC, claim.epsilon)
+            return claim.mechanism
         raise InvalidInputError(
-            f"--dp-audit needs a DP defense ({', '.join(DEFENSE_AUDITS)}); --defense is {defense!r}, which claims no epsilon"
+            f"--dp-audit needs a DP defense ({', '.join(DEFENSE_AUDITS)}) or a private recourse method "
+            f"({', '.join(RECOURSE_AUDITS)}); --defense is {defense!r} and --recourse {recourse!r}, which claim no epsilon"
         )
     name = spec.mechanism(model if isinstance(model, str) else "", dict(model_params or {}))
     if name is None:
@@ -267,4 +286,33 @@ def audit_defense(
         source=f"audited now (audit --dp-audit, seed {seed}): the defense's mechanism on the package's canary "
         "design at the audit's epsilon, not on the audited data",
         seconds=time.perf_counter() - start,
+    )
+
+
+def audit_recourse(
+    recourse: str, recourse_params: Mapping | None = None, *, alpha: float = 0.05, seed: int = 0
+) -> DPAuditEvidence:
+    """Audit the release of the private ``recourse`` method (run with ``recourse_params``) at its own claim
+    (:func:`~recourse_privacy.dp_audit.recourse_audit.recourse_claim`) with the fast settings."""
+    from recourse_privacy.dp_audit.experiments import MECHANISMS
+    from recourse_privacy.dp_audit.recourse_audit import recourse_claim
+
+    claim = recourse_claim(recourse, recourse_params)
+    spec = replace(RECOURSE_SPEC, n_trials=trials_for(RECOURSE_SPEC, claim.epsilon, alpha))
+    start = time.perf_counter()
+    many, bounds = _from_release(claim.mechanism, claim.epsilon, spec, alpha, seed)
+    return DPAuditEvidence(
+        defense=recourse,
+        mechanism=claim.mechanism,
+        description=MECHANISMS.get(claim.mechanism).description,
+        claimed_epsilon=claim.epsilon,
+        delta=many.delta,
+        alpha=alpha,
+        bounds=bounds,
+        decided_by=("clopper_pearson", "one_run"),
+        source=f"audited now (audit --dp-audit, seed {seed}): the method's release ({claim.covers}; the candidates "
+        "are decided by the audit's model, outside the claim) on the package's canary design at the method's "
+        "epsilon, not on the audited data",
+        seconds=time.perf_counter() - start,
+        subject="Recourse method",
     )

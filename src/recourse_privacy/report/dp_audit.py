@@ -38,7 +38,7 @@ def dp_audit_html(evidence: DPAuditEvidence | None) -> str:
     best = evidence.strongest
     return (
         "<h3>Empirical audit of the claim</h3>"
-        f"<p>Defense <strong>{e(evidence.defense)}</strong>, mechanism <code>{e(evidence.mechanism)}</code> "
+        f"<p>{e(evidence.subject)} <strong>{e(evidence.defense)}</strong>, mechanism <code>{e(evidence.mechanism)}</code> "
         f"({e(evidence.description)}). Claimed &epsilon; = <strong>{_num(claim, '.4g')}</strong> "
         f"(&delta; = {_num(evidence.delta, '.3g')}); empirical lower bound &epsilon; &ge; "
         f"<strong>{_num(best.epsilon_lower_bound)}</strong> ({e(best.name)}): "

@@ -511,6 +511,8 @@ def _render(result: AuditRecord, images: Mapping[str, str | Path], dp_audit: DPA
     ]
     if result.dp is not None and verdict.dp is not None:
         sections += ["<h2>Differential privacy</h2>", _dp_section(result.dp, verdict.dp)]
+    elif dp_audit is not None:  # a private recourse method's release, audited without a DP defense
+        sections.append("<h2>Differential privacy</h2>")
     sections.append(dp_audit_html(dp_audit))  # audit --dp-audit: the empirical bound beside the claim
     sections.append(threats_section(result.threats))
     if other_figs:

@@ -1,0 +1,75 @@
+"""The empirical epsilon bound of a private recourse method's own release, beside its claim (``audit --dp-audit``).
+
+A private recourse method publishes a release once (PrivRecourse's DP k-means nodes, Pentyala et al. 2023; DPC's
+decoder and noisy prototypes, Yang et al. 2022) and answers from it. ``audit --recourse M --dp-audit`` audits that
+release with the trained-neighbour experiment registered for it (:mod:`~recourse_privacy.dp_audit.releases`) at the
+method's own claim, as ``--defense X --dp-audit`` audits a defense's (:mod:`~recourse_privacy.dp_audit.defense_audit`).
+A method whose run makes no DP claim, or a claim no registered experiment reproduces, is refused with the reason
+before any work. The claim covers the release only: in the audit the candidates are decided by the audit's model,
+which is not part of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from recourse_privacy.errors import InvalidInputError
+
+__all__ = ["RECOURSE_AUDITS", "RecourseClaim", "recourse_claim"]
+
+
+@dataclass(frozen=True)
+class RecourseClaim:
+    """What ``--dp-audit`` audits for a private recourse method: the registered experiment, the claimed epsilon
+    (the release's total), and what the claim covers."""
+
+    recourse: str
+    mechanism: str
+    epsilon: float
+    covers: str
+
+
+def _privrecourse(method) -> RecourseClaim | str:
+    if method.clustering != "diffprivlib":
+        return f"clustering={method.clustering!r} has no registered trained-neighbour experiment (diffprivlib's has)"
+    if isinstance(method.bounds, str):
+        return "bounds='data' reads the scaling from the private rows: the nodes make no DP claim to audit"
+    return RecourseClaim(
+        "privrecourse", "trained-privrecourse", float(method.epsilon), "the DP k-means nodes (diffprivlib)"
+    )
+
+
+def _dpc(method) -> RecourseClaim | str:
+    p = method.params
+    if p["mode"] != "hardened":
+        return "mode='faithful' (the paper's raw class means) makes no claim for its prototypes (docs/dpc.md)"
+    eps_p = p["epsilon"] if p["epsilon_prototypes"] is None else p["epsilon_prototypes"]
+    if eps_p != p["epsilon"]:
+        return (
+            f"the registered experiment splits the budget equally; epsilon={p['epsilon']:g} and "
+            f"epsilon_prototypes={eps_p:g} differ (run recourse-privacy audit-dp --mechanism trained-dpc)"
+        )
+    return RecourseClaim(
+        "dpc", "trained-dpc", float(p["epsilon"] + eps_p), "the FM autoencoder and the noisy class prototypes"
+    )
+
+
+#: recourse method name -> its claim under the run's parameters, or why there is none to audit
+RECOURSE_AUDITS: dict[str, Callable[[object], RecourseClaim | str]] = {"privrecourse": _privrecourse, "dpc": _dpc}
+
+
+def recourse_claim(recourse: str, params: Mapping | None = None) -> RecourseClaim:
+    """The claim ``--dp-audit`` audits for ``--recourse`` run with ``params``, or one error naming why not."""
+    from recourse_privacy.recourse.registry import make_recourse
+
+    reader = RECOURSE_AUDITS.get(recourse)
+    if reader is None:
+        raise InvalidInputError(
+            f"--dp-audit needs a DP defense or a private recourse method ({', '.join(RECOURSE_AUDITS)}); "
+            f"--recourse is {recourse!r}, which claims no epsilon"
+        )
+    claim = reader(make_recourse(recourse, **dict(params or {})))
+    if isinstance(claim, str):
+        raise InvalidInputError(f"--dp-audit: --recourse {recourse}: {claim}")
+    return claim
