@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -161,3 +162,16 @@ def headless_chromium():
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=900,1100"):
         opts.add_argument(arg)
     return webdriver.Chrome(service=Service(driver_bin), options=opts)
+
+
+def start_clients(client, url: str, received: list, until: int, n: int = 6):
+    """Start ``n`` threads running ``client(url, stop, k)`` (k = 0 .. n - 1) and wait until ``received`` holds
+    ``until`` items, every client has returned, or 60 s have passed; return ``(stop, threads)`` (still running)."""
+    stop = threading.Event()
+    threads = [threading.Thread(target=client, args=(url, stop, k)) for k in range(n)]
+    for t in threads:
+        t.start()
+    t0 = time.monotonic()
+    while len(received) < until and time.monotonic() - t0 < 60 and any(t.is_alive() for t in threads):
+        time.sleep(0.005)
+    return stop, threads

@@ -98,14 +98,10 @@ ONLINE_ATTACKS = ("cfd", "cfd-lrt", "cfd-lrt-online", "rmia-cfd", "rmia-cfd-onli
 @pytest.fixture(scope="module")
 def online_game():
     """A game with online reference models (half of them trained on each target) beside the offline shadow set."""
+    from _games import linear_game
+
     cfg = AuditConfig(n_features=20, n_members=100, shadow_models=4, attacks=ONLINE_ATTACKS).validate()
-    data = stages.prepare_game(cfg, stages.load_data(cfg))
-    make = model_factory("logistic")
-    targets = stages.train_owner(make, data, cfg.seed)
-    method = make_recourse("linear")
-    quiet = lambda *a: None  # noqa: E731
-    online = stages.train_online_models(cfg, make, method, data, targets, cache_dir=None, progress=quiet)
-    shadow = stages.train_shadow_models(cfg, make, method, data, targets, cache_dir=None, progress=quiet, online=online)
+    data, targets, method, shadow, online = linear_game(cfg, shared=True)
     res = method.generate(targets.model, targets.X)
     return cfg, data, targets, method, res, shadow, online
 

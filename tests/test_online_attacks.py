@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 
 import recourse_privacy.audit.stages as stages
+from _games import linear_game
 from recourse_privacy import AuditConfig, run_audit
 from recourse_privacy.attacks.online import cfd_lrt_online_attack
 from recourse_privacy.attacks.registry import RMIAOptions
@@ -16,7 +17,6 @@ from recourse_privacy.attacks.rmia import cfd_probability, marginal, rmia_cfd_at
 from recourse_privacy.attacks.shadow import ShadowData
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.models.registry import model_factory
-from recourse_privacy.recourse.registry import make_recourse
 
 ONLINE = ("cfd-lrt-online", "loss-lrt-online", "rmia-cfd", "rmia-cfd-online")
 
@@ -27,13 +27,7 @@ def game():
     cfg = AuditConfig(
         n_features=1000, n_members=300, shadow_models=8, variance="global", attacks=("cfd-lrt", *ONLINE)
     ).validate()
-    data = stages.prepare_game(cfg, stages.load_data(cfg))
-    make = model_factory("logistic")
-    targets = stages.train_owner(make, data, cfg.seed)
-    method = make_recourse("linear")
-    quiet = lambda *a: None  # noqa: E731
-    online = stages.train_online_models(cfg, make, method, data, targets, cache_dir=None, progress=quiet)
-    offline = stages.train_shadow_models(cfg, make, method, data, targets, cache_dir=None, progress=quiet)
+    data, targets, method, offline, online = linear_game(cfg)
     return cfg, data, targets, method, offline, online
 
 

@@ -236,9 +236,8 @@ def test_kill_9_under_load_never_loses_a_counted_answer_nor_exceeds_the_query_ca
     httpx = pytest.importorskip("httpx")
     import itertools
     import threading
-    import time
 
-    from _service_util import Server
+    from _service_util import Server, start_clients
     from recourse_privacy.service.keys import KeyStore, hash_key
     from recourse_privacy.service.ledger import open_ledger
 
@@ -267,14 +266,7 @@ def test_kill_9_under_load_never_loses_a_counted_answer_nor_exceeds_the_query_ca
                     received.append((i % len(docs), r.json()))
 
     def load(server, until):
-        stop = threading.Event()
-        threads = [threading.Thread(target=client, args=(server.url, stop, k)) for k in range(6)]
-        for t in threads:
-            t.start()
-        t0 = time.monotonic()
-        while len(received) < until and time.monotonic() - t0 < 60 and any(t.is_alive() for t in threads):
-            time.sleep(0.005)
-        return stop, threads
+        return start_clients(client, server.url, received, until)
 
     server = Server(out, tmp_path / "k.json", tmp_path / "l.db", workers=2)
     stop, threads = load(server, 20)

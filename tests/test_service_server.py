@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from _service_util import BOUNDS, Server, applicant, gappy_dataset, headless_chromium, tiny_dataset
+from _service_util import BOUNDS, Server, applicant, gappy_dataset, headless_chromium, start_clients, tiny_dataset
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -233,7 +233,7 @@ def test_kill_9_under_load_never_loses_a_spend_nor_overspends(tmp_path, sync, ga
     received, held = [], []
     lock = threading.Lock()
 
-    def client(url, stop):
+    def client(url, stop, _k):
         with httpx.Client(timeout=10) as c:
             for i in itertools.count():
                 if stop.is_set():
@@ -253,14 +253,7 @@ def test_kill_9_under_load_never_loses_a_spend_nor_overspends(tmp_path, sync, ga
                     return
 
     def load(server, until):
-        stop = threading.Event()
-        threads = [threading.Thread(target=client, args=(server.url, stop)) for _ in range(6)]
-        for t in threads:
-            t.start()
-        t0 = time.monotonic()
-        while len(received) < until and time.monotonic() - t0 < 60 and any(t.is_alive() for t in threads):
-            time.sleep(0.005)
-        return stop, threads
+        return start_clients(client, server.url, received, until)
 
     ledger = f"sqlite:///{tmp_path / 'l.db'}{sync}"
     server = Server(tmp_path / "b", tmp_path / "k.json", ledger, workers=2)
