@@ -163,6 +163,8 @@ def test_a_private_recourse_methods_claim_is_the_one_audited_and_runs_without_on
         ("privrecourse", {"clustering": "convergent"}, "no registered"),
         ("dpc", {}, "faithful"),
         ("dpc", {"mode": "hardened", "epsilon": 1.0, "epsilon_prototypes": 0.5}, "splits the budget equally"),
+        ("privrecourse-mst", {"epsilon": 2.0}, "audit-dp --mechanism trained-mst-rows --epsilon 2"),
+        ("privrecourse-laplace", {}, "replace a record"),
     ]:
         with pytest.raises(InvalidInputError, match=reason) as info:
             mechanism(recourse, **params)

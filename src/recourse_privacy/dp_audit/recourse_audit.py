@@ -55,8 +55,27 @@ def _dpc(method) -> RecourseClaim | str:
     )
 
 
+def _mst(method) -> str:
+    return (
+        f"MST's experiments take about a second a run, minutes at the fast audit's runs: run recourse-privacy audit-dp "
+        f"--mechanism trained-mst-rows --epsilon {method.epsilon:g} (and trained-mst)"
+    )
+
+
+def _laplace(method) -> str:
+    return (
+        "its claim holds for neighbours that replace a record (it releases one noisy point per record, so their "
+        "number), and every registered experiment adds one: there is no audit of it"
+    )
+
+
 #: recourse method name -> its claim under the run's parameters, or why there is none to audit
-RECOURSE_AUDITS: dict[str, Callable[[object], RecourseClaim | str]] = {"privrecourse": _privrecourse, "dpc": _dpc}
+RECOURSE_AUDITS: dict[str, Callable[[object], RecourseClaim | str]] = {
+    "privrecourse": _privrecourse,
+    "dpc": _dpc,
+    "privrecourse-mst": _mst,
+    "privrecourse-laplace": _laplace,
+}
 
 
 def recourse_claim(recourse: str, params: Mapping | None = None) -> RecourseClaim:
