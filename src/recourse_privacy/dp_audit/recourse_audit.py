@@ -41,17 +41,23 @@ def _privrecourse(method) -> RecourseClaim | str:
 
 
 def _dpc(method) -> RecourseClaim | str:
+    from recourse_privacy.dpc.core import DPCExplainer
+
     p = method.params
     if p["mode"] != "hardened":
         return "mode='faithful' (the paper's raw class means) makes no claim for its prototypes (docs/dpc.md)"
-    eps_p = p["epsilon"] if p["epsilon_prototypes"] is None else p["epsilon_prototypes"]
-    if eps_p != p["epsilon"]:
+    budget = DPCExplainer(mode="hardened", epsilon=p["epsilon"], epsilon_prototypes=p["epsilon_prototypes"])
+    if budget.epsilon_prototypes != budget.epsilon:
         return (
-            f"the registered experiment splits the budget equally; epsilon={p['epsilon']:g} and "
-            f"epsilon_prototypes={eps_p:g} differ (run recourse-privacy audit-dp --mechanism trained-dpc)"
+            f"the registered experiment splits the budget equally; epsilon={budget.epsilon:g} and "
+            f"epsilon_prototypes={budget.epsilon_prototypes:g} differ (run recourse-privacy audit-dp --mechanism "
+            "trained-dpc)"
         )
     return RecourseClaim(
-        "dpc", "trained-dpc", float(p["epsilon"] + eps_p), "the FM autoencoder and the noisy class prototypes"
+        "dpc",
+        "trained-dpc",
+        float(budget.epsilon + budget.epsilon_prototypes),
+        "the FM autoencoder and the noisy class prototypes",
     )
 
 
@@ -85,8 +91,7 @@ def recourse_claim(recourse: str, params: Mapping | None = None) -> RecourseClai
     reader = RECOURSE_AUDITS.get(recourse)
     if reader is None:
         raise InvalidInputError(
-            f"--dp-audit needs a DP defense or a private recourse method ({', '.join(RECOURSE_AUDITS)}); "
-            f"--recourse is {recourse!r}, which claims no epsilon"
+            f"--dp-audit: --recourse {recourse!r} makes no DP claim ({', '.join(RECOURSE_AUDITS)} do)"
         )
     claim = reader(make_recourse(recourse, **dict(params or {})))
     if isinstance(claim, str):
