@@ -341,8 +341,8 @@ _SPARSE_GRID = 101
 
 def sparse_answers_experiment(epsilon: float, *, broken: bool = False, n_rows: int = 40, data_seed: int = 0):
     """PrivRecourse as a ``publish`` bundle answers by default (Pentyala et al. 2023's graph, sparse answers):
-    the DP logistic regression (epsilon / 2) decides the nodes (DP k-means, 8 clusters, epsilon / 2) and which of
-    an answer's changes are kept; the applicants' answers are post-processing of both.
+    the DP logistic regression (epsilon / 2) decides which nodes (DP k-means, 8 clusters, epsilon / 2) are candidates
+    and which of an answer's changes are kept; the applicants' answers are post-processing of both.
 
     The statistic knows the mechanism. Applicants a_j = (0.02, t_j), t_j on a grid of [0, 1]: an answer that sets
     x1 back to t_j reveals that the model accepts (v_j, t_j), v_j the node's x0; one that keeps both changes reveals

@@ -108,7 +108,7 @@ def mst_synthetic_data(
     eps, dlt = check_epsilon(epsilon), check_delta(delta)
     bins = check_positive_int(bins, "bins", minimum=2)
     check_choice(decode, "decode", ("midpoint", "uniform"))
-    n, d = X.shape
+    d = X.shape[1]
     if d < 2:
         raise InvalidInputError("MST needs at least 2 features")
     if (X < -1e-9).any() or (X > 1 + 1e-9).any():
