@@ -42,7 +42,7 @@ import warnings
 import numpy as np
 
 from recourse_privacy.attacks.base import AttackScores
-from recourse_privacy.attacks.distance import _TINY
+from recourse_privacy.attacks.distance import _TINY, _rejected
 from recourse_privacy.attacks.lrt import resolve_direction
 from recourse_privacy.attacks.registry import AttackInputs, RMIAOptions, register_attack
 from recourse_privacy.attacks.shadow import ShadowData
@@ -137,9 +137,7 @@ def _note_moved_references(conventions: dict, shadow: ShadowData, online: bool) 
     moved it (offline: out-models only). Where none, every reference signal is 0, Pr(x) is one constant and the
     score orders the targets by p(x | theta) alone: their distance read with their label, still a test that reads
     no membership (so it runs, and the conventions say so), but not RMIA's ratio."""
-    c = np.asarray(shadow.cfd_targets, dtype=np.float64)
-    rejected = shadow.rejected_targets if shadow.rejected_targets is not None else c > 0
-    moved = rejected & np.isfinite(c) & (c > 0)
+    moved = _rejected(shadow)[0] & np.isfinite(shadow.cfd_targets)  # counted as CFD-LRT counts them
     conventions["reference_pairs_moved"] = int((moved if online else moved & shadow.out_targets).sum())
     if conventions["reference_pairs_moved"] == 0:
         conventions["references"] += (
