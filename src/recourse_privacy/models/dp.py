@@ -3,9 +3,15 @@
 Recourse computed from an epsilon-DP model is epsilon-DP by post-processing (Huang et al. 2023,
 Theorem 3.4) for any number of recourse queries: the privacy cost is paid once, at training.
 
-- :class:`DPLogisticModel`: diffprivlib's ``LogisticRegression`` (objective perturbation of
-  Chaudhuri, Monteleoni and Sarwate 2011, the Vector mechanism), pure epsilon-DP provided every
-  row has L2 norm <= ``data_norm``. ``data_norm`` is a parameter, never read from the data
+- :class:`DPLogisticModel`: objective perturbation (Chaudhuri, Monteleoni and Sarwate 2011,
+  Algorithm 2) run by diffprivlib's ``LogisticRegression`` in the paper's own setting: every row,
+  with the intercept's constant column appended, is divided by sqrt(data_norm^2 + 1) so that its
+  norm is at most 1, and the intercept is a coefficient the L2 term regularises like the others.
+  diffprivlib as it is leaves the intercept unregularised and calibrates to rows of norm
+  ``data_norm`` without that column, where the paper's proof does not hold (the output's privacy
+  loss is unbounded: ``recourse_privacy.dp_audit.objective_perturbation``). Pure epsilon-DP for
+  neighbours that replace a row (the paper's theorem) and for neighbours that add or remove one
+  (the same proof gives epsilon / 2). ``data_norm`` is a parameter, never read from the data
   (that would leak); a row above it raises a ValueError instead of being clipped silently.
   With ``Preprocessor(normalize_rows=True)`` (``--normalize-rows``) rows have norm 1.
 - :class:`DPMLPModel`: the paper's ReLU networks trained with DP-SGD (Abadi et al. 2016)
@@ -36,38 +42,47 @@ _NORM_TOL = 1e-9
 _LOGISTIC_SMOOTHNESS = 0.25
 
 
-def budget_C(epsilon: float, data_norm: float, C: float = 1.0, fit_intercept: bool = True) -> float:
-    """The inverse regularisation to give diffprivlib so that objective perturbation runs at epsilon' >= epsilon / 2.
+def budget_C(epsilon: float, C: float = 1.0) -> float:
+    """The inverse regularisation that keeps objective perturbation at epsilon' >= epsilon / 2 (or in Delta's branch).
 
-    Chaudhuri, Monteleoni and Sarwate (2011), Algorithm 2, as diffprivlib runs it: epsilon' = epsilon - 2 log(1 +
-    c s C) with c = 1/4 (the logistic loss) and s the rows' norm bound (sqrt(data_norm^2 + 1) with the intercept's
-    column). Where epsilon' <= 0 the paper adds the regularisation Delta (on every coefficient, the intercept's
-    too) and runs at epsilon / 2; where 0 < epsilon' < epsilon / 2 it does not, and the noise's scale 2 s /
-    epsilon' grows without bound as epsilon' nears 0. There ``C`` is raised just past e^(epsilon/2) - 1 over c s,
-    where epsilon' <= 0 and the paper's Delta applies; elsewhere ``C`` is returned as it is.
+    Chaudhuri, Monteleoni and Sarwate (2011), Algorithm 2, on rows of norm <= 1 (as :class:`DPLogisticModel` runs
+    it): epsilon' = epsilon - 2 log(1 + c C) with c = 1/4 (the logistic loss). Where epsilon' <= 0 the paper adds
+    the regularisation Delta and runs at epsilon / 2; where 0 < epsilon' < epsilon / 2 it does not, and the noise's
+    scale 2 / epsilon' grows without bound as epsilon' nears 0. There ``C`` is raised just past
+    (e^(epsilon/2) - 1) / c, where epsilon' <= 0 and Delta applies; elsewhere ``C`` is returned as it is.
     """
-    s = float(np.sqrt(data_norm**2 + 1.0)) if fit_intercept else float(data_norm)
-    eps_p = epsilon - 2.0 * np.log1p(_LOGISTIC_SMOOTHNESS * s * C)
+    eps_p = epsilon - 2.0 * np.log1p(_LOGISTIC_SMOOTHNESS * C)
     if 0.0 < eps_p < epsilon / 2.0:
-        return float(np.expm1(epsilon / 2.0) / (_LOGISTIC_SMOOTHNESS * s) * (1.0 + 1e-9))
+        return float(np.expm1(epsilon / 2.0) / _LOGISTIC_SMOOTHNESS * (1.0 + 1e-9))
     return float(C)
+
+
+def unit_rows(X: np.ndarray, data_norm: float, fit_intercept: bool = True) -> tuple[np.ndarray, float]:
+    """Rows as objective perturbation's proof needs them: the intercept's column of ones appended, all divided by q.
+
+    q = sqrt(data_norm^2 + 1) with the intercept (data_norm without), so each row has norm <= 1 (Chaudhuri et al.
+    2011, sec. 3: ||x|| <= 1). A model fitted on them gives ``w @ z = (w / q) @ [x, 1]``: coefficients divided by q.
+    """
+    q = float(np.sqrt(data_norm**2 + 1.0)) if fit_intercept else float(data_norm)
+    Z = np.hstack([X, np.ones((X.shape[0], 1))]) if fit_intercept else X
+    return Z / q, q
 
 
 class DPLogisticModel(LinearClassifier):
     """Epsilon-DP logistic regression (diffprivlib, objective perturbation); linear and differentiable.
 
-    ``epsilon`` is the model's privacy (any number of recourse queries costs nothing more);
-    ``data_norm`` bounds every row's L2 norm and must hold for the data (ValueError naming
-    data_norm otherwise); ``C`` is the inverse L2 regularisation (diffprivlib's default 1.0).
+    ``epsilon`` is the model's privacy for neighbours that replace a row or add or remove one (any
+    number of recourse queries costs nothing more); ``data_norm`` bounds every row's L2 norm and
+    must hold for the data (ValueError naming data_norm otherwise). The fit runs on
+    :func:`unit_rows` (norm <= 1, the intercept a regularised column), so ``C``, the inverse L2
+    regularisation (diffprivlib's default 1.0), is that of the rows divided by sqrt(data_norm^2 +
+    1); ``coef_`` and ``intercept_`` are on the rows as given.
 
     ``regularize_for_budget``: C from :func:`budget_C` (``C_`` after fit), so that the
     perturbation runs at epsilon' >= epsilon / 2. Chaudhuri et al. (2011), Algorithm 2, regularise
     more (their Delta) only where epsilon' would be <= 0; just above 0 the noise's scale
-    ``2 data_norm / epsilon'`` is unbounded, and on 46 columns at epsilon 2 (epsilon' = 0.006)
-    diffprivlib's fit diverged (an intercept of 3e20: every row rejected). There C is raised into
-    the Delta branch, which regularises the intercept too (diffprivlib's own L2 term does not).
-    The service's bundles use it; off by default, where the paper's algorithm is reproduced as
-    published.
+    ``2 / epsilon'`` is unbounded. There C is raised into the Delta branch. The service's bundles
+    use it; off by default, where the paper's algorithm is run as published.
     """
 
     #: every constructor parameter's type and range, checked before any work (recourse_privacy.hyperparams)
@@ -120,24 +135,26 @@ class DPLogisticModel(LinearClassifier):
                 "without looking at the data"
             )
         self.accountant_ = BudgetAccountant()
-        self.C_ = budget_C(eps, norm, self.C, self.fit_intercept) if self.regularize_for_budget else self.C
+        self.C_ = budget_C(eps, self.C) if self.regularize_for_budget else self.C
+        Z, q = unit_rows(X, norm, self.fit_intercept)
         est = LogisticRegression(
             epsilon=eps,
-            data_norm=norm,
+            data_norm=1.0,
             C=self.C_,
             max_iter=self.max_iter,
-            fit_intercept=self.fit_intercept,
+            fit_intercept=False,
             accountant=self.accountant_,
             random_state=derive_seed(self.random_state, 0),
         )
         with warnings.catch_warnings():
-            # rows are checked above, so diffprivlib's clipping is a no-op; lbfgs may stop early on the
+            # rows are checked above, so diffprivlib's clipping mends rounding at most; lbfgs may stop early on the
             # perturbed objective, which does not affect privacy
             warnings.filterwarnings("ignore", message=".*lbfgs failed to converge.*")
             warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*L-BFGS-B.*")
-            est.fit(X, y)
-        self.coef_ = est.coef_.ravel().astype(np.float64)
-        self.intercept_ = float(est.intercept_[0]) if self.fit_intercept else 0.0
+            est.fit(Z, y)
+        w = est.coef_.ravel().astype(np.float64) / q
+        self.coef_ = w[: X.shape[1]]
+        self.intercept_ = float(w[-1]) if self.fit_intercept else 0.0
         self.epsilon_ = float(self.accountant_.total()[0])
         self.delta_ = 0.0
         self.n_features_in_ = X.shape[1]
