@@ -81,7 +81,9 @@ class ObjectivePerturbation:
         """L(w) = log p(w | D) - log p(w | D2), exact (the module docstring)."""
         b, b2 = self.noise(w, *D), self.noise(w, *D2)
         return float(
-            (np.linalg.norm(b2) - np.linalg.norm(b)) / self.scale + self.log_det_hessian(w, D[0]) - self.log_det_hessian(w, D2[0])
+            (np.linalg.norm(b2) - np.linalg.norm(b)) / self.scale
+            + self.log_det_hessian(w, D[0])
+            - self.log_det_hessian(w, D2[0])
         )
 
 

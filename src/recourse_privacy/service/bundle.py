@@ -87,7 +87,7 @@ def _method_guarantee(method: str, epsilon: float, delta: float, model_eps: floa
     if method == "privrecourse":
         return {
             "covers": [
-                f"the model: DP logistic regression (objective perturbation), epsilon {model_eps:g}",
+                f"the model: DP logistic regression (objective perturbation, Chaudhuri et al. 2011, on unit rows; for neighbours that add, remove or replace a row), epsilon {model_eps:g}",
                 f"the graph's nodes: DP k-means centres (diffprivlib, Su et al. 2016), epsilon {epsilon - model_eps:g}, delta {delta:g}",
                 "every answer (decision and counterfactual) is post-processing of these two releases: any number of "
                 "answers spends 0 (Pentyala et al. 2023, sec. 4.2)",
@@ -99,7 +99,7 @@ def _method_guarantee(method: str, epsilon: float, delta: float, model_eps: floa
     if method == "dpm":
         return {
             "covers": [
-                f"the model: DP logistic regression (objective perturbation), epsilon {epsilon:g}",
+                f"the model: DP logistic regression (objective perturbation, Chaudhuri et al. 2011, on unit rows; for neighbours that add, remove or replace a row), epsilon {epsilon:g}",
                 "every answer (decision and the closed-form counterfactual) is post-processing: 0 per answer",
             ],
             "does_not_cover": common_not,
@@ -110,7 +110,7 @@ def _method_guarantee(method: str, epsilon: float, delta: float, model_eps: floa
         part = (epsilon - model_eps) / 2
         return {
             "covers": [
-                f"the model: DP logistic regression (objective perturbation), epsilon {model_eps:g}",
+                f"the model: DP logistic regression (objective perturbation, Chaudhuri et al. 2011, on unit rows; for neighbours that add, remove or replace a row), epsilon {model_eps:g}",
                 f"the autoencoder: trained with the functional mechanism (Zhang et al. 2012), epsilon {part:g}",
                 f"the two class prototypes: Laplace noise on the latent class sums and counts, epsilon {part:g}",
                 "every answer (DPC's latent search from the favourable prototype, Yang et al. 2022 sec. 4.2, against "
@@ -284,7 +284,12 @@ def _method_model(method: str, epsilon: float, schema: Schema, Z: np.ndarray, y:
         model = DPLogisticModel(
             epsilon=eps, data_norm=math.sqrt(len(schema.features)), regularize_for_budget=True, random_state=seed
         ).fit(Z, y)
-        entry = {"epsilon": eps, "delta": 0.0, "dp": True, "kind": "diffprivlib LogisticRegression"}
+        entry = {
+            "epsilon": eps,
+            "delta": 0.0,
+            "dp": True,
+            "kind": "objective perturbation (Chaudhuri et al. 2011) on unit rows, by diffprivlib",
+        }
         return model, eps, {"model": entry}
     from sklearn.linear_model import LogisticRegression
 
