@@ -251,6 +251,23 @@ def test_a_batch_that_would_exceed_the_budget_is_refused_whole():
     assert method.accountant is None  # the caller's object is untouched
 
 
+def test_a_budget_of_n_queries_answers_all_n_however_the_product_rounds(tmp_path):
+    """The LR defense's session has budget n * eps for its n targets. 3337 * 0.01 is 33.37 less a float ulp, which
+    counted in units of 1e-9 fell one unit short of itself and refused HELOC's 3,337 targets (stop 45). The batch fits
+    in memory and on a shared ledger, and one query more is still refused."""
+    model = _linear_model()
+    X = np.random.default_rng(0).normal(size=(3338, 2))
+    for n, eps in ((3337, 0.01), (1001, 0.1), (7, 0.3)):
+        for ledger in (None, QueryLedger(tmp_path / f"b{n}.sqlite", n * eps)):
+            session = RecourseSession(
+                LaplaceRecourse(epsilon=eps, random_state=0), model, budget=n * eps, ledger=ledger
+            )
+            session.answer(X[:n])
+            assert session.remaining == pytest.approx(0.0, abs=1e-9)
+            with pytest.raises(BudgetExceededError):
+                session.answer(X[n : n + 1])
+
+
 def test_a_multi_row_batch_on_a_shared_ledger_is_charged_per_row(tmp_path):
     """Basic composition on the shared ledger: a batch of n rows spends n * epsilon, in one atomic spend."""
     model = _linear_model()

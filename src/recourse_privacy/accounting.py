@@ -162,8 +162,15 @@ _UNITS = 10**9
 
 
 def _units(epsilon: float, *, up: bool) -> int:
+    """epsilon in integer units, rounded up (a cost) or down (a budget), forgiving float rounding of exact multiples.
+
+    n * eps and a budget set to n * eps may differ in their last bits (3337 * 0.01 gives 33.369999999999996 units
+    of 1e-9 below 33.37 after scaling); the slack is relative (1e-12 of the amount, at least 1e-6 units), far below
+    any epsilon that matters, and larger than float64's spacing at every budget up to 1e4.
+    """
     x = epsilon * _UNITS
-    return math.ceil(x - 1e-6) if up else math.floor(x + 1e-6)
+    slack = max(1e-6, abs(x) * 1e-12)
+    return math.ceil(x - slack) if up else math.floor(x + slack)
 
 
 class QueryLedger:
