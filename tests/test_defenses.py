@@ -419,7 +419,7 @@ def test_dp_logistic_regularized_for_its_budget_keeps_half_of_epsilon_and_does_n
     X = rng.random((4000, 46)) * (rng.random((4000, 46)) < 0.5)
     y = (X[:, :5].sum(1) + rng.normal(0, 0.3, 4000) > 1.25).astype(int)
     kw = dict(epsilon=0.45, data_norm=np.sqrt(46))
-    plain = [DPLogisticModel(**kw, random_state=k).fit(X, y) for k in range(3)]
+    plain = [DPLogisticModel(**kw, regularize_for_budget=False, random_state=k).fit(X, y) for k in range(3)]
     held = [DPLogisticModel(**kw, regularize_for_budget=True, random_state=k).fit(X, y) for k in range(3)]
     assert min(np.abs(m.coef_).max() for m in plain) > 300  # the noise at epsilon' = 0.004 (the test's power)
     for m in held:
@@ -459,6 +459,7 @@ def test_model_registry_builds_dp_models_and_needs_epsilon():
     with pytest.raises(ValueError, match="epsilon"):
         make_model("dp-logistic")
     assert isinstance(make_model("dp-logistic", epsilon=1.0), DPLogisticModel)
+    assert make_model("dp-logistic", epsilon=1.0).regularize_for_budget  # the default keeps epsilon' >= epsilon / 2
     assert make_model("dp-mlp", epsilon=1.0).hidden_layers == (1000,)
 
 

@@ -33,8 +33,8 @@ def laplace_evidence():
 
 
 def test_every_dp_defense_names_its_mechanism_and_bad_input_is_refused():
-    assert check_auditable("dpm", "logistic") == "trained-dpm-logistic"
-    # the model as run: the service's regularised DP logistic regression is audited as itself
+    assert check_auditable("dpm", "logistic") == "trained-dpm-logistic-budget"  # the default model, regularised
+    # the model as run: the regularised DP logistic regression is audited as itself, C as given as itself
     assert check_auditable("dpm", "logistic", 1.0, {"regularize_for_budget": True}) == "trained-dpm-logistic-budget"
     assert check_auditable("dpm", "logistic", 1.0, {"regularize_for_budget": False}) == "trained-dpm-logistic"
     assert check_auditable("dpm", "mlp") == "trained-dpsgd"
@@ -130,17 +130,17 @@ def test_cli_refuses_dp_audit_without_a_dp_defense_before_any_work(tmp_path):
 
 
 def test_cli_audits_the_dp_model_as_run_with_its_model_params(tmp_path):
-    """``--defense dpm --model-param regularize_for_budget=true --dp-audit``: the regularised model is the one
-    audited (trained-dpm-logistic-budget), not diffprivlib's C = 1."""
+    """``--defense dpm --model-param regularize_for_budget=false --dp-audit``: the model with C as given is the one
+    audited (trained-dpm-logistic), not the default's regularised one."""
     out = tmp_path / "o"
     args = ["audit", "--defense", "dpm", "--epsilon", "2", "--normalize-rows", "--model-param",
-            "regularize_for_budget=true", "--dp-audit", "--n-members", "100", "--shadow-models", "2", "--cache-dir",
+            "regularize_for_budget=false", "--dp-audit", "--n-members", "100", "--shadow-models", "2", "--cache-dir",
             "off", "--out", str(out)]  # fmt: skip
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
-    assert "trained-dpm-logistic-budget" in (out / "report.html").read_text()  # the report names the mechanism
+    assert "trained-dpm-logistic" in (out / "report.html").read_text()  # the report names the mechanism
     block = json.loads((out / "metrics.json").read_text())["dp_audit"]  # and so does the JSON a script reads
-    assert block["mechanism"] == "trained-dpm-logistic-budget" and block["claimed_epsilon"] == 2.0
+    assert block["mechanism"] == "trained-dpm-logistic" and block["claimed_epsilon"] == 2.0
 
 
 def test_a_private_recourse_methods_claim_is_the_one_audited_and_runs_without_one_are_refused():

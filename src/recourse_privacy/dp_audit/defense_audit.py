@@ -112,8 +112,11 @@ _ASSUME_FDP = _ASSUME_ONE.split(";")[0] + "; the mechanism's trade-off curve is 
 
 
 def _dpm_mechanism(model: str, params: Mapping) -> str | None:
-    if model == "logistic":  # the model as run: regularised for its budget (the service's), or diffprivlib's C
-        return "trained-dpm-logistic-budget" if params.get("regularize_for_budget") else "trained-dpm-logistic"
+    if model == "logistic":  # the model as run: regularised for its budget (the default), or C as given
+        from recourse_privacy.models.dp import REGULARIZE_FOR_BUDGET
+
+        budgeted = params.get("regularize_for_budget", REGULARIZE_FOR_BUDGET)
+        return "trained-dpm-logistic-budget" if budgeted else "trained-dpm-logistic"
     return "trained-dpsgd" if model.startswith("mlp") else None
 
 

@@ -46,7 +46,7 @@ def _logistic(epsilon, data_norm, seed):
 def _dp_logistic(epsilon, data_norm, seed):
     from recourse_privacy.models.dp import DPLogisticModel
 
-    return DPLogisticModel(epsilon=epsilon, data_norm=data_norm, random_state=seed)
+    return DPLogisticModel(epsilon=epsilon, data_norm=data_norm, regularize_for_budget=False, random_state=seed)
 
 
 def _dp_logistic_budget(epsilon, data_norm, seed):
@@ -84,16 +84,21 @@ RELEASES: dict[str, tuple[Callable, Callable, bool, str]] = {
         "plain Laplace Recourse over a non-private logistic regression (claimed "
         "epsilon-DP per query by Huang et al. 2023)",
     ),
-    "dpm-logistic": (_dp_logistic, _linear, False, "exact linear recourse over diffprivlib's DP logistic regression"),
+    "dpm-logistic": (
+        _dp_logistic,
+        _linear,
+        False,
+        "exact linear recourse over the DP logistic regression with C as given (regularize_for_budget=False)",
+    ),
     "dpm-logistic-budget": (
         _dp_logistic_budget,
         _linear,
         False,
-        "exact linear recourse over the service's DP logistic regression (regularised to keep epsilon / 2: "
-        "DPLogisticModel(regularize_for_budget=True))",
+        "exact linear recourse over the DP logistic regression as it runs by default (regularised to keep "
+        "epsilon / 2: DPLogisticModel(regularize_for_budget=True))",
     ),
-    "dpm-lr": (_dp_logistic, _laplace, False, "Laplace Recourse over diffprivlib's DP logistic regression"),
-    "dpm-scfe": (_dp_logistic, _scfe, False, "SCFE (Wachter et al.) over diffprivlib's DP logistic regression"),
+    "dpm-lr": (_dp_logistic_budget, _laplace, False, "Laplace Recourse over the DP logistic regression as it runs"),
+    "dpm-scfe": (_dp_logistic_budget, _scfe, False, "SCFE (Wachter et al.) over the DP logistic regression as it runs"),
 }
 
 
