@@ -46,7 +46,7 @@ for _name, _hidden in HIDDEN.items():
 
 register_model(
     "dp-logistic",
-    description="epsilon-DP logistic regression (diffprivlib, objective perturbation; rows of norm <= data_norm)",
+    description="epsilon-DP logistic regression (objective perturbation on unit rows, by diffprivlib; rows of norm <= data_norm)",
     capabilities=("linear", "gradients"),
     dp=True,
 )(DPLogisticModel)
