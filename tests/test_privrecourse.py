@@ -291,6 +291,22 @@ def test_the_default_release_is_dp_as_run_and_publishes_no_training_row(data):
     assert paper.privacy["is_dp"] is False  # the contrast that made the default change
 
 
+def test_snapped_nodes_are_the_release_mapped_and_the_candidates_are_judged_on_them(data):
+    """``snap_nodes`` maps the DP nodes (post-processing, no privacy): the same release snapped afterwards, its
+    candidates the model's decisions on the snapped nodes, one more ledger line at epsilon 0 and the same total."""
+    X, y, model = data
+    grid = lambda N: np.round(N * 4) / 4  # noqa: E731 (a coarse grid of "values an applicant can hold")
+    plain = PrivRecourse(n_clusters=40, epsilon=1.0, random_state=0).publish(X, y, model)
+    snapped = PrivRecourse(n_clusters=40, epsilon=1.0, random_state=0).publish(X, y, model, snap_nodes=grid)
+    np.testing.assert_allclose(snapped.nodes, np.clip(grid(plain.nodes), plain.lower, plain.upper), atol=1e-12)
+    assert not np.allclose(snapped.nodes, plain.nodes)  # the map did something (the test's power)
+    np.testing.assert_array_equal(snapped.candidates, model.predict(snapped.nodes) == 1)
+    assert snapped.privacy["epsilon"] == plain.privacy["epsilon"] and snapped.privacy["is_dp"]
+    extra = [e for e in snapped.privacy["nodes"]["entries"] if "snapped" in e["step"]]
+    assert len(extra) == 1 and extra[0]["epsilon"] == 0.0 and extra[0]["dp"]
+    assert len(snapped.privacy["nodes"]["entries"]) == len(plain.privacy["nodes"]["entries"]) + 1
+
+
 def test_publish_states_total_budget_and_roundtrips(data, tmp_path):
     X, y, _ = data
     pr = PrivRecourse(

@@ -560,6 +560,21 @@ def test_cli_publish_from_a_csv(tmp_path):
     assert cli(*args, "--overwrite").returncode == 0
 
 
+def test_privrecourse_bundles_publish_nodes_an_applicant_can_hold(bundles):
+    """The DP k-means centres hold fractional categories (job 0.4 clerk, 0.6 manager); the bundle snaps them onto
+    the schema's values before the graph and the candidates (post-processing), so each node decodes to itself and a
+    candidate is accepted as an applicant would hold it (Adult at epsilon 1: 98.0% of answers valid, 31.2% without;
+    docs/deployment.md)."""
+    ds, paths = bundles
+    b = load_bundle(paths["privrecourse"], random_state=0)
+    N = b.graph.nodes
+    np.testing.assert_allclose(b.schema.encode(b.schema.decode(N)), N, atol=1e-9)
+    job = [j for j, name in enumerate(b.schema.model_feature_names()) if name.startswith("job")]
+    assert np.isin(N[:, job], (0.0, 1.0)).all() and (N[:, job].sum(1) == 1).all()
+    entries = b.manifest["privacy"]["nodes"]["entries"]
+    assert any("snapped" in e["step"] and e["epsilon"] == 0.0 for e in entries)
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_release_check_summarises_the_answers_the_bundle_gives_a_seeded_draw_of_rejected_rows(bundles, method):
     """check_release answers min(n_rows, rejected) rows the bundle's model rejects, drawn with its seed, and reports

@@ -187,8 +187,16 @@ class PrivRecourse:
             raise InvalidInputError("bounds: every feature needs finite public lower < upper")
         return lo, hi
 
-    def publish(self, X: np.ndarray, y: np.ndarray | None = None, model=None, *, feature_names=()) -> PublishedGraph:
-        """Algorithm 1: nodes from ``source`` under (epsilon, delta), the graph, candidates f(C) = 1."""
+    def publish(
+        self, X: np.ndarray, y: np.ndarray | None = None, model=None, *, feature_names=(), snap_nodes=None
+    ) -> PublishedGraph:
+        """Algorithm 1: nodes from ``source`` under (epsilon, delta), the graph, candidates f(C) = 1.
+
+        ``snap_nodes`` (optional): a map of the released nodes, in the data's units, onto values an applicant can
+        hold (e.g. a schema's decode and encode: one category per categorical feature, whole numbers where they are
+        whole). It reads nothing private, so it is post-processing and costs no privacy; the graph and the
+        candidates are built on its output, so a candidate is accepted as an applicant would hold it.
+        """
         X = check_matrix(X)
         n, d = X.shape
         lo, hi = self._bounds(d, X)
@@ -209,6 +217,10 @@ class PrivRecourse:
                 dp=False,
                 note="bounds read from the data (--bounds-from-data): NOT covered by the DP guarantee",
             )
+        if snap_nodes is not None:
+            snapped = np.asarray(snap_nodes(lo + nodes_u * (hi - lo)), np.float64)
+            nodes_u = np.clip((snapped - lo) / (hi - lo), 0.0, 1.0)
+            ledger.spend("nodes snapped onto values an applicant can hold", 0.0, note="post-processing")
         graph, inc, imm = self._graph(nodes_u)
         nodes = lo + nodes_u * (hi - lo)
         candidates = model.predict(nodes) == 1

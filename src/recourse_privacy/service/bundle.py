@@ -299,7 +299,8 @@ def _method_model(method: str, epsilon: float, schema: Schema, Z: np.ndarray, y:
 
 
 def _publish_privrecourse(schema, Z, y, model, epsilon: float, delta: float, n_clusters: int, seed: int):
-    """PrivRecourse's graph on diffprivlib's k-means (DP as run), under the schema's action set."""
+    """PrivRecourse's graph on diffprivlib's k-means (DP as run), its nodes snapped onto the schema's values, under the
+    schema's action set."""
     from recourse_privacy.privrecourse import PrivRecourse
     from recourse_privacy.recourse.constraints import ActionSet
 
@@ -313,7 +314,15 @@ def _publish_privrecourse(schema, Z, y, model, epsilon: float, delta: float, n_c
         action_set=ActionSet(imm, inc & ~imm, np.zeros(d), np.ones(d)),
         random_state=seed,
     )
-    return pr.publish(Z, y, model, feature_names=tuple(schema.model_feature_names()))
+    # the DP k-means centres hold fractional categories; an answer is decoded to one category per feature and the
+    # model judges it there, so the candidates are judged on the snapped nodes too (post-processing, no privacy)
+    return pr.publish(
+        Z,
+        y,
+        model,
+        feature_names=tuple(schema.model_feature_names()),
+        snap_nodes=lambda N: schema.encode(schema.decode(N)),
+    )
 
 
 def _manifest(
