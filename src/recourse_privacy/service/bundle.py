@@ -88,7 +88,8 @@ def _method_guarantee(method: str, epsilon: float, delta: float, model_eps: floa
         return {
             "covers": [
                 f"the model: DP logistic regression (objective perturbation, Chaudhuri et al. 2011, on unit rows; for neighbours that add, remove or replace a row), epsilon {model_eps:g}",
-                f"the graph's nodes: DP k-means centres (diffprivlib, Su et al. 2016), epsilon {epsilon - model_eps:g}, delta {delta:g}",
+                f"the graph's nodes: DP k-means centres (diffprivlib, Su et al. 2016), epsilon {epsilon - model_eps:g}, delta "
+                f"{delta:g}, snapped onto the schema's values (post-processing)",
                 "every answer (decision and counterfactual) is post-processing of these two releases: any number of "
                 "answers spends 0 (Pentyala et al. 2023, sec. 4.2)",
             ],
