@@ -28,10 +28,8 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
 
+from recourse_privacy.models.dp import LOGISTIC_SMOOTHNESS
 from recourse_privacy.validation import RandomState, as_generator, check_epsilon
-
-#: the logistic loss's bound on its second derivative (diffprivlib's ``function_sensitivity``)
-LOGISTIC_SMOOTHNESS = 0.25
 
 
 @dataclass(frozen=True)

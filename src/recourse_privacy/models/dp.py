@@ -42,7 +42,7 @@ _NORM_TOL = 1e-9
 REGULARIZE_FOR_BUDGET = True
 
 #: the logistic loss's Lipschitz constant of the gradient (diffprivlib's ``function_sensitivity``)
-_LOGISTIC_SMOOTHNESS = 0.25
+LOGISTIC_SMOOTHNESS = 0.25
 
 
 def budget_C(epsilon: float, C: float = 1.0) -> float:
@@ -54,9 +54,9 @@ def budget_C(epsilon: float, C: float = 1.0) -> float:
     scale 2 / epsilon' grows without bound as epsilon' nears 0. There ``C`` is raised just past
     (e^(epsilon/2) - 1) / c, where epsilon' <= 0 and Delta applies; elsewhere ``C`` is returned as it is.
     """
-    eps_p = epsilon - 2.0 * np.log1p(_LOGISTIC_SMOOTHNESS * C)
+    eps_p = epsilon - 2.0 * np.log1p(LOGISTIC_SMOOTHNESS * C)
     if 0.0 < eps_p < epsilon / 2.0:
-        return float(np.expm1(epsilon / 2.0) / _LOGISTIC_SMOOTHNESS * (1.0 + 1e-9))
+        return float(np.expm1(epsilon / 2.0) / LOGISTIC_SMOOTHNESS * (1.0 + 1e-9))
     return float(C)
 
 
