@@ -78,6 +78,14 @@ def _guarantee(method: str, epsilon: float, delta: float, model_eps: float | Non
     return out
 
 
+def _dp_model_line(epsilon: float) -> str:
+    """The manifest's line for the default DP logistic regression (every private method's model)."""
+    return (
+        "the model: DP logistic regression (objective perturbation, Chaudhuri et al. 2011, on unit rows; for "
+        f"neighbours that add, remove or replace a row), epsilon {epsilon:g}"
+    )
+
+
 def _method_guarantee(method: str, epsilon: float, delta: float, model_eps: float | None) -> dict:
     common_not = [
         "bounds and categories that the manifest's schema notes list as read from the data",
@@ -87,7 +95,7 @@ def _method_guarantee(method: str, epsilon: float, delta: float, model_eps: floa
     if method == "privrecourse":
         return {
             "covers": [
-                f"the model: DP logistic regression (objective perturbation, Chaudhuri et al. 2011, on unit rows; for neighbours that add, remove or replace a row), epsilon {model_eps:g}",
+                _dp_model_line(model_eps),
                 f"the graph's nodes: DP k-means centres (diffprivlib, Su et al. 2016), epsilon {epsilon - model_eps:g}, delta "
                 f"{delta:g}, snapped onto the schema's values (post-processing)",
                 "every answer (decision and counterfactual) is post-processing of these two releases: any number of "
@@ -100,7 +108,7 @@ def _method_guarantee(method: str, epsilon: float, delta: float, model_eps: floa
     if method == "dpm":
         return {
             "covers": [
-                f"the model: DP logistic regression (objective perturbation, Chaudhuri et al. 2011, on unit rows; for neighbours that add, remove or replace a row), epsilon {epsilon:g}",
+                _dp_model_line(epsilon),
                 "every answer (decision and the closed-form counterfactual) is post-processing: 0 per answer",
             ],
             "does_not_cover": common_not,
@@ -111,7 +119,7 @@ def _method_guarantee(method: str, epsilon: float, delta: float, model_eps: floa
         part = (epsilon - model_eps) / 2
         return {
             "covers": [
-                f"the model: DP logistic regression (objective perturbation, Chaudhuri et al. 2011, on unit rows; for neighbours that add, remove or replace a row), epsilon {model_eps:g}",
+                _dp_model_line(model_eps),
                 f"the autoencoder: trained with the functional mechanism (Zhang et al. 2012), epsilon {part:g}",
                 f"the two class prototypes: Laplace noise on the latent class sums and counts, epsilon {part:g}",
                 "every answer (DPC's latent search from the favourable prototype, Yang et al. 2022 sec. 4.2, against "
