@@ -22,6 +22,7 @@ from recourse_privacy.errors import InvalidInputError
 HONEST = [
     "trained-dpsgd",
     "trained-privrecourse",
+    "trained-privrecourse-empty",
     "trained-privrecourse-sparse",
     "trained-dpc",
     "trained-mst",
@@ -61,6 +62,20 @@ def test_privrecourse_kmeans_honest_passes_broken_is_caught():
     assert not honest.violates_claim, honest.row()
     # bounds read from the data: on D every centre stays in [0, 0.3]^2, at distance >= 0.99 from the canary
     assert broken.many_run.violates_claim, broken.row()
+
+
+def test_kmeans_canary_alone_in_an_empty_region_honest_passes_diffprivlib_as_it_is_is_caught():
+    """diffprivlib's KMeans keeps an empty cluster's centre with no noise: on D the upper centre stays where it
+    started, at 0.375 or more (two initial centres in [0.125, 0.875], 0.25 apart), and on D' the canary's noisy
+    mean, pulled to the rows by the next round, leaves the largest centre below 0.3 in about a third of the runs:
+    the test on the side fixed before any run (D' lower) exceeds the claim by both bounds. DPLloyd noising every
+    cluster passes."""
+    honest = audit_release("trained-privrecourse-empty", 1.0, n_trials=300, random_state=0)
+    broken = audit_release("trained-privrecourse-empty-broken", 1.0, n_trials=300, random_state=0)
+    assert not honest.violates_claim, honest.row()
+    assert broken.many_run.violates_claim and broken.violates_claim, broken.row()
+    assert broken.many_run.side == "<=" and broken.many_run.threshold < 0.6, broken.row()
+    assert broken.scores["one_run"].epsilon_lower_bound > honest.scores["one_run"].epsilon_lower_bound
 
 
 def test_privrecourse_sparse_answers_honest_pass_answers_from_a_non_private_model_are_caught():

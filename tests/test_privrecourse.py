@@ -179,6 +179,53 @@ def test_diffprivlib_kmeans_is_dp(data):
     assert ((km.cluster_centers_ >= 0) & (km.cluster_centers_ <= 1)).all()
 
 
+def test_dplloyd_noises_an_empty_cluster_where_diffprivlib_keeps_its_centre():
+    """Su et al. (2016)'s DPLloyd releases every cluster's noisy count and sum; diffprivlib skips an empty one."""
+    import warnings
+
+    from diffprivlib.models import KMeans
+
+    from recourse_privacy.privrecourse.clustering import _dplloyd_class
+
+    X = np.random.default_rng(0).uniform(0, 0.3, size=(50, 1))
+    labels = np.zeros(50, dtype=int)  # cluster 1 is empty
+    start = np.array([[0.2], [0.8]])
+    moved = []
+    for cls in (KMeans, _dplloyd_class()):
+        km = cls(n_clusters=2, epsilon=1.0, bounds=([0.0], [1.0]))
+        km.bounds = km._check_bounds(km.bounds, 1, min_separation=1e-5)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = np.vstack(
+                [km._update_centers(X, start.copy(), labels, 1, 2, np.random.RandomState(s))[1] for s in range(20)]
+            )
+        moved.append(out)
+    assert (moved[0] == 0.8).all()  # diffprivlib: the empty cluster's centre never moves
+    assert (moved[1] != 0.8).all() and ((moved[1] >= 0) & (moved[1] <= 1)).all()
+    assert len(np.unique(moved[1])) == 20  # noise drawn in every call
+
+
+def test_dplloyd_rounds_are_public_and_are_what_diffprivlibs_rule_gives_privrecourse():
+    """The rounds never read the row count (add/remove neighbours change it); for PrivRecourse's cluster counts
+    diffprivlib's rule (which reads it) gives the same 2 rounds at every data size, so nothing else moves."""
+    from diffprivlib.models import KMeans
+
+    from recourse_privacy.privrecourse.clustering import DPLLOYD_ROUNDS, _dplloyd_class
+
+    for k in (100, 500):
+        for n in (1_000, 30_000, 200_000):
+            for eps in (0.5, 1.0, 4.0):
+                assert KMeans(n_clusters=k, epsilon=eps)._calc_iters(5, n) == DPLLOYD_ROUNDS
+    km = _dplloyd_class()(n_clusters=2, epsilon=1.0)
+    km._public_rounds = 3
+    assert km._calc_iters(1, 10) == km._calc_iters(1, 10**6) == 3
+    X = np.random.default_rng(1).random((40, 2))
+    fit = DiffprivlibKMeans(4, epsilon=1.0, rounds=3, random_state=0).fit(X)
+    assert fit.n_rounds_ == 3 and "3 public rounds" in fit.ledger_.entries[0].note
+    with pytest.raises(InvalidInputError, match="rounds"):
+        DiffprivlibKMeans(4, rounds=0)
+
+
 # ---------------------------------------------------------------- the graph and Algorithm 2
 def test_midpoint_density_is_exact():
     rng = np.random.default_rng(0)

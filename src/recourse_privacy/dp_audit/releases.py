@@ -17,6 +17,8 @@ trained-dpsgd             DPMLPModel (Opacus DP-SGD); input-space dirac canaries
 trained-privrecourse      PrivRecourse's diffprivlib DP k-means centres on [0, 1]^d; canary at
                           the corner (1, ..., 1) far from the data; distance from the canary
                           to its nearest released centre
+trained-privrecourse-     the same k-means in one dimension, k = 2; canary 1 alone in a region no row is
+  empty                   nearest to; the largest released centre (lower on D')
 trained-privrecourse-     a bundle's default answers: the graph on DP k-means nodes, the DP LR deciding the
   sparse                  candidates and which changes each answer keeps; canary (1, 1) labelled 0; the
                           model decisions the answers to a grid of applicants reveal, read against LRs
@@ -33,7 +35,7 @@ trained-laplace-answer    Laplace Recourse's answer: the noisy probability of th
 
 Broken twins: DP-SGD with the noise multiplier Opacus calibrated divided by 10 (clipping kept);
 k-means, DPC and MST with their bounds read from the private data (min and max, used as if public:
-the bug diffprivlib warns about); Laplace Recourse with sensitivity 0.1 instead of 1 (noise divided
+the bug diffprivlib warns about); for the empty-region canary, diffprivlib's ``KMeans`` as it is; Laplace Recourse with sensitivity 0.1 instead of 1 (noise divided
 by 10); the sparse answers set back by a logistic regression fitted without DP; MST with as many rows as the
 data. Also registered, not broken on purpose but known not to be covered:
 ``trained-dpc-faithful`` (the paper's DPC, prototypes as raw class means; only the autoencoder is
@@ -158,6 +160,45 @@ def kmeans_experiment(epsilon: float, *, broken: bool = False, n_rows: int = 40,
         statistic="distance from the canary to its nearest released centre",
         neighbours=f"D: {n_rows} rows uniform in [0, 0.3]^2; D' = D + canary (1, 1); DiffprivlibKMeans k=2, public "
         "bounds [0, 1]^2" + ("; BROKEN: bounds read from the private data" if broken else ""),
+    )
+
+
+def kmeans_empty_experiment(epsilon: float, *, broken: bool = False, n_rows: int = 150, data_seed: int = 0):
+    """DP k-means with the canary alone in an empty region: the largest released centre (1-D, k = 2).
+
+    The test knows diffprivlib's ``KMeans``: its two initial centres lie in [0.125, 0.875] at least
+    0.25 apart, so the upper one is at least 0.375; and a cluster no row is nearest to keeps its
+    centre with no noise drawn. The rows lie in [0, 0.3]; the canary 1 is alone nearest to the
+    upper centre. On D that centre is empty and stays where it started. On D' it is the canary's
+    noisy mean, which lands anywhere in [0, 1], and the next round often pulls it to the rows: the
+    largest centre falls below 0.3 in about a third of the runs on D' and one in 200 on D (D' on
+    the low side). The broken twin is diffprivlib's ``KMeans`` as it is (``n_rows`` is small enough
+    for its rule to run 2 rounds at epsilon <= 2, as the honest release does); the honest release
+    noises every cluster every round.
+    """
+    from recourse_privacy.privrecourse.clustering import DiffprivlibKMeans
+
+    epsilon = check_positive_float(epsilon, "epsilon")
+    X_d = _cluster_data(n_rows, 1, data_seed)
+    data = (X_d, np.vstack([X_d, np.ones((1, 1))]))
+
+    def run(which: int, seed: int) -> float:
+        if broken:
+            from diffprivlib.models import KMeans
+
+            km = KMeans(n_clusters=2, epsilon=epsilon, bounds=([0.0], [1.0]), random_state=seed).fit(data[which])
+            return float(np.max(km.cluster_centers_))
+        km = DiffprivlibKMeans(n_clusters=2, epsilon=epsilon, drop_empty=False, random_state=seed)
+        return float(km.fit(data[which]).cluster_centers_.max())
+
+    return _experiment(
+        "trained-privrecourse-empty" + ("-broken" if broken else ""),
+        epsilon,
+        run,
+        statistic="the largest released centre",
+        neighbours=f"D: {n_rows} rows uniform in [0, 0.3]; D' = D + canary 1, alone nearest to the upper initial "
+        "centre; DiffprivlibKMeans k=2, public bounds [0, 1]"
+        + ("; BROKEN: diffprivlib's KMeans as it is (an empty cluster's centre kept, no noise)" if broken else ""),
     )
 
 
@@ -452,6 +493,15 @@ for _name, _fn, _side, _what, _broke, _one_run in (
         "PrivRecourse's DP k-means centres (diffprivlib), trained with "
         "and without a corner canary; statistic the canary's distance to its nearest centre",
         "bounds read from the private data",
+        None,
+    ),
+    (
+        "trained-privrecourse-empty",
+        kmeans_empty_experiment,
+        "<=",
+        "PrivRecourse's DP k-means centres (DPLloyd, every cluster noised), trained with and without a canary "
+        "alone in an empty region; statistic the largest centre (1-D, k = 2)",
+        "diffprivlib's KMeans as it is: an empty cluster keeps its centre with no noise drawn",
         None,
     ),
     (
