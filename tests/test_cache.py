@@ -88,6 +88,31 @@ def test_canonical_keys_tell_apart_what_changes_a_result():
         canonical(np.array([object()]))
 
 
+def test_keys_change_with_the_sources_not_only_the_version(tmp_path, monkeypatch):
+    """A store keyed by the version alone served a checkout the numbers of the code before it (stop 46): every
+    key now reads a digest of the package's .py files, which an edit of any of them changes."""
+    import shutil
+    from pathlib import Path
+
+    import recourse_privacy
+    from recourse_privacy import provenance
+
+    root = Path(recourse_privacy.__file__).resolve().parent
+    copy = tmp_path / "pkg"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert provenance.source_digest(str(copy)) == provenance.source_digest()
+    (copy / "py.typed").write_text("not a source\n")
+    assert provenance.source_digest.__wrapped__(str(copy)) == provenance.source_digest()
+    module = copy / "privrecourse" / "clustering.py"
+    module.write_text(module.read_text() + "\n# an edit\n")
+    assert provenance.source_digest.__wrapped__(str(copy)) != provenance.source_digest()
+    before = (artifact_key("model", {"C": 1.0}), provenance.content_key("cell"))
+    monkeypatch.setattr(provenance, "source_digest", lambda root=None: "0" * 16)
+    after = (artifact_key("model", {"C": 1.0}), provenance.content_key("cell"))
+    assert before[0] != after[0] and before[1] != after[1]
+    assert provenance.code_version().startswith(provenance.package_version() + "+src.")
+
+
 def test_cache_location_option_env_default_and_off(tmp_path, monkeypatch):
     monkeypatch.setenv("RECOURSE_PRIVACY_CACHE", str(tmp_path / "env"))
     assert resolve_cache_dir() == tmp_path / "env"

@@ -153,7 +153,7 @@ def test_a_private_recourse_methods_claim_is_the_one_audited_and_runs_without_on
     def mechanism(recourse, **params):
         return check_auditable("none", "logistic", recourse=recourse, recourse_params=params)
 
-    assert mechanism("privrecourse", epsilon=0.5) == "trained-privrecourse"
+    assert mechanism("privrecourse", epsilon=0.5) == "trained-privrecourse-empty"
     assert recourse_claim("privrecourse", {"epsilon": 0.5}).epsilon == 0.5
     assert mechanism("dpc", mode="hardened", epsilon=0.5) == "trained-dpc"
     assert recourse_claim("dpc", {"mode": "hardened", "epsilon": 0.5}).epsilon == 1.0  # the two halves, summed
@@ -180,9 +180,9 @@ def test_cli_audits_privrecourse_nodes_at_the_methods_own_epsilon(tmp_path):
             "--attacks", "cfd", "--cache-dir", "off", "--out", str(out)]  # fmt: skip
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
-    assert "empirical audit of trained-privrecourse at claim 0.5" in res.output
+    assert "empirical audit of trained-privrecourse-empty at claim 0.5" in res.output
     block = json.loads((out / "metrics.json").read_text())["dp_audit"]
-    assert block["mechanism"] == "trained-privrecourse" and block["claimed_epsilon"] == 0.5
+    assert block["mechanism"] == "trained-privrecourse-empty" and block["claimed_epsilon"] == 0.5
     assert block["defense"] == "privrecourse" and block["subject"] == "Recourse method"
     assert not block["violates_claim"]  # the honest release at its claim (its bounds are 0.00 in docs/dp-audit.md)
     page = (out / "report.html").read_text()

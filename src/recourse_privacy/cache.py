@@ -5,7 +5,8 @@ method of a grid (Pawelczyk et al. 2023, Table 2: three recourse methods per dat
 repeated audit recomputes the same recourse. This store keeps each such result once, under a
 key that is the SHA-256 of everything it was computed from (the exact training rows, the model's
 class and parameters, the seed, the method configuration and the query points, the package
-version and :data:`CACHE_FORMAT`), so that a lookup can never return a result of other inputs.
+version, a digest of the package's sources and :data:`CACHE_FORMAT`), so that a lookup can never return a result
+of other inputs or of other code.
 
 Entries are numpy ``.npz`` files of plain arrays, read with ``allow_pickle=False``: the store may
 be shared, and nothing in it is ever unpickled. Each entry carries its key and the SHA-256 of its
@@ -48,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from recourse_privacy.errors import InvalidInputError
-from recourse_privacy.provenance import package_version, sha256_arrays, sha256_json
+from recourse_privacy.provenance import code_version, sha256_arrays, sha256_json
 
 __all__ = [
     "CACHE_ENV",
@@ -129,8 +130,9 @@ def canonical(value: Any) -> Any:
 
 
 def artifact_key(kind: str, *parts: Any) -> str:
-    """The key of an entry: SHA-256 of ``kind``, the cache format, the package version and ``parts`` (canonical)."""
-    return sha256_json([kind, CACHE_FORMAT, package_version(), *(canonical(p) for p in parts)])
+    """The key of an entry: SHA-256 of ``kind``, the cache format, the code (version and sources' digest) and
+    ``parts`` (canonical)."""
+    return sha256_json([kind, CACHE_FORMAT, code_version(), *(canonical(p) for p in parts)])
 
 
 def default_artifact_dir() -> Path:

@@ -12,6 +12,7 @@ per (path, size, modification time), so a file is re-read only when it changed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import platform
@@ -25,12 +26,14 @@ import numpy as np
 
 __all__ = [
     "Provenance",
+    "code_version",
     "content_key",
     "package_version",
     "platform_string",
     "sha256_arrays",
     "sha256_file",
     "sha256_json",
+    "source_digest",
 ]
 
 _FILE_HASHES: dict[tuple[str, int, int], str] = {}
@@ -91,14 +94,36 @@ def package_version() -> str:
     return str(__version__)
 
 
+@functools.lru_cache(maxsize=4)
+def source_digest(root: str | None = None) -> str:
+    """SHA-256 (16 hex digits) of the Python sources under ``root`` (default: this package), by relative path.
+
+    Computed once per process (about 200 files, 15 ms). A key of the version alone would let a store serve a
+    result the code no longer computes whenever the code changes between releases (a checkout, an edit).
+    """
+    root = Path(root) if root is not None else Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def code_version() -> str:
+    """The version and the sources' digest, e.g. ``0.9.0+src.7e461f5327da4c14``: what the stores' keys read."""
+    return f"{package_version()}+src.{source_digest()}"
+
+
 def platform_string() -> str:
     """Python version and platform, e.g. ``CPython 3.11.9 Linux-6.1-x86_64``."""
     return f"{platform.python_implementation()} {platform.python_version()} {platform.platform(terse=True)}"
 
 
 def content_key(*parts: Any) -> str:
-    """A 16-hex-digit key of ``parts`` (JSON-able values) and the package version."""
-    return sha256_json([package_version(), *parts])[:16]
+    """A 16-hex-digit key of ``parts`` (JSON-able values) and the code (:func:`code_version`)."""
+    return sha256_json([code_version(), *parts])[:16]
 
 
 @dataclass(frozen=True)

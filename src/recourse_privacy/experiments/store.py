@@ -18,9 +18,10 @@ and removed by the next run.
 
 Provenance: a record (format 2) carries the ``checksum`` (SHA-256) of its own content and the
 ``content_key`` of what it was computed from (configuration, the data's SHA-256, the package
-version; :mod:`recourse_privacy.provenance`). A record whose checksum does not match (edited by
-hand, damaged) or whose key differs from the cell's current one (the data file changed, the
-package was upgraded), or one of format 1 (no checksum), is not trusted: the cell is recomputed.
+version and its sources' digest; :mod:`recourse_privacy.provenance`). A record whose checksum does not match
+(edited by hand, damaged) or whose key differs from the cell's current one (the data file changed, the
+package was upgraded or its code edited), or one of format 1 (no checksum), is not trusted: the cell is
+recomputed.
 
 Two runners on one store share the work: a runner takes ``DIR/locks/<hash>.lock`` (``flock``,
 released by the kernel when its process dies, even by ``kill -9``) while it computes a cell,
