@@ -96,8 +96,9 @@ def _method_guarantee(method: str, epsilon: float, delta: float, model_eps: floa
         return {
             "covers": [
                 _dp_model_line(model_eps),
-                f"the graph's nodes: DP k-means centres (diffprivlib, Su et al. 2016), epsilon {epsilon - model_eps:g}, delta "
-                f"{delta:g}, snapped onto the schema's values (post-processing)",
+                f"the graph's nodes: DP k-means centres (DPLloyd, Su et al. 2016, through diffprivlib, every cluster "
+                f"noised every round), epsilon {epsilon - model_eps:g}, delta {delta:g}, for neighbours that add or remove "
+                "one row, snapped onto the schema's values (post-processing)",
                 "every answer (decision and counterfactual) is post-processing of these two releases: any number of "
                 "answers spends 0 (Pentyala et al. 2023, sec. 4.2)",
             ],
@@ -308,7 +309,7 @@ def _method_model(method: str, epsilon: float, schema: Schema, Z: np.ndarray, y:
 
 
 def _publish_privrecourse(schema, Z, y, model, epsilon: float, delta: float, n_clusters: int, seed: int):
-    """PrivRecourse's graph on diffprivlib's k-means (DP as run), its nodes snapped onto the schema's values, under the
+    """PrivRecourse's graph on the DP k-means (DPLloyd through diffprivlib, DP as run), its nodes snapped onto the schema's values, under the
     schema's action set."""
     from recourse_privacy.privrecourse import PrivRecourse
     from recourse_privacy.recourse.constraints import ActionSet
