@@ -304,7 +304,8 @@ class ConvergentDPKMeans:
 
 
 #: DPLloyd's update rounds: public, so that the number of rounds reads nothing private (diffprivlib's rule reads
-#: the row count, which add/remove neighbours change; for PrivRecourse's cluster counts its rule gives 2 at any size)
+#: the row count, which add/remove neighbours change; for PrivRecourse's 100 or 500 clusters in 5 or more
+#: dimensions its rule gives 2 at up to 200,000 rows)
 DPLLOYD_ROUNDS = 2
 
 
