@@ -98,7 +98,8 @@ def _method_guarantee(method: str, epsilon: float, delta: float, model_eps: floa
                 _dp_model_line(model_eps),
                 f"the graph's nodes: DP k-means centres (DPLloyd, Su et al. 2016, through diffprivlib, every cluster "
                 f"noised every round), epsilon {epsilon - model_eps:g}, delta {delta:g}, for neighbours that add or remove "
-                "one row, snapped onto the schema's values (post-processing)",
+                "one row (twice that for one replaced: two clusters change), snapped onto the schema's values "
+                "(post-processing)",
                 "every answer (decision and counterfactual) is post-processing of these two releases: any number of "
                 "answers spends 0 (Pentyala et al. 2023, sec. 4.2)",
             ],
