@@ -309,6 +309,29 @@ class ConvergentDPKMeans:
 DPLLOYD_ROUNDS = 2
 
 
+def bounded_laplace(
+    value: np.ndarray, scale: np.ndarray, lower: np.ndarray, upper: np.ndarray, rng: np.random.RandomState
+) -> np.ndarray:
+    """Draws of Laplace(value, scale) conditioned on [lower, upper], elementwise, by the inverse CDF.
+
+    The distribution of diffprivlib's ``LaplaceBoundedDomain.randomise`` (Holohan et al. 2020), which clamps the
+    value into the domain and rejects draws outside it, one scalar at a time; the scale is that mechanism's
+    calibrated one. F(x) = exp((x - v) / b) / 2 below v and 1 - exp((v - x) / b) / 2 above it; a uniform draw
+    between F(lower) and F(upper) is mapped back through F^-1.
+    """
+    v = np.clip(value, lower, upper)
+
+    def cdf(x):
+        z = (x - v) / scale
+        return np.where(z < 0, 0.5 * np.exp(np.minimum(z, 0.0)), 1.0 - 0.5 * np.exp(-np.maximum(z, 0.0)))
+
+    lo_f, hi_f = cdf(lower), cdf(upper)
+    u = lo_f + (hi_f - lo_f) * rng.random_sample(np.shape(v))
+    with np.errstate(divide="ignore"):
+        x = np.where(u < 0.5, v + scale * np.log(2.0 * u), v - scale * np.log(2.0 * (1.0 - u)))
+    return np.clip(x, lower, upper)
+
+
 def _dplloyd_class():
     """diffprivlib's ``KMeans`` with Su et al. (2016)'s DPLloyd update on every cluster (built on first use)."""
     from diffprivlib.mechanisms import GeometricFolded, LaplaceBoundedDomain
@@ -323,6 +346,8 @@ def _dplloyd_class():
         count 0 and sum 0 are noised like every other (the folded geometric count is >= 1). One row
         added or removed changes one cluster's count by 1 and its sum by at most the bounds' width per
         coordinate, so each round costs epsilon_0 + d epsilon_i = epsilon / rounds (diffprivlib's split).
+        The sums are drawn from diffprivlib's bounded Laplace with its calibrated scale, for all clusters and
+        coordinates at once (:func:`bounded_laplace`).
         """
 
         def _calc_iters(self, n_dims, n_samples, rho=0.225):
@@ -337,24 +362,18 @@ def _dplloyd_class():
             counts = np.bincount(labels, minlength=self.n_clusters)
             sums = np.zeros((self.n_clusters, dims))
             np.add.at(sums, labels, X)
-            # one mechanism per (noisy count, bounds): its scale is a root search, shared by equal bounds
-            sum_mechs: dict[tuple[int, float, float], LaplaceBoundedDomain] = {}
-            for cluster in range(self.n_clusters):
-                noisy_count = count_mech.randomise(int(counts[cluster]))
-                noisy_sum = np.empty(dims)
-                for i in range(dims):
-                    key = (noisy_count, float(lo[i]), float(hi[i]))
-                    mech = sum_mechs.get(key)
-                    if mech is None:
-                        mech = sum_mechs[key] = LaplaceBoundedDomain(
-                            epsilon=epsilon_i,
-                            sensitivity=hi[i] - lo[i],
-                            lower=noisy_count * lo[i],
-                            upper=noisy_count * hi[i],
-                            random_state=random_state,
-                        )
-                    noisy_sum[i] = mech.randomise(sums[cluster, i])
-                centers[cluster, :] = noisy_sum / noisy_count
+            noisy = np.array([count_mech.randomise(int(c)) for c in counts], dtype=np.float64)
+            # the calibrated scale of each (noisy count, bounds): a root search in diffprivlib, once per pair
+            widths, inv = np.unique(np.stack([lo, hi]), axis=1, return_inverse=True)
+            counts_u, inv_c = np.unique(noisy, return_inverse=True)
+            scale_u = np.empty((len(counts_u), widths.shape[1]))
+            for a, c in enumerate(counts_u):
+                for b, (l_b, h_b) in enumerate(widths.T):
+                    mech = LaplaceBoundedDomain(epsilon=epsilon_i, sensitivity=h_b - l_b, lower=c * l_b, upper=c * h_b)
+                    scale_u[a, b] = (h_b - l_b) / mech.effective_epsilon()
+            scale = scale_u[inv_c.reshape(-1)][:, np.asarray(inv).reshape(-1)]
+            noisy_sum = bounded_laplace(sums, scale, noisy[:, None] * lo, noisy[:, None] * hi, random_state)
+            centers[:, :] = noisy_sum / noisy[:, None]
             return centers
 
     return EveryClusterKMeans
