@@ -364,11 +364,11 @@ def _dplloyd_class():
             np.add.at(sums, labels, X)
             noisy = np.array([count_mech.randomise(int(c)) for c in counts], dtype=np.float64)
             # the calibrated scale of each (noisy count, bounds): a root search in diffprivlib, once per pair
-            widths, inv = np.unique(np.stack([lo, hi]), axis=1, return_inverse=True)
+            bounds_u, inv = np.unique(np.stack([lo, hi]), axis=1, return_inverse=True)  # distinct (lo, hi) pairs
             counts_u, inv_c = np.unique(noisy, return_inverse=True)
-            scale_u = np.empty((len(counts_u), widths.shape[1]))
+            scale_u = np.empty((len(counts_u), bounds_u.shape[1]))
             for a, c in enumerate(counts_u):
-                for b, (l_b, h_b) in enumerate(widths.T):
+                for b, (l_b, h_b) in enumerate(bounds_u.T):
                     mech = LaplaceBoundedDomain(epsilon=epsilon_i, sensitivity=h_b - l_b, lower=c * l_b, upper=c * h_b)
                     scale_u[a, b] = (h_b - l_b) / mech.effective_epsilon()
             scale = scale_u[inv_c.reshape(-1)][:, np.asarray(inv).reshape(-1)]
