@@ -75,7 +75,11 @@ def _check_section(section: str, evidence) -> None:
         assert f"<strong>{shown}</strong>" in section
     for name in ("Clopper-Pearson", "Steinke", "Mahloujifar"):
         assert name in section
-    assert evidence.verdict in section
+    assert html.escape(evidence.verdict) in section
+    if evidence.control is None:
+        assert "Power not measured" in section and "Positive control" not in section
+    else:
+        assert f"<code>{evidence.control.mechanism}</code>" in section and "Power not measured" not in section
 
 
 def test_section_shows_the_claim_beside_each_bound_with_the_method(laplace_evidence):
@@ -185,6 +189,41 @@ def test_cli_audits_privrecourse_nodes_at_the_methods_own_epsilon(tmp_path):
     assert block["mechanism"] == "trained-privrecourse-empty" and block["claimed_epsilon"] == 0.5
     assert block["defense"] == "privrecourse" and block["subject"] == "Recourse method"
     assert not block["violates_claim"]  # the honest release at its claim (its bounds are 0.00 in docs/dp-audit.md)
+    # the positive control: the same test catches diffprivlib's KMeans as it was at this claim and these runs
+    control = block["control"]
+    assert control["mechanism"] == "trained-privrecourse-empty-broken" and control["caught"] is True
+    assert control["epsilon_lower_bound"] > 0.5 and control["n_trials"] == 100  # caught at the fast setting
+    assert (
+        block["verdict"].startswith("consistent") and "positive control trained-privrecourse-empty-broken" in res.output
+    )
     page = (out / "report.html").read_text()
     assert "Recourse method <strong>privrecourse</strong>" in page
     assert page.index("<h2>Differential privacy</h2>") < page.index("Recourse method <strong>")  # under its heading
+
+
+def test_a_positive_control_the_test_misses_raises_the_runs_then_makes_the_verdict_inconclusive(monkeypatch):
+    """The known-broken twin is audited first, its runs doubled until the test catches it; when even the last
+    doubling misses it, a bound below the claim is no evidence, and the verdict says INCONCLUSIVE, not consistent.
+
+    The control here is the honest release itself (which no test can catch at its claim), so the doubling must run
+    to its end: 100 -> 200 runs per neighbour, and the audited release then runs at 200 too.
+    """
+    from recourse_privacy.dp_audit.defense_audit import POSITIVE_CONTROLS, PositiveControlSpec, audit_recourse
+
+    honest = PositiveControlSpec("trained-privrecourse-empty", doublings=1)
+    monkeypatch.setitem(POSITIVE_CONTROLS, "trained-privrecourse-empty", honest)
+    missed = audit_recourse("privrecourse", {"epsilon": 1.0}, seed=0)
+    assert not missed.control.caught and missed.control.n_trials == 200
+    assert "200 runs per neighbour" in missed.bounds[0].runs  # the audited release ran at the control's runs
+    assert not missed.violates_claim and missed.verdict.startswith("INCONCLUSIVE")
+    assert "no evidence of privacy" in dp_audit_html(missed)
+
+
+def test_every_positive_control_is_a_registered_broken_twin_of_a_mechanism_the_audit_runs():
+    from recourse_privacy.dp_audit.defense_audit import POSITIVE_CONTROLS
+    from recourse_privacy.dp_audit.experiments import MECHANISMS
+
+    audited = {"trained-privrecourse-empty", "trained-dpc", check_auditable("dpm", "mlp")}
+    assert set(POSITIVE_CONTROLS) == audited
+    for name, spec in POSITIVE_CONTROLS.items():
+        assert spec.twin == f"{name}-broken" and MECHANISMS.get(spec.twin).description.startswith("BROKEN on purpose")

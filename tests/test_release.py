@@ -112,6 +112,34 @@ def test_release_summary_round_trips_and_warns():
     assert clean.warning() is None
 
 
+def test_an_attack_that_ties_every_target_is_flagged_as_having_no_power():
+    """An AUC of 0.5 from scores that are all equal says nothing about the release (stop 46: HELOC's set-shadow
+    against PrivRecourse tied every target). The row keeps the share of targets at the most common score, and the
+    report, the CLI's table and release.csv say when it is every target, or at least half."""
+    from rich.console import Console
+
+    from recourse_privacy.audit.release import tied_share
+    from recourse_privacy.report.release import release_section, release_table
+
+    assert tied_share(np.zeros(7)) == 1.0
+    assert tied_share(np.array([0.1, 0.2, 0.2, 0.3])) == 0.5
+    assert tied_share(np.arange(4.0)) == 0.25
+    tied = ReleaseRow("privrecourse", "set-shadow", 0.5, 0.5, 0.5, 0.0, 0.0, 0.0, 0, 0, tied_share=1.0)
+    half = ReleaseRow("privrecourse", "dcr", 0.52, 0.47, 0.57, 0.01, 0.0, 0.03, 0, 0, tied_share=0.6)
+    spread = ReleaseRow("privrecourse", "domias", 0.51, 0.46, 0.56, 0.01, 0.0, 0.03, 0, 0, tied_share=0.01)
+    assert tied.no_power and not half.no_power and not spread.no_power
+    assert spread.power_note() == "" and "60%" in half.power_note()
+    s = ReleaseSummary("privrecourse", 100, 90, False, "how", (tied, half, spread), 0, 0)
+    assert ReleaseSummary.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+    html = release_section(s)
+    assert html.count("no power: every target got the same score") == 1 and "60% of the targets tied" in html
+    console = Console(width=200, record=True)
+    console.print(release_table(s))
+    assert "no power" in console.export_text()
+    old = {k: v for k, v in spread.to_dict().items() if k != "tied_share"}  # a row written before stop 47
+    assert ReleaseRow(**old).tied_share == -1.0 and ReleaseRow(**old).power_note() == ""
+
+
 @pytest.fixture(scope="module")
 def face_audit(tmp_path_factory):
     from recourse_privacy.audit import run_audit
@@ -153,6 +181,7 @@ def test_audit_release_writes_release_csv_and_warns_on_copies(face_audit):
     ]
     assert set(frame.attack) == {"dcr", "domias", "set-shadow"}
     assert ((frame.auc_low <= frame.auc) & (frame.auc <= frame.auc_high)).all()
+    assert ((1 / (res.n_members + res.n_nonmembers) <= frame.tied_share) & (frame.tied_share <= 1)).all()
     report = (out / "report.html").read_text()
     assert "publishes training rows" in report and "queries (recourse)" in report
     metrics = json.loads((out / "metrics.json").read_text())

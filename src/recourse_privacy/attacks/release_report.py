@@ -30,6 +30,21 @@ class ReleaseRow:
     tpr_high: float
     exact_copies: int
     copied_members: int
+    #: share of the targets at the attack's most common score (-1: not recorded, a row of an older run)
+    tied_share: float = -1.0
+
+    @property
+    def no_power(self) -> bool:
+        """Every target got the same score: the attack told no one apart, so its AUC of 0.5 is no evidence."""
+        return self.tied_share >= 1.0
+
+    def power_note(self) -> str:
+        """What the report says beside the AUC about ties ("" when fewer than half the targets tie)."""
+        if self.no_power:
+            return "no power: every target got the same score"
+        if self.tied_share >= 0.5:
+            return f"{self.tied_share:.0%} of the targets tied at one score"
+        return ""
 
     def to_dict(self) -> dict:
         """JSON-ready."""

@@ -119,10 +119,10 @@ def release_summary(ctx: ThreatContext) -> ReleaseSummary:
             continue
         if "mst" in entry.needs and inputs.mst is None:
             continue  # an attack on MST synthetic data: this release is not one
-        scores = np.asarray(entry.obj(inputs), float)
+        scores = np.nan_to_num(np.asarray(entry.obj(inputs), float), nan=-np.inf, neginf=-1e300)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            m = attack_metrics(t.is_member, np.nan_to_num(scores, nan=-np.inf, neginf=-1e300), fprs=(0.01,), seed=seed)
+            m = attack_metrics(t.is_member, scores, fprs=(0.01,), seed=seed)
         tp = m.tpr_at_fpr["0.01"]
         rows.append(
             ReleaseRow(
@@ -136,6 +136,7 @@ def release_summary(ctx: ThreatContext) -> ReleaseSummary:
                 tpr_high=float(tp.ci[1]),
                 exact_copies=int(copies.sum()),
                 copied_members=copied_members,
+                tied_share=tied_share(scores),
             )
         )
     from recourse_privacy.audit.anonymeter_risks import anonymeter_risks
@@ -155,6 +156,14 @@ def release_summary(ctx: ThreatContext) -> ReleaseSummary:
         anonymeter_note=anon_note,
         notes=tuple(notes),
     )
+
+
+def tied_share(scores: np.ndarray) -> float:
+    """The share of ``scores`` equal to their most common value (1.0: every target tied, the attack has no power)."""
+    scores = np.asarray(scores, float).ravel()
+    if not len(scores):
+        return float("nan")
+    return float(np.unique(scores, return_counts=True)[1].max() / len(scores))
 
 
 def _method(cfg) -> str:

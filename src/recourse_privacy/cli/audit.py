@@ -164,6 +164,13 @@ def audit(**options) -> None:
             f"{best.epsilon_lower_bound:.3f} ({best.name}): {evidence.verdict}",
             highlight=False,
         )
+        c = evidence.control
+        if c is not None:
+            console.print(
+                f"positive control {c.mechanism} ({c.broken}): epsilon >= {c.epsilon_lower_bound:.3f} at "
+                f"{c.n_trials} runs per neighbour: {'caught' if c.caught else 'NOT caught: the test has no power here'}",
+                highlight=False,
+            )
     _print_summary(console, result)
     _print_exposure(console, result)
     if artifacts is not None:

@@ -28,9 +28,12 @@ from recourse_privacy.validation import check_positive_float
 
 __all__ = [
     "DEFENSE_AUDITS",
+    "POSITIVE_CONTROLS",
     "DPAuditEvidence",
     "DefenseAuditSpec",
     "EmpiricalBound",
+    "PositiveControl",
+    "PositiveControlSpec",
     "audit_defense",
     "audit_recourse",
     "check_auditable",
@@ -58,6 +61,23 @@ class EmpiricalBound:
 
 
 @dataclass(frozen=True)
+class PositiveControl:
+    """The audit's test run on the mechanism's known-broken twin at the same claim, runs and seed.
+
+    A bound at or below the claim finds nothing wrong, and that reads as evidence only if the same test catches
+    a mechanism known to break the claim. ``caught`` says whether the twin's bound (the verdict's methods) exceeded
+    the claim at ``n_trials`` runs per neighbour, the runs the audited mechanism then ran at.
+    """
+
+    mechanism: str
+    broken: str
+    epsilon_lower_bound: float | None
+    method: str
+    n_trials: int
+    caught: bool
+
+
+@dataclass(frozen=True)
 class DPAuditEvidence:
     """The empirical audit of a defense's mechanism at the audit's claim: the typed value the report renders."""
 
@@ -72,6 +92,7 @@ class DPAuditEvidence:
     source: str
     seconds: float
     subject: str = "Defense"  # what ``defense`` names: a defense, or a private recourse method ("Recourse method")
+    control: PositiveControl | None = None  # the same test on the known-broken twin (None: no twin registered)
 
     @property
     def violates_claim(self) -> bool:
@@ -85,13 +106,21 @@ class DPAuditEvidence:
 
     @property
     def verdict(self) -> str:
-        return "VIOLATES the claim" if self.violates_claim else "consistent with the claim (not a proof of privacy)"
+        """VIOLATES when a deciding bound exceeds the claim; INCONCLUSIVE when none does but the same test also
+        misses the known-broken twin (it has no power at this claim); else consistent, which is not a proof."""
+        if self.violates_claim:
+            return "VIOLATES the claim"
+        if self.control is not None and not self.control.caught:
+            return (
+                f"INCONCLUSIVE: nothing found, but the same test at {self.control.n_trials} runs also misses the "
+                "known-broken twin"
+            )
+        return "consistent with the claim (not a proof of privacy)"
 
     @property
     def strongest(self) -> EmpiricalBound:
         """The largest epsilon bound among the verdict's methods."""
-        own = [b for b in self.bounds if b.method in self.decided_by]
-        return max(own, key=lambda b: -1.0 if b.epsilon_lower_bound is None else b.epsilon_lower_bound)
+        return _deciding_bound(self.bounds, self.decided_by)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "violates_claim": self.violates_claim, "verdict": self.verdict}
@@ -125,6 +154,24 @@ DEFENSE_AUDITS: dict[str, DefenseAuditSpec] = {
     "dpm": DefenseAuditSpec(_dpm_mechanism, n_trials=200, n_canaries=1000),
     "laplace": DefenseAuditSpec(lambda model, params: "trained-lr" if model == "logistic" else None, 1000, 1000),
     "dpm-laplace": DefenseAuditSpec(lambda model, params: "trained-dpm-lr" if model == "logistic" else None, 200, 1000),
+}
+
+
+@dataclass(frozen=True)
+class PositiveControlSpec:
+    """A mechanism's known-broken twin (a registered experiment of the same test) and how often the audit may
+    double its runs, from the fast setting, to make the test catch the twin at the claim (0: run it as set)."""
+
+    twin: str
+    doublings: int = 0
+
+
+#: audited mechanism -> its positive control; a mechanism without one is audited with its power unmeasured
+POSITIVE_CONTROLS: dict[str, PositiveControlSpec] = {
+    # about 1 s per 100 runs: up to 1,600 runs, which catch the twin up to a claim of 2 (docs/dp-audit.md)
+    "trained-privrecourse-empty": PositiveControlSpec("trained-privrecourse-empty-broken", doublings=4),
+    "trained-dpc": PositiveControlSpec("trained-dpc-broken"),  # about 12 s per 100 runs
+    "trained-dpsgd": PositiveControlSpec("trained-dpsgd-broken"),  # its one-run design does not grow with runs
 }
 
 
@@ -256,6 +303,38 @@ def _from_trained(name: str, epsilon: float, spec: DefenseAuditSpec, alpha: floa
     return many, bounds
 
 
+def _deciding_bound(bounds: tuple[EmpiricalBound, ...], deciding: tuple[str, ...]) -> EmpiricalBound:
+    own = [b for b in bounds if b.method in deciding]
+    return max(own, key=lambda b: -1.0 if b.epsilon_lower_bound is None else b.epsilon_lower_bound)
+
+
+def _with_control(
+    name: str, epsilon: float, spec: DefenseAuditSpec, alpha: float, seed: int, deciding: tuple[str, ...]
+) -> tuple[DefenseAuditSpec, PositiveControl | None]:
+    """The runs to audit ``name`` at, and its positive control: the known-broken twin is audited first at the
+    spec's runs, doubled (up to the control's ``doublings`` and :data:`MAX_TRIALS`) until the test catches it.
+
+    The runs depend on the twin only, never on the audited mechanism's outcome, so the audited bound keeps its
+    confidence.
+    """
+    from recourse_privacy.dp_audit.experiments import MECHANISMS
+    from recourse_privacy.dp_audit.releases import RELEASE_AUDITS
+
+    control = POSITIVE_CONTROLS.get(name)
+    if control is None:
+        return spec, None
+    run = _from_release if control.twin in RELEASE_AUDITS else _from_trained
+    for step in range(control.doublings + 1):
+        _, bounds = run(control.twin, epsilon, spec, alpha, seed)
+        best = _deciding_bound(bounds, deciding)
+        caught = best.epsilon_lower_bound is not None and best.epsilon_lower_bound > epsilon
+        if caught or step == control.doublings or 2 * spec.n_trials > MAX_TRIALS:
+            break
+        spec = replace(spec, n_trials=2 * spec.n_trials)
+    broken = MECHANISMS.get(control.twin).description.removeprefix("BROKEN on purpose (the audit must flag it): ")
+    return spec, PositiveControl(control.twin, broken, best.epsilon_lower_bound, best.name, spec.n_trials, bool(caught))
+
+
 def audit_defense(
     defense: str,
     model: object,
@@ -275,6 +354,8 @@ def audit_defense(
     spec = DEFENSE_AUDITS[defense]
     spec = replace(spec, n_trials=trials_for(spec, epsilon, alpha))
     start = time.perf_counter()
+    deciding = ("clopper_pearson", "one_run")
+    spec, control = _with_control(name, epsilon, spec, alpha, seed, deciding)
     run = _from_release if name in RELEASE_AUDITS else _from_trained
     many, bounds = run(name, epsilon, spec, alpha, seed)
     return DPAuditEvidence(
@@ -285,10 +366,11 @@ def audit_defense(
         delta=many.delta,
         alpha=alpha,
         bounds=bounds,
-        decided_by=("clopper_pearson", "one_run"),
+        decided_by=deciding,
         source=f"audited now (audit --dp-audit, seed {seed}): the defense's mechanism on the package's canary "
         "design at the audit's epsilon, not on the audited data",
         seconds=time.perf_counter() - start,
+        control=control,
     )
 
 
@@ -303,6 +385,8 @@ def audit_recourse(
     claim = recourse_claim(recourse, recourse_params)
     spec = replace(RECOURSE_SPEC, n_trials=trials_for(RECOURSE_SPEC, claim.epsilon, alpha))
     start = time.perf_counter()
+    deciding = ("clopper_pearson", "one_run")
+    spec, control = _with_control(claim.mechanism, claim.epsilon, spec, alpha, seed, deciding)
     many, bounds = _from_release(claim.mechanism, claim.epsilon, spec, alpha, seed)
     return DPAuditEvidence(
         defense=recourse,
@@ -312,10 +396,11 @@ def audit_recourse(
         delta=many.delta,
         alpha=alpha,
         bounds=bounds,
-        decided_by=("clopper_pearson", "one_run"),
+        decided_by=deciding,
         source=f"audited now (audit --dp-audit, seed {seed}): the method's release ({claim.covers}; the candidates "
         "are decided by the audit's model, outside the claim) on the package's canary design at the method's "
         "epsilon, not on the audited data",
         seconds=time.perf_counter() - start,
         subject="Recourse method",
+        control=control,
     )

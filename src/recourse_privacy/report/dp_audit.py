@@ -21,6 +21,27 @@ def _num(x: float | None, spec: str = ".3f") -> str:
     return "n/a" if x is None else format(x, spec)
 
 
+def _control_html(evidence: DPAuditEvidence) -> str:
+    """The positive control's sentence: what the same test gives on the known-broken twin, or that none exists."""
+    e = html.escape
+    c = evidence.control
+    if c is None:
+        return (
+            "<p><strong>Power not measured:</strong> no known-broken twin of this mechanism is registered, so "
+            "nothing shows that this test, at these runs, would catch a mechanism that breaks the claim.</p>"
+        )
+    outcome = (
+        "it refutes the claim, so the test has the power to catch that failure here"
+        if c.caught
+        else "it does not refute the claim either, so a bound below the claim here is no evidence of privacy"
+    )
+    return (
+        f"<p><strong>Positive control:</strong> the same test on <code>{e(c.mechanism)}</code> ({e(c.broken)}) at "
+        f"{c.n_trials} runs per neighbour gives &epsilon; &ge; <strong>{_num(c.epsilon_lower_bound)}</strong> "
+        f"({e(c.method)}): {outcome}.</p>"
+    )
+
+
 def dp_audit_html(evidence: DPAuditEvidence | None) -> str:
     """The section's HTML ("" without evidence); every string escaped."""
     if evidence is None:
@@ -44,8 +65,11 @@ def dp_audit_html(evidence: DPAuditEvidence | None) -> str:
         f"<strong>{_num(best.epsilon_lower_bound)}</strong> ({e(best.name)}): "
         f"<strong>{e(evidence.verdict)}</strong>.</p>"
         "<table><tr><th>method</th><th>claimed &epsilon;</th><th>&epsilon; &ge;</th><th>&mu; &ge;</th>"
-        "<th>confidence</th><th>role</th><th>runs</th><th>valid when</th></tr>" + rows + "</table>"
-        f'<p class="small">{e(evidence.source)}; {evidence.seconds:.0f} s. A bound above the claim refutes it '
+        "<th>confidence</th><th>role</th><th>runs</th><th>valid when</th></tr>"
+        + rows
+        + "</table>"
+        + _control_html(evidence)
+        + f'<p class="small">{e(evidence.source)}; {evidence.seconds:.0f} s. A bound above the claim refutes it '
         "(at the stated confidence); a bound below it finds nothing wrong, which is not a proof of privacy. "
         "The verdict reads the two bounds without an assumption on the trade-off curve, each at alpha / 2.</p>"
     )

@@ -25,6 +25,7 @@ CSV_COLUMNS = (
     "copied_members",
     "tpr_low",
     "tpr_high",
+    "tied_share",
 )
 #: copied row ids shown in the report (all of them are in metrics.json)
 MAX_IDS_SHOWN = 50
@@ -48,6 +49,13 @@ def _ids(summary: ReleaseSummary) -> str:
     return shown + (f" &hellip; ({len(ids) - MAX_IDS_SHOWN} more in metrics.json)" if len(ids) > MAX_IDS_SHOWN else "")
 
 
+def _power(row) -> str:
+    note = row.power_note()
+    if not note:
+        return ""
+    return f"<br><strong>{_e(note)}</strong>" if row.no_power else f'<br><span class="small">{_e(note)}</span>'
+
+
 def release_section(summary: ReleaseSummary | None, queries=()) -> str:
     """HTML: the released-set attacks beside the query attacks (``queries``: QueryPoints) for the same method."""
     if summary is None:
@@ -65,7 +73,7 @@ def release_section(summary: ReleaseSummary | None, queries=()) -> str:
         )
     rows = [
         f"<tr><td>released set</td><td>{_e(r.attack)}</td><td>0</td><td>{r.auc:.3f} [{r.auc_low:.3f}, {r.auc_high:.3f}]"
-        f"</td><td>{r.tpr_at_1pct_fpr:.3f} [{r.tpr_low:.3f}, {r.tpr_high:.3f}]</td></tr>"
+        f"{_power(r)}</td><td>{r.tpr_at_1pct_fpr:.3f} [{r.tpr_low:.3f}, {r.tpr_high:.3f}]</td></tr>"
         for r in summary.rows
     ]
     rows += [
@@ -107,9 +115,10 @@ def release_table(summary: ReleaseSummary):
     for col in ("attack", "AUC [95%]", "TPR at FPR 1%", "exact copies", "copied members"):
         table.add_column(col, justify="right")
     for r in summary.rows:
+        note = r.power_note()
         table.add_row(
             r.attack,
-            f"{r.auc:.3f} [{r.auc_low:.3f},\u00a0{r.auc_high:.3f}]",
+            f"{r.auc:.3f} [{r.auc_low:.3f},\u00a0{r.auc_high:.3f}]" + (f"\n{note}" if note else ""),
             f"{r.tpr_at_1pct_fpr:.3f}",
             str(r.exact_copies),
             str(r.copied_members),

@@ -92,6 +92,8 @@ class StudyRow:
     note: str = ""
     #: distinct training rows among the published counterfactuals (-1: not recorded, a row of an older run)
     copied_rows: int = -1
+    #: share of the targets at the attack's most common score (1: every target tied, no power; -1: not recorded)
+    tied_share: float = -1.0
 
     def to_dict(self) -> dict:
         """The CSV row."""
@@ -169,6 +171,7 @@ def _method_rows(dataset: str, label: str, cfg: ReleaseThreatConfig) -> list[Stu
             _anonymeter_text(rel),
             "; ".join(rel.notes),
             len(rel.copied_row_ids),
+            r.tied_share,
         )
         for r in rel.rows
     ]
@@ -270,6 +273,7 @@ def _line(r: StudyRow) -> str:
         return f"  {r.dataset:6s} {r.method:18s} {r.note}"
     rows = f" ({r.copied_rows} distinct training rows)" if r.copied_rows > 0 else ""
     q = "" if math.isnan(r.query_auc) else f"; lead query attack {r.query_attack} AUC {r.query_auc:.3f}"
+    q += " (NO POWER: every target got the same score)" if r.tied_share >= 1.0 else ""
     return (
         f"  {r.dataset:6s} {r.method:18s} {r.attack:10s} AUC {r.auc:.3f} [{r.auc_low:.3f}, {r.auc_high:.3f}] "
         f"TPR@1% {r.tpr_at_1pct_fpr:.3f} copies {r.exact_copies}/{r.n_published}{rows} members {r.copied_members}{q}"
