@@ -27,7 +27,7 @@ from recourse_privacy.data import ChecksumError, load_dataset, load_tabular
 from recourse_privacy.defenses import LaplaceRecourse, RecourseSession
 from recourse_privacy.errors import BudgetExceededError, InvalidInputError
 from recourse_privacy.models.registry import make_model
-from recourse_privacy.provenance import package_version, sha256_file
+from recourse_privacy.provenance import package_version, sha256_file, source_digest
 
 runner = CliRunner()
 
@@ -64,7 +64,10 @@ def test_metrics_json_records_data_hash_version_platform(tmp_path):
     prov = d["provenance"]
     assert prov["data_sha256"] == sha256_file(data) and prov["data_source"] == str(data.resolve())
     assert prov["package_version"] == package_version() and prov["platform"]
+    assert prov["source_digest"] == source_digest() and len(prov["source_digest"]) >= 16  # which sources of it
     assert AuditResult.from_dict(d).provenance.data_sha256 == sha256_file(data)
+    before = {**d, "provenance": {k: v for k, v in prov.items() if k != "source_digest"}}  # written before stop 47
+    assert AuditResult.from_dict(before).provenance.source_digest == ""
     old = {k: v for k, v in d.items() if k != "provenance"}  # a file written before provenance existed
     assert AuditResult.from_dict(old).provenance is None
 

@@ -132,7 +132,9 @@ class Provenance:
 
     ``data_source`` is the file read (a path) or the generator's name (``synthetic``);
     ``data_sha256`` the SHA-256 of that file's bytes (None for generated data, whose
-    configuration determines it); ``package_version`` and ``platform`` the software it ran on.
+    configuration determines it); ``package_version`` and ``platform`` the software it ran on, and
+    ``source_digest`` (:func:`source_digest`) which sources of that version: two runs of one version
+    between commits differ there ("" in records written before it was kept).
     """
 
     data_source: str
@@ -140,6 +142,7 @@ class Provenance:
     package_version: str
     platform: str
     python: str = sys.version.split()[0]
+    source_digest: str = ""
 
     @classmethod
     def current(cls, data_source: str, data_sha256: str | None) -> Provenance:
@@ -149,6 +152,7 @@ class Provenance:
             data_sha256=data_sha256,
             package_version=package_version(),
             platform=platform_string(),
+            source_digest=source_digest(),
         )
 
     def to_dict(self) -> dict:
