@@ -1,6 +1,6 @@
 """The positive controls of ``audit --dp-audit`` (docs/dp-audit.md, "A positive control"): one row per audit and claim.
 
-    PYTHONPATH=src python benchmarks/dp_audit_controls.py [--eps 0.5 1 2] [--only privrecourse dpc dpsgd]
+    PYTHONPATH=src python benchmarks/dp_audit_controls.py [--eps 0.5 1 2] [--only privrecourse privrecourse-laplace dpc dpsgd]
         [--seed 0]
 
 Each row runs what ``--dp-audit`` runs for that audit (``audit_recourse`` for a private recourse method at its own
@@ -19,6 +19,7 @@ from recourse_privacy.dp_audit.defense_audit import audit_defense, audit_recours
 #: audit name -> what --dp-audit runs at a claim E (DPC's registered experiment splits E into two equal halves)
 AUDITS = {
     "privrecourse": lambda eps, seed: audit_recourse("privrecourse", {"epsilon": eps}, seed=seed),
+    "privrecourse-laplace": lambda eps, seed: audit_recourse("privrecourse-laplace", {"epsilon": eps}, seed=seed),
     "dpc": lambda eps, seed: audit_recourse("dpc", {"mode": "hardened", "epsilon": eps / 2}, seed=seed),
     "dpsgd": lambda eps, seed: audit_defense("dpm", "mlp", eps, seed=seed),
 }

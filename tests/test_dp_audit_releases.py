@@ -28,6 +28,7 @@ HONEST = [
     "trained-mst",
     "trained-mst-rows",
     "trained-laplace-answer",
+    "trained-privrecourse-laplace",
 ]
 
 
@@ -54,6 +55,37 @@ def test_laplace_answer_honest_passes_broken_is_caught(eps):
     assert not honest.violates_claim, honest.row()
     assert broken.many_run.violates_claim and broken.violates_claim, broken.row()
     assert broken.scores["one_run"].epsilon_lower_bound > honest.scores["one_run"].epsilon_lower_bound
+
+
+@pytest.mark.parametrize("eps", [0.5, 2.0])
+def test_privrecourse_laplace_records_replaced_honest_passes_one_features_sensitivity_is_caught(eps):
+    """The Laplace baseline's claim is for neighbours that replace a record, and so is its experiment. Its statistic
+    is the likelihood ratio, so the honest bound may come near the claim (not above it); the twin's noise is d
+    times too small, so its true epsilon is d times the claim."""
+    honest = audit_release("trained-privrecourse-laplace", eps, n_trials=5000, random_state=0)
+    broken = audit_release("trained-privrecourse-laplace-broken", eps, n_trials=5000, random_state=0)
+    assert not honest.violates_claim, honest.row()
+    assert broken.many_run.violates_claim and broken.violates_claim, broken.row()
+    assert "replaces" in honest.many_run.neighbours
+
+
+def test_privrecourse_laplace_statistic_reaches_the_claims_likelihood_ratio_exactly():
+    """Every coordinate of the replaced record's released point beyond 1 (the statistic at its top, d): under D' (the
+    record at the canary 1) each coordinate is there with probability 1/2; under D (at 0) with exp(-1 / b) / 2 at
+    b = d / epsilon. The ratio is exp(epsilon), the claim exactly, so the test is as tight as the claim allows. The
+    tolerance is 5 binomial standard errors of the log ratio at 200,000 runs a side."""
+    import numpy as np
+
+    from recourse_privacy.dp_audit.releases import LAPLACE_DATA_DIMS as d
+
+    eps, n = 1.0, 200_000
+    for name, true_eps in (("trained-privrecourse-laplace", eps), ("trained-privrecourse-laplace-broken", d * eps)):
+        exp = release_experiment(name, eps, n_rows=8)
+        top = [np.mean(exp.sample(which, np.random.default_rng(which), n) >= d) for which in (0, 1)]
+        p0, p1 = 0.5**d * np.exp(-true_eps), 0.5**d
+        se = np.sqrt((1 - p0) / (n * p0) + (1 - p1) / (n * p1))
+        assert abs(np.log(top[1] / top[0]) - true_eps) < 5 * se, (name, top)
+        assert abs(top[1] - p1) < 5 * np.sqrt(p1 * (1 - p1) / n)
 
 
 def test_privrecourse_kmeans_honest_passes_broken_is_caught():

@@ -161,14 +161,17 @@ def test_a_private_recourse_methods_claim_is_the_one_audited_and_runs_without_on
     assert recourse_claim("privrecourse", {"epsilon": 0.5}).epsilon == 0.5
     assert mechanism("dpc", mode="hardened", epsilon=0.5) == "trained-dpc"
     assert recourse_claim("dpc", {"mode": "hardened", "epsilon": 0.5}).epsilon == 1.0  # the two halves, summed
+    # the Laplace baseline's claim is for neighbours that replace a record: its experiment replaces one
+    assert mechanism("privrecourse-laplace", epsilon=2.0) == "trained-privrecourse-laplace"
+    assert recourse_claim("privrecourse-laplace", {"epsilon": 2.0}).n_trials == 5000
     for recourse, params, reason in [
         ("gs", {}, "claim no epsilon"),
         ("privrecourse", {"bounds": "data"}, "no DP claim"),
+        ("privrecourse-laplace", {"bounds": "data"}, "no DP claim"),
         ("privrecourse", {"clustering": "convergent"}, "no registered"),
         ("dpc", {}, "faithful"),
         ("dpc", {"mode": "hardened", "epsilon": 1.0, "epsilon_prototypes": 0.5}, "splits the budget equally"),
         ("privrecourse-mst", {"epsilon": 2.0}, "audit-dp --mechanism trained-mst-rows --epsilon 2"),
-        ("privrecourse-laplace", {}, "replace a record"),
     ]:
         with pytest.raises(InvalidInputError, match=reason) as info:
             mechanism(recourse, **params)
@@ -223,7 +226,12 @@ def test_every_positive_control_is_a_registered_broken_twin_of_a_mechanism_the_a
     from recourse_privacy.dp_audit.defense_audit import POSITIVE_CONTROLS
     from recourse_privacy.dp_audit.experiments import MECHANISMS
 
-    audited = {"trained-privrecourse-empty", "trained-dpc", check_auditable("dpm", "mlp")}
+    audited = {
+        "trained-privrecourse-empty",
+        "trained-dpc",
+        "trained-privrecourse-laplace",
+        check_auditable("dpm", "mlp"),
+    }
     assert set(POSITIVE_CONTROLS) == audited
     for name, spec in POSITIVE_CONTROLS.items():
         assert spec.twin == f"{name}-broken" and MECHANISMS.get(spec.twin).description.startswith("BROKEN on purpose")

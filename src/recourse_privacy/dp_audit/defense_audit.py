@@ -172,11 +172,18 @@ POSITIVE_CONTROLS: dict[str, PositiveControlSpec] = {
     "trained-privrecourse-empty": PositiveControlSpec("trained-privrecourse-empty-broken", doublings=4),
     "trained-dpc": PositiveControlSpec("trained-dpc-broken"),  # about 12 s per 100 runs
     "trained-dpsgd": PositiveControlSpec("trained-dpsgd-broken"),  # its one-run design does not grow with runs
+    "trained-privrecourse-laplace": PositiveControlSpec("trained-privrecourse-laplace-broken", doublings=2),
 }
 
 
 #: a private recourse method's release: its registered experiment's fast settings (the mechanism is read per run)
 RECOURSE_SPEC = DefenseAuditSpec(lambda model, params: None, n_trials=100, n_canaries=1000)
+
+
+def _recourse_spec(claim) -> DefenseAuditSpec:
+    """The fast settings of a private recourse method's audit: the claim's own runs where it names them."""
+    return replace(RECOURSE_SPEC, n_trials=claim.n_trials or RECOURSE_SPEC.n_trials)
+
 
 #: the many-run audit never trains more than this many runs per neighbour (the claim's cost grows like e^eps)
 MAX_TRIALS = 16_000
@@ -219,7 +226,7 @@ def check_auditable(
 
         if recourse in RECOURSE_AUDITS:
             claim = recourse_claim(recourse, recourse_params)
-            trials_for(RECOURSE_SPEC, claim.epsilon)
+            trials_for(_recourse_spec(claim), claim.epsilon)
             return claim.mechanism
         raise InvalidInputError(
             f"--dp-audit needs a DP defense ({', '.join(DEFENSE_AUDITS)}) or a private recourse method "
@@ -383,7 +390,8 @@ def audit_recourse(
     from recourse_privacy.dp_audit.recourse_audit import recourse_claim
 
     claim = recourse_claim(recourse, recourse_params)
-    spec = replace(RECOURSE_SPEC, n_trials=trials_for(RECOURSE_SPEC, claim.epsilon, alpha))
+    spec = _recourse_spec(claim)
+    spec = replace(spec, n_trials=trials_for(spec, claim.epsilon, alpha))
     start = time.perf_counter()
     deciding = ("clopper_pearson", "one_run")
     spec, control = _with_control(claim.mechanism, claim.epsilon, spec, alpha, seed, deciding)

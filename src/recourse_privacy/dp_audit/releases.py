@@ -29,6 +29,9 @@ trained-dpc               DPC, hardened mode (FM autoencoder + Laplace prototype
 trained-mst               MST synthetic data (mbi); canary (1, ..., 1) in the corner cell;
                           synthetic rows in the canary's top bins
 trained-mst-rows          MST with its default number of synthetic rows; canary (1, 1); the number of rows
+trained-privrecourse-     PrivRecourse's Laplace baseline (every record plus Laplace noise); D' REPLACES
+  laplace                 record 0 (at the origin) by the canary (1, ..., 1), as its claim's neighbours do;
+                          the Laplace likelihood ratio of that record's released point
 trained-laplace-answer    Laplace Recourse's answer: the noisy probability of the canary under a
                           logistic regression trained on D or D'; the noisy probability
 ========================  ==================================================================
@@ -36,7 +39,7 @@ trained-laplace-answer    Laplace Recourse's answer: the noisy probability of th
 Broken twins: DP-SGD with the noise multiplier Opacus calibrated divided by 10 (clipping kept);
 k-means, DPC and MST with their bounds read from the private data (min and max, used as if public:
 the bug diffprivlib warns about); for the empty-region canary, diffprivlib's ``KMeans`` as it is; Laplace Recourse with sensitivity 0.1 instead of 1 (noise divided
-by 10); the sparse answers set back by a logistic regression fitted without DP; MST with as many rows as the
+by 10); the Laplace baseline's records with one feature's sensitivity (noise d times too small); the sparse answers set back by a logistic regression fitted without DP; MST with as many rows as the
 data. Also registered, not broken on purpose but known not to be covered:
 ``trained-dpc-faithful`` (the paper's DPC, prototypes as raw class means; only the autoencoder is
 noised).
@@ -374,6 +377,52 @@ def laplace_answer_experiment(epsilon: float, *, broken: bool = False, n_rows: i
     )
 
 
+# ----------------------------------------------------------------------------- PrivRecourse's Laplace baseline
+
+#: features of the Laplace baseline's audit: the broken twin's noise (one feature's sensitivity) is d times too small
+LAPLACE_DATA_DIMS = 4
+
+
+def laplace_data_experiment(epsilon: float, *, broken: bool = False, n_rows: int = 40, data_seed: int = 0):
+    """PrivRecourse's Laplace baseline (every record plus Laplace(d / epsilon) per feature), neighbours that replace.
+
+    Its claim is for neighbours that replace a record (the release shows their number), so D' replaces, where every
+    other experiment here adds. D holds ``n_rows`` points in [0, 0.3]^d with record 0 at the origin; D' replaces
+    record 0 by the canary (1, ..., 1), the largest L1 change in the unit box (d). The statistic is the
+    Neyman-Pearson one for Laplace noise on the replaced record's released point, sum_j clip(x_j, 0, 1): its
+    likelihood ratio reaches e^epsilon exactly (every coordinate beyond 1), so a test can come near the claim and
+    not above it. The runs are drawn at once: the mechanism (:func:`~recourse_privacy.privrecourse.baselines.
+    laplace_noisy_data`) noises every entry independently, so one call on n stacked copies of the data is n
+    independent runs. The broken twin uses one feature's sensitivity, Laplace(1 / epsilon): d times the claim.
+    """
+    from recourse_privacy.privrecourse.baselines import laplace_noisy_data
+
+    epsilon = check_positive_float(epsilon, "epsilon")
+    d = LAPLACE_DATA_DIMS
+    X_d = _cluster_data(n_rows, d, data_seed)
+    X_d[0] = 0.0
+    X_p = X_d.copy()
+    X_p[0] = 1.0
+
+    def sample(which: int, rng: np.random.Generator, n: int) -> np.ndarray:
+        X = np.tile((X_d, X_p)[which], (n, 1))
+        if broken:
+            noisy = X + rng.laplace(0.0, 1.0 / epsilon, X.shape)
+        else:
+            noisy, _ = laplace_noisy_data(X, epsilon=epsilon, random_state=rng)
+        return np.clip(noisy[::n_rows], 0.0, 1.0).sum(axis=1)  # record 0 of every run
+
+    return DistinguishingExperiment(
+        name="trained-privrecourse-laplace" + ("-broken" if broken else ""),
+        sample=sample,
+        claimed_epsilon=epsilon,
+        delta=0.0,
+        statistic="sum_j clip(x_j, 0, 1) of the replaced record's released point (the Laplace likelihood ratio)",
+        neighbours=f"D: {n_rows} rows in [0, 0.3]^{d}, record 0 at the origin; D' replaces it by the canary "
+        "(1, ..., 1)" + ("; BROKEN: Laplace(1 / epsilon), one feature's sensitivity" if broken else ""),
+    )
+
+
 # ----------------------------------------------------------------------------- PrivRecourse's sparse answers
 
 #: the applicants of the sparse-answer audit: x0 fixed near the lower bound, x1 on a grid over [0, 1]
@@ -538,6 +587,15 @@ for _name, _fn, _side, _what, _broke, _one_run in (
         "MST synthetic data with its default number of rows (privrecourse-mst's nodes), with and without a canary; "
         "statistic the number of synthetic rows",
         "as many rows as the data",
+        None,
+    ),
+    (
+        "trained-privrecourse-laplace",
+        laplace_data_experiment,
+        ">=",
+        "PrivRecourse's Laplace baseline (every record plus Laplace(d / epsilon)), neighbours that replace a record by "
+        "a corner canary; statistic the Laplace likelihood ratio of the replaced record's released point",
+        "Laplace(1 / epsilon): one feature's sensitivity, not the L1 over d",
         None,
     ),
     (
