@@ -186,7 +186,7 @@ def _check_release(out: Path, ds, n_rows: int, seed: int, method: str, epsilon: 
     """Print what the bundle in ``out`` answers ``n_rows`` of the dataset's rejected rows (stderr), warning when few
     answers are valid (:mod:`recourse_privacy.service.release_check`)."""
     from recourse_privacy.service.bundle import load_bundle
-    from recourse_privacy.service.release_check import LOW_VALIDITY, check_release
+    from recourse_privacy.service.release_check import CONCENTRATED, LOW_VALIDITY, check_release
     from recourse_privacy.validation import derive_seed
 
     check = check_release(load_bundle(out, random_state=derive_seed(seed, 71)), ds.X, n_rows=n_rows, random_state=seed)
@@ -196,6 +196,13 @@ def _check_release(out: Path, ds, n_rows: int, seed: int, method: str, epsilon: 
             f"warning: fewer than {LOW_VALIDITY:.0%} of the checked answers are valid for --method {method} at "
             f"--epsilon {epsilon:g}: a larger --epsilon or another --method may serve applicants better "
             "(`recourse-privacy recourse --methods laplace,dpc,privrecourse` compares the methods' recourse)",
+            err=True,
+        )
+    if check.concentrated:
+        typer.echo(
+            f"warning: {check.top_end_share:.0%} of the found answers lead to one of the graph's {check.n_nodes} nodes "
+            f"(at least {CONCENTRATED:.0%}): those applicants are all sent toward the same profile, whatever their own "
+            "(the graph's paths run to its cheapest accepted node; Pentyala et al. 2023, Algorithm 2)",
             err=True,
         )
 

@@ -4,8 +4,9 @@
 autoencoder at a small epsilon, Laplace Recourse's noise per answer). Before serving, the operator sees the
 share of rejected training rows the bundle answers with a counterfactual its model accepts, and the answers'
 cost, from the same code that answers applicants (:meth:`~recourse_privacy.service.bundle.Bundle.answer`).
-The figures are statistics of the private rows: they are for the operator, never written into the bundle,
-and not covered by its guarantee.
+For a graph's answers (PrivRecourse) it also counts the nodes the answers lead to: a path ends at one node,
+which every applicant sent there is told to move toward. The figures are statistics of the private rows: they are
+for the operator, never written into the bundle, and not covered by its guarantee.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 
 #: below this share of valid answers, ``publish`` warns
 LOW_VALIDITY = 0.5
+#: from this share of a graph's answers ending at one node, ``publish`` warns
+CONCENTRATED = 0.5
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,17 @@ class ReleaseCheck:
     valid_share: float
     not_found_share: float
     median_cost: float | None
+    #: a graph's answers (PrivRecourse): the distinct nodes the found answers end at, the graph's nodes, and the
+    #: share of the found answers at the most common end node (None for the methods that answer without a graph)
+    end_nodes: int | None = None
+    n_nodes: int | None = None
+    top_end_share: float | None = None
+
+    @property
+    def concentrated(self) -> bool:
+        """Whether at least :data:`CONCENTRATED` of a graph's found answers end at one node (a node is one profile
+        every such applicant is sent toward, whatever their own)."""
+        return self.top_end_share is not None and self.top_end_share >= CONCENTRATED
 
     @property
     def valid_ci(self) -> tuple[float, float]:
@@ -68,7 +82,15 @@ class ReleaseCheck:
             f"check on {self.n_checked} of the {self.n_rejected} training rows the bundle's model rejects (for you: "
             f"not in the bundle, not covered by its guarantee): {self.valid_share:.1%} answered with a counterfactual "
             f"the model accepts ({rows}), {self.not_found_share:.1%} with none; median cost of the valid ones "
-            f"{cost}. One bundle: its noise is one draw, another --seed publishes another"
+            f"{cost}.{self._ends()} One bundle: its noise is one draw, another --seed publishes another"
+        )
+
+    def _ends(self) -> str:
+        if self.end_nodes is None:
+            return ""
+        return (
+            f" The found answers lead to {self.end_nodes} of the graph's {self.n_nodes} nodes ({self.top_end_share:.1%}"
+            " to the most common)."
         )
 
 
@@ -84,10 +106,25 @@ def check_release(bundle: Bundle, X: pd.DataFrame, *, n_rows: int = 500, random_
     valid = np.array([bool(x.get("valid", False)) for x in answers])
     found = np.array([x.get("counterfactual") is not None for x in answers])
     costs = [x["cost"] for x, ok in zip(answers, valid) if ok]
+    ends = _END_NODES.get(bundle.method, lambda b, a: None)(bundle, a.take(rows))
+    counts = np.unique(ends, return_counts=True)[1] if ends is not None and len(ends) else None
     return ReleaseCheck(
         n_rejected=len(rejected),
         n_checked=k,
         valid_share=float(valid.mean()),
         not_found_share=float(1.0 - found.mean()),
         median_cost=float(np.median(costs)) if costs else None,
+        end_nodes=None if counts is None else len(counts),
+        n_nodes=None if counts is None else len(bundle.graph.nodes),
+        top_end_share=None if counts is None else float(counts.max() / counts.sum()),
     )
+
+
+def _graph_ends(bundle: Bundle, a) -> np.ndarray:
+    """The node each found answer's path ends at (Pentyala et al. 2023, Algorithm 2), as the bundle answers."""
+    paths = bundle.graph.query(bundle.schema.encode(a), model=bundle.model)
+    return paths.end[paths.found]
+
+
+#: method -> the end nodes of its found answers to the applicants (the methods that answer from a graph)
+_END_NODES = {"privrecourse": _graph_ends}
