@@ -159,10 +159,11 @@ def release_summary(ctx: ThreatContext) -> ReleaseSummary:
 
 
 def tied_share(scores: np.ndarray) -> float:
-    """The share of ``scores`` equal to their most common value (1.0: every target tied, the attack has no power)."""
+    """The share of ``scores`` equal to their most common value (1.0: every target tied, the attack has no power;
+    -1.0 for no scores, as a row that did not record it)."""
     scores = np.asarray(scores, float).ravel()
     if not len(scores):
-        return float("nan")
+        return -1.0
     return float(np.unique(scores, return_counts=True)[1].max() / len(scores))
 
 

@@ -39,6 +39,9 @@ __all__ = [
     "check_auditable",
 ]
 
+#: the bounds that decide a verdict: no assumption on the trade-off curve (each at alpha / 2)
+DECIDING = ("clopper_pearson", "one_run")
+
 #: user-facing names of the methods, with their papers
 METHOD_NAMES = {
     "clopper_pearson": "Clopper-Pearson (Jagielski et al. 2020), many runs",
@@ -361,8 +364,7 @@ def audit_defense(
     spec = DEFENSE_AUDITS[defense]
     spec = replace(spec, n_trials=trials_for(spec, epsilon, alpha))
     start = time.perf_counter()
-    deciding = ("clopper_pearson", "one_run")
-    spec, control = _with_control(name, epsilon, spec, alpha, seed, deciding)
+    spec, control = _with_control(name, epsilon, spec, alpha, seed, DECIDING)
     run = _from_release if name in RELEASE_AUDITS else _from_trained
     many, bounds = run(name, epsilon, spec, alpha, seed)
     return DPAuditEvidence(
@@ -373,7 +375,7 @@ def audit_defense(
         delta=many.delta,
         alpha=alpha,
         bounds=bounds,
-        decided_by=deciding,
+        decided_by=DECIDING,
         source=f"audited now (audit --dp-audit, seed {seed}): the defense's mechanism on the package's canary "
         "design at the audit's epsilon, not on the audited data",
         seconds=time.perf_counter() - start,
@@ -393,8 +395,7 @@ def audit_recourse(
     spec = _recourse_spec(claim)
     spec = replace(spec, n_trials=trials_for(spec, claim.epsilon, alpha))
     start = time.perf_counter()
-    deciding = ("clopper_pearson", "one_run")
-    spec, control = _with_control(claim.mechanism, claim.epsilon, spec, alpha, seed, deciding)
+    spec, control = _with_control(claim.mechanism, claim.epsilon, spec, alpha, seed, DECIDING)
     many, bounds = _from_release(claim.mechanism, claim.epsilon, spec, alpha, seed)
     return DPAuditEvidence(
         defense=recourse,
@@ -404,7 +405,7 @@ def audit_recourse(
         delta=many.delta,
         alpha=alpha,
         bounds=bounds,
-        decided_by=deciding,
+        decided_by=DECIDING,
         source=f"audited now (audit --dp-audit, seed {seed}): the method's release ({claim.covers}; the candidates "
         "are decided by the audit's model, outside the claim) on the package's canary design at the method's "
         "epsilon, not on the audited data",
