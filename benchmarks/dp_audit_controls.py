@@ -1,10 +1,10 @@
 """The positive controls of ``audit --dp-audit`` (docs/dp-audit.md, "A positive control"): one row per audit and claim.
 
-    PYTHONPATH=src python benchmarks/dp_audit_controls.py [--eps 0.5 1 2] [--only privrecourse privrecourse-laplace dpc dpsgd]
+    PYTHONPATH=src python benchmarks/dp_audit_controls.py [--eps 0.5 1 2] [--only privrecourse privrecourse-laplace dpc dpsgd dpm dpm-laplace]
         [--seed 0]
 
 Each row runs what ``--dp-audit`` runs for that audit (``audit_recourse`` for a private recourse method at its own
-claim, ``audit_defense`` for DP-SGD): the known-broken twin first, its runs doubled until the test catches it, then
+claim, ``audit_defense`` for DP-SGD and the DP logistic regression): the known-broken twin first, its runs doubled until the test catches it, then
 the audited mechanism at those runs. It prints the audited bound, the twin's bound and runs, whether the twin was
 caught, the verdict and the seconds (twin and audit together).
 """
@@ -22,6 +22,8 @@ AUDITS = {
     "privrecourse-laplace": lambda eps, seed: audit_recourse("privrecourse-laplace", {"epsilon": eps}, seed=seed),
     "dpc": lambda eps, seed: audit_recourse("dpc", {"mode": "hardened", "epsilon": eps / 2}, seed=seed),
     "dpsgd": lambda eps, seed: audit_defense("dpm", "mlp", eps, seed=seed),
+    "dpm": lambda eps, seed: audit_defense("dpm", "logistic", eps, seed=seed),
+    "dpm-laplace": lambda eps, seed: audit_defense("dpm-laplace", "logistic", eps, seed=seed),
 }
 
 

@@ -145,6 +145,9 @@ def test_cli_audits_the_dp_model_as_run_with_its_model_params(tmp_path):
     assert "trained-dpm-logistic" in (out / "report.html").read_text()  # the report names the mechanism
     block = json.loads((out / "metrics.json").read_text())["dp_audit"]  # and so does the JSON a script reads
     assert block["mechanism"] == "trained-dpm-logistic" and block["claimed_epsilon"] == 2.0
+    # its positive control: the same test on the model run at 10 x epsilon, runs doubled until it is caught
+    assert block["control"]["mechanism"] == "trained-dpm-logistic-broken" and block["control"]["caught"] is True
+    assert block["control"]["n_trials"] > 200 and block["verdict"].startswith("consistent")
 
 
 def test_a_private_recourse_methods_claim_is_the_one_audited_and_runs_without_one_are_refused():
@@ -231,7 +234,9 @@ def test_every_positive_control_is_a_registered_broken_twin_of_a_mechanism_the_a
         "trained-dpc",
         "trained-privrecourse-laplace",
         check_auditable("dpm", "mlp"),
+        check_auditable("dpm-laplace", "logistic"),
+        *(check_auditable("dpm", "logistic", 1.0, {"regularize_for_budget": r}) for r in (True, False)),
     }
-    assert set(POSITIVE_CONTROLS) == audited
+    assert set(POSITIVE_CONTROLS) == audited  # every mechanism --dp-audit runs but trained-lr (refuted by design)
     for name, spec in POSITIVE_CONTROLS.items():
         assert spec.twin == f"{name}-broken" and MECHANISMS.get(spec.twin).description.startswith("BROKEN on purpose")

@@ -176,6 +176,11 @@ POSITIVE_CONTROLS: dict[str, PositiveControlSpec] = {
     "trained-dpc": PositiveControlSpec("trained-dpc-broken"),  # about 12 s per 100 runs
     "trained-dpsgd": PositiveControlSpec("trained-dpsgd-broken"),  # its one-run design does not grow with runs
     "trained-privrecourse-laplace": PositiveControlSpec("trained-privrecourse-laplace-broken", doublings=2),
+    # the DP logistic regression at 10 x epsilon: 200 -> 3,200 runs (about 5 ms a run) catch it at claims 1 and 2,
+    # not at 0.5 (docs/dp-audit.md, "A positive control")
+    "trained-dpm-logistic-budget": PositiveControlSpec("trained-dpm-logistic-budget-broken", doublings=4),
+    "trained-dpm-logistic": PositiveControlSpec("trained-dpm-logistic-broken", doublings=4),
+    "trained-dpm-lr": PositiveControlSpec("trained-dpm-lr-broken", doublings=4),
 }
 
 

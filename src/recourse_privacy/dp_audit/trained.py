@@ -55,6 +55,19 @@ def _dp_logistic_budget(epsilon, data_norm, seed):
     return DPLogisticModel(epsilon=epsilon, data_norm=data_norm, regularize_for_budget=True, random_state=seed)
 
 
+#: a broken twin's DP logistic regression runs at this many times the claimed epsilon (its noise that much smaller)
+BROKEN_EPSILON_FACTOR = 10.0
+
+_BROKEN = "BROKEN on purpose (the audit must flag it): "
+
+
+def _broken(model_of):
+    def build(epsilon, data_norm, seed):
+        return model_of(BROKEN_EPSILON_FACTOR * epsilon, data_norm, seed)
+
+    return build
+
+
 def _laplace(epsilon, seed):
     from diffprivlib.accountant import BudgetAccountant
 
@@ -100,6 +113,18 @@ RELEASES: dict[str, tuple[Callable, Callable, bool, str]] = {
     "dpm-lr": (_dp_logistic_budget, _laplace, False, "Laplace Recourse over the DP logistic regression as it runs"),
     "dpm-scfe": (_dp_logistic_budget, _scfe, False, "SCFE (Wachter et al.) over the DP logistic regression as it runs"),
 }
+# the broken twins of the DP model's releases (positive controls of ``audit --dp-audit``): the same pipeline with the
+# DP logistic regression run at BROKEN_EPSILON_FACTOR x epsilon, its noise that much smaller (as DP-SGD's twin divides
+# its noise multiplier by 10)
+for _name in ("dpm-logistic", "dpm-logistic-budget", "dpm-lr"):
+    _m, _r, _det, _what = RELEASES[_name]
+    RELEASES[f"{_name}-broken"] = (
+        _broken(_m),
+        _r,
+        _det,
+        f"{_BROKEN}the DP logistic regression run at {BROKEN_EPSILON_FACTOR:g} x epsilon (noise / "
+        f"{BROKEN_EPSILON_FACTOR:g}); otherwise {_what}",
+    )
 
 
 def _check_release(name: str) -> tuple:
