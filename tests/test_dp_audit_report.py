@@ -240,3 +240,8 @@ def test_every_positive_control_is_a_registered_broken_twin_of_a_mechanism_the_a
     assert set(POSITIVE_CONTROLS) == audited  # every mechanism --dp-audit runs but trained-lr (refuted by design)
     for name, spec in POSITIVE_CONTROLS.items():
         assert spec.twin == f"{name}-broken" and MECHANISMS.get(spec.twin).description.startswith("BROKEN on purpose")
+        if name.startswith("trained-dpm"):  # the short text says what the registered twin runs
+            from recourse_privacy.dp_audit.trained import BROKEN_EPSILON_FACTOR
+
+            assert f"run at {BROKEN_EPSILON_FACTOR:g} x epsilon" in spec.broken
+            assert f"run at {BROKEN_EPSILON_FACTOR:g} x epsilon" in MECHANISMS.get(spec.twin).description

@@ -167,7 +167,10 @@ class PositiveControlSpec:
 
     twin: str
     doublings: int = 0
+    broken: str = ""  # what is broken, in a few words ("": the twin's registered description)
 
+
+_DPM_TWIN = "the DP logistic regression run at 10 x epsilon (noise / 10)"
 
 #: audited mechanism -> its positive control; a mechanism without one is audited with its power unmeasured
 POSITIVE_CONTROLS: dict[str, PositiveControlSpec] = {
@@ -178,9 +181,9 @@ POSITIVE_CONTROLS: dict[str, PositiveControlSpec] = {
     "trained-privrecourse-laplace": PositiveControlSpec("trained-privrecourse-laplace-broken", doublings=2),
     # the DP logistic regression at 10 x epsilon: 200 -> 3,200 runs (about 5 ms a run) catch it at claims 1 and 2,
     # not at 0.5 (docs/dp-audit.md, "A positive control")
-    "trained-dpm-logistic-budget": PositiveControlSpec("trained-dpm-logistic-budget-broken", doublings=4),
-    "trained-dpm-logistic": PositiveControlSpec("trained-dpm-logistic-broken", doublings=4),
-    "trained-dpm-lr": PositiveControlSpec("trained-dpm-lr-broken", doublings=4),
+    "trained-dpm-logistic-budget": PositiveControlSpec("trained-dpm-logistic-budget-broken", 4, _DPM_TWIN),
+    "trained-dpm-logistic": PositiveControlSpec("trained-dpm-logistic-broken", 4, _DPM_TWIN),
+    "trained-dpm-lr": PositiveControlSpec("trained-dpm-lr-broken", 4, _DPM_TWIN + ", Laplace Recourse as it is"),
 }
 
 
@@ -346,7 +349,9 @@ def _with_control(
         if caught or step == control.doublings or 2 * spec.n_trials > MAX_TRIALS:
             break
         spec = replace(spec, n_trials=2 * spec.n_trials)
-    broken = MECHANISMS.get(control.twin).description.removeprefix("BROKEN on purpose (the audit must flag it): ")
+    broken = control.broken or MECHANISMS.get(control.twin).description.removeprefix(
+        "BROKEN on purpose (the audit must flag it): "
+    )
     return spec, PositiveControl(control.twin, broken, best.epsilon_lower_bound, best.name, spec.n_trials, bool(caught))
 
 
