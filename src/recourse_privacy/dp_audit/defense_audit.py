@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 
+from recourse_privacy.dp_audit.trained import BROKEN_EPSILON_FACTOR
 from recourse_privacy.errors import InvalidInputError
 from recourse_privacy.validation import check_positive_float
 
@@ -170,7 +171,7 @@ class PositiveControlSpec:
     broken: str = ""  # what is broken, in a few words ("": the twin's registered description)
 
 
-_DPM_TWIN = "the DP logistic regression run at 10 x epsilon (noise / 10)"
+_DPM_TWIN = f"the DP logistic regression run at {BROKEN_EPSILON_FACTOR:g} x epsilon (noise / {BROKEN_EPSILON_FACTOR:g})"
 
 #: audited mechanism -> its positive control; a mechanism without one is audited with its power unmeasured
 POSITIVE_CONTROLS: dict[str, PositiveControlSpec] = {
