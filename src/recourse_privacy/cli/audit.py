@@ -161,13 +161,13 @@ def audit(**options) -> None:
         best = evidence.strongest
         console.print(
             f"empirical audit of {mechanism} at claim {evidence.claimed_epsilon:g}: epsilon >= "
-            f"{best.epsilon_lower_bound:.3f} ({best.name}): {evidence.verdict}",
+            f"{_bound_text(best.epsilon_lower_bound)} ({best.name}): {evidence.verdict}",
             highlight=False,
         )
         c = evidence.control
         if c is not None:
             console.print(
-                f"positive control {c.mechanism} ({c.broken}): epsilon >= {c.epsilon_lower_bound:.3f} at "
+                f"positive control {c.mechanism} ({c.broken}): epsilon >= {_bound_text(c.epsilon_lower_bound)} at "
                 f"{c.n_trials} runs per neighbour: {'caught' if c.caught else 'NOT caught: the test has no power here'}",
                 highlight=False,
             )
@@ -218,6 +218,11 @@ def _play(console, config, out: Path, artifacts, claim, mechanism: str | None = 
             bar.stop()
             _fail(err)
     return result, evidence
+
+
+def _bound_text(bound: float | None) -> str:
+    """An empirical epsilon bound as printed: three decimals, or "n/a" where it is not finite at the delta."""
+    return "n/a" if bound is None else f"{bound:.3f}"
 
 
 def _audit_claim(config):
