@@ -29,6 +29,8 @@ HONEST = [
     "trained-mst-rows",
     "trained-laplace-answer",
     "trained-privrecourse-laplace",
+    "trained-dpm-flip",
+    "trained-dpm-flip-as-given",
 ]
 
 
@@ -86,6 +88,17 @@ def test_privrecourse_laplace_statistic_reaches_the_claims_likelihood_ratio_exac
         se = np.sqrt((1 - p0) / (n * p0) + (1 - p1) / (n * p1))
         assert abs(np.log(top[1] / top[0]) - true_eps) < 5 * se, (name, top)
         assert abs(top[1] - p1) < 5 * np.sqrt(p1 * (1 - p1) / n)
+
+
+@pytest.mark.parametrize("eps", [0.5, 2.0])
+def test_dp_logistic_label_flip_honest_passes_the_model_at_ten_times_its_epsilon_is_caught(eps):
+    """--defense dpm's audit: the canary's label flipped (a replaced row) on 12 rows; the model as it runs passes,
+    the model run at 10 x epsilon is caught by both deciding bounds at 200 runs."""
+    honest = audit_release("trained-dpm-flip", eps, n_trials=200, random_state=0)
+    broken = audit_release("trained-dpm-flip-broken", eps, n_trials=200, random_state=0)
+    assert not honest.violates_claim, honest.row()
+    assert broken.many_run.violates_claim or broken.scores["one_run"].epsilon_lower_bound > eps, broken.row()
+    assert broken.violates_claim
 
 
 def test_privrecourse_kmeans_honest_passes_broken_is_caught():

@@ -33,10 +33,11 @@ def laplace_evidence():
 
 
 def test_every_dp_defense_names_its_mechanism_and_bad_input_is_refused():
-    assert check_auditable("dpm", "logistic") == "trained-dpm-logistic-budget"  # the default model, regularised
-    # the model as run: the regularised DP logistic regression is audited as itself, C as given as itself
-    assert check_auditable("dpm", "logistic", 1.0, {"regularize_for_budget": True}) == "trained-dpm-logistic-budget"
-    assert check_auditable("dpm", "logistic", 1.0, {"regularize_for_budget": False}) == "trained-dpm-logistic"
+    assert check_auditable("dpm", "logistic") == "trained-dpm-flip"  # the default model, regularised
+    # the model as run: the regularised DP logistic regression is audited as itself, C as given as itself (each by
+    # the label flip, a replaced row: the test with power; docs/dp-audit.md)
+    assert check_auditable("dpm", "logistic", 1.0, {"regularize_for_budget": True}) == "trained-dpm-flip"
+    assert check_auditable("dpm", "logistic", 1.0, {"regularize_for_budget": False}) == "trained-dpm-flip-as-given"
     assert check_auditable("dpm", "mlp") == "trained-dpsgd"
     assert check_auditable("laplace", "logistic") == "trained-lr"
     assert check_auditable("dpm-laplace", "logistic") == "trained-dpm-lr"
@@ -135,19 +136,19 @@ def test_cli_refuses_dp_audit_without_a_dp_defense_before_any_work(tmp_path):
 
 def test_cli_audits_the_dp_model_as_run_with_its_model_params(tmp_path):
     """``--defense dpm --model-param regularize_for_budget=false --dp-audit``: the model with C as given is the one
-    audited (trained-dpm-logistic), not the default's regularised one."""
+    audited (trained-dpm-flip-as-given), not the default's regularised one."""
     out = tmp_path / "o"
     args = ["audit", "--defense", "dpm", "--epsilon", "2", "--normalize-rows", "--model-param",
             "regularize_for_budget=false", "--dp-audit", "--n-members", "100", "--shadow-models", "2", "--cache-dir",
             "off", "--out", str(out)]  # fmt: skip
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
-    assert "trained-dpm-logistic" in (out / "report.html").read_text()  # the report names the mechanism
+    assert "trained-dpm-flip-as-given" in (out / "report.html").read_text()  # the report names the mechanism
     block = json.loads((out / "metrics.json").read_text())["dp_audit"]  # and so does the JSON a script reads
-    assert block["mechanism"] == "trained-dpm-logistic" and block["claimed_epsilon"] == 2.0
-    # its positive control: the same test on the model run at 10 x epsilon, runs doubled until it is caught
-    assert block["control"]["mechanism"] == "trained-dpm-logistic-broken" and block["control"]["caught"] is True
-    assert block["control"]["n_trials"] > 200 and block["verdict"].startswith("consistent")
+    assert block["mechanism"] == "trained-dpm-flip-as-given" and block["claimed_epsilon"] == 2.0
+    # its positive control: the same test on the model run at 10 x epsilon, caught at the fast setting
+    assert block["control"]["mechanism"] == "trained-dpm-flip-as-given-broken" and block["control"]["caught"] is True
+    assert block["control"]["n_trials"] == 200 and block["verdict"].startswith("consistent")
 
 
 def test_a_private_recourse_methods_claim_is_the_one_audited_and_runs_without_one_are_refused():
@@ -236,6 +237,8 @@ def test_every_positive_control_is_a_registered_broken_twin_of_a_mechanism_the_a
         check_auditable("dpm", "mlp"),
         check_auditable("dpm-laplace", "logistic"),
         *(check_auditable("dpm", "logistic", 1.0, {"regularize_for_budget": r}) for r in (True, False)),
+        "trained-dpm-logistic-budget",  # the add-one release tests audit-dp runs
+        "trained-dpm-logistic",
     }
     assert set(POSITIVE_CONTROLS) == audited  # every mechanism --dp-audit runs but trained-lr (refuted by design)
     for name, spec in POSITIVE_CONTROLS.items():

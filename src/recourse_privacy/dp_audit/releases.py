@@ -32,6 +32,8 @@ trained-mst-rows          MST with its default number of synthetic rows; canary 
 trained-privrecourse-     PrivRecourse's Laplace baseline (every record plus Laplace noise); D' REPLACES
   laplace                 record 0 (at the origin) by the canary (1, ..., 1), as its claim's neighbours do;
                           the Laplace likelihood ratio of that record's released point
+trained-dpm-flip          the DP logistic regression as ``--defense dpm`` runs it (``-as-given``: C as given);
+                          D' REPLACES the canary e_1 labelled 1 by itself labelled 0, 12 rows; its logit
 trained-laplace-answer    Laplace Recourse's answer: the noisy probability of the canary under a
                           logistic regression trained on D or D'; the noisy probability
 ========================  ==================================================================
@@ -40,7 +42,7 @@ Broken twins: DP-SGD with the noise multiplier Opacus calibrated divided by 10 (
 k-means, DPC and MST with their bounds read from the private data (min and max, used as if public:
 the bug diffprivlib warns about); for the empty-region canary, diffprivlib's ``KMeans`` as it is; Laplace Recourse with sensitivity 0.1 instead of 1 (noise divided
 by 10); the Laplace baseline's records with one feature's sensitivity (noise d times too small); the sparse answers set back by a logistic regression fitted without DP; MST with as many rows as the
-data. Also registered, not broken on purpose but known not to be covered:
+data; the DP logistic regression run at 10 x epsilon. Also registered, not broken on purpose but known not to be covered:
 ``trained-dpc-faithful`` (the paper's DPC, prototypes as raw class means; only the autoencoder is
 noised).
 """
@@ -377,6 +379,44 @@ def laplace_answer_experiment(epsilon: float, *, broken: bool = False, n_rows: i
     )
 
 
+# ----------------------------------------------------------------------------- the DP logistic regression, label flip
+
+
+def dpm_label_flip_release(
+    epsilon: float, *, broken: bool = False, regularize_for_budget: bool = True, n_rows: int = 12, data_seed: int = 0
+):
+    """The DP logistic regression (objective perturbation, Chaudhuri et al. 2011, by diffprivlib) as ``--defense dpm``
+    runs it, on neighbours that replace a row: the canary ``e_1`` labelled 1 (D) or 0 (D'); its logit (lower on D').
+
+    The model's claim covers replaced rows, and a label flip moves the loss gradient by the canary's whole norm for
+    every weight while leaving the Hessian alone, so on few rows (12) the logit separates: this test catches the
+    model run at 10 x epsilon at claims 0.5-2 in 400 runs, where the add-one release test (``trained-dpm-logistic``)
+    does not. The linear recourse ``--defense dpm`` answers with is post-processing of the model, so the model's
+    bound covers it. The broken twin runs the model at ``BROKEN_EPSILON_FACTOR`` x epsilon.
+    """
+    from dataclasses import replace
+
+    from recourse_privacy.dp_audit.experiments import dpm_logistic_experiment
+    from recourse_privacy.dp_audit.trained import BROKEN_EPSILON_FACTOR
+    from recourse_privacy.models.dp import DPLogisticModel
+
+    factor = BROKEN_EPSILON_FACTOR if broken else 1.0
+
+    def make(epsilon, data_norm, random_state, **_):
+        return DPLogisticModel(
+            epsilon=factor * epsilon,
+            data_norm=data_norm,
+            regularize_for_budget=regularize_for_budget,
+            random_state=random_state,
+        )
+
+    exp = dpm_logistic_experiment(epsilon, n_rows=n_rows, data_seed=data_seed, model_factory=make)
+    name = "trained-dpm-flip" + ("" if regularize_for_budget else "-as-given") + ("-broken" if broken else "")
+    return replace(
+        exp, name=name, neighbours=exp.neighbours + ("; BROKEN: the model at 10 x epsilon" if broken else "")
+    )
+
+
 # ----------------------------------------------------------------------------- PrivRecourse's Laplace baseline
 
 #: features of the Laplace baseline's audit: the broken twin's noise (one feature's sensitivity) is d times too small
@@ -587,6 +627,24 @@ for _name, _fn, _side, _what, _broke, _one_run in (
         "MST synthetic data with its default number of rows (privrecourse-mst's nodes), with and without a canary; "
         "statistic the number of synthetic rows",
         "as many rows as the data",
+        None,
+    ),
+    (
+        "trained-dpm-flip",
+        dpm_label_flip_release,
+        "<=",
+        "the DP logistic regression as --defense dpm runs it (regularised for its budget), trained with the canary "
+        "e_1 labelled 1 and with it labelled 0 (a replaced row), 12 rows; statistic the canary's logit",
+        "the DP logistic regression run at 10 x epsilon",
+        None,
+    ),
+    (
+        "trained-dpm-flip-as-given",
+        _variant(dpm_label_flip_release, regularize_for_budget=False),
+        "<=",
+        "the DP logistic regression with C as given (regularize_for_budget=False), trained with the canary e_1 "
+        "labelled 1 and with it labelled 0 (a replaced row), 12 rows; statistic the canary's logit",
+        "the DP logistic regression run at 10 x epsilon",
         None,
     ),
     (
