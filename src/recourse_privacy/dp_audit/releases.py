@@ -59,6 +59,7 @@ import numpy as np
 
 from recourse_privacy.dp_audit.bounds import DistinguishingExperiment, EpsilonAudit
 from recourse_privacy.dp_audit.experiments import make_experiment, register_mechanism
+from recourse_privacy.dp_audit.trained import BROKEN_EPSILON_FACTOR
 from recourse_privacy.hyperparams import Int
 from recourse_privacy.validation import MAX_SEED, RandomState, check_positive_float, derive_seed
 
@@ -381,6 +382,9 @@ def laplace_answer_experiment(epsilon: float, *, broken: bool = False, n_rows: i
 
 # ----------------------------------------------------------------------------- the DP logistic regression, label flip
 
+#: what the label flip's broken twin runs (the registry's description and the positive control read it)
+_DPM_BROKEN = f"the DP logistic regression run at {BROKEN_EPSILON_FACTOR:g} x epsilon"
+
 
 def dpm_label_flip_release(
     epsilon: float, *, broken: bool = False, regularize_for_budget: bool = True, n_rows: int = 12, data_seed: int = 0
@@ -397,7 +401,6 @@ def dpm_label_flip_release(
     from dataclasses import replace
 
     from recourse_privacy.dp_audit.experiments import dpm_logistic_experiment
-    from recourse_privacy.dp_audit.trained import BROKEN_EPSILON_FACTOR
     from recourse_privacy.models.dp import DPLogisticModel
 
     factor = BROKEN_EPSILON_FACTOR if broken else 1.0
@@ -412,9 +415,7 @@ def dpm_label_flip_release(
 
     exp = dpm_logistic_experiment(epsilon, n_rows=n_rows, data_seed=data_seed, model_factory=make)
     name = "trained-dpm-flip" + ("" if regularize_for_budget else "-as-given") + ("-broken" if broken else "")
-    return replace(
-        exp, name=name, neighbours=exp.neighbours + ("; BROKEN: the model at 10 x epsilon" if broken else "")
-    )
+    return replace(exp, name=name, neighbours=exp.neighbours + (f"; BROKEN: {_DPM_BROKEN}" if broken else ""))
 
 
 # ----------------------------------------------------------------------------- PrivRecourse's Laplace baseline
@@ -635,7 +636,7 @@ for _name, _fn, _side, _what, _broke, _one_run in (
         "<=",
         "the DP logistic regression as --defense dpm runs it (regularised for its budget), trained with the canary "
         "e_1 labelled 1 and with it labelled 0 (a replaced row), 12 rows; statistic the canary's logit",
-        "the DP logistic regression run at 10 x epsilon",
+        _DPM_BROKEN,
         None,
     ),
     (
@@ -644,7 +645,7 @@ for _name, _fn, _side, _what, _broke, _one_run in (
         "<=",
         "the DP logistic regression with C as given (regularize_for_budget=False), trained with the canary e_1 "
         "labelled 1 and with it labelled 0 (a replaced row), 12 rows; statistic the canary's logit",
-        "the DP logistic regression run at 10 x epsilon",
+        _DPM_BROKEN,
         None,
     ),
     (
