@@ -112,7 +112,7 @@ def dpsgd_experiment(epsilon: float, *, broken: bool = False, n_rows: int = 32, 
     many-run Clopper-Pearson audit); :func:`~recourse_privacy.dp_audit.dpsgd_canaries.dpsgd_one_run`
     puts many in one run for the one-run bounds.
     """
-    from recourse_privacy.dp_audit.dpsgd_canaries import BROKEN_NOISE_FACTOR, dpsgd_canary_scores
+    from recourse_privacy.dp_audit.dpsgd_canaries import BROKEN_NOISE_FACTOR, HIDDEN_UNITS, dpsgd_canary_scores
 
     epsilon = check_positive_float(epsilon, "epsilon")
 
@@ -128,7 +128,7 @@ def dpsgd_experiment(epsilon: float, *, broken: bool = False, n_rows: int = 32, 
         statistic="white-box: the move of the canary's first-layer column along its descent direction at the "
         "(known) initialisation",
         neighbours=f"D: {n_rows} rows x 3 (the third coordinate 0); D' = D + the dirac canary 10 e_3 labelled as the "
-        "initial model gets it wrong; DPMLPModel (4,) ReLU, full-batch Poisson sampling, 4 epochs, clip 1, "
+        f"initial model gets it wrong; DPMLPModel ({HIDDEN_UNITS},) ReLU, full-batch Poisson sampling, 4 epochs, clip 1, "
         "delta 1e-5" + (f"; BROKEN: noise multiplier / {BROKEN_NOISE_FACTOR:g}" if broken else ""),
     )
 
