@@ -27,7 +27,7 @@ from recourse_privacy.data import ChecksumError, load_dataset, load_tabular
 from recourse_privacy.defenses import LaplaceRecourse, RecourseSession
 from recourse_privacy.errors import BudgetExceededError, InvalidInputError
 from recourse_privacy.models.registry import make_model
-from recourse_privacy.provenance import package_version, sha256_file, source_digest
+from recourse_privacy.provenance import package_version, processor_string, sha256_file, source_digest
 
 runner = CliRunner()
 
@@ -68,8 +68,23 @@ def test_metrics_json_records_data_hash_version_platform(tmp_path):
     assert AuditResult.from_dict(d).provenance.data_sha256 == sha256_file(data)
     before = {**d, "provenance": {k: v for k, v in prov.items() if k != "source_digest"}}  # written before stop 47
     assert AuditResult.from_dict(before).provenance.source_digest == ""
+    # the host, whose kernels matter (torch's part is there only where the audit had loaded it)
+    assert prov["processor"].split(";")[0] == processor_string().split(";")[0] and "CPUs" in prov["processor"]
+    before = {**d, "provenance": {k: v for k, v in prov.items() if k != "processor"}}  # written before stop 48
+    assert AuditResult.from_dict(before).provenance.processor == ""
     old = {k: v for k, v in d.items() if k != "provenance"}  # a file written before provenance existed
     assert AuditResult.from_dict(old).provenance is None
+
+
+def test_processor_string_names_the_cpu_and_torchs_kernels_once_torch_is_loaded(monkeypatch):
+    import sys
+
+    import torch
+
+    text = processor_string()
+    assert f"torch {torch.__version__}, CPU kernels {torch.backends.cpu.get_cpu_capability()}" in text
+    monkeypatch.delitem(sys.modules, "torch")  # a process that never loaded torch: no import just to name it
+    assert "torch" not in processor_string() and processor_string() == text.split(";")[0]
 
 
 def test_edited_data_recomputes_the_shadow_cache(tmp_path):

@@ -30,6 +30,7 @@ __all__ = [
     "content_key",
     "package_version",
     "platform_string",
+    "processor_string",
     "sha256_arrays",
     "sha256_file",
     "sha256_json",
@@ -121,6 +122,37 @@ def platform_string() -> str:
     return f"{platform.python_implementation()} {platform.python_version()} {platform.platform(terse=True)}"
 
 
+def _cpu_model() -> str:
+    """The CPU's model name from ``/proc/cpuinfo`` (Linux), else :func:`platform.processor` ("" when unknown)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def processor_string() -> str:
+    """The CPU the numbers were computed on, e.g. ``AMD EPYC, 2 CPUs; torch 2.13.0, CPU kernels AVX2``.
+
+    A network's float32 kernels differ between CPU instruction sets (torch picks AVX2 or AVX-512 at run time), and
+    an MLP's thousands of Adam steps amplify the rounding: the same seed gives the same numbers on one kind of host,
+    not across them (docs/performance.md, "Stop 47"). torch is named only where this process already loaded it.
+    """
+    import os
+
+    text = f"{_cpu_model() or 'unknown CPU'}, {os.cpu_count()} CPUs"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            text += f"; torch {torch.__version__}, CPU kernels {torch.backends.cpu.get_cpu_capability()}"
+        except Exception:  # noqa: BLE001 - an old torch without the query: the version alone
+            text += f"; torch {torch.__version__}"
+    return text
+
+
 def content_key(*parts: Any) -> str:
     """A 16-hex-digit key of ``parts`` (JSON-able values) and the code (:func:`code_version`)."""
     return sha256_json([code_version(), *parts])[:16]
@@ -134,7 +166,8 @@ class Provenance:
     ``data_sha256`` the SHA-256 of that file's bytes (None for generated data, whose
     configuration determines it); ``package_version`` and ``platform`` the software it ran on, and
     ``source_digest`` (:func:`source_digest`) which sources of that version: two runs of one version
-    between commits differ there ("" in records written before it was kept).
+    between commits differ there ("" in records written before it was kept); ``processor``
+    (:func:`processor_string`) the CPU and torch's kernels, on which a network's figures depend ("" before stop 48).
     """
 
     data_source: str
@@ -143,6 +176,7 @@ class Provenance:
     platform: str
     python: str = sys.version.split()[0]
     source_digest: str = ""
+    processor: str = ""
 
     @classmethod
     def current(cls, data_source: str, data_sha256: str | None) -> Provenance:
@@ -153,6 +187,7 @@ class Provenance:
             package_version=package_version(),
             platform=platform_string(),
             source_digest=source_digest(),
+            processor=processor_string(),
         )
 
     def to_dict(self) -> dict:
