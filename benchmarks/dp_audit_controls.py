@@ -6,7 +6,9 @@
 Each row runs what ``--dp-audit`` runs for that audit (``audit_recourse`` for a private recourse method at its own
 claim, ``audit_defense`` for DP-SGD and the DP logistic regression): the known-broken twin first, its runs doubled until the test catches it, then
 the audited mechanism at those runs. It prints the audited bound, the twin's bound and runs, whether the twin was
-caught, the verdict and the seconds (twin and audit together).
+caught, the verdict and the seconds (twin and audit together; on the audit's row, its parts too). A part the audit
+runs (``--defense dpm-laplace``: the DP model its release post-processes) gets a row of its own, marked "(part)"; the
+audit's verdict is the worst of its rows.
 """
 
 from __future__ import annotations
@@ -42,14 +44,17 @@ def main() -> None:
     for name in args.only:
         for eps in args.eps:
             start = time.perf_counter()
-            ev = AUDITS[name](eps, args.seed)
-            c = ev.control
-            print(
-                f"| {name} | {ev.mechanism} | {ev.claimed_epsilon:g} | {_f(ev.strongest.epsilon_lower_bound)} | "
-                f"{_f(c.epsilon_lower_bound)} ({c.method}) | {c.n_trials} | {'yes' if c.caught else 'NO'} | "
-                f"{ev.verdict} | {time.perf_counter() - start:.1f} |",
-                flush=True,
-            )
+            whole = AUDITS[name](eps, args.seed)
+            took = time.perf_counter() - start
+            for ev in (whole, *whole.parts):  # a part (the DP model a release post-processes) on a row of its own
+                c = ev.control
+                print(
+                    f"| {name}{'' if ev is whole else ' (part)'} | {ev.mechanism} | {ev.claimed_epsilon:g} | "
+                    f"{_f(ev.strongest.epsilon_lower_bound)} | {_f(c.epsilon_lower_bound)} ({c.method}) | "
+                    f"{c.n_trials} | {'yes' if c.caught else 'NO'} | {ev.verdict} | "
+                    f"{took if ev is whole else ev.seconds:.1f} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -242,6 +242,9 @@ def test_every_positive_control_is_a_registered_broken_twin_of_a_mechanism_the_a
     }
     assert set(POSITIVE_CONTROLS) == audited  # every mechanism --dp-audit runs but trained-lr (refuted by design)
     for name, spec in POSITIVE_CONTROLS.items():
+        if name == "trained-dpm-lr":  # its twin breaks the post-processing: Laplace Recourse over a non-private model
+            assert spec.twin == "trained-lr" and "non-private" in spec.broken
+            continue
         assert spec.twin == f"{name}-broken" and MECHANISMS.get(spec.twin).description.startswith("BROKEN on purpose")
         if name.startswith("trained-dpm"):  # the short text says what the registered twin runs
             from recourse_privacy.dp_audit.trained import BROKEN_EPSILON_FACTOR
@@ -249,3 +252,38 @@ def test_every_positive_control_is_a_registered_broken_twin_of_a_mechanism_the_a
             shown = spec.broken or MECHANISMS.get(spec.twin).description  # what the control reports
             assert f"run at {BROKEN_EPSILON_FACTOR:g} x epsilon" in shown
             assert f"run at {BROKEN_EPSILON_FACTOR:g} x epsilon" in MECHANISMS.get(spec.twin).description
+
+
+def test_laplace_recourse_over_the_dp_model_is_audited_as_a_release_and_its_model_as_a_part(tmp_path):
+    """``--defense dpm-laplace``: the release test has no power against the model run at 10 x epsilon (the answer's
+    own noise hides it), so the claim's model half is audited as a part by the label flip, each with a control that
+    the test catches; the verdict is the worst of the two, and the report, the JSON and the CLI show both."""
+    from dataclasses import replace
+
+    ev = audit_defense("dpm-laplace", "logistic", 1.0, seed=0)
+    assert ev.mechanism == "trained-dpm-lr" and ev.control.mechanism == "trained-lr" and ev.control.caught
+    (part,) = ev.parts
+    assert part.mechanism == "trained-dpm-flip" and part.role.startswith("the DP model the release post-processes")
+    assert part.control.mechanism == "trained-dpm-flip-broken" and part.control.caught
+    assert ev.verdict.startswith("consistent") and part.verdict.startswith("consistent")
+    page = dp_audit_html(ev)
+    assert "Also audited: <code>trained-dpm-flip</code>" in page and "1 more below" in page
+    assert page.count("Positive control:") == 2
+    block = ev.to_dict()
+    assert block["parts"][0]["mechanism"] == "trained-dpm-flip" and block["parts"][0]["verdict"] == part.verdict
+    json.dumps(block)  # metrics.json's block is plain JSON
+    # the verdict is the worst of the parts: a part that refutes the claim, or whose control the test missed
+    refuting = replace(part.bounds[0], epsilon_lower_bound=5.0)
+    worse = replace(ev, parts=(replace(part, bounds=(refuting, *part.bounds[1:])),))
+    assert worse.violates_claim and worse.verdict == "VIOLATES the claim" and not ev.violates_claim
+    blind = replace(ev, parts=(replace(part, control=replace(part.control, caught=False)),))
+    assert blind.verdict.startswith("INCONCLUSIVE") and "test of trained-dpm-flip at 200 runs" in blind.verdict
+
+    out = tmp_path / "o"
+    args = ["audit", "--defense", "dpm-laplace", "--epsilon", "1", "--normalize-rows", "--dp-audit", "--n-members",
+            "100", "--shadow-models", "2", "--cache-dir", "off", "--out", str(out)]  # fmt: skip
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "also audited, trained-dpm-flip at claim 1" in res.output and res.output.count("positive control") == 2
+    saved = json.loads((out / "metrics.json").read_text())["dp_audit"]
+    assert saved["verdict"].startswith("consistent") and saved["parts"][0]["control"]["caught"] is True

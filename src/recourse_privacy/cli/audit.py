@@ -158,19 +158,7 @@ def audit(**options) -> None:
         _fail(err)
     result, evidence = _play(console, config, out, artifacts, claim, mechanism)
     if evidence is not None:
-        best = evidence.strongest
-        console.print(
-            f"empirical audit of {mechanism} at claim {evidence.claimed_epsilon:g}: epsilon >= "
-            f"{_bound_text(best.epsilon_lower_bound)} ({best.name}): {evidence.verdict}",
-            highlight=False,
-        )
-        c = evidence.control
-        if c is not None:
-            console.print(
-                f"positive control {c.mechanism} ({c.broken}): epsilon >= {_bound_text(c.epsilon_lower_bound)} at "
-                f"{c.n_trials} runs per neighbour: {'caught' if c.caught else 'NOT caught: the test has no power here'}",
-                highlight=False,
-            )
+        _print_dp_audit(console, evidence)
     _print_summary(console, result)
     _print_exposure(console, result)
     if artifacts is not None:
@@ -220,9 +208,27 @@ def _play(console, config, out: Path, artifacts, claim, mechanism: str | None = 
     return result, evidence
 
 
-def _bound_text(bound: float | None) -> str:
-    """An empirical epsilon bound as printed: three decimals, or "n/a" where it is not finite at the delta."""
-    return "n/a" if bound is None else f"{bound:.3f}"
+def _print_dp_audit(console, evidence) -> None:
+    """``--dp-audit``'s lines: the audited mechanism's bound and the verdict, its positive control, then each part."""
+    from recourse_privacy.report.dp_audit import number_text
+
+    for e in (evidence, *evidence.parts):
+        best = e.strongest
+        what = f"empirical audit of {e.mechanism}" if e is evidence else f"  also audited, {e.mechanism}"
+        verdict = evidence.verdict if e is evidence else f"its own test: {e.verdict}"
+        console.print(
+            f"{what} at claim {e.claimed_epsilon:g}: epsilon >= {number_text(best.epsilon_lower_bound)} "
+            f"({best.name}): {verdict}",
+            highlight=False,
+        )
+        c = e.control
+        if c is not None:
+            console.print(
+                f"{'' if e is evidence else '  '}positive control {c.mechanism} ({c.broken}): epsilon >= "
+                f"{number_text(c.epsilon_lower_bound)} at {c.n_trials} runs per neighbour: "
+                f"{'caught' if c.caught else 'NOT caught: the test has no power here'}",
+                highlight=False,
+            )
 
 
 def _audit_claim(config):
