@@ -287,26 +287,53 @@ def test_kill_9_under_load_never_loses_a_spend_nor_overspends(tmp_path, sync, ga
     )
 
 
-def test_two_workers_answer_without_the_delayed_ack_floor(tmp_path):
-    """With --workers 2 uvicorn hands its workers a socket made with protocol number 0, on whose connections asyncio
-    leaves Nagle on: every response waited for the client's delayed ACK (Linux: at least 40 ms). Sequential requests
-    from one keep-alive client must not wait for it (the median of 30, so one slow request under load cannot fail it)."""
-    publish(tiny_dataset(300), method="laplace", epsilon=EPS, out=tmp_path / "b", bounds=BOUNDS)
-    key = KeyStore(tmp_path / "k.json").add("floor", budget=1000 * EPS)
-    server = Server(tmp_path / "b", tmp_path / "k.json", tmp_path / "l.db", workers=2)
-    try:
-        with httpx.Client(timeout=30, headers={"X-API-Key": key}) as c:
-            for _ in range(3):  # first connections and imports
-                c.post(server.url + "/v1/recourse", json={"applicant": applicant()})
-            took = []
-            for _ in range(30):
-                t0 = time.perf_counter()
-                r = c.post(server.url + "/v1/recourse", json={"applicant": applicant()})
-                took.append(time.perf_counter() - t0)
-                assert r.status_code == 200, r.text
-    finally:
-        server.kill()
-    assert sorted(took)[len(took) // 2] < 0.040, f"median {sorted(took)[len(took) // 2] * 1000:.1f} ms"
+@pytest.mark.parametrize("nodelay", [True, False])
+def test_a_connection_on_a_socket_made_elsewhere_gets_nodelay_from_the_servers_protocol(nodelay):
+    """With --workers 2 uvicorn hands its workers a listening socket made with protocol number 0, on whose connections
+    asyncio leaves Nagle on, and every response then waited for the client's delayed ACK (at least 40 ms on Linux;
+    service/transport.py). The server's protocol turns TCP_NODELAY on for each connection it is given: asserted on
+    the accepted socket itself, beside uvicorn's own protocol on the same socket, which leaves it off (the bug).
+    The latency this buys is measured in benchmarks/bench_serve.py, not here."""
+    import asyncio
+    import socket
+
+    import uvicorn
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+    from uvicorn.server import ServerState
+
+    from recourse_privacy.service.transport import NoDelayHTTPProtocol
+
+    async def app(scope, receive, send):  # never called: the test reads the socket, not a response
+        raise AssertionError("no request is sent")
+
+    config = uvicorn.Config(app, log_level="warning")
+    config.load()
+    state, made = ServerState(), []
+    cls = NoDelayHTTPProtocol if nodelay else AutoHTTPProtocol
+
+    def factory():
+        made.append(cls(config=config, server_state=state, app_state={}))
+        return made[-1]
+
+    async def accept_one() -> int:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0)  # protocol 0, as uvicorn's workers get it
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        server = await asyncio.get_running_loop().create_server(factory, sock=listener)
+        try:
+            _, writer = await asyncio.open_connection(*listener.getsockname())
+            for _ in range(200):  # until the server side has accepted the connection
+                if made and made[-1].transport is not None:
+                    break
+                await asyncio.sleep(0.01)
+            accepted = made[-1].transport.get_extra_info("socket")
+            value = accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            writer.close()
+            return value
+        finally:
+            server.close()
+
+    assert bool(asyncio.run(accept_one())) is nodelay
 
 
 # ------------------------------------------------------------------ the page in a browser
