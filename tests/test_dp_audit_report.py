@@ -287,3 +287,29 @@ def test_laplace_recourse_over_the_dp_model_is_audited_as_a_release_and_its_mode
     assert "also audited, trained-dpm-flip at claim 1" in res.output and res.output.count("positive control") == 2
     saved = json.loads((out / "metrics.json").read_text())["dp_audit"]
     assert saved["verdict"].startswith("consistent") and saved["parts"][0]["control"]["caught"] is True
+
+
+def test_a_gaussian_design_is_decided_by_the_f_dp_bound_which_reaches_claims_the_many_runs_cannot(monkeypatch):
+    """Full-batch DP-SGD is a composition of Gaussian mechanisms in each canary, so its verdict reads the one-run f-DP
+    bound (Mahloujifar et al. 2024) beside Clopper-Pearson: at a claim of 6, which 200 runs per neighbour could never
+    refute, the runs stay at the fast setting, the twin (noise / 10) is caught by the f-DP bound, and the honest
+    DP-SGD is consistent. Every other mechanism keeps the two assumption-free bounds."""
+    from recourse_privacy.dp_audit.defense_audit import DECIDING, GAUSSIAN_DESIGNS, deciding_for
+
+    assert set(GAUSSIAN_DESIGNS) == {"trained-dpsgd"}
+    assert deciding_for("trained-dpsgd") == deciding_for("trained-dpsgd-broken") == ("clopper_pearson", "one_run_fdp")
+    assert deciding_for("trained-dpm-flip") == deciding_for("trained-lr") == DECIDING
+    assert max_certifiable_epsilon(100, 0.0, 0.025) < 6.0  # the many runs alone could not refute 6
+    with pytest.raises(InvalidInputError, match="--epsilon"):
+        check_auditable("dpm", "logistic", 9.0)
+    check_auditable("dpm", "mlp", 9.0)  # DP-SGD is not refused there: its f-DP bound may still refute
+
+    ev = audit_defense("dpm", "mlp", 6.0, seed=0)
+    assert ev.decided_by == ("clopper_pearson", "one_run_fdp") and "200 runs per neighbour" in ev.bounds[0].runs
+    c = ev.control
+    assert c.caught and c.method.startswith("one-run f-DP") and c.epsilon_lower_bound > 6.0 and c.n_trials == 200
+    assert ev.verdict.startswith("consistent") and ev.strongest.epsilon_lower_bound < 6.0
+    fdp = next(b for b in ev.bounds if b.method == "one_run_fdp")
+    assert "holds for this design: full-batch DP-SGD" in fdp.assumptions
+    page = dp_audit_html(ev)
+    assert "this design's trade-off curve is Gaussian" in page and "without an assumption" not in page

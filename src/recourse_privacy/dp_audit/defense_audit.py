@@ -29,6 +29,7 @@ from recourse_privacy.validation import check_positive_float
 
 __all__ = [
     "DEFENSE_AUDITS",
+    "GAUSSIAN_DESIGNS",
     "POSITIVE_CONTROLS",
     "DPAuditEvidence",
     "DefenseAuditSpec",
@@ -38,10 +39,29 @@ __all__ = [
     "audit_defense",
     "audit_recourse",
     "check_auditable",
+    "deciding_for",
 ]
 
 #: the bounds that decide a verdict: no assumption on the trade-off curve (each at alpha / 2)
 DECIDING = ("clopper_pearson", "one_run")
+
+#: audited mechanisms whose canary design makes the trade-off curve in each canary exactly Gaussian, with why: their
+#: verdict reads the one-run f-DP bound (Mahloujifar, Melis and Chaudhuri 2024) in place of Steinke et al.'s, still
+#: two bounds at alpha / 2 each. The twin of such a mechanism is read the same way (its curve is Gaussian too).
+GAUSSIAN_DESIGNS: dict[str, str] = {
+    "trained-dpsgd": "full-batch DP-SGD (sampling rate 1) adds Gaussian noise of sd sigma C to the sum of clipped "
+    "gradients at each of its T steps, so in each canary it is a composition of Gaussian mechanisms, mu-GDP with mu = "
+    "sqrt(T) / sigma (Dong, Roth and Su 2022), and Adam and the final weights are post-processing; Opacus' accountant "
+    "gives an epsilon at or above that curve's",
+}
+
+
+def deciding_for(mechanism: str) -> tuple[str, ...]:
+    """The two bounds that decide ``mechanism``'s verdict: Clopper-Pearson and Steinke et al.'s one-run bound, or the
+    one-run f-DP bound in its place where the design's trade-off curve is Gaussian (:data:`GAUSSIAN_DESIGNS`)."""
+    base = mechanism.removesuffix("-broken")
+    return ("clopper_pearson", "one_run_fdp") if base in GAUSSIAN_DESIGNS else DECIDING
+
 
 #: user-facing names of the methods, with their papers
 METHOD_NAMES = {
@@ -155,6 +175,12 @@ _ASSUME_ONE = "each canary included independently with probability 1/2; no assum
 _ASSUME_FDP = _ASSUME_ONE.split(";")[0] + "; the mechanism's trade-off curve is Gaussian (mu-GDP)"
 
 
+def _assume_fdp(mechanism: str) -> str:
+    """The f-DP bound's assumption, and for a Gaussian design why it holds there."""
+    why = GAUSSIAN_DESIGNS.get(mechanism.removesuffix("-broken"))
+    return _ASSUME_FDP if why is None else f"{_ASSUME_FDP}, which holds for this design: {why}"
+
+
 #: why a release's DP model is audited as a part of its audit
 _MODEL_PART = (
     "the DP model the release post-processes: the release's claim is the model's epsilon, so a model that breaks it "
@@ -240,15 +266,19 @@ def _recourse_spec(claim) -> DefenseAuditSpec:
 MAX_TRIALS = 16_000
 
 
-def trials_for(spec: DefenseAuditSpec, epsilon: float, alpha: float = 0.05) -> int:
+def trials_for(spec: DefenseAuditSpec, epsilon: float, alpha: float = 0.05, mechanism: str = "") -> int:
     """The fast setting's runs per neighbour, doubled until a perfect test could certify more than ``epsilon``.
 
     Raises one error naming --epsilon when even :data:`MAX_TRIALS` could not (bounds.max_certifiable_epsilon
-    at delta 0, half the runs measuring, each bound at alpha / 2).
+    at delta 0, half the runs measuring, each bound at alpha / 2). A ``mechanism`` of a Gaussian design
+    (:data:`GAUSSIAN_DESIGNS`) keeps the fast setting: its one-run f-DP bound decides beside the many runs, and its
+    positive control says whether its canaries reach the claim.
     """
     from recourse_privacy.dp_audit.bounds import max_certifiable_epsilon
 
     n = spec.n_trials
+    if "one_run_fdp" in deciding_for(mechanism):
+        return n
     while max_certifiable_epsilon(n // 2, 0.0, alpha / 2) <= epsilon:
         if 2 * n > MAX_TRIALS:
             raise InvalidInputError(
@@ -287,7 +317,7 @@ def check_auditable(
     if name is None:
         raise InvalidInputError(f"--dp-audit: no empirical audit of --defense {defense} with --model {model!r}")
     if epsilon is not None:
-        trials_for(spec, check_positive_float(epsilon, "epsilon (--epsilon)"))
+        trials_for(spec, check_positive_float(epsilon, "epsilon (--epsilon)"), mechanism=name)
     return name
 
 
@@ -295,7 +325,14 @@ def _from_release(name: str, epsilon: float, spec: DefenseAuditSpec, alpha: floa
     from recourse_privacy.dp_audit.releases import audit_release
 
     ra = audit_release(
-        name, epsilon, n_trials=spec.n_trials, alpha=alpha, random_state=seed, n_runs=5, n_canaries=spec.n_canaries
+        name,
+        epsilon,
+        n_trials=spec.n_trials,
+        alpha=alpha,
+        random_state=seed,
+        n_runs=5,
+        n_canaries=spec.n_canaries,
+        require_power="one_run_fdp" not in deciding_for(name),  # a Gaussian design: the one-run f-DP bound decides
     )
     s = ra.scores
     many = f"{spec.n_trials} runs per neighbour"
@@ -324,7 +361,7 @@ def _from_release(name: str, epsilon: float, spec: DefenseAuditSpec, alpha: floa
             s["one_run_fdp"].epsilon_lower_bound,
             s["one_run_fdp"].mu_lower_bound,
             alpha / 2,
-            _ASSUME_FDP,
+            _assume_fdp(name),
             ra.design,
         ),
     )
@@ -356,7 +393,7 @@ def _from_trained(name: str, epsilon: float, spec: DefenseAuditSpec, alpha: floa
         EmpiricalBound(
             "one_run", METHOD_NAMES["one_run"], one.epsilon_lower_bound, None, alpha / 2, _ASSUME_ONE, design
         ),
-        EmpiricalBound("one_run_fdp", METHOD_NAMES["one_run_fdp"], eps_fdp, mu, alpha / 2, _ASSUME_FDP, design),
+        EmpiricalBound("one_run_fdp", METHOD_NAMES["one_run_fdp"], eps_fdp, mu, alpha / 2, _assume_fdp(name), design),
     )
     return many, bounds
 
@@ -424,9 +461,10 @@ def _audit_one(
     from recourse_privacy.dp_audit.experiments import MECHANISMS
     from recourse_privacy.dp_audit.releases import RELEASE_AUDITS
 
-    spec = replace(spec, n_trials=trials_for(spec, epsilon, alpha))
+    spec = replace(spec, n_trials=trials_for(spec, epsilon, alpha, mechanism=name))
     start = time.perf_counter()
-    spec, control = _with_control(name, epsilon, spec, alpha, seed, DECIDING)
+    deciding = deciding_for(name)
+    spec, control = _with_control(name, epsilon, spec, alpha, seed, deciding)
     run = _from_release if name in RELEASE_AUDITS else _from_trained
     many, bounds = run(name, epsilon, spec, alpha, seed)
     return DPAuditEvidence(
@@ -437,7 +475,7 @@ def _audit_one(
         delta=many.delta,
         alpha=alpha,
         bounds=bounds,
-        decided_by=DECIDING,
+        decided_by=deciding,
         source=f"audited now (audit --dp-audit, seed {seed}): the defense's mechanism on the package's canary "
         "design at the audit's epsilon, not on the audited data",
         seconds=time.perf_counter() - start,
@@ -458,7 +496,8 @@ def audit_recourse(
     spec = _recourse_spec(claim)
     spec = replace(spec, n_trials=trials_for(spec, claim.epsilon, alpha))
     start = time.perf_counter()
-    spec, control = _with_control(claim.mechanism, claim.epsilon, spec, alpha, seed, DECIDING)
+    deciding = deciding_for(claim.mechanism)
+    spec, control = _with_control(claim.mechanism, claim.epsilon, spec, alpha, seed, deciding)
     many, bounds = _from_release(claim.mechanism, claim.epsilon, spec, alpha, seed)
     return DPAuditEvidence(
         defense=recourse,
@@ -468,7 +507,7 @@ def audit_recourse(
         delta=many.delta,
         alpha=alpha,
         bounds=bounds,
-        decided_by=DECIDING,
+        decided_by=deciding,
         source=f"audited now (audit --dp-audit, seed {seed}): the method's release ({claim.covers}; the candidates "
         "are decided by the audit's model, outside the claim) on the package's canary design at the method's "
         "epsilon, not on the audited data",

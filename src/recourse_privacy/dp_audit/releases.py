@@ -747,6 +747,7 @@ def audit_release(
     random_state: RandomState = 0,
     n_canaries: int = 1000,
     n_runs: int = 5,
+    require_power: bool = True,
     **params,
 ) -> ReleaseAudit:
     """Audit ``name`` at ``epsilon``: the many-run audit, then the four score bounds.
@@ -759,6 +760,7 @@ def audit_release(
     unused run of that neighbour gives its score (runs are independent and identically distributed
     within a neighbour, so this is exactly one independent run per canary with coin-flip
     inclusion, the one-run theorems' assumption, and stronger). Each part runs at ``alpha / 2``.
+    ``require_power=False`` runs the many runs even where too few to refute the claim (``bounds.audit_mechanism``).
     """
     from recourse_privacy.dp_audit.bounds import audit_mechanism
     from recourse_privacy.dp_audit.canary_scores import audit_scores
@@ -785,6 +787,7 @@ def audit_release(
         mechanism=exp.name,
         statistic=exp.statistic,
         neighbours=exp.neighbours,
+        require_power=require_power,
     )
     if spec.one_run is not None:
         scores, member = spec.one_run(epsilon, random_state=seed, n_canaries=n_canaries, n_runs=n_runs, **params)

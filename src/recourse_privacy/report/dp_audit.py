@@ -44,6 +44,17 @@ def _control_html(evidence: DPAuditEvidence) -> str:
     )
 
 
+def _reads(evidence: DPAuditEvidence) -> str:
+    """Which bounds the verdict reads: the two without an assumption on the trade-off curve, or (a Gaussian design)
+    Clopper-Pearson and the one-run f-DP bound, whose assumption the design meets (its row says why)."""
+    if "one_run_fdp" in evidence.decided_by:
+        return (
+            "The verdict reads the many-run Clopper-Pearson bound and the one-run f-DP bound, each at alpha / 2: this "
+            "design's trade-off curve is Gaussian, as the f-DP bound assumes (its row says why)."
+        )
+    return "The verdict reads the two bounds without an assumption on the trade-off curve, each at alpha / 2."
+
+
 def dp_audit_html(evidence: DPAuditEvidence | None) -> str:
     """The section's HTML ("" without evidence), then each part's (``evidence.parts``); every string escaped."""
     if evidence is None:
@@ -89,5 +100,6 @@ def _evidence_html(evidence: DPAuditEvidence) -> str:
         + _control_html(evidence)
         + f'<p class="small">{e(evidence.source)}; {evidence.seconds:.0f} s. A bound above the claim refutes it '
         "(at the stated confidence); a bound below it finds nothing wrong, which is not a proof of privacy. "
-        "The verdict reads the two bounds without an assumption on the trade-off curve, each at alpha / 2.</p>"
+        + _reads(evidence)
+        + "</p>"
     )
