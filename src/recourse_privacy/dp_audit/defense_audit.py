@@ -334,8 +334,13 @@ def _from_release(name: str, epsilon: float, spec: DefenseAuditSpec, alpha: floa
         n_canaries=spec.n_canaries,
         require_power="one_run_fdp" not in deciding_for(name),  # a Gaussian design: the one-run f-DP bound decides
     )
+    from recourse_privacy.dp_audit.bounds import max_certifiable_epsilon
+
     s = ra.scores
     many = f"{spec.n_trials} runs per neighbour"
+    cap = max_certifiable_epsilon(spec.n_trials // 2, 0.0, alpha / 2)
+    if cap <= epsilon:  # a Gaussian design's fast runs: shown, but they cannot refute this claim
+        many += f" (can certify at most {cap:.2f}: the f-DP bound carries the power)"
     bounds = (
         EmpiricalBound(
             "clopper_pearson",
