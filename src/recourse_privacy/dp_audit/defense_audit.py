@@ -124,8 +124,8 @@ class DPAuditEvidence:
 
     @property
     def violates_claim(self) -> bool:
-        """True when a bound that decides the verdict (no trade-off-curve assumption) exceeds the claim, here or in
-        a part."""
+        """True when a bound that decides the verdict (``decided_by``: none assumes a trade-off curve the design
+        does not have) exceeds the claim, here or in a part."""
         return any(p.violates_claim for p in self.parts) or any(
             b.method in self.decided_by
             and b.epsilon_lower_bound is not None
