@@ -56,11 +56,15 @@ GAUSSIAN_DESIGNS: dict[str, str] = {
 }
 
 
+def gaussian_design(mechanism: str) -> str | None:
+    """Why ``mechanism`` (or the mechanism it is the broken twin of) has a Gaussian trade-off curve, or None."""
+    return GAUSSIAN_DESIGNS.get(mechanism.removesuffix("-broken"))
+
+
 def deciding_for(mechanism: str) -> tuple[str, ...]:
     """The two bounds that decide ``mechanism``'s verdict: Clopper-Pearson and Steinke et al.'s one-run bound, or the
     one-run f-DP bound in its place where the design's trade-off curve is Gaussian (:data:`GAUSSIAN_DESIGNS`)."""
-    base = mechanism.removesuffix("-broken")
-    return ("clopper_pearson", "one_run_fdp") if base in GAUSSIAN_DESIGNS else DECIDING
+    return DECIDING if gaussian_design(mechanism) is None else ("clopper_pearson", "one_run_fdp")
 
 
 #: user-facing names of the methods, with their papers
@@ -177,7 +181,7 @@ _ASSUME_FDP = _ASSUME_ONE.split(";")[0] + "; the mechanism's trade-off curve is 
 
 def _assume_fdp(mechanism: str) -> str:
     """The f-DP bound's assumption, and for a Gaussian design why it holds there."""
-    why = GAUSSIAN_DESIGNS.get(mechanism.removesuffix("-broken"))
+    why = gaussian_design(mechanism)
     return _ASSUME_FDP if why is None else f"{_ASSUME_FDP}, which holds for this design: {why}"
 
 
@@ -277,7 +281,7 @@ def trials_for(spec: DefenseAuditSpec, epsilon: float, alpha: float = 0.05, mech
     from recourse_privacy.dp_audit.bounds import max_certifiable_epsilon
 
     n = spec.n_trials
-    if "one_run_fdp" in deciding_for(mechanism):
+    if gaussian_design(mechanism) is not None:
         return n
     while max_certifiable_epsilon(n // 2, 0.0, alpha / 2) <= epsilon:
         if 2 * n > MAX_TRIALS:
@@ -332,7 +336,7 @@ def _from_release(name: str, epsilon: float, spec: DefenseAuditSpec, alpha: floa
         random_state=seed,
         n_runs=5,
         n_canaries=spec.n_canaries,
-        require_power="one_run_fdp" not in deciding_for(name),  # a Gaussian design: the one-run f-DP bound decides
+        require_power=gaussian_design(name) is None,  # a Gaussian design: the one-run f-DP bound carries the power
     )
     from recourse_privacy.dp_audit.bounds import max_certifiable_epsilon
 
