@@ -270,6 +270,14 @@ def _recourse_spec(claim) -> DefenseAuditSpec:
 MAX_TRIALS = 16_000
 
 
+def many_run_reach(n_trials: int, alpha: float = 0.05) -> float:
+    """The largest epsilon the many-run audit of ``n_trials`` runs per neighbour could certify with a perfect test
+    (half the runs measuring, delta 0, the bound at alpha / 2)."""
+    from recourse_privacy.dp_audit.bounds import max_certifiable_epsilon
+
+    return max_certifiable_epsilon(n_trials // 2, 0.0, alpha / 2)
+
+
 def trials_for(spec: DefenseAuditSpec, epsilon: float, alpha: float = 0.05, mechanism: str = "") -> int:
     """The fast setting's runs per neighbour, doubled until a perfect test could certify more than ``epsilon``.
 
@@ -278,12 +286,10 @@ def trials_for(spec: DefenseAuditSpec, epsilon: float, alpha: float = 0.05, mech
     (:data:`GAUSSIAN_DESIGNS`) keeps the fast setting: its one-run f-DP bound decides beside the many runs, and its
     positive control says whether its canaries reach the claim.
     """
-    from recourse_privacy.dp_audit.bounds import max_certifiable_epsilon
-
     n = spec.n_trials
     if gaussian_design(mechanism) is not None:
         return n
-    while max_certifiable_epsilon(n // 2, 0.0, alpha / 2) <= epsilon:
+    while many_run_reach(n, alpha) <= epsilon:
         if 2 * n > MAX_TRIALS:
             raise InvalidInputError(
                 f"--dp-audit: --epsilon {epsilon:g} is too large to refute empirically within {MAX_TRIALS} runs per "
@@ -338,11 +344,9 @@ def _from_release(name: str, epsilon: float, spec: DefenseAuditSpec, alpha: floa
         n_canaries=spec.n_canaries,
         require_power=gaussian_design(name) is None,  # a Gaussian design: the one-run f-DP bound carries the power
     )
-    from recourse_privacy.dp_audit.bounds import max_certifiable_epsilon
-
     s = ra.scores
     many = f"{spec.n_trials} runs per neighbour"
-    cap = max_certifiable_epsilon(spec.n_trials // 2, 0.0, alpha / 2)
+    cap = many_run_reach(spec.n_trials, alpha)
     if cap <= epsilon:  # a Gaussian design's fast runs: shown, but they cannot refute this claim
         many += f" (can certify at most {cap:.2f}: the f-DP bound carries the power)"
     bounds = (
